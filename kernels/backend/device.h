@@ -1,0 +1,69 @@
+// The backend interface: a device owns memory (Buffer), orders work (Stream) and exposes its op
+// tables. The CPU backend (cpu/) is the readable reference; a CUDA backend plugs in by
+// implementing the same three classes and filling OpTable<float> (double tables are optional and
+// exist on CPU for finite-difference gradient checks).
+//
+// Model code only holds raw T* into buffers and passes them to ops, so it never touches memory
+// itself except through Buffer::CopyToHost/CopyFromHost (checkpoints, loss readback, routing
+// statistics).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend/op_table.h"
+
+namespace parity::kernels {
+
+// A block of device memory, 64-byte aligned, zero-initialised. Owned by whoever allocated it.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() = 0;
+  virtual size_t bytes() const = 0;
+  virtual void CopyToHost(void* dst, size_t offset, size_t n) const = 0;
+  virtual void CopyFromHost(const void* src, size_t offset, size_t n) = 0;
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data());
+  }
+};
+
+// An ordered queue of work. On CPU every op is synchronous, so Synchronize is a no-op.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual void Synchronize() = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string_view Name() const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) = 0;
+  virtual Stream& DefaultStream() = 0;
+  // The context ops run with (thread pool, FLOP counter). Owned by the device.
+  virtual OpContext& Context() = 0;
+  // Op tables; nullptr where the backend has no kernels for that precision.
+  virtual const OpTable<float>* OpsF32() const = 0;
+  virtual const OpTable<double>* OpsF64() const = 0;
+};
+
+template <typename T>
+const OpTable<T>* OpsFor(const Device& device) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    return device.OpsF32();
+  } else {
+    return device.OpsF64();
+  }
+}
+
+struct CpuDeviceOptions {
+  int threads = 1;  // thread-pool size; BLAS runs single-threaded inside pool chunks
+};
+// The CPU backend (cpu/cpu_device.cc).
+std::unique_ptr<Device> MakeCpuDevice(const CpuDeviceOptions& options);
+
+}  // namespace parity::kernels

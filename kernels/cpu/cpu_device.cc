@@ -1,0 +1,110 @@
+// The CPU backend: aligned host buffers, a synchronous stream, a thread pool, and the op tables
+// filled from the reference kernels in ops_*.h for float and double.
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/backend/device.h"
+#include "kernels/cpu/ops_attention.h"
+#include "kernels/cpu/ops_dense.h"
+#include "kernels/cpu/ops_moe.h"
+#include "kernels/cpu/ops_optim.h"
+
+namespace parity::kernels {
+namespace {
+
+class CpuBuffer final : public Buffer {
+ public:
+  CpuBuffer(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
+  ~CpuBuffer() override { std::free(data_); }
+  void* data() override { return data_; }
+  size_t bytes() const override { return bytes_; }
+  void CopyToHost(void* dst, size_t offset, size_t n) const override {
+    std::memcpy(dst, static_cast<const char*>(data_) + offset, n);
+  }
+  void CopyFromHost(const void* src, size_t offset, size_t n) override {
+    std::memcpy(static_cast<char*>(data_) + offset, src, n);
+  }
+
+ private:
+  void* data_;  // owned, from aligned_alloc
+  size_t bytes_;
+};
+
+class CpuStream final : public Stream {
+ public:
+  void Synchronize() override {}
+};
+
+template <typename T>
+OpTable<T> MakeCpuTable() {
+  OpTable<T> t;
+  t.embedding_forward = &cpu::EmbeddingForward<T>;
+  t.embedding_backward = &cpu::EmbeddingBackward<T>;
+  t.rmsnorm_forward = &cpu::RmsNormForward<T>;
+  t.rmsnorm_backward = &cpu::RmsNormBackward<T>;
+  t.matmul_forward = &cpu::MatmulForward<T>;
+  t.matmul_backward = &cpu::MatmulBackward<T>;
+  t.swiglu_forward = &cpu::SwiGluForward<T>;
+  t.swiglu_backward = &cpu::SwiGluBackward<T>;
+  t.rope_forward = &cpu::RopeForward<T>;
+  t.rope_backward = &cpu::RopeBackward<T>;
+  t.attention_forward = &cpu::AttentionForward<T>;
+  t.attention_backward = &cpu::AttentionBackward<T>;
+  t.cross_entropy_forward = &cpu::CrossEntropyForward<T>;
+  t.cross_entropy_backward = &cpu::CrossEntropyBackward<T>;
+  t.route_forward = &cpu::RouteForward<T>;
+  t.route_backward = &cpu::RouteBackward<T>;
+  t.permute_forward = &cpu::PermuteForward<T>;
+  t.permute_backward = &cpu::PermuteBackward<T>;
+  t.combine_forward = &cpu::CombineForward<T>;
+  t.combine_backward = &cpu::CombineBackward<T>;
+  t.sum_squares = &cpu::SumSquares<T>;
+  t.adamw_update = &cpu::AdamWUpdate<T>;
+  return t;
+}
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(const CpuDeviceOptions& options)
+      : pool_(options.threads),
+        context_{.pool = &pool_, .flops = &flops_},
+        f32_(MakeCpuTable<float>()),
+        f64_(MakeCpuTable<double>()) {
+    // One owner of the cores: our pool splits GEMMs; OpenBLAS must not spawn its own threads.
+    openblas_set_num_threads(1);
+  }
+  std::string_view Name() const override { return "cpu"; }
+  absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override {
+    const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
+    }
+    std::memset(p, 0, rounded);
+    return std::make_unique<CpuBuffer>(p, bytes);
+  }
+  Stream& DefaultStream() override { return stream_; }
+  OpContext& Context() override { return context_; }
+  const OpTable<float>* OpsF32() const override { return &f32_; }
+  const OpTable<double>* OpsF64() const override { return &f64_; }
+
+ private:
+  ThreadPool pool_;
+  FlopCounter flops_;
+  OpContext context_;
+  CpuStream stream_;
+  OpTable<float> f32_;
+  OpTable<double> f64_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> MakeCpuDevice(const CpuDeviceOptions& options) {
+  return std::make_unique<CpuDevice>(options);
+}
+
+}  // namespace parity::kernels
