@@ -3,9 +3,10 @@
 // implementing the same three classes and filling OpTable<float> (double tables are optional and
 // exist on CPU for finite-difference gradient checks).
 //
-// Model code only holds raw T* into buffers and passes them to ops, so it never touches memory
-// itself except through Buffer::CopyToHost/CopyFromHost (checkpoints, loss readback, routing
-// statistics).
+// Model code holds raw T* into buffers and passes them to ops; it moves memory only through the
+// device's Copy/Zero/ToHost/FromHost (checkpoints, loss readback, routing statistics). One known
+// exception, marked in transformer.cc: the MoE routing plan (a counting sort over T·K ints) is
+// built on the host from the router's output, which a CUDA backend would turn into an op.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,11 @@ class Device {
   virtual std::string_view Name() const = 0;
   virtual absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) = 0;
   virtual Stream& DefaultStream() = 0;
+  // Raw-pointer transfers on the default stream (pointers come from this device's buffers).
+  virtual void Copy(void* dst, const void* src, size_t bytes) = 0;  // device → device
+  virtual void Zero(void* dst, size_t bytes) = 0;
+  virtual void ToHost(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void FromHost(void* dst, const void* host_src, size_t bytes) = 0;
   // The context ops run with (thread pool, FLOP counter). Owned by the device.
   virtual OpContext& Context() = 0;
   // Op tables; nullptr where the backend has no kernels for that precision.

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/backend/thread_pool.h"
 
@@ -61,10 +62,10 @@ struct AttentionShape {
 
 struct RouteShape {
   int64_t tokens, experts, top_k;
-  bool renormalize;     // gates renormalised over the chosen K
-  double aux_weight;    // λ of the balance loss
-  double z_weight;      // λ_z of the router z-loss
-  double grad_scale;    // multiplies the aux/z loss gradients (1/micro-batches)
+  bool renormalize;   // gates renormalised over the chosen K
+  double aux_weight;  // λ of the balance loss
+  double z_weight;    // λ_z of the router z-loss
+  double grad_scale;  // multiplies the aux/z loss gradients (1/micro-batches)
 };
 
 // PARITY_OPS(X, T): X(kind, forward, backward, forward signature, backward signature).
@@ -74,12 +75,12 @@ struct RouteShape {
     void(const OpContext&, int64_t t, int64_t d, T* out, const int32_t* tokens, const T* table),  \
     void(const OpContext&, int64_t t, int64_t d, int64_t v, T* dtable, const T* dout,             \
          const int32_t* tokens))                                                                  \
-  /* out = x·rstd·w; rstd[T] saved. dx (+=), dw (+=) */                                           \
+  /* out = x·rstd·w; rstd[T] saved. dx (+=), dw (+=) */                                         \
   X(kRmsNorm, rmsnorm_forward, rmsnorm_backward,                                                  \
     void(const OpContext&, int64_t t, int64_t d, T* out, T* rstd, const T* x, const T* w),        \
     void(const OpContext&, int64_t t, int64_t d, T* dx, T* dw, const T* dout, const T* x,         \
          const T* w, const T* rstd))                                                              \
-  /* y[T,N] (=|+=) x[T,K]·W[N,K]^T.  dx[T,K] (=|+=) dy·W;  dW[N,K] += dy^T·x */                   \
+  /* y[T,N] (=|+=) x[T,K]·W[N,K]^T.  dx[T,K] (=|+=) dy·W;  dW[N,K] += dy^T·x */                \
   X(kMatmul, matmul_forward, matmul_backward,                                                     \
     void(const OpContext&, const MatmulShape&, T* y, const T* x, const T* w, Accumulate,          \
          FlopKind),                                                                               \
@@ -93,31 +94,31 @@ struct RouteShape {
      the gradient back (the rotation is orthogonal). */                                           \
   X(kRope, rope_forward, rope_backward, void(const OpContext&, const AttentionShape&, T* qkv),    \
     void(const OpContext&, const AttentionShape&, T* dqkv))                                       \
-  /* out[T,H·Dh] = causal softmax(q·k^T/√Dh [+ alibi])·v; probs[B,H,S,S] saved. dqkv = */        \
+  /* out[T,H·Dh] = causal softmax(q·k^T/√Dh [+ alibi])·v; probs[B,H,S,S] saved. dqkv = */    \
   X(kAttention, attention_forward, attention_backward,                                            \
     void(const OpContext&, const AttentionShape&, T* out, T* probs, const T* qkv),                \
     void(const OpContext&, const AttentionShape&, T* dqkv, const T* dout, const T* probs,         \
          const T* qkv))                                                                           \
-  /* loss[T] = -log softmax(logits)[target];  dlogits[T,V] = scale·(softmax - onehot) */          \
+  /* loss[T] = -log softmax(logits)[target];  dlogits[T,V] = scale·(softmax - onehot) */         \
   X(kCrossEntropy, cross_entropy_forward, cross_entropy_backward,                                 \
     void(const OpContext&, int64_t t, int64_t v, T* loss, const T* logits,                        \
          const int32_t* targets),                                                                 \
     void(const OpContext&, int64_t t, int64_t v, T* dlogits, const T* logits,                     \
          const int32_t* targets, double scale))                                                   \
   /* Router: probs[T,E] = softmax(logits); top-K of probs+bias[E] -> expert[T,Kr], gate[T,Kr];    \
-     lse[T]; load[E] (slot counts); losses[2] = {aux, z}. Backward: dlogits[T,E] = from dgate    \
+     lse[T]; load[E] (slot counts); losses[2] = {aux, z}. Backward: dlogits[T,E] = from dgate     \
      plus the aux and z loss gradients. */                                                        \
   X(kRoute, route_forward, route_backward,                                                        \
     void(const OpContext&, const RouteShape&, T* probs, T* lse, int32_t* expert, T* gate,         \
          int64_t* load, double* losses, const T* logits, const float* bias),                      \
     void(const OpContext&, const RouteShape&, T* dlogits, const T* dgate, const T* probs,         \
          const T* lse, const int32_t* expert, const int64_t* load))                               \
-  /* Grouping: xs[P,D] = x[token_of[p]];  dx[T,D] += Σ over the token's slots (slot_of[T,Kr]) */  \
+  /* Grouping: xs[P,D] = x[token_of[p]];  dx[T,D] += Σ over the token's slots (slot_of[T,Kr]) */ \
   X(kPermute, permute_forward, permute_backward,                                                  \
     void(const OpContext&, int64_t p, int64_t d, T* xs, const T* x, const int32_t* token_of),     \
     void(const OpContext&, int64_t t, int64_t k, int64_t d, T* dx, const T* dxs,                  \
          const int32_t* slot_of))                                                                 \
-  /* y[T,D] += Σ_k gate[t,k]·ys[slot_of[t,k]];  dys[P,D] =, dgate[T,Kr] = */                     \
+  /* y[T,D] += Σ_k gate[t,k]·ys[slot_of[t,k]];  dys[P,D] =, dgate[T,Kr] = */                    \
   X(kCombine, combine_forward, combine_backward,                                                  \
     void(const OpContext&, int64_t t, int64_t k, int64_t d, T* y, const T* ys, const T* gate,     \
          const int32_t* slot_of),                                                                 \
@@ -129,12 +130,12 @@ struct AdamWArgs {
   double lr, beta1, beta2, eps, weight_decay;
   int64_t step;  // 1-based, for bias correction
 };
-#define PARITY_UPDATE_OPS(X, T)                                                                   \
-  /* sum of squares of g[n], accumulated in double in a fixed order */                            \
-  X(kSumSquares, sum_squares, double(const OpContext&, int64_t n, const T* g))                    \
-  /* p, m, v updated in place from g·grad_scale; decoupled weight decay if kApply */               \
-  X(kAdamW, adamw_update,                                                                         \
-    void(const OpContext&, int64_t n, T* p, T* m, T* v, const T* g, double grad_scale,            \
+#define PARITY_UPDATE_OPS(X, T)                                                        \
+  /* sum of squares of g[n], accumulated in double in a fixed order */                 \
+  X(kSumSquares, sum_squares, double(const OpContext&, int64_t n, const T* g))         \
+  /* p, m, v updated in place from g·grad_scale; decoupled weight decay if kApply */  \
+  X(kAdamW, adamw_update,                                                              \
+    void(const OpContext&, int64_t n, T* p, T* m, T* v, const T* g, double grad_scale, \
          const AdamWArgs&, WeightDecay))
 
 enum class OpKind : int {
@@ -151,9 +152,9 @@ const char* OpName(OpKind kind);
 template <typename T>
 struct OpTable {
 #define PARITY_FIELD_PAIRED(kind, f, b, fs, bs) \
-  fs* f = nullptr;                              \
-  bs* b = nullptr;
-#define PARITY_FIELD_UPDATE(kind, f, fs) fs* f = nullptr;
+  std::add_pointer_t<fs> f = nullptr;           \
+  std::add_pointer_t<bs> b = nullptr;
+#define PARITY_FIELD_UPDATE(kind, f, fs) std::add_pointer_t<fs> f = nullptr;
   PARITY_OPS(PARITY_FIELD_PAIRED, T)
   PARITY_UPDATE_OPS(PARITY_FIELD_UPDATE, T)
 #undef PARITY_FIELD_PAIRED

@@ -67,9 +67,8 @@ void ThreadPool::WorkerLoop(int index) {
     int chunks;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || generation_ != seen;
-      });
+      work_cv_.wait(
+          lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       job = job_;

@@ -88,6 +88,10 @@ class CpuDevice final : public Device {
     return std::make_unique<CpuBuffer>(p, bytes);
   }
   Stream& DefaultStream() override { return stream_; }
+  void Copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void Zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
+  void ToHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void FromHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   OpContext& Context() override { return context_; }
   const OpTable<float>* OpsF32() const override { return &f32_; }
   const OpTable<double>* OpsF64() const override { return &f64_; }

@@ -134,8 +134,7 @@ void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, T* g, const T* ab
 }
 // dab[T,2F] = (dg·b·σ(a)(1 + a(1−σ(a))), dg·silu(a))
 template <typename T>
-void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, T* dab, const T* dg,
-                    const T* ab) {
+void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, T* dab, const T* dg, const T* ab) {
   ctx.pool->ParallelFor(t, 64, [&](int, int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i) {
       const T* a = ab + i * 2 * f;

@@ -31,7 +31,8 @@ void AdamWUpdate(const OpContext& ctx, int64_t n, T* p, T* m, T* v, const T* g, 
   const double bc2 = 1.0 - std::pow(a.beta2, static_cast<double>(a.step));
   const T lr = static_cast<T>(a.lr), b1 = static_cast<T>(a.beta1), b2 = static_cast<T>(a.beta2);
   const T eps = static_cast<T>(a.eps), gs = static_cast<T>(grad_scale);
-  const T shrink = decay == WeightDecay::kApply ? static_cast<T>(1.0 - a.lr * a.weight_decay) : T(1);
+  const T shrink =
+      decay == WeightDecay::kApply ? static_cast<T>(1.0 - a.lr * a.weight_decay) : T(1);
   const T step_m = static_cast<T>(1.0 / bc1), step_v = static_cast<T>(1.0 / std::sqrt(bc2));
   ctx.pool->ParallelFor(n, 4096, [&](int, int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {

@@ -1,0 +1,240 @@
+// The subcommands that talk to the scheduler: submit, status, watch, results, cancel, workers.
+// Each loads what it needs, makes its calls, prints, and sets the exit code (see commands.h).
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "cli/client_format.h"
+#include "cli/commands.h"
+#include "cli/scheduler_connection.h"
+#include "cli/sweep_watch.h"
+#include "core/field_violation.h"
+#include "core/spec_loader.h"
+#include "fmt/format.h"
+
+namespace parity::cli {
+namespace {
+
+// A random key per invocation: retries of this submission are deduplicated by the scheduler,
+// while submitting the same file twice on purpose makes two sweeps.
+std::string NewIdempotencyKey() {
+  std::random_device device;
+  std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device());
+  return fmt::format("cli-{:016x}{:016x}", rng(), rng());
+}
+
+int PrintSpecErrors(const absl::Status& status) {
+  const auto violations = core::FieldViolationsOf(status);
+  if (violations.empty()) std::cerr << "error: " << status.message() << "\n";
+  for (const auto& v : violations)
+    std::cerr << "error: " << v.field << ": " << v.description << "\n";
+  return status.code() == absl::StatusCode::kInvalidArgument ? kExitInvalidSpec : kExitFailure;
+}
+
+std::vector<parity::v1::ResultRow> AllResults(parity::v1::SweepService::Stub& stub,
+                                              const std::string& sweep_id,
+                                              const SchedulerOptions& options,
+                                              grpc::Status& status) {
+  std::vector<parity::v1::ResultRow> rows;
+  parity::v1::QueryResultsRequest request;
+  request.mutable_filter()->set_sweep_id(sweep_id);
+  request.set_page_size(1000);
+  do {
+    parity::v1::QueryResultsResponse page;
+    status = stub.QueryResults(UnaryContext(options).get(), request, &page);
+    if (!status.ok()) return rows;
+    rows.insert(rows.end(), page.rows().begin(), page.rows().end());
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty());
+  return rows;
+}
+
+struct SubmitOptions {
+  SchedulerOptions scheduler;
+  std::string spec_path;
+  std::string idempotency_key;
+  std::string owner;
+  bool wait = false;
+};
+
+int RunSubmit(const SubmitOptions& options) {
+  absl::StatusOr<parity::v1::SweepSpec> spec = core::LoadSweepSpecFile(options.spec_path);
+  if (!spec.ok()) return PrintSpecErrors(spec.status());
+  auto stub = ConnectSweepService(options.scheduler);
+  parity::v1::SubmitSweepRequest request;
+  *request.mutable_spec() = *spec;
+  request.set_idempotency_key(options.idempotency_key.empty() ? NewIdempotencyKey()
+                                                              : options.idempotency_key);
+  request.set_owner(options.owner.empty() ? (getenv("USER") ? getenv("USER") : "") : options.owner);
+  parity::v1::SubmitSweepResponse response;
+  // A broken connection is retried under the same key: the scheduler returns the same sweep.
+  grpc::Status status;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    status = stub->SubmitSweep(UnaryContext(options.scheduler).get(), request, &response);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500 << attempt));
+  }
+  if (!status.ok()) return ReportRpcError(status, "submit " + options.spec_path, options.scheduler);
+  std::cout << fmt::format("sweep {} ({}): {} runs {}\n", response.sweep().sweep_id(), spec->name(),
+                           response.run_ids_size(),
+                           response.deduplicated() ? "(already submitted)" : "queued");
+  if (!options.wait) return kExitOk;
+  const int code = WatchSweepUntilDone(*stub, response.sweep().sweep_id(), options.scheduler);
+  if (code != kExitOk && code != kExitRunsFailed) return code;
+  grpc::Status results_status;
+  auto rows = AllResults(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
+  if (!results_status.ok()) return ReportRpcError(results_status, "results", options.scheduler);
+  std::cout << "\n" << FormatResults(rows, ResultsFormat::kTable);
+  return code;
+}
+
+struct SweepIdOptions {
+  SchedulerOptions scheduler;
+  std::string id;
+  std::string reason;
+  ResultsFormat format = ResultsFormat::kTable;
+};
+
+int RunStatus(const SweepIdOptions& options) {
+  auto stub = ConnectSweepService(options.scheduler);
+  if (options.id.empty()) {
+    std::vector<parity::v1::Sweep> sweeps;
+    parity::v1::ListSweepsRequest request;
+    request.set_page_size(100);
+    parity::v1::ListSweepsResponse response;
+    const grpc::Status status =
+        stub->ListSweeps(UnaryContext(options.scheduler).get(), request, &response);
+    if (!status.ok()) return ReportRpcError(status, "status", options.scheduler);
+    sweeps.assign(response.sweeps().begin(), response.sweeps().end());
+    std::cout << FormatSweepList(sweeps);
+    return kExitOk;
+  }
+  parity::v1::GetSweepRequest get;
+  get.set_sweep_id(options.id);
+  parity::v1::GetSweepResponse sweep;
+  grpc::Status status = stub->GetSweep(UnaryContext(options.scheduler).get(), get, &sweep);
+  if (!status.ok()) return ReportRpcError(status, "status " + options.id, options.scheduler);
+  std::vector<parity::v1::Run> runs;
+  parity::v1::ListRunsRequest list;
+  list.set_sweep_id(options.id);
+  list.set_page_size(1000);
+  do {
+    parity::v1::ListRunsResponse page;
+    status = stub->ListRuns(UnaryContext(options.scheduler).get(), list, &page);
+    if (!status.ok()) return ReportRpcError(status, "status " + options.id, options.scheduler);
+    runs.insert(runs.end(), page.runs().begin(), page.runs().end());
+    list.set_page_token(page.next_page_token());
+  } while (!list.page_token().empty());
+  std::cout << FormatSweepRuns(sweep.sweep(), runs);
+  return kExitOk;
+}
+
+int RunWatch(const SweepIdOptions& options) {
+  auto stub = ConnectSweepService(options.scheduler);
+  parity::v1::GetSweepRequest get;
+  get.set_sweep_id(options.id);
+  parity::v1::GetSweepResponse sweep;
+  const grpc::Status status = stub->GetSweep(UnaryContext(options.scheduler).get(), get, &sweep);
+  if (status.ok()) return WatchSweepUntilDone(*stub, options.id, options.scheduler);
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    return WatchRunUntilDone(*stub, options.id, options.scheduler);  // not a sweep: a run?
+  }
+  return ReportRpcError(status, "watch " + options.id, options.scheduler);
+}
+
+int RunResults(const SweepIdOptions& options) {
+  auto stub = ConnectSweepService(options.scheduler);
+  grpc::Status status;
+  auto rows = AllResults(*stub, options.id, options.scheduler, status);
+  if (!status.ok()) return ReportRpcError(status, "results " + options.id, options.scheduler);
+  std::cout << FormatResults(rows, options.format);
+  return kExitOk;
+}
+
+int RunCancel(const SweepIdOptions& options) {
+  auto stub = ConnectSweepService(options.scheduler);
+  parity::v1::CancelSweepRequest request;
+  request.set_sweep_id(options.id);
+  request.set_reason(options.reason);
+  parity::v1::CancelSweepResponse response;
+  const grpc::Status status =
+      stub->CancelSweep(UnaryContext(options.scheduler).get(), request, &response);
+  if (!status.ok()) return ReportRpcError(status, "cancel " + options.id, options.scheduler);
+  std::cout << fmt::format("sweep {}: {} runs cancelled; state {}\n", options.id,
+                           response.cancelled_runs(), SweepStateName(response.sweep().state()));
+  return kExitOk;
+}
+
+int RunWorkers(const SweepIdOptions& options) {
+  auto stub = ConnectSweepService(options.scheduler);
+  parity::v1::ListWorkersRequest request;
+  parity::v1::ListWorkersResponse response;
+  const grpc::Status status =
+      stub->ListWorkers(UnaryContext(options.scheduler).get(), request, &response);
+  if (!status.ok()) return ReportRpcError(status, "workers", options.scheduler);
+  std::cout << FormatWorkers({response.workers().begin(), response.workers().end()});
+  return kExitOk;
+}
+
+// Registers a subcommand taking an optional or required id; `run` does the work.
+CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
+                       const std::string& help, const std::string& id_help, bool id_required,
+                       int (*run)(const SweepIdOptions&),
+                       const std::shared_ptr<SweepIdOptions>& options) {
+  CLI::App* command = app.add_subcommand(name, help);
+  if (!id_help.empty()) {
+    auto* id = command->add_option("id", options->id, id_help);
+    if (id_required) id->required();
+  }
+  AddSchedulerOptions(*command, options->scheduler);
+  command->footer(std::string(kExitCodesHelp));
+  command->callback([options, run, &exit_code] { exit_code = run(*options); });
+  return command;
+}
+
+}  // namespace
+
+void RegisterClientCommands(CLI::App& app, int& exit_code) {
+  auto submit = std::make_shared<SubmitOptions>();
+  CLI::App* command =
+      app.add_subcommand("submit", "Plan a sweep spec on the scheduler and queue its runs");
+  command->add_option("spec", submit->spec_path, "Sweep spec file (.yaml, .yml or .json)")
+      ->required();
+  command->add_flag("-w,--wait", submit->wait,
+                    "Follow progress until every run ended, then print the results");
+  command->add_option("--idempotency-key", submit->idempotency_key,
+                      "Resubmitting with the same key returns the same sweep");
+  command->add_option("--owner", submit->owner, "Owner recorded with the sweep (default $USER)");
+  AddSchedulerOptions(*command, submit->scheduler);
+  command->footer(std::string(kExitCodesHelp));
+  command->callback([submit, &exit_code] { exit_code = RunSubmit(*submit); });
+
+  AddIdCommand(app, exit_code, "status", "List sweeps, or show one sweep's runs",
+               "Sweep id (omit to list sweeps)", false, &RunStatus,
+               std::make_shared<SweepIdOptions>());
+  AddIdCommand(app, exit_code, "watch", "Follow a sweep or a run live, with progress bars",
+               "Sweep or run id", true, &RunWatch, std::make_shared<SweepIdOptions>());
+  auto results = std::make_shared<SweepIdOptions>();
+  CLI::App* results_command =
+      AddIdCommand(app, exit_code, "results",
+                   "The results table of a sweep: accounting, final BPC, ΔBPC vs dense 1C",
+                   "Sweep id", true, &RunResults, results);
+  const std::map<std::string, ResultsFormat> formats = {{"table", ResultsFormat::kTable},
+                                                        {"csv", ResultsFormat::kCsv},
+                                                        {"json", ResultsFormat::kJson}};
+  results_command->add_option("-f,--format", results->format, "table, csv or json")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+  auto cancel = std::make_shared<SweepIdOptions>();
+  AddIdCommand(app, exit_code, "cancel", "Cancel every run of a sweep that has not ended",
+               "Sweep id", true, &RunCancel, cancel)
+      ->add_option("--reason", cancel->reason, "Recorded with each cancelled run");
+  AddIdCommand(app, exit_code, "workers", "Workers seen recently, with devices and active runs", "",
+               false, &RunWorkers, std::make_shared<SweepIdOptions>());
+}
+
+}  // namespace parity::cli

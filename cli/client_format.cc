@@ -1,0 +1,139 @@
+#include "cli/client_format.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cli/table.h"
+#include "fmt/format.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace parity::cli {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+std::string StripPrefix(const std::string& name, std::string_view prefix) {
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+std::string Time(const google::protobuf::Timestamp& time) {
+  if (time.seconds() == 0 && time.nanos() == 0) return "-";
+  std::string text = TimeUtil::ToString(time);  // 2026-11-29T21:11:24.123Z
+  text = text.substr(0, std::min<size_t>(text.size(), 19));
+  std::replace(text.begin(), text.end(), 'T', ' ');
+  return text;
+}
+
+std::string Bpc(double value) { return value > 0 ? fmt::format("{:.4f}", value) : "-"; }
+
+}  // namespace
+
+std::string RunStateName(parity::v1::RunState state) {
+  return StripPrefix(parity::v1::RunState_Name(state), "RUN_STATE_");
+}
+
+std::string SweepStateName(parity::v1::SweepState state) {
+  return StripPrefix(parity::v1::SweepState_Name(state), "SWEEP_STATE_");
+}
+
+std::string ProgressBar(double done, double total, int width) {
+  const double fraction = total > 0 ? std::clamp(done / total, 0.0, 1.0) : 0.0;
+  const int filled = static_cast<int>(std::lround(fraction * width));
+  return fmt::format("[{}{}] {:3.0f}%", std::string(filled, '#'), std::string(width - filled, '.'),
+                     fraction * 100);
+}
+
+std::string FormatSweepList(const std::vector<parity::v1::Sweep>& sweeps) {
+  std::vector<TableRow> rows;
+  for (const auto& s : sweeps) {
+    const auto& c = s.counts();
+    rows.push_back({s.sweep_id(), s.spec().name(), SweepStateName(s.state()),
+                    std::to_string(c.pending() + c.leased()), std::to_string(c.running()),
+                    std::to_string(c.succeeded()), std::to_string(c.failed()),
+                    std::to_string(c.cancelled()), std::to_string(c.total()),
+                    Time(s.create_time())});
+  }
+  return RenderTable({"sweep", "name", "state", "queued", "running", "succeeded", "failed",
+                      "cancelled", "total", "created"},
+                     rows, {"sweep", "name", "state", "created"});
+}
+
+std::string FormatSweepRuns(const parity::v1::Sweep& sweep,
+                            const std::vector<parity::v1::Run>& runs) {
+  const auto& c = sweep.counts();
+  const uint32_t ended = c.succeeded() + c.failed() + c.cancelled();
+  std::string out = fmt::format(
+      "sweep {} ({}) {}  {}  {} of {} runs ended: {} succeeded, {} failed, {} cancelled; {} "
+      "running, {} queued\n\n",
+      sweep.sweep_id(), sweep.spec().name(), SweepStateName(sweep.state()),
+      ProgressBar(ended, c.total()), ended, c.total(), c.succeeded(), c.failed(), c.cancelled(),
+      c.running(), c.pending() + c.leased());
+  std::vector<TableRow> rows;
+  for (const auto& r : runs) {
+    const uint64_t steps = r.spec().training().steps();
+    rows.push_back(
+        {r.spec().name(), RunStateName(r.state()), std::to_string(r.attempt()),
+         ProgressBar(static_cast<double>(r.latest_step()), static_cast<double>(steps), 16),
+         fmt::format("{}/{}", r.latest_step(), steps), Bpc(r.latest_val_bpc()), r.run_id()});
+  }
+  return out + RenderTable({"run", "state", "attempt", "progress", "step", "val BPC", "id"}, rows,
+                           {"run", "state", "progress", "id"});
+}
+
+std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format) {
+  if (format == ResultsFormat::kJson) {
+    std::string out = "[\n";
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::string json;
+      (void)google::protobuf::util::MessageToJsonString(rows[i], &json, options);
+      out += "  " + json + (i + 1 < rows.size() ? ",\n" : "\n");
+    }
+    return out + "]\n";
+  }
+  const bool table = format == ResultsFormat::kTable;
+  auto count = [&](double v) { return table ? HumanCount(v) : fmt::format("{:.0f}", v); };
+  auto sci = [&](double v) { return table ? Sci(v) : fmt::format("{:.6e}", v); };
+  std::vector<TableRow> out_rows;
+  for (const auto& r : rows) {
+    const bool finished = r.final_val_bpc() > 0;
+    std::string delta = "-";
+    if (finished && r.delta_bpc_vs_dense() != 0)
+      delta = fmt::format("{:+.4f}", r.delta_bpc_vs_dense());
+    out_rows.push_back(
+        {r.name(), r.layout(), RunStateName(r.state()),
+         table ? fmt::format("{:.1f}%", r.activation_rate() * 100)
+               : fmt::format("{:.6f}", r.activation_rate()),
+         count(static_cast<double>(r.params())), count(static_cast<double>(r.active_params())),
+         sci(r.compute_flops()), count(static_cast<double>(r.tokens())),
+         count(static_cast<double>(r.unique_tokens())), fmt::format("{:.2f}", r.epochs()),
+         finished ? fmt::format("{:.4f}", r.final_val_bpc()) : "-", delta,
+         r.predicted_efficiency_leverage() > 0
+             ? fmt::format("{:.2f}", r.predicted_efficiency_leverage())
+             : "-"});
+  }
+  const TableRow header = {"run",     "layout", "state", "r_a",    "N",       "N_a",
+                           "C",       "D",      "D̂",     "epochs", "val BPC", "ΔBPC vs dense 1C",
+                           "EL (law)"};
+  return table ? RenderTable(header, out_rows, {"run", "layout", "state"})
+               : RenderCsv(header, out_rows);
+}
+
+std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {
+  std::vector<TableRow> rows;
+  for (const auto& w : workers) {
+    uint32_t threads = 0, gpus = 0;
+    for (const auto& d : w.devices()) {
+      if (d.kind() == parity::v1::DEVICE_KIND_CPU) threads += d.threads();
+      if (d.kind() == parity::v1::DEVICE_KIND_CUDA) ++gpus;
+    }
+    rows.push_back({w.worker_id(), w.hostname(), std::to_string(threads), std::to_string(gpus),
+                    std::to_string(w.active_runs()), Time(w.last_seen_time()), w.version()});
+  }
+  return RenderTable({"worker", "host", "threads", "gpus", "active runs", "last seen", "version"},
+                     rows, {"worker", "host", "last seen", "version"});
+}
+
+}  // namespace parity::cli

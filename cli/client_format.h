@@ -1,0 +1,36 @@
+// Rendering what the scheduler returns: states, progress bars, the sweep list, a sweep's runs and
+// the results table (table for reading, CSV and JSON for tools).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "parity/v1/run.pb.h"
+#include "parity/v1/sweep_service.pb.h"
+#include "parity/v1/worker.pb.h"
+
+namespace parity::cli {
+
+enum class ResultsFormat { kTable, kCsv, kJson };
+
+// "PENDING", "RUNNING", ... (the enum name without its prefix).
+std::string RunStateName(parity::v1::RunState state);
+std::string SweepStateName(parity::v1::SweepState state);
+
+// "[#####.....]  50%" of `done` out of `total`, `width` characters of bar.
+std::string ProgressBar(double done, double total, int width = 24);
+
+// One line per sweep: id, name, state, counts by state, created.
+std::string FormatSweepList(const std::vector<parity::v1::Sweep>& sweeps);
+
+// A sweep's header (counts, progress) and its runs (state, attempt, progress, BPC).
+std::string FormatSweepRuns(const parity::v1::Sweep& sweep,
+                            const std::vector<parity::v1::Run>& runs);
+
+// The results table: accounting, final validation BPC and ΔBPC against the 1C dense baseline.
+std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format);
+
+// Workers with their devices and active runs.
+std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers);
+
+}  // namespace parity::cli

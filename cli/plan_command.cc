@@ -1,0 +1,71 @@
+// `parity plan SPEC`: load, validate and plan a sweep locally (no server) and print its runs.
+// Every problem with the spec is printed as "error: FIELD: REASON" and the exit code is 2.
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/plan_format.h"
+#include "core/field_violation.h"
+#include "core/planner.h"
+#include "core/spec_loader.h"
+
+namespace parity::cli {
+namespace {
+
+struct PlanOptions {
+  std::string spec_path;
+  std::string format = "table";  // checked by CLI11 against kFormats
+};
+
+const std::map<std::string, PlanFormat> kFormats = {
+    {"table", PlanFormat::kTable}, {"csv", PlanFormat::kCsv}, {"json", PlanFormat::kJson}};
+
+// Prints a failed status: each field violation on its own line, else the message.
+void PrintErrors(const absl::Status& status) {
+  const std::vector<core::FieldViolation> violations = core::FieldViolationsOf(status);
+  if (violations.empty()) {
+    std::cerr << "error: " << status.message() << "\n";
+    return;
+  }
+  for (const auto& v : violations)
+    std::cerr << "error: " << v.field << ": " << v.description << "\n";
+}
+
+int RunPlan(const PlanOptions& options) {
+  absl::StatusOr<parity::v1::SweepSpec> spec = core::LoadSweepSpecFile(options.spec_path);
+  if (!spec.ok()) {
+    PrintErrors(spec.status());
+    return spec.status().code() == absl::StatusCode::kInvalidArgument ? kExitInvalidSpec
+                                                                      : kExitFailure;
+  }
+  absl::StatusOr<std::vector<parity::v1::RunSpec>> runs = core::PlanSweep(*spec);
+  if (!runs.ok()) {
+    PrintErrors(runs.status());
+    return runs.status().code() == absl::StatusCode::kInvalidArgument ? kExitInvalidSpec
+                                                                      : kExitFailure;
+  }
+  std::cout << FormatPlan(*runs, kFormats.at(options.format));
+  std::cerr << "planned " << runs->size() << " runs of sweep '" << spec->name() << "'\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterPlanCommand(CLI::App& app, int& exit_code) {
+  // Shared with the callback, which runs after parsing; the app outlives both.
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Plan a sweep spec (YAML or JSON) locally and print one row per run");
+  plan->add_option("spec", options->spec_path, "Sweep spec file (.yaml, .yml or .json)")
+      ->required();
+  plan->add_option("-f,--format", options->format,
+                   "table (aligned, human units; default), csv (full precision) or json (the "
+                   "RunSpec list as proto JSON)")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  plan->footer(std::string(kExitCodesHelp));
+  plan->callback([options, &exit_code] { exit_code = RunPlan(*options); });
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,160 @@
+// Plan rendering. The table is for reading (three significant figures, units); CSV and JSON are
+// for tools (full precision).
+#include "cli/plan_format.h"
+
+#include <cmath>
+
+#include "core/accounting.h"
+#include "fmt/format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace parity::cli {
+namespace {
+
+using parity::v1::RunSpec;
+
+std::string Layout(const RunSpec& run) {
+  if (run.model().architecture() != parity::v1::ARCHITECTURE_MOE) return "dense";
+  switch (run.model().moe().layout()) {
+    case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
+      return "1dense+SE";
+    case parity::v1::MOE_LAYOUT_ALL_MOE:
+      return "all-moe";
+    case parity::v1::MOE_LAYOUT_INTERLEAVED:
+      return fmt::format("interleaved/{}", run.model().moe().interleave_every());
+    default:
+      return "moe";
+  }
+}
+
+// Three significant figures in scientific notation without the '+' and zero padding: 4.72e9.
+std::string Sci(double value) {
+  std::string text = fmt::format("{:.3g}", value);
+  const size_t e = text.find('e');
+  if (e == std::string::npos) return text;
+  std::string exponent = text.substr(e + 1);
+  const bool negative = exponent[0] == '-';
+  exponent.erase(0, exponent.find_first_not_of("+-0"));
+  return text.substr(0, e + 1) + (negative ? "-" : "") + exponent;
+}
+
+// Display width of UTF-8 text: code points, not counting combining marks (the hat of D̂).
+size_t DisplayWidth(const std::string& text) {
+  size_t width = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte
+    if (c == 0xCC && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0xBF) continue;  // U+0300–U+033F combining marks
+    }
+    ++width;
+  }
+  return width;
+}
+
+std::vector<std::string> TableRow(const RunSpec& run) {
+  const auto& a = run.accounting();
+  const auto& m = run.model();
+  const bool moe = m.architecture() == parity::v1::ARCHITECTURE_MOE;
+  auto moe_int = [&](uint32_t v) { return moe ? std::to_string(v) : std::string("-"); };
+  return {run.name(),
+          Layout(run),
+          std::to_string(m.d_model()),
+          std::to_string(m.num_layers()),
+          moe_int(m.moe().num_experts()),
+          moe_int(m.moe().top_k()),
+          moe_int(m.moe().expert_hidden()),
+          HumanCount(double(a.params())),
+          HumanCount(double(a.active_params())),
+          fmt::format("{:.1f}%", a.activation_rate() * 100),
+          Sci(a.flops_per_token()),
+          Sci(a.compute_flops()),
+          HumanCount(double(a.tokens())),
+          HumanCount(double(a.unique_tokens())),
+          fmt::format("{:.2f}", a.epochs()),
+          std::to_string(run.training().steps()),
+          Sci(run.training().learning_rate()),
+          HumanCount(double(run.training().batch_tokens())),
+          moe ? fmt::format("{:.2f}", run.predicted_efficiency_leverage()) : std::string("-")};
+}
+
+std::string Table(const std::vector<RunSpec>& runs) {
+  std::vector<std::vector<std::string>> rows = {{"name", "layout", "D_m", "L", "E", "K", "D_e", "N",
+                                                 "N_a", "r_a", "M", "C", "D", "D̂", "epochs",
+                                                 "steps", "lr", "batch", "EL"}};
+  for (const RunSpec& run : runs) rows.push_back(TableRow(run));
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], DisplayWidth(row[i]));
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      const std::string pad(widths[i] - DisplayWidth(row[i]), ' ');
+      // Names and layouts read left-aligned; numbers right-aligned so magnitudes line up.
+      out += i < 2 ? row[i] + pad : pad + row[i];
+      out += i + 1 < row.size() ? "  " : "\n";
+    }
+  }
+  return out;
+}
+
+std::string Csv(const std::vector<RunSpec>& runs) {
+  std::string out =
+      "name,layout,d_model,num_layers,num_experts,top_k,expert_hidden,params,active_params,"
+      "activation_rate,flops_per_token,compute_flops,tokens,unique_tokens,epochs,steps,"
+      "learning_rate,batch_tokens,predicted_efficiency_leverage\n";
+  for (const RunSpec& run : runs) {
+    const auto& a = run.accounting();
+    const auto& m = run.model();
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{:.6g},{:.6e},{:.6e},{},{},{:.6g},{},{:.6g},{},{:.6g}\n",
+        run.name(), Layout(run), m.d_model(), m.num_layers(), m.moe().num_experts(),
+        m.moe().top_k(), m.moe().expert_hidden(), a.params(), a.active_params(),
+        a.activation_rate(), a.flops_per_token(), a.compute_flops(), a.tokens(), a.unique_tokens(),
+        a.epochs(), run.training().steps(), run.training().learning_rate(),
+        run.training().batch_tokens(), run.predicted_efficiency_leverage());
+  }
+  return out;
+}
+
+std::string Json(const std::vector<RunSpec>& runs) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string out = "[";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::string one;
+    (void)google::protobuf::util::MessageToJsonString(runs[i], &one, options);
+    out += (i == 0 ? "\n  " : ",\n  ") + one;
+  }
+  out += runs.empty() ? "]\n" : "\n]\n";
+  return out;
+}
+
+}  // namespace
+
+std::string HumanCount(double value) {
+  const struct {
+    double scale;
+    const char* suffix;
+  } kUnits[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}};
+  for (const auto& unit : kUnits) {
+    if (std::fabs(value) >= unit.scale)
+      return fmt::format("{:.3g}{}", value / unit.scale, unit.suffix);
+  }
+  return fmt::format("{:.4g}", value);
+}
+
+std::string FormatPlan(const std::vector<RunSpec>& runs, PlanFormat format) {
+  switch (format) {
+    case PlanFormat::kCsv:
+      return Csv(runs);
+    case PlanFormat::kJson:
+      return Json(runs);
+    default:
+      return Table(runs);
+  }
+}
+
+}  // namespace parity::cli

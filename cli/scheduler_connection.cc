@@ -1,0 +1,70 @@
+#include "cli/scheduler_connection.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
+namespace parity::cli {
+
+void AddSchedulerOptions(CLI::App& command, SchedulerOptions& options) {
+  command.add_option("--scheduler", options.address, "Scheduler address host:port")
+      ->envname("PARITY_SCHEDULER")
+      ->capture_default_str();
+  command.add_option("--timeout", options.timeout_seconds, "Deadline of each call (seconds)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+std::unique_ptr<parity::v1::SweepService::Stub> ConnectSweepService(
+    const SchedulerOptions& options) {
+  grpc::ChannelArguments args;
+  // Results pages and watch streams can be large; the server bounds them, not the client.
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return parity::v1::SweepService::NewStub(
+      grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args));
+}
+
+std::unique_ptr<grpc::ClientContext> UnaryContext(const SchedulerOptions& options) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000)));
+  return context;
+}
+
+int ReportRpcError(const grpc::Status& status, std::string_view what,
+                   const SchedulerOptions& options) {
+  google::rpc::Status details;
+  bool printed = false;
+  if (!status.error_details().empty() && details.ParseFromString(status.error_details())) {
+    for (const auto& any : details.details()) {
+      google::rpc::BadRequest bad_request;
+      if (any.UnpackTo(&bad_request)) {
+        for (const auto& v : bad_request.field_violations()) {
+          std::cerr << "error: " << v.field() << ": " << v.description() << "\n";
+          printed = true;
+        }
+      }
+    }
+  }
+  if (!printed) std::cerr << "error: " << what << ": " << status.error_message() << "\n";
+  switch (status.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return kExitInvalidSpec;
+    case grpc::StatusCode::NOT_FOUND:
+      return kExitNotFound;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      std::cerr << "hint: is the scheduler running at " << options.address
+                << "? (--scheduler or PARITY_SCHEDULER)\n";
+      return kExitUnavailable;
+    default:
+      return kExitFailure;
+  }
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,41 @@
+// What the client subcommands share: where the scheduler is (--scheduler, PARITY_SCHEDULER), a
+// stub to it, and how a failed call becomes stderr lines and an exit code. Only these files and
+// the client subcommands include gRPC; `parity plan` works without a server.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "CLI/CLI.hpp"
+#include "grpcpp/grpcpp.h"
+#include "parity/v1/sweep_service.grpc.pb.h"
+
+namespace parity::cli {
+
+inline constexpr std::string_view kDefaultScheduler = "127.0.0.1:50051";
+
+struct SchedulerOptions {
+  // host:port of the scheduler's gRPC endpoint.
+  std::string address = std::string(kDefaultScheduler);
+  // Deadline of each unary call.
+  double timeout_seconds = 30;
+};
+
+// Adds --scheduler (env PARITY_SCHEDULER) and --timeout to a subcommand.
+void AddSchedulerOptions(CLI::App& command, SchedulerOptions& options);
+
+// A stub over an insecure channel (TLS termination is the deployment's concern on loopback).
+std::unique_ptr<parity::v1::SweepService::Stub> ConnectSweepService(
+    const SchedulerOptions& options);
+
+// A client context with the unary deadline set.
+std::unique_ptr<grpc::ClientContext> UnaryContext(const SchedulerOptions& options);
+
+// Prints a failed call to stderr — each google.rpc.BadRequest field violation as
+// "error: FIELD: REASON", else "error: WHAT: MESSAGE" — and returns the exit code for its code.
+int ReportRpcError(const grpc::Status& status, std::string_view what,
+                   const SchedulerOptions& options);
+
+}  // namespace parity::cli

@@ -1,0 +1,205 @@
+#include "cli/sweep_watch.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "cli/client_format.h"
+#include "cli/commands.h"
+#include "fmt/format.h"
+
+namespace parity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool IsFinal(parity::v1::RunState state) {
+  return state == parity::v1::RUN_STATE_SUCCEEDED || state == parity::v1::RUN_STATE_FAILED ||
+         state == parity::v1::RUN_STATE_CANCELLED;
+}
+
+bool SweepEnded(const parity::v1::Sweep& sweep) {
+  return sweep.state() != parity::v1::SWEEP_STATE_ACTIVE &&
+         sweep.state() != parity::v1::SWEEP_STATE_UNSPECIFIED;
+}
+
+// Everything the display knows about a sweep; rebuilt from a fresh snapshot on each reconnect.
+struct SweepView {
+  parity::v1::Sweep sweep;
+  std::map<std::string, parity::v1::Run> runs;  // by run id
+  std::vector<std::string> order;               // grid order
+};
+
+absl::Status LoadSnapshot(parity::v1::SweepService::Stub& stub, const std::string& sweep_id,
+                          const SchedulerOptions& options, SweepView& view, grpc::Status& error) {
+  parity::v1::GetSweepRequest get;
+  get.set_sweep_id(sweep_id);
+  parity::v1::GetSweepResponse got;
+  error = stub.GetSweep(UnaryContext(options).get(), get, &got);
+  if (!error.ok()) return absl::UnknownError("GetSweep");
+  view.sweep = got.sweep();
+  view.runs.clear();
+  view.order.clear();
+  parity::v1::ListRunsRequest list;
+  list.set_sweep_id(sweep_id);
+  list.set_page_size(1000);
+  do {
+    parity::v1::ListRunsResponse page;
+    error = stub.ListRuns(UnaryContext(options).get(), list, &page);
+    if (!error.ok()) return absl::UnknownError("ListRuns");
+    for (const auto& run : page.runs()) {
+      view.order.push_back(run.run_id());
+      view.runs[run.run_id()] = run;
+    }
+    list.set_page_token(page.next_page_token());
+  } while (!list.page_token().empty());
+  return absl::OkStatus();
+}
+
+void Render(const SweepView& view, bool tty, int& lines_drawn) {
+  std::vector<parity::v1::Run> runs;
+  for (const auto& id : view.order) runs.push_back(view.runs.at(id));
+  const std::string text = FormatSweepRuns(view.sweep, runs);
+  if (tty && lines_drawn > 0) std::cout << fmt::format("\x1b[{}F\x1b[J", lines_drawn);
+  std::cout << text << std::flush;
+  lines_drawn = static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace
+
+int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string& sweep_id,
+                        const SchedulerOptions& options) {
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+  SweepView view;
+  int lines_drawn = 0;
+  auto backoff = std::chrono::milliseconds(250);
+  while (true) {
+    grpc::Status error;
+    if (!LoadSnapshot(stub, sweep_id, options, view, error).ok()) {
+      if (error.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        return ReportRpcError(error, "watch " + sweep_id, options);
+      }
+      std::cerr << "scheduler unavailable, retrying in " << backoff.count() << " ms\n";
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+      continue;
+    }
+    if (tty || lines_drawn == 0) Render(view, tty, lines_drawn);
+    if (SweepEnded(view.sweep)) break;
+
+    grpc::ClientContext context;
+    parity::v1::WatchSweepRequest request;
+    request.set_sweep_id(sweep_id);
+    request.set_include_metrics(true);
+    auto reader = stub.WatchSweep(&context, request);
+    parity::v1::WatchSweepResponse event;
+    Clock::time_point last_draw = Clock::now();
+    while (reader->Read(&event)) {
+      backoff = std::chrono::milliseconds(250);
+      if (event.has_sweep()) view.sweep = event.sweep();
+      if (event.has_state_change()) {
+        const auto& change = event.state_change();
+        auto it = view.runs.find(change.run_id());
+        if (it != view.runs.end()) {
+          it->second.set_state(change.to_state());
+          it->second.set_attempt(change.attempt());
+          if (!tty && change.from_state() != parity::v1::RUN_STATE_UNSPECIFIED) {
+            std::cout << fmt::format("{}  {} → {}{}\n", it->second.spec().name(),
+                                     RunStateName(change.from_state()),
+                                     RunStateName(change.to_state()),
+                                     change.reason().empty() ? "" : " (" + change.reason() + ")");
+          }
+        }
+      }
+      if (event.has_metric()) {
+        auto it = view.runs.find(event.metric().run_id());
+        if (it != view.runs.end()) {
+          it->second.set_latest_step(std::max(it->second.latest_step(), event.metric().step()));
+          if (event.metric().has_val_bpc()) it->second.set_latest_val_bpc(event.metric().val_bpc());
+        }
+      }
+      if (tty && Clock::now() - last_draw > std::chrono::milliseconds(500)) {
+        Render(view, tty, lines_drawn);
+        last_draw = Clock::now();
+      }
+      if (SweepEnded(view.sweep)) break;
+    }
+    context.TryCancel();
+    const grpc::Status finished = reader->Finish();
+    if (SweepEnded(view.sweep)) break;
+    if (!finished.ok() && finished.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        finished.error_code() != grpc::StatusCode::CANCELLED) {
+      return ReportRpcError(finished, "watch " + sweep_id, options);
+    }
+    // The stream ended or broke: take a fresh snapshot (the stream restarts from current state).
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+  }
+  grpc::Status error;
+  if (LoadSnapshot(stub, sweep_id, options, view, error).ok()) Render(view, tty, lines_drawn);
+  if (!tty) std::cout << "sweep " << sweep_id << " " << SweepStateName(view.sweep.state()) << "\n";
+  return view.sweep.state() == parity::v1::SWEEP_STATE_SUCCEEDED ? kExitOk : kExitRunsFailed;
+}
+
+int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& run_id,
+                      const SchedulerOptions& options) {
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+  uint64_t from_step = 0;
+  auto backoff = std::chrono::milliseconds(250);
+  parity::v1::Run run;
+  while (true) {
+    parity::v1::GetRunRequest get;
+    get.set_run_id(run_id);
+    parity::v1::GetRunResponse got;
+    const grpc::Status status = stub.GetRun(UnaryContext(options).get(), get, &got);
+    if (!status.ok()) {
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        return ReportRpcError(status, "watch " + run_id, options);
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+      continue;
+    }
+    run = got.run();
+    if (IsFinal(run.state())) break;
+    grpc::ClientContext context;
+    parity::v1::WatchRunRequest request;
+    request.set_run_id(run_id);
+    request.set_from_step(from_step);
+    auto reader = stub.WatchRun(&context, request);
+    parity::v1::WatchRunResponse event;
+    const double steps = static_cast<double>(run.spec().training().steps());
+    while (reader->Read(&event)) {
+      backoff = std::chrono::milliseconds(250);
+      if (event.has_state_change()) {
+        run.set_state(event.state_change().to_state());
+        std::cout << (tty ? "\r\x1b[K" : "") << run.spec().name() << "  "
+                  << RunStateName(run.state()) << "\n";
+      }
+      if (event.has_metric()) {
+        const auto& m = event.metric();
+        from_step = m.step() + 1;
+        const std::string line =
+            fmt::format("{}  {}  step {}  train {:.4f} BPC{}  {:.0f} tok/s", run.spec().name(),
+                        ProgressBar(static_cast<double>(m.step()), steps), m.step(), m.train_bpc(),
+                        m.has_val_bpc() ? fmt::format("  val {:.4f} BPC", m.val_bpc()) : "",
+                        m.tokens_per_second());
+        std::cout << (tty ? "\r\x1b[K" + line : line + "\n") << std::flush;
+      }
+      if (IsFinal(run.state())) break;
+    }
+    context.TryCancel();
+    (void)reader->Finish();
+    if (IsFinal(run.state())) break;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+  }
+  if (tty) std::cout << "\n";
+  std::cout << "run " << run_id << " " << RunStateName(run.state()) << "\n";
+  return run.state() == parity::v1::RUN_STATE_SUCCEEDED ? kExitOk : kExitRunsFailed;
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,49 @@
+// Field violations ride in an absl::Status as a serialized google.rpc.BadRequest so that the
+// gRPC adapter can copy them into status details verbatim and the CLI can list them.
+#include "core/field_violation.h"
+
+#include <string>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
+#include "google/rpc/error_details.pb.h"
+
+namespace parity::core {
+namespace {
+
+// Debian's Abseil keeps its own string_view type, distinct from std::string_view.
+absl::string_view TypeUrl() {
+  return absl::string_view(kBadRequestTypeUrl.data(), kBadRequestTypeUrl.size());
+}
+
+}  // namespace
+
+absl::Status InvalidArgumentWithViolations(std::string_view summary,
+                                           std::span<const FieldViolation> violations) {
+  std::string message(summary);
+  google::rpc::BadRequest bad_request;
+  for (const FieldViolation& v : violations) {
+    absl::StrAppend(&message, "\n  ", v.field, ": ", v.description);
+    google::rpc::BadRequest::FieldViolation* out = bad_request.add_field_violations();
+    out->set_field(v.field);
+    out->set_description(v.description);
+  }
+  absl::Status status = absl::InvalidArgumentError(message);
+  status.SetPayload(TypeUrl(), absl::Cord(bad_request.SerializeAsString()));
+  return status;
+}
+
+std::vector<FieldViolation> FieldViolationsOf(const absl::Status& status) {
+  std::vector<FieldViolation> violations;
+  absl::optional<absl::Cord> payload = status.GetPayload(TypeUrl());
+  if (!payload.has_value()) return violations;
+  google::rpc::BadRequest bad_request;
+  if (!bad_request.ParseFromString(std::string(*payload))) return violations;
+  for (const auto& v : bad_request.field_violations()) {
+    violations.push_back({v.field(), v.description()});
+  }
+  return violations;
+}
+
+}  // namespace parity::core

@@ -1,0 +1,142 @@
+// The one loader for YAML and JSON: friendly names, numeric suffixes, unknown-field paths, and a
+// YAML spec and its JSON twin that must read (and plan) identically.
+#include "core/spec_loader.h"
+
+#include "core/field_violation.h"
+#include "core/planner.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace parity::core {
+namespace {
+
+using parity::v1::SweepSpec;
+
+// The field paths of the violations in `status`, joined for readable failure messages.
+std::string Fields(const absl::Status& status) {
+  std::string out;
+  for (const auto& v : FieldViolationsOf(status)) out += v.field + " (" + v.description + "); ";
+  return out;
+}
+
+TEST(SpecLoaderTest, YamlAndJsonTwinsReadAndPlanIdentically) {
+  absl::StatusOr<SweepSpec> yaml = LoadSweepSpecFile("core/tests/data/twin.yaml");
+  absl::StatusOr<SweepSpec> json = LoadSweepSpecFile("core/tests/data/twin.json");
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  ASSERT_TRUE(json.ok()) << json.status();
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differ;
+  differ.ReportDifferencesToString(&diff);
+  EXPECT_TRUE(differ.Compare(*yaml, *json)) << "YAML and JSON twins differ: " << diff;
+
+  auto yaml_runs = PlanSweep(*yaml);
+  auto json_runs = PlanSweep(*json);
+  ASSERT_TRUE(yaml_runs.ok()) << yaml_runs.status();
+  ASSERT_TRUE(json_runs.ok()) << json_runs.status();
+  ASSERT_EQ(yaml_runs->size(), json_runs->size());
+  EXPECT_EQ(yaml_runs->size(), (2u + 2u) * 2 * 3 * 2 * 2) << "(2 MoE + 2 baselines) × 2 budgets "
+                                                             "× 3 data × 2 seeds × 2 wd values";
+  for (size_t i = 0; i < yaml_runs->size(); ++i) {
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals((*yaml_runs)[i], (*json_runs)[i]))
+        << "run " << i << " (" << (*yaml_runs)[i].name() << ") differs between the twins";
+  }
+}
+
+TEST(SpecLoaderTest, FriendlyEnumNamesAndSuffixes) {
+  auto spec = ParseSweepSpec(R"(
+name: x
+moe: {moe: {layout: all-moe, router: {balance: LOSS_FREE}}, attention: gqa}
+training: {rule: step-law, schedule: Cosine}
+data: {reuse: strict, unique_tokens: 68B}
+grid: {compute: [{compute_flops: 2.86e21}, {dense_tokens: 68e9}, {dense_tokens: 1_500_000}]}
+)",
+                             SpecFormat::kYaml);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->moe().moe().layout(), parity::v1::MOE_LAYOUT_ALL_MOE);
+  EXPECT_EQ(spec->moe().moe().router().balance(), parity::v1::BALANCE_METHOD_LOSS_FREE);
+  EXPECT_EQ(spec->moe().attention(), parity::v1::ATTENTION_KIND_GROUPED_QUERY);
+  EXPECT_EQ(spec->training().rule(), parity::v1::HYPERPARAMETER_RULE_STEP_LAW);
+  EXPECT_EQ(spec->training().schedule(), parity::v1::LR_SCHEDULE_COSINE);
+  EXPECT_EQ(spec->data().reuse(), parity::v1::REUSE_MODE_STRICT);
+  EXPECT_EQ(spec->data().unique_tokens(), 68000000000u);
+  EXPECT_DOUBLE_EQ(spec->grid().compute(0).compute_flops(), 2.86e21);
+  EXPECT_EQ(spec->grid().compute(1).dense_tokens(), 68000000000u);
+  EXPECT_EQ(spec->grid().compute(2).dense_tokens(), 1500000u);
+}
+
+TEST(SpecLoaderTest, EnumSpellings) {
+  const auto* layout = parity::v1::MoeLayout_descriptor();
+  EXPECT_EQ(ParseEnumValue(*layout, "1dense+SE"), parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT);
+  EXPECT_EQ(ParseEnumValue(*layout, "interleaved"), parity::v1::MOE_LAYOUT_INTERLEAVED);
+  EXPECT_EQ(ParseEnumValue(*layout, "MOE_LAYOUT_ALL_MOE"), parity::v1::MOE_LAYOUT_ALL_MOE);
+  EXPECT_EQ(ParseEnumValue(*parity::v1::Architecture_descriptor(), "moe"),
+            parity::v1::ARCHITECTURE_MOE);
+  EXPECT_EQ(ParseEnumValue(*parity::v1::Architecture_descriptor(), "dense"),
+            parity::v1::ARCHITECTURE_DENSE);
+  EXPECT_EQ(ParseEnumValue(*parity::v1::ReuseMode_descriptor(), "loose"),
+            parity::v1::REUSE_MODE_LOOSE);
+  EXPECT_EQ(ParseEnumValue(*layout, "sideways"), std::nullopt);
+}
+
+TEST(SpecLoaderTest, Quantities) {
+  EXPECT_EQ(ParseQuantity("68B"), 68e9);
+  EXPECT_EQ(ParseQuantity("1.5T"), 1.5e12);
+  EXPECT_EQ(ParseQuantity("500M"), 5e8);
+  EXPECT_EQ(ParseQuantity("2.86e21"), 2.86e21);
+  EXPECT_EQ(ParseQuantity("nan"), std::nullopt);
+  EXPECT_EQ(ParseQuantity("12X"), std::nullopt);
+  EXPECT_EQ(ParseQuantity(""), std::nullopt);
+}
+
+TEST(SpecLoaderTest, ReportsEveryMalformedFieldWithItsPath) {
+  auto spec = ParseSweepSpec(R"(
+name: x
+colour: blue
+grid:
+  moe:
+    - {top_k: 2}
+    - {top_k: two, flavour: 3}
+  compute: [{compute_flops: lots}]
+  seeds: 3
+training: {sequence_length: 64.5, schedule: sideways}
+moe: {tie_embeddings: maybe}
+)",
+                             SpecFormat::kYaml);
+  ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string fields = Fields(spec.status());
+  for (const char* path :
+       {"colour", "grid.moe[1].top_k", "grid.moe[1].flavour", "grid.compute[0].compute_flops",
+        "grid.seeds", "training.sequence_length", "training.schedule", "moe.tie_embeddings"}) {
+    EXPECT_NE(fields.find(std::string(path) + " ("), std::string::npos)
+        << "expected a violation at " << path << "; got: " << fields;
+  }
+  EXPECT_NE(fields.find("unknown field"), std::string::npos) << fields;
+  EXPECT_NE(fields.find("LR_SCHEDULE_COSINE"), std::string::npos)
+      << "a bad enum value should list the accepted ones: " << fields;
+}
+
+TEST(SpecLoaderTest, SyntaxErrorsAndMissingFiles) {
+  auto yaml = ParseSweepSpec("name: [unclosed", SpecFormat::kYaml);
+  EXPECT_EQ(yaml.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Fields(yaml.status()).find("YAML syntax error at line 1"), std::string::npos)
+      << Fields(yaml.status());
+  auto json = ParseSweepSpec("{\"name\": ", SpecFormat::kJson);
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
+  auto not_a_map = ParseSweepSpec("- 1\n- 2\n", SpecFormat::kYaml);
+  EXPECT_EQ(not_a_map.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadSweepSpecFile("core/tests/data/no_such_file.yaml").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(SpecLoaderTest, JsonAcceptsFriendlyNamesToo) {
+  auto spec = ParseSweepSpec(R"({"name": "j", "moe": {"moe": {"layout": "1dense+SE"}},
+                                 "data": {"uniqueTokens": "68B"}})",
+                             SpecFormat::kJson);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->moe().moe().layout(), parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT);
+  EXPECT_EQ(spec->data().unique_tokens(), 68000000000u);
+}
+
+}  // namespace
+}  // namespace parity::core

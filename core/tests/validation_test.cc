@@ -1,0 +1,226 @@
+// Every kind of bad input gets its own field path and message. Each case breaks one thing in an
+// otherwise valid spec and names the violation it expects.
+#include "core/validation.h"
+
+#include <functional>
+
+#include "core/spec_loader.h"
+#include "gtest/gtest.h"
+
+namespace parity::core {
+namespace {
+
+using parity::v1::SweepSpec;
+
+constexpr char kValid[] = R"(
+name: valid
+moe:
+  d_model: 64
+  num_layers: 3
+  num_heads: 4
+  ffn_ratio: 3
+  moe: {layout: 1dense+SE, total_ffn_ratio: 12}
+dense: {ffn_ratio: 3, head_dim: 16}
+training: {learning_rate: 3e-3, batch_tokens: 128, sequence_length: 64}
+data: {corpus: kjv}
+grid:
+  moe: [{target_activation_rate: 0.5}, {num_experts: 8, top_k: 2, expert_hidden: 64}]
+  compute: [{name: C1, compute_flops: 1e10}]
+  data: [{reuse: unique}, {reuse: strict}]
+  seeds: [0, 1]
+  hyperparameters: [{field: learning_rate, values: [1e-3, 3e-3]}]
+baselines: [{compute_multiple: 1}, {compute_multiple: 2}]
+)";
+
+SweepSpec Valid() {
+  absl::StatusOr<SweepSpec> spec = ParseSweepSpec(kValid, SpecFormat::kYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+std::string Describe(const std::vector<FieldViolation>& violations) {
+  std::string out;
+  for (const auto& v : violations) out += "\n  " + v.field + ": " + v.description;
+  return out.empty() ? " (none)" : out;
+}
+
+TEST(ValidationTest, TheBaseSpecIsValid) {
+  const auto violations = ValidateSweepSpec(Valid());
+  EXPECT_TRUE(violations.empty()) << "expected no violations, got" << Describe(violations);
+}
+
+struct BadInput {
+  const char* kind;
+  std::function<void(SweepSpec&)> breaks;
+  const char* field;
+  const char* message;  // a substring of the description
+};
+
+class BadInputTest : public testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputTest, IsReportedWithItsPathAndReason) {
+  const BadInput& bad = GetParam();
+  SweepSpec spec = Valid();
+  bad.breaks(spec);
+  const auto violations = ValidateSweepSpec(spec);
+  bool found = false;
+  for (const auto& v : violations) {
+    found |= v.field == bad.field && v.description.find(bad.message) != std::string::npos;
+  }
+  EXPECT_TRUE(found) << bad.kind << ": expected '" << bad.field << ": ..." << bad.message
+                     << "...', got" << Describe(violations);
+}
+
+const BadInput kBadInputs[] = {
+    {"missing name", [](SweepSpec& s) { s.clear_name(); }, "name", "required"},
+    {"malformed name", [](SweepSpec& s) { s.set_name("My Sweep"); }, "name", "must match"},
+    {"no budget", [](SweepSpec& s) { s.mutable_grid()->clear_compute(); }, "grid.compute",
+     "at least one compute budget"},
+    {"budget with both C and D",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_compute(0)->set_dense_tokens(5); },
+     "grid.compute[0]", "exactly one of compute_flops and dense_tokens"},
+    {"negative compute",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_compute(0)->set_compute_flops(-1); },
+     "grid.compute[0].compute_flops", "positive number of FLOPs"},
+    {"top_k above num_experts",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(1)->set_top_k(9); }, "grid.moe[1].top_k",
+     "9 exceeds num_experts 8"},
+    {"activation rate above 1",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(0)->set_target_activation_rate(1.5); },
+     "grid.moe[0].target_activation_rate", "1.5 must be in (0, 1]"},
+    {"point with neither r_a nor triple",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(1)->set_num_experts(0); }, "grid.moe[1]",
+     "set target_activation_rate or all of"},
+    {"over-determined point",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(1)->set_target_activation_rate(0.3); },
+     "grid.moe[1].target_activation_rate", "over-determined"},
+    {"expert width not a multiple of 32",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(1)->set_expert_hidden(100); },
+     "grid.moe[1].expert_hidden", "100 is not a multiple of 32"},
+    {"duplicate point labels",
+     [](SweepSpec& s) {
+       s.mutable_grid()->mutable_moe(0)->set_name("a");
+       s.mutable_grid()->mutable_moe(1)->set_name("a");
+     },
+     "grid.moe[1].name", "duplicate label 'a'"},
+    {"backbone without width", [](SweepSpec& s) { s.mutable_moe()->set_d_model(0); }, "moe.d_model",
+     "required for an MoE grid"},
+    {"heads not dividing width", [](SweepSpec& s) { s.mutable_moe()->set_num_heads(5); },
+     "moe.num_heads", "5 heads do not divide d_model 64"},
+    {"kv heads not dividing heads", [](SweepSpec& s) { s.mutable_moe()->set_num_kv_heads(3); },
+     "moe.num_kv_heads", "3 key/value heads do not divide num_heads 4"},
+    {"GQA without kv heads",
+     [](SweepSpec& s) { s.mutable_moe()->set_attention(parity::v1::ATTENTION_KIND_GROUPED_QUERY); },
+     "moe.num_kv_heads", "required for grouped-query attention"},
+    {"missing layout", [](SweepSpec& s) { s.mutable_moe()->mutable_moe()->clear_layout(); },
+     "moe.moe.layout", "required: 1dense+SE, all-moe or interleaved"},
+    {"interleave beyond the stack",
+     [](SweepSpec& s) {
+       s.mutable_moe()->mutable_moe()->set_layout(parity::v1::MOE_LAYOUT_INTERLEAVED);
+       s.mutable_moe()->mutable_moe()->set_interleave_every(7);
+     },
+     "moe.moe.interleave_every", "7 must be in [1, num_layers 3]"},
+    {"1dense+SE with one layer", [](SweepSpec& s) { s.mutable_moe()->set_num_layers(1); },
+     "moe.num_layers", "1dense+SE needs at least 2 layers"},
+    {"nothing to size the points",
+     [](SweepSpec& s) { s.mutable_moe()->mutable_moe()->set_total_ffn_ratio(0); },
+     "moe.target_params", "set target_params or moe.total_ffn_ratio"},
+    {"expert count on the backbone",
+     [](SweepSpec& s) { s.mutable_moe()->mutable_moe()->set_num_experts(8); },
+     "moe.moe.num_experts", "set it on the grid.moe points"},
+    {"tolerance too wide", [](SweepSpec& s) { s.mutable_moe()->set_param_tolerance(0.7); },
+     "moe.param_tolerance", "0.7 must be in [0, 0.5)"},
+    {"non-positive baseline multiple",
+     [](SweepSpec& s) { s.mutable_baselines(1)->set_compute_multiple(0); },
+     "baselines[1].compute_multiple", "must be > 0"},
+    {"no sequence length", [](SweepSpec& s) { s.mutable_training()->set_sequence_length(0); },
+     "training.sequence_length", "required"},
+    {"explicit rule without batch", [](SweepSpec& s) { s.mutable_training()->set_batch_tokens(0); },
+     "training.batch_tokens", "required with the explicit rule"},
+    {"batch not a multiple of S", [](SweepSpec& s) { s.mutable_training()->set_batch_tokens(100); },
+     "training.batch_tokens", "100 is not a multiple of sequence_length 64"},
+    {"steps given", [](SweepSpec& s) { s.mutable_training()->set_steps(10); }, "training.steps",
+     "leave it 0"},
+    {"duplicate seed", [](SweepSpec& s) { s.mutable_grid()->add_seeds(1); }, "grid.seeds[2]",
+     "duplicate seed 1"},
+    {"unknown hyperparameter",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_hyperparameters(0)->set_field("lr"); },
+     "grid.hyperparameters[0].field", "'lr' is not a TrainingSpec field"},
+    {"non-numeric hyperparameter",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_hyperparameters(0)->set_field("schedule"); },
+     "grid.hyperparameters[0].field", "not a numeric field"},
+    {"fractional integer hyperparameter",
+     [](SweepSpec& s) {
+       auto* axis = s.mutable_grid()->mutable_hyperparameters(0);
+       axis->set_field("warmup_steps");
+       axis->set_values(1, 2.5);
+     },
+     "grid.hyperparameters[0].values[1]", "does not fit 'warmup_steps'"},
+    {"batch axis value not a multiple of S",
+     [](SweepSpec& s) {
+       auto* axis = s.mutable_grid()->mutable_hyperparameters(0);
+       axis->set_field("batch_tokens");
+       axis->set_values(0, 128);
+       axis->set_values(1, 100);
+     },
+     "grid.hyperparameters[0].values[1]", "100 is not a multiple of sequence_length 64"},
+    {"seed as an axis",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_hyperparameters(0)->set_field("seed"); },
+     "grid.hyperparameters[0].field", "use grid.seeds"},
+    {"missing corpus", [](SweepSpec& s) { s.mutable_data()->clear_corpus(); }, "data.corpus",
+     "required"},
+    {"loose reuse without epochs",
+     [](SweepSpec& s) {
+       s.mutable_grid()->mutable_data(1)->set_reuse(parity::v1::REUSE_MODE_LOOSE);
+     },
+     "grid.data[1].epochs", "loose reuse needs epochs > 0"},
+    {"unique tokens on unique data",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_data(0)->set_unique_tokens(1000); },
+     "grid.data[0].unique_tokens", "applies only to strict reuse"},
+    {"validation share of 1", [](SweepSpec& s) { s.mutable_data()->set_validation_fraction(1); },
+     "data.validation_fraction", "must be in [0, 1)"},
+    {"dense model as MoE",
+     [](SweepSpec& s) { s.mutable_dense()->set_architecture(parity::v1::ARCHITECTURE_MOE); },
+     "dense.architecture", "must be DENSE"},
+    {"dense heads fixed while width solved",
+     [](SweepSpec& s) { s.mutable_dense()->set_num_heads(4); }, "dense.num_heads",
+     "cannot be fixed while d_model is solved"},
+    {"nothing to plan",
+     [](SweepSpec& s) {
+       s.mutable_grid()->clear_moe();
+       s.clear_baselines();
+     },
+     "grid.moe", "nothing to plan"},
+    {"too many runs",
+     [](SweepSpec& s) {
+       for (int i = 0; i < 3000; ++i) s.mutable_grid()->add_seeds(100 + i);
+     },
+     "grid", "over the limit of 10000"},
+    {"too many MoE points",
+     [](SweepSpec& s) {
+       for (int i = 0; i < 1000; ++i) {
+         s.mutable_grid()->add_moe()->set_target_activation_rate(0.1 + i * 1e-4);
+       }
+     },
+     "grid.moe", "1002 points exceed the limit of 1000"},
+};
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, BadInputTest, testing::ValuesIn(kBadInputs),
+                         [](const testing::TestParamInfo<BadInput>& info) {
+                           std::string name = info.param.kind;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(ValidationTest, CollectsEveryViolationAtOnce) {
+  SweepSpec spec = Valid();
+  spec.clear_name();
+  spec.mutable_grid()->mutable_moe(1)->set_top_k(9);
+  spec.mutable_training()->set_sequence_length(0);
+  EXPECT_GE(ValidateSweepSpec(spec).size(), 3u) << "validation must not stop at the first error";
+}
+
+}  // namespace
+}  // namespace parity::core

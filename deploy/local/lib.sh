@@ -1,0 +1,78 @@
+# Shared by up.sh, down.sh and status.sh: option parsing, paths, process helpers.
+# Layout of the stack directory DIR (default <repo>/.parity):
+#   DIR/pg/data          PostgreSQL cluster          DIR/pg/run   its socket
+#   DIR/logs/*.log       postgres, scheduler, worker-N
+#   DIR/pids/*.pid       scheduler, worker-N
+#   DIR/checkpoints      the checkpoint store shared by the local workers
+#   DIR/work/worker-N    each worker's scratch (specs, engine logs, its saved worker id)
+#   DIR/stack.env        what up.sh started with (ports, URLs), sourced by down/status
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+dir="${PARITY_STACK_DIR:-$repo/.parity}"
+workers=2
+port="${PARITY_PORT:-50051}"
+pg_port="${PARITY_PG_PORT:-54329}"
+build="${PARITY_BUILD_DIR:-$repo/build}"
+threads=""
+lease_ttl="${PARITY_LEASE_TTL:-}"
+heartbeat="${PARITY_HEARTBEAT_INTERVAL:-}"
+pg_bin="${PARITY_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}"
+
+parse_args() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dir) dir="$2"; shift 2 ;;
+      --workers) workers="$2"; shift 2 ;;
+      --port) port="$2"; shift 2 ;;
+      --pg-port) pg_port="$2"; shift 2 ;;
+      --build-dir) build="$2"; shift 2 ;;
+      --threads) threads="$2"; shift 2 ;;
+      --lease-ttl) lease_ttl="$2"; shift 2 ;;
+      --heartbeat-interval) heartbeat="$2"; shift 2 ;;
+      -h|--help) usage; exit 0 ;;
+      *) echo "$(basename "$0"): unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+  done
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd)"
+  case "$build" in /*) ;; *) build="$repo/$build" ;; esac
+}
+
+# After up.sh ran, its choices win over the defaults (down/status need no flags).
+load_stack_env() {
+  if [ -f "$dir/stack.env" ]; then
+    # shellcheck disable=SC1091
+    . "$dir/stack.env"
+  fi
+}
+
+as_postgres() {
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+pid_alive() {  # pid_alive FILE → 0 when the pid in FILE runs
+  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+# Sends SIGTERM, waits up to $2 seconds, then SIGKILL. $1 = pid file.
+stop_pid() {
+  local file="$1" wait_s="${2:-30}" pid
+  pid_alive "$file" || { rm -f "$file"; return 0; }
+  pid="$(cat "$file")"
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 $((wait_s * 10))); do
+    kill -0 "$pid" 2>/dev/null || { rm -f "$file"; return 0; }
+    sleep 0.1
+  done
+  echo "  $(basename "$file" .pid) did not stop in ${wait_s}s: SIGKILL" >&2
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$file"
+}
+
+pg_running() {
+  [ -f "$dir/pg/data/PG_VERSION" ] && as_postgres "$pg_bin/pg_ctl" -D "$dir/pg/data" status >/dev/null 2>&1
+}
+
+scheduler_healthy() {
+  [ -x "$build/worker/parity-worker" ] && "$build/worker/parity-worker" --probe --scheduler "127.0.0.1:$port" >/dev/null 2>&1
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Brings up the embedded local stack, idempotently: a private PostgreSQL cluster, the database,
+# `parity-scheduler migrate`, `parity-scheduler serve`, and N `parity-worker`s, all in the
+# background with logs and pid files under DIR. Waits until the scheduler is healthy.
+#
+#   deploy/local/up.sh [--dir DIR] [--workers N] [--port P] [--pg-port P] [--build-dir B]
+#                      [--threads T] [--lease-ttl 60s] [--heartbeat-interval 15s]
+# Defaults: DIR=<repo>/.parity, 2 workers, scheduler on 127.0.0.1:50051, PostgreSQL on 54329,
+# binaries from <repo>/build (PARITY_BUILD_DIR). Running it again starts only what is not running.
+set -euo pipefail
+usage() { sed -n '2,10p' "$0"; }
+. "$(dirname "$0")/lib.sh"
+parse_args "$@"
+
+sched_bin="$build/server/parity-scheduler"
+worker_bin="$build/worker/parity-worker"
+for b in "$sched_bin" "$worker_bin"; do
+  [ -x "$b" ] || { echo "up.sh: $b is missing: build first (deploy/setup.sh)" >&2; exit 1; }
+done
+[ -x "$pg_bin/initdb" ] || { echo "up.sh: PostgreSQL binaries not found (apt-get install postgresql)" >&2; exit 1; }
+
+mkdir -p "$dir"/{pg/data,pg/run,logs,pids,checkpoints,work}
+db_url="postgresql://postgres@127.0.0.1:$pg_port/parity"
+
+# 1. PostgreSQL: a throwaway-style cluster owned by the postgres user when we are root.
+if [ "$(id -u)" = 0 ]; then
+  chown postgres "$dir/pg" "$dir/pg/data" "$dir/pg/run"
+  touch "$dir/logs/postgres.log"
+  chown postgres "$dir/logs/postgres.log"
+  chmod 700 "$dir/pg/data"
+fi
+if [ ! -f "$dir/pg/data/PG_VERSION" ]; then
+  echo "up: initdb $dir/pg/data"
+  as_postgres "$pg_bin/initdb" -D "$dir/pg/data" -A trust -U postgres -E UTF8 --no-sync >"$dir/logs/initdb.log" 2>&1
+fi
+if pg_running; then
+  echo "up: postgres already running"
+else
+  echo "up: starting postgres on 127.0.0.1:$pg_port"
+  as_postgres "$pg_bin/pg_ctl" -D "$dir/pg/data" -l "$dir/logs/postgres.log" -w -t 30 \
+    -o "-k $dir/pg/run -p $pg_port -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+fi
+if ! "$pg_bin/psql" -h "$dir/pg/run" -p "$pg_port" -U postgres -tAc \
+    "SELECT 1 FROM pg_database WHERE datname = 'parity'" postgres | grep -q 1; then
+  echo "up: creating database parity"
+  "$pg_bin/createdb" -h "$dir/pg/run" -p "$pg_port" -U postgres parity
+fi
+
+cat >"$dir/stack.env" <<ENV
+port=$port
+pg_port=$pg_port
+build=$build
+workers=$workers
+db_url=$db_url
+ENV
+
+# 2. The scheduler: migrate, then serve.
+export PARITY_DATABASE_URL="$db_url" PARITY_LISTEN="127.0.0.1:$port"
+[ -n "$lease_ttl" ] && export PARITY_LEASE_TTL="$lease_ttl"
+[ -n "$heartbeat" ] && export PARITY_HEARTBEAT_INTERVAL="$heartbeat"
+if pid_alive "$dir/pids/scheduler.pid"; then
+  echo "up: scheduler already running (pid $(cat "$dir/pids/scheduler.pid"))"
+else
+  "$sched_bin" migrate >>"$dir/logs/scheduler.log" 2>&1 || {
+    echo "up.sh: migration failed; see $dir/logs/scheduler.log" >&2; exit 1; }
+  echo "up: starting scheduler on 127.0.0.1:$port"
+  setsid "$sched_bin" serve >>"$dir/logs/scheduler.log" 2>&1 </dev/null &
+  echo $! >"$dir/pids/scheduler.pid"
+fi
+for _ in $(seq 1 300); do
+  scheduler_healthy && break
+  pid_alive "$dir/pids/scheduler.pid" || { echo "up.sh: scheduler exited; see $dir/logs/scheduler.log" >&2; exit 1; }
+  sleep 0.1
+done
+scheduler_healthy || { echo "up.sh: scheduler not healthy after 30 s; see $dir/logs/scheduler.log" >&2; exit 1; }
+
+# 3. Workers, sharing one checkpoint store; the host's threads split between them by default.
+[ -n "$threads" ] || threads=$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))
+for i in $(seq 1 "$workers"); do
+  pidf="$dir/pids/worker-$i.pid"
+  if pid_alive "$pidf"; then
+    echo "up: worker-$i already running (pid $(cat "$pidf"))"
+    continue
+  fi
+  args=(--scheduler "127.0.0.1:$port" --checkpoint-dir "$dir/checkpoints" --work-dir "$dir/work/worker-$i"
+        --corpus-dir "$repo/data" --label "local=worker-$i")
+  args+=(--threads "$threads")
+  setsid "$worker_bin" "${args[@]}" >>"$dir/logs/worker-$i.log" 2>&1 </dev/null &
+  echo $! >"$pidf"
+  echo "up: started worker-$i (pid $!)"
+done
+
+cat <<INFO
+
+Parity local stack is up.
+  scheduler   127.0.0.1:$port  (export PARITY_SCHEDULER=127.0.0.1:$port)
+  database    $db_url
+  logs        $dir/logs/
+  checkpoints $dir/checkpoints/
+  status      deploy/local/status.sh --dir $dir
+  stop        deploy/local/down.sh --dir $dir
+INFO

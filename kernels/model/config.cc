@@ -1,0 +1,139 @@
+#include "kernels/model/config.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace parity::kernels {
+
+bool ModelConfig::IsMoeLayer(int64_t layer) const {
+  switch (layout) {
+    case MoeLayout::kDense:
+      return false;
+    case MoeLayout::kOneDenseShared:
+      return layer > 0;
+    case MoeLayout::kAllMoe:
+      return true;
+    case MoeLayout::kInterleaved:
+      return (layer + 1) % interleave_every == 0;
+  }
+  return false;
+}
+
+int64_t ModelConfig::SharedDim() const {
+  if (d_shared >= 0) return d_shared;
+  return layout == MoeLayout::kOneDenseShared ? top_k * d_expert : 0;
+}
+
+const char* LayoutName(MoeLayout layout) {
+  switch (layout) {
+    case MoeLayout::kDense:
+      return "dense";
+    case MoeLayout::kOneDenseShared:
+      return "1dense+SE";
+    case MoeLayout::kAllMoe:
+      return "all-moe";
+    case MoeLayout::kInterleaved:
+      return "interleaved";
+  }
+  return "unknown";
+}
+
+namespace {
+absl::Status Bad(const char* field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+}  // namespace
+
+absl::Status ValidateRunConfig(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  if (m.d_model <= 0) return Bad("model.d_model", "must be positive");
+  if (!(m.init_std > 0)) return Bad("model.init_std", "must be positive");
+  if (m.n_layers <= 0) return Bad("model.num_layers", "must be positive");
+  if (m.n_heads <= 0 || m.d_model % m.n_heads != 0) {
+    return Bad("model.num_heads", absl::StrCat("must be positive and divide d_model (", m.d_model,
+                                               "), got ", m.n_heads));
+  }
+  if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0) {
+    return Bad("model.num_kv_heads", absl::StrCat("must be positive and divide n_heads (",
+                                                  m.n_heads, "), got ", m.n_kv_heads));
+  }
+  if (m.positions == Positions::kRotary && m.head_dim() % 2 != 0) {
+    return Bad("model.num_heads", "rotary positions need an even head dimension");
+  }
+  if (m.seq_len <= 1) return Bad("training.sequence_length", "must be at least 2");
+  if (m.rope_theta <= 0) return Bad("model.rope_theta", "must be positive");
+  bool any_dense = false, any_moe = false;
+  for (int64_t l = 0; l < m.n_layers; ++l) (m.IsMoeLayer(l) ? any_moe : any_dense) = true;
+  if (m.layout == MoeLayout::kInterleaved && m.interleave_every <= 0) {
+    return Bad("model.moe.interleave_every", "must be positive");
+  }
+  if (any_dense && m.d_ffn <= 0) return Bad("model.ffn_hidden", "dense layers need d_ffn > 0");
+  if (m.layout != MoeLayout::kDense) {
+    if (!any_moe) return Bad("model.moe.layout", "this layout leaves no MoE layer for n_layers");
+    if (m.n_experts <= 0) return Bad("model.moe.num_experts", "must be positive for an MoE layout");
+    if (m.top_k <= 0 || m.top_k > m.n_experts) {
+      return Bad("model.moe.top_k",
+                 absl::StrCat("must be in [1, n_experts=", m.n_experts, "], got ", m.top_k));
+    }
+    if (m.d_expert <= 0) return Bad("model.moe.expert_hidden", "must be positive");
+    if (m.aux_loss_weight < 0) return Bad("model.moe.router.aux_loss_coef", "must be >= 0");
+    if (m.z_loss_weight < 0) return Bad("model.moe.router.z_loss_coef", "must be >= 0");
+    if (m.bias_update_rate < 0) return Bad("model.moe.router.bias_update_rate", "must be >= 0");
+  }
+  const OptimizerConfig& o = c.optimizer;
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) return Bad("training.learning_rate", "must be positive");
+  if (o.min_lr < 0 || o.min_lr > o.lr)
+    return Bad("training.min_lr_ratio", "must be in [0, 1] (floor as a fraction of the peak)");
+  if (o.warmup_steps < 0) return Bad("training.warmup_steps", "must be >= 0");
+  if (o.decay_fraction < 0 || o.decay_fraction > 1) {
+    return Bad("training.decay_fraction", "must be in [0, 1]");
+  }
+  if (o.beta1 < 0 || o.beta1 >= 1) return Bad("training.adam_beta1", "must be in [0, 1)");
+  if (o.beta2 < 0 || o.beta2 >= 1) return Bad("training.adam_beta2", "must be in [0, 1)");
+  if (o.eps <= 0) return Bad("training.adam_epsilon", "must be positive");
+  if (o.weight_decay < 0) return Bad("training.weight_decay", "must be >= 0");
+  if (o.grad_clip < 0) return Bad("training.grad_clip", "must be >= 0");
+  const TrainConfig& t = c.train;
+  if (t.batch_size <= 0) return Bad("training.micro_batch_sequences", "must be positive");
+  if (t.grad_accum <= 0) return Bad("training.batch_tokens", "must be positive");
+  if (t.steps <= 0) return Bad("training.steps", "must be positive");
+  if (t.log_interval <= 0) return Bad("training.log_every_steps", "must be positive");
+  if (t.eval_interval <= 0) return Bad("training.eval_every_steps", "must be positive");
+  if (t.eval_tokens < m.seq_len) return Bad("training.eval_tokens", "must be at least seq_len");
+  if (t.checkpoint_interval < 0) return Bad("training.checkpoint_every_steps", "must be >= 0");
+  if (t.keep_checkpoints < 1) return Bad("training.keep_checkpoints", "must be at least 1");
+  const DataConfig& d = c.data;
+  if (d.corpus_path.empty()) return Bad("data.corpus", "is required");
+  if (!(d.validation_fraction > 0 && d.validation_fraction < 1)) {
+    return Bad("data.validation_fraction", "must be in (0, 1)");
+  }
+  if (d.unique_tokens < 0) return Bad("data.unique_tokens", "must be >= 0");
+  if (d.unique_tokens > 0 && d.unique_tokens < m.seq_len) {
+    return Bad("data.unique_tokens", "must be 0 (whole split) or at least seq_len");
+  }
+  return absl::OkStatus();
+}
+
+AnalyticCounts ComputeAnalyticCounts(const ModelConfig& m) {
+  AnalyticCounts a;
+  const double D = static_cast<double>(m.d_model);
+  const double attn = 2 * D * D + 2 * D * (m.n_kv_heads * m.head_dim());
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    a.params += attn;
+    a.active_params += attn;
+    if (m.IsMoeLayer(l)) {
+      const double router = D * m.n_experts, shared = 3 * D * m.SharedDim();
+      a.params += router + shared + 3 * D * m.d_expert * m.n_experts;
+      a.active_params += router + shared + 3 * D * m.d_expert * m.top_k;
+    } else {
+      a.params += 3 * D * m.d_ffn;
+      a.active_params += 3 * D * m.d_ffn;
+    }
+  }
+  a.vocab_params = kVocab * D * (m.head == HeadTying::kTied ? 1 : 2);
+  a.flops_per_token = 3 * (2 * a.active_params + 4 * D * m.seq_len * m.n_layers);
+  return a;
+}
+
+}  // namespace parity::kernels

@@ -1,0 +1,107 @@
+// The engine's own plain configuration structs (no protobuf here: the run-spec adapters in spec/
+// fill these), their validation, and the analytic counts from DESIGN.md §1 that the tests and the
+// summary compare the engine's counted FLOPs against.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "kernels/backend/op_table.h"
+
+namespace parity::kernels {
+
+inline constexpr int64_t kVocab = 256;  // bytes
+
+enum class MoeLayout { kDense, kOneDenseShared, kAllMoe, kInterleaved };
+enum class HeadTying { kTied, kUntied };
+enum class GateNorm { kRaw, kRenormalize };
+enum class Schedule { kCosine, kWarmupStableDecay, kConstant };
+enum class SubsetMode { kPrefix, kSeeded };
+
+struct ModelConfig {
+  int64_t d_model = 64;    // D_m
+  int64_t n_layers = 2;    // L
+  int64_t n_heads = 4;     // H
+  int64_t n_kv_heads = 4;  // H_kv (== H: multi-head; < H: grouped-query)
+  int64_t d_ffn = 172;     // D_ffn of the dense SwiGLU layers
+  int64_t seq_len = 64;    // S
+  Positions positions = Positions::kRotary;
+  double rope_theta = 10000.0;
+  HeadTying head = HeadTying::kTied;
+  // Mixture of experts (ignored when layout == kDense).
+  MoeLayout layout = MoeLayout::kDense;
+  int64_t interleave_every = 2;  // kInterleaved: layer l is MoE iff (l+1) % every == 0
+  int64_t n_experts = 0;         // E
+  int64_t top_k = 0;             // K
+  int64_t d_expert = 0;          // D_e
+  int64_t d_shared = -1;         // D_se; −1 = the layout's default (K·D_e for 1dense+SE, else 0)
+  GateNorm gate_norm = GateNorm::kRaw;
+  double aux_loss_weight = 0.01;  // λ
+  double z_loss_weight = 0.001;   // λ_z
+  double bias_update_rate = 0.0;  // u of loss-free balancing; 0 = off
+  double init_std = 0.02;         // standard deviation of initial matrices
+
+  int64_t head_dim() const { return d_model / n_heads; }
+  bool IsMoeLayer(int64_t layer) const;
+  int64_t SharedDim() const;  // resolved D_se
+};
+
+struct OptimizerConfig {
+  double lr = 1e-3;          // peak learning rate
+  double min_lr = 1e-4;      // floor the decay ends at
+  int64_t warmup_steps = 0;  // linear warmup from 0
+  Schedule schedule = Schedule::kCosine;
+  double decay_fraction = 0.2;  // kWarmupStableDecay: last fraction of steps decays (linearly)
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global-norm clip; 0 = off
+};
+
+struct TrainConfig {
+  int64_t batch_size = 8;  // sequences per micro-batch
+  int64_t grad_accum = 1;  // micro-batches per optimizer step
+  int64_t steps = 0;       // optimizer steps; the run consumes steps·batch_size·grad_accum·S
+                           // tokens (D)
+  uint64_t seed = 1;
+  int64_t log_interval = 10;        // steps between metrics lines (first and last always logged)
+  int64_t eval_interval = 100;      // steps between validation evaluations (and at the end)
+  int64_t eval_tokens = 16384;      // size of the fixed held-out slice
+  int64_t checkpoint_interval = 0;  // steps between checkpoints; 0 = only at the end
+  int64_t keep_checkpoints = 2;
+
+  int64_t TokensPerStep(int64_t seq_len) const { return batch_size * grad_accum * seq_len; }
+};
+
+struct DataConfig {
+  std::string corpus_path;
+  double validation_fraction = 0.05;  // the last fraction of the file is held out
+  int64_t unique_tokens = 0;          // D̂; 0 = the whole training split
+  SubsetMode subset = SubsetMode::kPrefix;
+};
+
+struct RunConfig {
+  std::string run_id;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  TrainConfig train;
+  DataConfig data;
+};
+
+// InvalidArgument naming the offending field or OK. Does not touch files. Field names are the
+// RunSpec's (proto/parity/v1) paths, e.g. "model.num_heads: ...", since that is what a user wrote.
+absl::Status ValidateRunConfig(const RunConfig& config);
+
+// Analytic counts (DESIGN.md §1): non-vocabulary parameters N, activated N_a, and the training
+// FLOPs per token M = 3·(2·N_a + 4·D_m·S·L). Norm weights excluded, router included.
+struct AnalyticCounts {
+  double params = 0;           // N
+  double active_params = 0;    // N_a
+  double vocab_params = 0;     // embedding (+ untied head)
+  double flops_per_token = 0;  // M
+};
+AnalyticCounts ComputeAnalyticCounts(const ModelConfig& model);
+
+const char* LayoutName(MoeLayout layout);
+
+}  // namespace parity::kernels

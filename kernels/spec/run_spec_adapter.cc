@@ -1,0 +1,200 @@
+#include "kernels/spec/run_spec_adapter.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "parity/v1/sweep.pb.h"
+
+namespace parity::kernels {
+namespace {
+
+absl::Status Bad(const char* field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& spec) {
+  ParsedRunSpec out;
+  RunConfig& c = out.config;
+  c.run_id = spec.name();
+  // ---- model ----
+  const auto& m = spec.model();
+  ModelConfig& mc = c.model;
+  if (m.vocab_size() != 0 && m.vocab_size() != kVocab) {
+    return Bad("model.vocab_size",
+               absl::StrCat("the engine is byte-level (256), got ", m.vocab_size()));
+  }
+  mc.d_model = m.d_model();
+  mc.n_layers = m.num_layers();
+  mc.n_heads = m.num_heads();
+  mc.n_kv_heads = m.num_kv_heads() == 0 ? m.num_heads() : m.num_kv_heads();
+  if (m.head_dim() != 0 && m.num_heads() != 0 && m.head_dim() * m.num_heads() != m.d_model()) {
+    return Bad("model.head_dim", absl::StrCat("must equal d_model/num_heads = ",
+                                              m.d_model() / m.num_heads(), ", got ", m.head_dim()));
+  }
+  if (m.attention() == parity::v1::ATTENTION_KIND_MULTI_HEAD && mc.n_kv_heads != mc.n_heads) {
+    return Bad("model.num_kv_heads", "must equal num_heads for MULTI_HEAD attention");
+  }
+  if (m.attention() == parity::v1::ATTENTION_KIND_GROUPED_QUERY && mc.n_kv_heads >= mc.n_heads) {
+    return Bad("model.num_kv_heads", "must be below num_heads for GROUPED_QUERY attention");
+  }
+  mc.positions = m.position_encoding() == parity::v1::POSITION_ENCODING_ALIBI ? Positions::kAlibi
+                                                                              : Positions::kRotary;
+  mc.d_ffn = m.ffn_hidden();
+  mc.head = m.tie_embeddings() ? HeadTying::kTied : HeadTying::kUntied;
+  mc.rope_theta = m.rope_theta() == 0 ? 10000.0 : m.rope_theta();
+  mc.init_std = m.init_std() == 0 ? 0.02 : m.init_std();
+  if (m.norm_eps() != 0 && std::abs(m.norm_eps() - 1e-5) > 1e-12) {
+    return Bad("model.norm_eps", "the engine's RMSNorm uses 1e-5 only");
+  }
+  switch (m.architecture()) {
+    case parity::v1::ARCHITECTURE_DENSE:
+      mc.layout = MoeLayout::kDense;
+      break;
+    case parity::v1::ARCHITECTURE_MOE: {
+      const auto& moe = m.moe();
+      switch (moe.layout()) {
+        case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
+          mc.layout = MoeLayout::kOneDenseShared;
+          break;
+        case parity::v1::MOE_LAYOUT_ALL_MOE:
+          mc.layout = MoeLayout::kAllMoe;
+          break;
+        case parity::v1::MOE_LAYOUT_INTERLEAVED:
+          mc.layout = MoeLayout::kInterleaved;
+          break;
+        default:
+          return Bad("model.moe.layout", "required for an MOE architecture");
+      }
+      mc.interleave_every = moe.interleave_every();
+      mc.n_experts = moe.num_experts();
+      mc.top_k = moe.top_k();
+      mc.d_expert = moe.expert_hidden();
+      mc.d_shared = moe.shared_expert_hidden() == 0 && mc.layout == MoeLayout::kOneDenseShared
+                        ? -1
+                        : static_cast<int64_t>(moe.shared_expert_hidden());
+      const auto& r = moe.router();
+      mc.gate_norm = r.renormalize_gates() ? GateNorm::kRenormalize : GateNorm::kRaw;
+      const bool aux = r.balance() == parity::v1::BALANCE_METHOD_AUX_LOSS ||
+                       r.balance() == parity::v1::BALANCE_METHOD_UNSPECIFIED;
+      const bool loss_free = r.balance() == parity::v1::BALANCE_METHOD_LOSS_FREE;
+      const bool none = r.balance() == parity::v1::BALANCE_METHOD_NONE;
+      mc.aux_loss_weight = r.has_aux_loss_coef() ? r.aux_loss_coef() : (aux ? 0.01 : 0.0);
+      mc.z_loss_weight = r.has_z_loss_coef() ? r.z_loss_coef() : (none ? 0.0 : 0.001);
+      mc.bias_update_rate =
+          loss_free ? (r.has_bias_update_rate() ? r.bias_update_rate() : 0.001) : 0.0;
+      if (loss_free && mc.bias_update_rate <= 0) {
+        return Bad("model.moe.router.bias_update_rate", "must be positive for LOSS_FREE");
+      }
+      break;
+    }
+    default:
+      return Bad("model.architecture", "must be DENSE or MOE");
+  }
+  // ---- training ----
+  const auto& t = spec.training();
+  OptimizerConfig& o = c.optimizer;
+  TrainConfig& tc = c.train;
+  mc.seq_len = t.sequence_length();
+  if (mc.seq_len <= 1) return Bad("training.sequence_length", "must be at least 2");
+  if (t.rule() == parity::v1::HYPERPARAMETER_RULE_STEP_LAW && t.learning_rate() == 0) {
+    return Bad("training.learning_rate", "a RunSpec must be resolved by the planner (STEP_LAW)");
+  }
+  o.lr = t.learning_rate();
+  if (t.batch_tokens() == 0 || t.batch_tokens() % mc.seq_len != 0) {
+    return Bad("training.batch_tokens", absl::StrCat("must be a positive multiple of "
+                                                     "sequence_length (",
+                                                     mc.seq_len, ")"));
+  }
+  const int64_t sequences = t.batch_tokens() / mc.seq_len;
+  const int64_t micro = t.micro_batch_sequences() == 0 ? sequences : t.micro_batch_sequences();
+  if (sequences % micro != 0) {
+    return Bad("training.micro_batch_sequences",
+               absl::StrCat("must divide batch_tokens/sequence_length = ", sequences));
+  }
+  tc.batch_size = micro;
+  tc.grad_accum = sequences / micro;
+  tc.steps = static_cast<int64_t>(t.steps());
+  switch (t.schedule()) {
+    case parity::v1::LR_SCHEDULE_WSD:
+      o.schedule = Schedule::kWarmupStableDecay;
+      break;
+    case parity::v1::LR_SCHEDULE_CONSTANT:
+      o.schedule = Schedule::kConstant;
+      break;
+    default:
+      o.schedule = Schedule::kCosine;
+  }
+  if (t.warmup_steps() > 0) {
+    o.warmup_steps = static_cast<int64_t>(t.warmup_steps());
+  } else if (t.warmup_fraction() > 0) {
+    o.warmup_steps = static_cast<int64_t>(std::llround(t.warmup_fraction() * tc.steps));
+  } else {
+    // DESIGN §1: clip(1% of steps, 200, 2000), capped at 10% of the run for short runs.
+    const int64_t rule = std::clamp<int64_t>(tc.steps / 100, 200, 2000);
+    o.warmup_steps = std::min<int64_t>(rule, tc.steps / 10);
+  }
+  const double min_ratio = t.has_min_lr_ratio() ? t.min_lr_ratio() : 0.1;
+  if (min_ratio < 0 || min_ratio > 1) return Bad("training.min_lr_ratio", "must be in [0, 1]");
+  o.min_lr = min_ratio * o.lr;
+  o.decay_fraction = t.decay_fraction() == 0 ? 0.2 : t.decay_fraction();
+  o.beta1 = t.has_adam_beta1() ? t.adam_beta1() : 0.9;
+  o.beta2 = t.has_adam_beta2() ? t.adam_beta2() : 0.95;
+  o.eps = t.has_adam_epsilon() ? t.adam_epsilon() : 1e-8;
+  o.weight_decay = t.has_weight_decay() ? t.weight_decay() : 0.1;
+  o.grad_clip = t.has_grad_clip() ? t.grad_clip() : 1.0;
+  tc.seed = t.seed();
+  tc.log_interval = t.log_every_steps() == 0 ? 10 : t.log_every_steps();
+  tc.eval_interval = t.eval_every_steps() == 0 ? 100 : t.eval_every_steps();
+  tc.eval_tokens = t.eval_tokens() == 0 ? 65536 : static_cast<int64_t>(t.eval_tokens());
+  tc.checkpoint_interval = t.checkpoint_every_steps();
+  out.threads = static_cast<int>(t.threads() != 0 ? t.threads() : spec.resources().cpu_threads());
+  // ---- data ----
+  const auto& d = spec.data();
+  DataConfig& dc = c.data;
+  dc.corpus_path = d.corpus();
+  dc.validation_fraction = d.validation_fraction() == 0 ? 0.01 : d.validation_fraction();
+  const int64_t consumed = tc.steps * static_cast<int64_t>(t.batch_tokens());
+  if (spec.accounting().unique_tokens() > 0) {
+    dc.unique_tokens = static_cast<int64_t>(spec.accounting().unique_tokens());
+  } else {
+    switch (d.reuse()) {
+      case parity::v1::REUSE_MODE_UNIQUE:
+        dc.unique_tokens = consumed;
+        break;
+      case parity::v1::REUSE_MODE_STRICT:
+        if (d.unique_tokens() == 0) {
+          return Bad("data.unique_tokens", "STRICT reuse needs D̂ resolved by the planner");
+        }
+        dc.unique_tokens = static_cast<int64_t>(d.unique_tokens());
+        break;
+      case parity::v1::REUSE_MODE_LOOSE:
+        if (!(d.epochs() > 0)) return Bad("data.epochs", "LOOSE reuse needs epochs > 0");
+        dc.unique_tokens = static_cast<int64_t>(std::llround(consumed / d.epochs()));
+        break;
+      default:
+        dc.unique_tokens = d.unique_tokens();  // 0 = the whole training split
+    }
+  }
+  dc.subset = SubsetMode::kPrefix;
+  if (auto s = ValidateRunConfig(c); !s.ok()) return s;
+  return out;
+}
+
+absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpecJson(const std::string& json) {
+  parity::v1::RunSpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, &spec, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run spec JSON: ", std::string(status.message())));
+  }
+  return RunConfigFromRunSpec(spec);
+}
+
+}  // namespace parity::kernels

@@ -1,0 +1,28 @@
+// The one place the engine meets the API contract: parity.v1.RunSpec (proto/parity/v1/sweep.proto,
+// as JSON in the proto3 mapping) → the engine's plain RunConfig. Defaults documented on the proto
+// fields are applied here; anything the engine cannot do is refused with the RunSpec field path.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/model/config.h"
+
+namespace parity::v1 {
+class RunSpec;
+}
+
+namespace parity::kernels {
+
+// Threads requested by the spec (training.threads, else resources.cpu_threads), 0 if neither.
+struct ParsedRunSpec {
+  RunConfig config;
+  int threads = 0;
+};
+
+absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& spec);
+
+// Parses JSON (unknown fields are an error, so a typo is caught) and converts; then validates.
+absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpecJson(const std::string& json);
+
+}  // namespace parity::kernels

@@ -1,0 +1,231 @@
+// Behavioural checks of the model: initial loss, overfitting, MoE equivalences, and the FLOP
+// count against DESIGN.md's formula M = 3·(2·N_a + 4·D_m·S·L).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/backend/device.h"
+#include "kernels/cpu/ops_dense.h"
+#include "kernels/model/moe_experts.h"
+#include "kernels/model/transformer.h"
+#include "kernels/tests/test_util.h"
+
+namespace parity::kernels {
+namespace {
+
+using testing::RandomVector;
+
+ModelConfig Small() {
+  ModelConfig m;
+  m.d_model = 32;
+  m.n_layers = 2;
+  m.n_heads = 4;
+  m.n_kv_heads = 4;
+  m.d_ffn = 64;
+  m.seq_len = 32;
+  return m;
+}
+
+std::vector<int32_t> TextTokens(int64_t n, int64_t offset) {
+  static const std::string kText =
+      "In the beginning God created the heaven and the earth. And the earth was without form, "
+      "and void; and darkness was upon the face of the deep. ";
+  std::vector<int32_t> t(n);
+  for (int64_t i = 0; i < n; ++i)
+    t[i] = static_cast<unsigned char>(kText[(i + offset) % kText.size()]);
+  return t;
+}
+
+TEST(ModelTest, InitialLossIsNearLn256) {
+  auto device = MakeCpuDevice({.threads = 2});
+  const int64_t batch = 4, n = batch * Small().seq_len;
+  auto model = Transformer<float>::Create(Small(), *device, batch);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Rng rng{.seed = 3};
+  (*model)->InitParams(rng);
+  const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
+  const double ce = (*model)->Forward(in.data(), out.data(), batch).ce;
+  EXPECT_NEAR(ce, std::log(256.0), 0.03 * std::log(256.0))
+      << "a freshly initialised byte model should be close to uniform over 256 bytes";
+}
+
+TEST(ModelTest, OverfitsOneBatchBelowPointTwoBpc) {
+  auto device = MakeCpuDevice({.threads = 2});
+  const ModelConfig m = Small();
+  const int64_t batch = 2, n = batch * m.seq_len;
+  auto model_or = Transformer<float>::Create(m, *device, batch);
+  ASSERT_TRUE(model_or.ok());
+  auto& model = **model_or;
+  Rng rng{.seed = 5};
+  model.InitParams(rng);
+  const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
+  std::vector<float> adam_m(model.NumParams()), adam_v(model.NumParams());
+  const OpTable<float>& ops = *device->OpsF32();
+  double bpc = 0;
+  for (int64_t step = 1; step <= 300 && !(bpc > 0 && bpc < 0.2); ++step) {
+    model.ZeroGrads();
+    bpc = model.Forward(in.data(), out.data(), batch).ce / std::log(2.0);
+    model.Backward(1.0 / n, 1.0);
+    const AdamWArgs args{
+        .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.0, .step = step};
+    ops.adamw_update(device->Context(), model.NumParams(), model.Params(), adam_m.data(),
+                     adam_v.data(), model.Grads(), 1.0, args, WeightDecay::kSkip);
+  }
+  EXPECT_LT(bpc, 0.2) << "the model should memorise a single 64-token batch";
+}
+
+// With E = 1 and K = 1 the router's softmax is exactly 1, so the MoE layer is its one expert: the
+// same weights must give the same loss and the same gradients as a dense SwiGLU layer.
+TEST(ModelTest, MoeWithOneExpertEqualsDenseFfn) {
+  auto device = MakeCpuDevice({.threads = 2});
+  ModelConfig dense = Small();
+  dense.seq_len = 8;
+  ModelConfig moe = dense;
+  moe.layout = MoeLayout::kAllMoe;
+  moe.n_experts = 1;
+  moe.top_k = 1;
+  moe.d_expert = dense.d_ffn;
+  moe.aux_loss_weight = 0;
+  moe.z_loss_weight = 0;
+  const int64_t batch = 2, n = batch * dense.seq_len;
+  auto a = Transformer<double>::Create(dense, *device, batch);
+  auto b = Transformer<double>::Create(moe, *device, batch);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Rng rng{.seed = 9};
+  (*a)->InitParams(rng);
+  auto name_map = [](std::string name) {
+    for (auto [from, to] : {std::pair{"experts.w13", "w13"}, std::pair{"experts.w2", "w2"}}) {
+      if (auto pos = name.find(from); pos != std::string::npos) name.replace(pos, strlen(from), to);
+    }
+    return name;
+  };
+  for (const ParamTensor& tb : (*b)->Tensors()) {
+    if (tb.name.ends_with("router")) continue;  // no dense counterpart; cannot matter at E = 1
+    const std::string want = name_map(tb.name);
+    bool found = false;
+    for (const ParamTensor& ta : (*a)->Tensors()) {
+      if (ta.name != want) continue;
+      ASSERT_EQ(ta.size, tb.size) << tb.name;
+      std::copy_n((*a)->Params() + ta.offset, ta.size, (*b)->Params() + tb.offset);
+      found = true;
+    }
+    ASSERT_TRUE(found) << "no dense tensor for " << tb.name;
+  }
+  const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
+  const double la = (*a)->Forward(in.data(), out.data(), batch).ce;
+  const double lb = (*b)->Forward(in.data(), out.data(), batch).ce;
+  EXPECT_NEAR(la, lb, 1e-12) << "one-expert MoE loss differs from the dense FFN's";
+  (*a)->ZeroGrads();
+  (*b)->ZeroGrads();
+  (*a)->Backward(1.0 / n, 1.0);
+  (*b)->Backward(1.0 / n, 1.0);
+  for (const ParamTensor& tb : (*b)->Tensors()) {
+    for (const ParamTensor& ta : (*a)->Tensors()) {
+      if (ta.name != name_map(tb.name)) continue;
+      for (int64_t i = 0; i < ta.size; ++i) {
+        ASSERT_NEAR((*a)->Grads()[ta.offset + i], (*b)->Grads()[tb.offset + i], 1e-12)
+            << "gradient of " << tb.name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+// The grouped (permuted, one GEMM per expert) path against the obvious per-token loop.
+TEST(ModelTest, GroupedDroplessPathEqualsPerExpertLoop) {
+  auto device = MakeCpuDevice({.threads = 2});
+  const OpTable<double>& ops = *device->OpsF64();
+  const ExpertShape s{.tokens = 37, .top_k = 3, .experts = 6, .d_model = 8, .d_expert = 5};
+  const int64_t T = s.tokens, K = s.top_k, E = s.experts, D = s.d_model, De = s.d_expert;
+  const int64_t P = T * K;
+  auto x = RandomVector(T * D, 1), w13 = RandomVector(E * 2 * De * D, 2, 0.5);
+  auto w2 = RandomVector(E * D * De, 3, 0.5), gate = RandomVector(P, 4);
+  std::vector<int32_t> expert(P);
+  std::vector<int64_t> load(E, 0);
+  Rng rng{.seed = 11};
+  for (int64_t t = 0; t < T; ++t) {
+    // K distinct experts per token; expert 5 left unused to cover an empty group.
+    std::vector<int32_t> pool = {0, 1, 2, 3, 4};
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t j = rng.Below(pool.size());
+      expert[t * K + k] = pool[j];
+      ++load[pool[j]];
+      pool.erase(pool.begin() + j);
+    }
+  }
+  std::vector<int64_t> offsets;
+  std::vector<int32_t> slot_of(P), token_of(P);
+  BuildRoutingPlan(s, expert.data(), load.data(), offsets, slot_of.data(), token_of.data());
+  std::vector<double> xs(P * D), ab(P * 2 * De), g(P * De), ys(P * D), out(T * D, 0.0);
+  GroupedExpertsForward<double>(ops, device->Context(), s, offsets, slot_of.data(), token_of.data(),
+                                gate.data(), x.data(), w13.data(), w2.data(),
+                                {xs.data(), ab.data(), g.data(), ys.data()}, out.data());
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> want(D, 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = expert[t * K + k];
+      std::vector<double> h(De);
+      for (int64_t j = 0; j < De; ++j) {
+        double a = 0, b = 0;
+        for (int64_t c = 0; c < D; ++c) {
+          a += w13[(e * 2 * De + j) * D + c] * x[t * D + c];
+          b += w13[(e * 2 * De + De + j) * D + c] * x[t * D + c];
+        }
+        h[j] = a / (1 + std::exp(-a)) * b;
+      }
+      for (int64_t c = 0; c < D; ++c) {
+        double y = 0;
+        for (int64_t j = 0; j < De; ++j) y += w2[(e * D + c) * De + j] * h[j];
+        want[c] += gate[t * K + k] * y;
+      }
+    }
+    for (int64_t c = 0; c < D; ++c) {
+      ASSERT_NEAR(out[t * D + c], want[c], 1e-12) << "token " << t << " feature " << c;
+    }
+  }
+}
+
+struct FlopCase {
+  const char* name;
+  ModelConfig config;
+};
+
+class FlopCountTest : public ::testing::TestWithParam<FlopCase> {};
+
+// The engine counts what it executes; over one forward+backward the non-vocabulary count per
+// token must match M within 1%.
+TEST_P(FlopCountTest, CountedTrainingFlopsMatchFormula) {
+  const ModelConfig& m = GetParam().config;
+  auto device = MakeCpuDevice({.threads = 2});
+  const int64_t batch = 2, n = batch * m.seq_len;
+  auto model = Transformer<float>::Create(m, *device, batch);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Rng rng{.seed = 1};
+  (*model)->InitParams(rng);
+  const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
+  FlopCounter& flops = *device->Context().flops;
+  flops.Reset();
+  (*model)->ZeroGrads();
+  (*model)->Forward(in.data(), out.data(), batch);
+  (*model)->Backward(1.0 / n, 1.0);
+  const double measured = flops.Get(FlopKind::kModel) / n;
+  const double analytic = ComputeAnalyticCounts(m).flops_per_token;
+  EXPECT_NEAR(measured / analytic, 1.0, 0.01)
+      << "counted " << measured << " FLOPs/token, formula M = " << analytic;
+}
+
+std::vector<FlopCase> FlopCases() {
+  ModelConfig dense = Small();
+  ModelConfig moe = Small();
+  moe.layout = MoeLayout::kOneDenseShared, moe.n_experts = 8, moe.top_k = 2, moe.d_expert = 16;
+  ModelConfig gqa = Small();
+  gqa.n_kv_heads = 2, gqa.layout = MoeLayout::kAllMoe, gqa.n_experts = 4, gqa.top_k = 1;
+  gqa.d_expert = 32, gqa.n_layers = 3;
+  return {{"dense", dense}, {"one_dense_shared_e8_k2", moe}, {"all_moe_gqa_k1", gqa}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, FlopCountTest, ::testing::ValuesIn(FlopCases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace parity::kernels

@@ -1,0 +1,50 @@
+// Helpers shared by the kernels tests: a CPU device, seeded random arrays, and a central
+// finite-difference checker whose failure message names the element and both values.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/backend/device.h"
+#include "kernels/model/rng.h"
+
+namespace parity::kernels::testing {
+
+inline std::vector<double> RandomVector(int64_t n, uint64_t seed, double scale = 1.0) {
+  Rng rng{.seed = seed};
+  std::vector<double> v(n);
+  for (auto& x : v) x = scale * rng.Normal();
+  return v;
+}
+
+// Compares analytic[i] with (f(x+eps) − f(x−eps))/2eps for up to `max_checks` indices spread over
+// [0, n). `x` is perturbed in place and restored.
+inline void ExpectGradientsMatch(const std::string& what, double* x, int64_t n,
+                                 const std::vector<double>& analytic,
+                                 const std::function<double()>& f, int64_t max_checks = 64,
+                                 double rtol = 2e-5, double atol = 1e-8, double eps = 1e-5) {
+  ASSERT_EQ(static_cast<int64_t>(analytic.size()), n) << what;
+  const int64_t stride = std::max<int64_t>(1, n / max_checks);
+  int failures = 0;
+  for (int64_t i = (n > max_checks ? 7 % stride : 0); i < n; i += stride) {
+    const double saved = x[i];
+    x[i] = saved + eps;
+    const double up = f();
+    x[i] = saved - eps;
+    const double down = f();
+    x[i] = saved;
+    const double numeric = (up - down) / (2 * eps);
+    const double tol = atol + rtol * std::max(std::abs(numeric), std::abs(analytic[i]));
+    if (std::abs(numeric - analytic[i]) > tol && failures++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << " vs finite-difference "
+                    << numeric << " (tolerance " << tol << ")";
+    }
+  }
+  EXPECT_EQ(failures, 0) << what << ": gradient mismatches";
+}
+
+}  // namespace parity::kernels::testing

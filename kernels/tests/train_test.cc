@@ -1,0 +1,312 @@
+// The training loop end to end: bit-identical resume, determinism, data budget and epochs,
+// schedules, run-spec refusal with the field named, and the parity-train command line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kernels/data/byte_corpus.h"
+#include "kernels/spec/run_spec_adapter.h"
+#include "kernels/train/checkpoint.h"
+#include "kernels/train/schedule.h"
+#include "kernels/train/trainer.h"
+
+namespace parity::kernels {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CollectingSink final : public MetricsSink {
+ public:
+  void Write(const std::string& line) override { lines.push_back(nlohmann::json::parse(line)); }
+  std::vector<nlohmann::json> lines;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class TrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("parity_train_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    corpus_ = (dir_ / "corpus.txt").string();
+    std::ofstream out(corpus_, std::ios::binary);
+    for (int i = 0; i < 400; ++i) {
+      out << "Verse " << i << ": And God said, Let there be light: and there was light. ";
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunConfig TinyMoeRun() const {
+    RunConfig c;
+    c.run_id = "tiny";
+    c.model.d_model = 16;
+    c.model.n_layers = 3;
+    c.model.n_heads = 2;
+    c.model.n_kv_heads = 1;
+    c.model.d_ffn = 32;
+    c.model.seq_len = 16;
+    c.model.layout = MoeLayout::kOneDenseShared;
+    c.model.n_experts = 4;
+    c.model.top_k = 2;
+    c.model.d_expert = 8;
+    c.model.bias_update_rate = 0.001;
+    c.optimizer.lr = 3e-3;
+    c.optimizer.min_lr = 3e-4;
+    c.optimizer.warmup_steps = 2;
+    c.train.batch_size = 2;
+    c.train.grad_accum = 2;
+    c.train.steps = 8;
+    c.train.seed = 7;
+    c.train.log_interval = 1;
+    c.train.eval_interval = 3;
+    c.train.eval_tokens = 64;
+    c.train.checkpoint_interval = 4;
+    c.data.corpus_path = corpus_;
+    c.data.validation_fraction = 0.1;
+    c.data.unique_tokens = 16 * 40;  // 40 windows: 8 steps × 4 sequences = 32 → 0.8 epochs
+    return c;
+  }
+
+  fs::path dir_;
+  std::string corpus_;
+};
+
+TEST_F(TrainTest, ResumeIsBitIdenticalToStraightRun) {
+  const RunConfig c = TinyMoeRun();
+  CollectingSink straight, first, second;
+  const std::string a = (dir_ / "a").string(), b = (dir_ / "b").string();
+  auto sa = RunTraining(c, {.out_dir = a, .threads = 2, .metrics = &straight});
+  ASSERT_TRUE(sa.ok()) << sa.status();
+  auto s1 = RunTraining(c, {.out_dir = b, .threads = 2, .metrics = &first, .max_steps = 3});
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(s1->outcome, RunOutcome::kStopped);
+  EXPECT_EQ(s1->steps, 3);
+  auto s2 = RunTraining(
+      c, {.out_dir = b, .resume = ResumeMode::kResumeIfPresent, .threads = 2, .metrics = &second});
+  ASSERT_TRUE(s2.ok()) << s2.status();
+  EXPECT_EQ(s2->outcome, RunOutcome::kCompleted);
+  EXPECT_EQ(ReadFile(sa->checkpoint_path), ReadFile(s2->checkpoint_path))
+      << "final checkpoint (weights, moments, biases, cursor) differs after a resume";
+  // Every metric line after the resume equals the straight run's, timing fields aside.
+  std::vector<nlohmann::json> resumed = first.lines;
+  resumed.pop_back();  // the "stopped" summary
+  resumed.insert(resumed.end(), second.lines.begin(), second.lines.end());
+  ASSERT_EQ(resumed.size(), straight.lines.size());
+  for (size_t i = 0; i + 1 < resumed.size(); ++i) {
+    for (auto* j : {&resumed[i], &straight.lines[i]}) {
+      j->erase("tokens_per_second");
+      j->erase("flops_per_second");
+    }
+    EXPECT_EQ(resumed[i], straight.lines[i]) << "metrics line " << i;
+  }
+}
+
+TEST_F(TrainTest, SameSpecSameThreadsGivesIdenticalWeights) {
+  RunConfig c = TinyMoeRun();
+  c.train.steps = 3;
+  CollectingSink s1, s2;
+  auto r1 = RunTraining(c, {.out_dir = (dir_ / "x").string(), .threads = 2, .metrics = &s1});
+  auto r2 = RunTraining(c, {.out_dir = (dir_ / "y").string(), .threads = 2, .metrics = &s2});
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(ReadFile(r1->checkpoint_path), ReadFile(r2->checkpoint_path));
+}
+
+TEST_F(TrainTest, MetricsCarryTelemetryAndFlopsMatchFormula) {
+  RunConfig c = TinyMoeRun();
+  c.train.steps = 3;
+  CollectingSink sink;
+  auto r = RunTraining(c, {.out_dir = (dir_ / "m").string(), .threads = 2, .metrics = &sink});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const nlohmann::json& last = sink.lines[sink.lines.size() - 2];
+  for (const char* field : {"step", "tokens", "unique_tokens", "epoch", "train_bpc", "val_bpc",
+                            "learning_rate", "grad_norm", "aux_loss", "z_loss", "tokens_per_second",
+                            "flops_per_second", "expert_load"}) {
+    EXPECT_TRUE(last.contains(field)) << "metrics line lacks " << field << ": " << last.dump();
+  }
+  EXPECT_EQ(last["expert_load"].size(), 2u);  // layers 1 and 2 are MoE in 1dense+SE
+  const nlohmann::json& summary = sink.lines.back();
+  EXPECT_EQ(summary["event"], "summary");
+  EXPECT_LT(std::abs(summary["flops_relative_error"].get<double>()), 0.01);
+  EXPECT_EQ(summary["tokens"], 3 * 2 * 2 * 16);
+}
+
+TEST_F(TrainTest, EpochsReshuffleExactlyTheUniqueBudget) {
+  // Random bytes, so every window's content is distinct and identifies the window.
+  const std::string random_corpus = (dir_ / "random.bin").string();
+  {
+    std::ofstream out(random_corpus, std::ios::binary);
+    Rng rng{.seed = 1};
+    for (int i = 0; i < 20000; ++i) out.put(static_cast<char>(rng.Below(256)));
+  }
+  DataConfig d{.corpus_path = random_corpus, .validation_fraction = 0.1, .unique_tokens = 16 * 10};
+  auto corpus = ByteCorpus::Load(d, 16, 3);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  ASSERT_EQ(corpus->NumUniqueWindows(), 10);
+  std::vector<int32_t> in(16), out(16);
+  std::vector<std::set<std::string>> seen(2);
+  std::vector<std::string> order[2];
+  for (int64_t g = 0; g < 20; ++g) {
+    corpus->FillTraining(g, 1, in.data(), out.data());
+    std::string w(in.begin(), in.end());
+    seen[g / 10].insert(w);
+    order[g / 10].push_back(w);
+  }
+  EXPECT_EQ(seen[0].size(), 10u);
+  EXPECT_EQ(seen[0], seen[1]) << "each epoch must be a permutation of the same unique windows";
+  EXPECT_NE(order[0], order[1]) << "epochs should be reshuffled";
+}
+
+TEST(ScheduleTest, WarmupCosineAndWsd) {
+  OptimizerConfig o{.lr = 1.0, .min_lr = 0.1, .warmup_steps = 10};
+  EXPECT_DOUBLE_EQ(LearningRate(o, 0, 100), 0.1);
+  EXPECT_DOUBLE_EQ(LearningRate(o, 9, 100), 1.0);
+  EXPECT_NEAR(LearningRate(o, 100, 100), 0.1, 1e-12);
+  o.schedule = Schedule::kWarmupStableDecay;
+  o.decay_fraction = 0.2;
+  EXPECT_DOUBLE_EQ(LearningRate(o, 50, 100), 1.0);
+  EXPECT_NEAR(LearningRate(o, 99, 100), 0.1, 1e-12);
+  EXPECT_NEAR(LearningRate(o, 89, 100), 0.55, 1e-12);
+}
+
+// ---- run spec ----------------------------------------------------------------------------------
+
+nlohmann::json GoodSpec(const std::string& corpus) {
+  return {{"name", "spec-test"},
+          {"model",
+           {{"architecture", "ARCHITECTURE_MOE"},
+            {"dModel", 16},
+            {"numLayers", 2},
+            {"numHeads", 2},
+            {"numKvHeads", 2},
+            {"ffnHidden", 32},
+            {"tieEmbeddings", true},
+            {"moe",
+             {{"layout", "MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT"},
+              {"numExperts", 4},
+              {"topK", 2},
+              {"expertHidden", 8}}}}},
+          {"training",
+           {{"learningRate", 0.003},
+            {"batchTokens", 64},
+            {"sequenceLength", 16},
+            {"steps", 2},
+            {"microBatchSequences", 2},
+            {"seed", 1},
+            {"evalTokens", 32}}},
+          {"data", {{"corpus", corpus}, {"validationFraction", 0.1}}}};
+}
+
+TEST_F(TrainTest, RunSpecAdapterAppliesDefaults) {
+  auto parsed = RunConfigFromRunSpecJson(GoodSpec(corpus_).dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const RunConfig& c = parsed->config;
+  EXPECT_EQ(c.model.SharedDim(), 16);  // 1dense+SE: D_se = K·D_e
+  EXPECT_EQ(c.train.grad_accum, 2);
+  EXPECT_EQ(c.train.batch_size, 2);
+  EXPECT_DOUBLE_EQ(c.model.aux_loss_weight, 0.01);
+  EXPECT_DOUBLE_EQ(c.model.z_loss_weight, 0.001);
+  EXPECT_DOUBLE_EQ(c.optimizer.min_lr, 0.0003);
+}
+
+struct BadSpec {
+  const char* field;  // must appear in the error message
+  std::function<void(nlohmann::json&)> mutate;
+};
+
+TEST_F(TrainTest, BadRunSpecsAreRefusedNamingTheField) {
+  const std::vector<BadSpec> cases = {
+      {"model.num_heads", [](auto& j) { j["model"]["numHeads"] = 3; }},
+      {"model.num_kv_heads", [](auto& j) { j["model"]["numKvHeads"] = 3; }},
+      {"model.moe.top_k", [](auto& j) { j["model"]["moe"]["topK"] = 9; }},
+      {"model.moe.expert_hidden", [](auto& j) { j["model"]["moe"]["expertHidden"] = 0; }},
+      {"model.moe.layout", [](auto& j) { j["model"]["moe"].erase("layout"); }},
+      {"model.vocab_size", [](auto& j) { j["model"]["vocabSize"] = 50000; }},
+      {"model.architecture", [](auto& j) { j["model"].erase("architecture"); }},
+      {"training.batch_tokens", [](auto& j) { j["training"]["batchTokens"] = 60; }},
+      {"training.micro_batch_sequences", [](auto& j) { j["training"]["microBatchSequences"] = 3; }},
+      {"training.steps", [](auto& j) { j["training"]["steps"] = 0; }},
+      {"training.learning_rate", [](auto& j) { j["training"]["learningRate"] = -1; }},
+      {"training.sequence_length", [](auto& j) { j["training"]["sequenceLength"] = 1; }},
+      {"data.corpus", [](auto& j) { j["data"]["corpus"] = ""; }},
+      {"data.validation_fraction", [](auto& j) { j["data"]["validationFraction"] = 1.5; }},
+      {"numHeds", [](auto& j) { j["model"]["numHeds"] = 2; }},  // a typo is not ignored
+  };
+  for (const BadSpec& c : cases) {
+    nlohmann::json j = GoodSpec(corpus_);
+    c.mutate(j);
+    auto parsed = RunConfigFromRunSpecJson(j.dump());
+    ASSERT_FALSE(parsed.ok()) << "accepted a spec with a bad " << c.field;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_NE(std::string(parsed.status().message()).find(c.field), std::string::npos)
+        << "error does not name " << c.field << ": " << parsed.status().message();
+  }
+}
+
+TEST_F(TrainTest, ResumeRefusesACheckpointOfAnotherSpec) {
+  RunConfig c = TinyMoeRun();
+  c.train.steps = 1;
+  CollectingSink sink;
+  const std::string out = (dir_ / "r").string();
+  ASSERT_TRUE(RunTraining(c, {.out_dir = out, .threads = 1, .metrics = &sink}).ok());
+  c.optimizer.lr *= 2;
+  auto r = RunTraining(
+      c, {.out_dir = out, .resume = ResumeMode::kResumeIfPresent, .threads = 1, .metrics = &sink});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+}
+
+// ---- the binary --------------------------------------------------------------------------------
+
+int RunCommand(const std::string& cmd, std::string* output) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) output->append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(TrainTest, CommandLineExitCodesAndSummary) {
+  const std::string spec = (dir_ / "run.json").string();
+  nlohmann::json j = GoodSpec(corpus_);
+  j["model"]["numHeads"] = 5;
+  std::ofstream(spec) << j.dump();
+  std::string out;
+  EXPECT_EQ(RunCommand(std::string(PARITY_TRAIN_BIN) + " --run " + spec + " --out " +
+                           (dir_ / "o").string(),
+                       &out),
+            2);
+  EXPECT_NE(out.find("model.num_heads"), std::string::npos) << out;
+
+  std::ofstream(spec, std::ios::trunc) << GoodSpec(corpus_).dump();
+  out.clear();
+  EXPECT_EQ(RunCommand(std::string(PARITY_TRAIN_BIN) + " --run " + spec + " --out " +
+                           (dir_ / "o").string() + " --threads 1",
+                       &out),
+            0)
+      << out;
+  std::istringstream lines(out);
+  std::string line, last;
+  while (std::getline(lines, line)) {
+    if (!line.empty()) last = line;
+  }
+  const auto summary = nlohmann::json::parse(last);
+  EXPECT_EQ(summary["event"], "summary");
+  EXPECT_EQ(summary["status"], "completed");
+  EXPECT_TRUE(fs::exists(dir_ / "o" / "LATEST"));
+}
+
+}  // namespace
+}  // namespace parity::kernels

@@ -1,0 +1,60 @@
+// The training loop for one run: model + AdamW + schedule + data + checkpoints + telemetry.
+// RunTraining is the whole life of a parity-train process minus argument parsing.
+//
+// Threading: RunTraining runs on the caller's thread; the device's pool parallelises inside ops.
+// `stop` (may be null) is polled between steps — set it from a signal handler to checkpoint and
+// return early with status kStopped.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/model/config.h"
+
+namespace parity::kernels {
+
+// Where metric lines go (one JSON object per line, no trailing newline in `line`).
+class MetricsSink {
+ public:
+  virtual ~MetricsSink() = default;
+  virtual void Write(const std::string& line) = 0;
+};
+
+enum class ResumeMode { kFresh, kResumeIfPresent };
+
+struct TrainerOptions {
+  std::string out_dir;  // checkpoints go here
+  ResumeMode resume = ResumeMode::kFresh;
+  int threads = 1;
+  MetricsSink* metrics = nullptr;           // required
+  const std::atomic<bool>* stop = nullptr;  // may be null
+  // Stop (checkpoint, outcome kStopped) after this many steps in this process; 0 = no limit.
+  // For tests and for workers that slice long runs.
+  int64_t max_steps = 0;
+};
+
+enum class RunOutcome { kCompleted, kStopped };
+
+struct TrainSummary {
+  RunOutcome outcome = RunOutcome::kCompleted;
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  double final_train_bpc = 0;
+  double final_val_bpc = 0;
+  double measured_flops_per_token = 0;  // counted kModel FLOPs of training steps / tokens
+  double analytic_flops_per_token = 0;  // M
+  std::string checkpoint_path;
+  std::string json;  // the summary line as written to the sink
+};
+
+// A 64-bit fingerprint of everything that determines the run's trajectory (model, optimizer,
+// training, data settings); a checkpoint from a different spec is refused on resume.
+uint64_t RunFingerprint(const RunConfig& config);
+
+// Validates, trains, checkpoints. InvalidArgument for a bad spec (before any work),
+// FailedPrecondition for a checkpoint from a different spec, other codes for I/O trouble.
+absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerOptions& options);
+
+}  // namespace parity::kernels

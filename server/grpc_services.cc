@@ -1,0 +1,102 @@
+#include "server/grpc_services.h"
+
+#include <chrono>
+
+#include "absl/time/clock.h"
+#include "server/status_mapping.h"
+
+namespace parity::server {
+namespace {
+
+// Copies a StatusOr's value into the gRPC reply and maps its status.
+template <typename T>
+grpc::Status Reply(absl::StatusOr<T> result, T* response) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *response = std::move(*result);
+  return grpc::Status::OK;
+}
+
+WatchControl ControlOf(grpc::ServerContext* context, const std::atomic<bool>& stopping) {
+  return {[context, &stopping] { return stopping.load() || context->IsCancelled(); }};
+}
+
+}  // namespace
+
+grpc::Status SweepServiceImpl::PlanSweep(grpc::ServerContext*, const v1::PlanSweepRequest* r,
+                                         v1::PlanSweepResponse* out) {
+  return Reply(scheduler_.PlanSweep(*r), out);
+}
+grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest* r,
+                                           v1::SubmitSweepResponse* out) {
+  return Reply(scheduler_.SubmitSweep(*r), out);
+}
+grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext*, const v1::GetSweepRequest* r,
+                                        v1::GetSweepResponse* out) {
+  return Reply(scheduler_.GetSweep(*r), out);
+}
+grpc::Status SweepServiceImpl::ListSweeps(grpc::ServerContext*, const v1::ListSweepsRequest* r,
+                                          v1::ListSweepsResponse* out) {
+  return Reply(scheduler_.ListSweeps(*r), out);
+}
+grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext*, const v1::CancelSweepRequest* r,
+                                           v1::CancelSweepResponse* out) {
+  return Reply(scheduler_.CancelSweep(*r), out);
+}
+grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext*, const v1::ListRunsRequest* r,
+                                        v1::ListRunsResponse* out) {
+  return Reply(scheduler_.ListRuns(*r), out);
+}
+grpc::Status SweepServiceImpl::GetRun(grpc::ServerContext*, const v1::GetRunRequest* r,
+                                      v1::GetRunResponse* out) {
+  return Reply(scheduler_.GetRun(*r), out);
+}
+grpc::Status SweepServiceImpl::QueryResults(grpc::ServerContext*,
+                                            const v1::QueryResultsRequest* r,
+                                            v1::QueryResultsResponse* out) {
+  return Reply(scheduler_.QueryResults(*r), out);
+}
+grpc::Status SweepServiceImpl::AnalyzeSweep(grpc::ServerContext*, const v1::AnalyzeSweepRequest*,
+                                            v1::AnalyzeSweepResponse*) {
+  return ToGrpcStatus(absl::UnimplementedError("AnalyzeSweep is not served yet"));
+}
+grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context,
+                                          const v1::WatchSweepRequest* r,
+                                          grpc::ServerWriter<v1::WatchSweepResponse>* writer) {
+  return ToGrpcStatus(scheduler_.WatchSweep(
+      *r, ControlOf(context, stopping_),
+      [writer](const v1::WatchSweepResponse& message) { return writer->Write(message); }));
+}
+grpc::Status SweepServiceImpl::WatchRun(grpc::ServerContext* context, const v1::WatchRunRequest* r,
+                                        grpc::ServerWriter<v1::WatchRunResponse>* writer) {
+  return ToGrpcStatus(scheduler_.WatchRun(
+      *r, ControlOf(context, stopping_),
+      [writer](const v1::WatchRunResponse& message) { return writer->Write(message); }));
+}
+
+grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
+                                               const v1::RegisterWorkerRequest* r,
+                                               v1::RegisterWorkerResponse* out) {
+  return Reply(scheduler_.RegisterWorker(*r), out);
+}
+grpc::Status WorkerServiceImpl::LeaseRun(grpc::ServerContext* context,
+                                         const v1::LeaseRunRequest* r,
+                                         v1::LeaseRunResponse* out) {
+  return Reply(scheduler_.LeaseRun(*r, absl::FromChrono(context->deadline()),
+                                   ControlOf(context, stopping_)),
+               out);
+}
+grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* r,
+                                          v1::HeartbeatResponse* out) {
+  return Reply(scheduler_.Heartbeat(*r), out);
+}
+grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext*,
+                                              const v1::ReportMetricsRequest* r,
+                                              v1::ReportMetricsResponse* out) {
+  return Reply(scheduler_.ReportMetrics(*r), out);
+}
+grpc::Status WorkerServiceImpl::CompleteRun(grpc::ServerContext*, const v1::CompleteRunRequest* r,
+                                            v1::CompleteRunResponse* out) {
+  return Reply(scheduler_.CompleteRun(*r), out);
+}
+
+}  // namespace parity::server

@@ -1,0 +1,124 @@
+// parity-scheduler: the scheduler process.
+//   parity-scheduler [serve]   migrate the database, then serve SweepService and WorkerService
+//   parity-scheduler migrate   apply pending migrations and exit
+// Every flag has an environment variable (PARITY_*); a flag on the command line wins.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/time/time.h"
+#include "core/planner.h"
+#include "server/migrations.h"
+#include "server/scheduler_server.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+// Accepts "30s", "1m30s", "500ms" or plain seconds ("30").
+absl::Duration ParseDurationFlag(const std::string& text, const char* name) {
+  absl::Duration duration;
+  double seconds = 0;
+  if (absl::ParseDuration(text, &duration)) return duration;
+  if (absl::SimpleAtod(text, &seconds)) return absl::Seconds(seconds);
+  std::cerr << "parity-scheduler: --" << name << ": '" << text << "' is not a duration\n";
+  std::exit(2);
+}
+
+void ConfigureLogging(const std::string& format, const std::string& level) {
+  auto logger = spdlog::stderr_logger_mt("parity-scheduler");
+  spdlog::set_default_logger(logger);
+  if (format == "json") {
+    // One JSON object per line; messages are key=value text inside "msg".
+    spdlog::set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":"%v"})",
+        spdlog::pattern_time_type::utc);
+  } else {
+    spdlog::set_pattern("time=%Y-%m-%dT%H:%M:%S.%fZ level=%l %v", spdlog::pattern_time_type::utc);
+  }
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+std::atomic<int> g_signal{0};
+void OnSignal(int signal) { g_signal = signal; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"parity-scheduler: leases Parity training runs to workers (gRPC + PostgreSQL)"};
+  std::string listen = "0.0.0.0:50051";
+  std::string database_url = "postgresql:///parity";
+  std::string lease_ttl = "60s";
+  std::string heartbeat_interval = "15s";
+  std::string reap_interval = "1s";
+  std::string log_format = "text";
+  std::string log_level = "info";
+  int pool_size = 16;
+  bool no_migrate = false;
+  app.add_option("--listen", listen, "gRPC address")->envname("PARITY_LISTEN");
+  app.add_option("--database-url", database_url, "libpq connection string or URL")
+      ->envname("PARITY_DATABASE_URL");
+  app.add_option("--lease-ttl", lease_ttl, "lease lifetime without a heartbeat")
+      ->envname("PARITY_LEASE_TTL");
+  app.add_option("--heartbeat-interval", heartbeat_interval, "heartbeat period told to workers")
+      ->envname("PARITY_HEARTBEAT_INTERVAL");
+  app.add_option("--reap-interval", reap_interval, "how often expired leases are requeued")
+      ->envname("PARITY_REAP_INTERVAL");
+  app.add_option("--db-pool-size", pool_size, "database connections")
+      ->envname("PARITY_DB_POOL_SIZE");
+  app.add_option("--log-format", log_format, "text (key=value) or json")
+      ->envname("PARITY_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->envname("PARITY_LOG_LEVEL");
+  app.add_flag("--no-migrate", no_migrate, "do not apply migrations at start-up")
+      ->envname("PARITY_NO_MIGRATE");
+  CLI::App* serve = app.add_subcommand("serve", "serve the gRPC API (default)");
+  CLI::App* migrate = app.add_subcommand("migrate", "apply pending migrations and exit");
+  app.require_subcommand(0, 1);
+  CLI11_PARSE(app, argc, argv);
+  ConfigureLogging(log_format, log_level);
+
+  if (migrate->parsed()) {
+    absl::StatusOr<parity::server::MigrationReport> report =
+        parity::server::ApplyMigrations(database_url, parity::server::EmbeddedMigrations());
+    if (!report.ok()) {
+      spdlog::error("event=migrate_failed error=\"{}\"", report.status().ToString());
+      return 1;
+    }
+    spdlog::info("event=migrated applied={} schema_version={}", report->applied,
+                 report->current_version);
+    return 0;
+  }
+  (void)serve;
+
+  parity::server::ServerOptions options;
+  options.listen_address = listen;
+  options.database_url = database_url;
+  options.pool_size = pool_size;
+  options.migrate_on_start = !no_migrate;
+  options.reap_interval = ParseDurationFlag(reap_interval, "reap-interval");
+  options.scheduler.lease_ttl = ParseDurationFlag(lease_ttl, "lease-ttl");
+  options.scheduler.heartbeat_interval =
+      ParseDurationFlag(heartbeat_interval, "heartbeat-interval");
+  if (options.scheduler.heartbeat_interval >= options.scheduler.lease_ttl) {
+    spdlog::error("event=bad_config error=\"heartbeat interval must be shorter than the lease TTL\"");
+    return 2;
+  }
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  absl::StatusOr<std::unique_ptr<parity::server::SchedulerServer>> server =
+      parity::server::SchedulerServer::Start(options, &parity::core::PlanSweep);
+  if (!server.ok()) {
+    spdlog::error("event=start_failed error=\"{}\"", server.status().ToString());
+    return 1;
+  }
+  while (g_signal == 0) absl::SleepFor(absl::Milliseconds(100));
+  spdlog::info("event=signal signal={}", g_signal.load());
+  (*server)->Shutdown(absl::Seconds(10));
+  return 0;
+}

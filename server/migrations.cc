@@ -1,0 +1,68 @@
+#include "server/migrations.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "server/pg_support.h"
+
+namespace parity::server {
+namespace {
+
+// "parity" in ASCII: the advisory lock taken while migrating.
+constexpr int64_t kMigrationLockKey = 0x706172697479;
+
+}  // namespace
+
+absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
+                                                std::span<const Migration> migrations) {
+  try {
+    pqxx::connection connection(database_url);
+    pqxx::nontransaction session(connection);
+    session.exec("SET client_min_messages = warning");
+    session.exec(absl::StrCat("SELECT pg_advisory_lock(", kMigrationLockKey, ")"));
+    // Released when the connection closes, even if a migration throws.
+    session.exec(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text "
+        "NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    std::map<int, std::string> applied;
+    for (const auto& row : session.exec("SELECT version, checksum FROM schema_migrations")) {
+      applied[row[0].as<int>()] = row[1].c_str();
+    }
+    session.commit();
+
+    MigrationReport report;
+    for (const Migration& migration : migrations) {
+      const std::string sql(migration.sql);
+      pqxx::work tx(connection);
+      const std::string checksum = tx.exec_params1("SELECT md5($1)", sql)[0].c_str();
+      if (auto it = applied.find(migration.version); it != applied.end()) {
+        if (it->second != checksum) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("migration ", migration.name,
+                           " changed after it was applied; migrations are forward-only: add a "
+                           "new file instead"));
+        }
+        report.current_version = std::max(report.current_version, migration.version);
+        continue;
+      }
+      tx.exec(sql);
+      tx.exec_params("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                     migration.version, std::string(migration.name), checksum);
+      tx.commit();
+      ++report.applied;
+      report.current_version = migration.version;
+    }
+    for (const auto& [version, checksum] : applied) {
+      if (version > report.current_version) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("the database is at schema version ", version,
+                         ", newer than this binary knows (", report.current_version, ")"));
+      }
+    }
+    return report;
+  } catch (const std::exception& e) {
+    return pg::StatusFromException(e);
+  }
+}
+
+}  // namespace parity::server

@@ -1,0 +1,35 @@
+// Rows of PostgresRunStore's queries → API messages. Each reader expects the column list named
+// beside it in pg_statements.h.
+#pragma once
+
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "parity/v1/run.pb.h"
+#include "parity/v1/sweep_service.pb.h"
+#include "server/run_store.h"
+
+namespace parity::server::pg {
+
+v1::Run RunFromRow(const pqxx::row& row);              // kRunColumns
+v1::Sweep SweepFromRow(const pqxx::row& row);          // kSweepSelect
+RunEvent EventFromRow(const pqxx::row& row);           // sweep_events / run_events
+v1::MetricPoint MetricFromRow(const pqxx::row& row);   // list_metrics
+v1::ResultRow ResultFromRow(const pqxx::row& row);     // SELECT * FROM results
+
+// "{0,1}" → {0, 1} and back.
+std::vector<uint32_t> ParseIntArray(const std::string& text);
+std::string IntArrayLiteral(const std::vector<uint32_t>& values);
+// {"PENDING", "RUNNING"} → "{PENDING,RUNNING}" (values must be plain words).
+std::string TextArrayLiteral(const std::vector<std::string>& values);
+
+// The JSON array of points insert_metrics reads.
+std::string MetricsJson(const std::vector<v1::MetricPoint>& points);
+
+// Deterministic protobuf bytes (map order fixed), so equal specs compare equal.
+std::string DeterministicBytes(const google::protobuf::Message& message);
+// Proto3 JSON of a message (for the jsonb columns).
+std::string JsonOf(const google::protobuf::Message& message);
+
+}  // namespace parity::server::pg

@@ -1,0 +1,250 @@
+#include "server/pg_statements.h"
+
+#include <pqxx/pqxx>
+#include <string>
+
+namespace parity::server::pg {
+
+#define PARITY_US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
+
+const char* const kRunColumns =
+    "r.run_id::text AS run_id, r.sweep_id::text AS sweep_id, r.spec_bytes, r.state, r.priority, "
+    "r.attempt, r.max_attempts, r.lease_owner::text AS lease_owner, r.lease_epoch, "
+    PARITY_US("r.lease_expires_at") " AS lease_expires_us, r.device_indices::text AS devices, "
+    "r.cancel_requested, r.checkpoint_step, r.checkpoint_uri, "
+    PARITY_US("r.checkpoint_at") " AS checkpoint_us, r.failure_class, r.failure_code, "
+    "r.failure_message, r.final_train_bpc, r.final_val_bpc, r.summary_tokens, r.summary_steps, "
+    "r.measured_flops_per_token, r.wall_seconds, r.peak_memory_bytes, r.tokens_per_second, "
+    "r.latest_step, r.latest_val_bpc, " PARITY_US("r.created_at") " AS created_us, "
+    PARITY_US("r.started_at") " AS started_us, " PARITY_US("r.ended_at") " AS ended_us";
+
+const char* const kSweepSelect =
+    "SELECT s.sweep_id::text AS sweep_id, s.spec_bytes, s.state, s.owner, "
+    "coalesce(s.idempotency_key, '') AS idempotency_key, s.created_at::text AS created_text, "
+    PARITY_US("s.created_at") " AS created_us, " PARITY_US("s.ended_at") " AS ended_us, "
+    "c.pending, c.leased, c.running, c.succeeded, c.failed, c.cancelled, c.total "
+    "FROM sweeps s CROSS JOIN LATERAL ("
+    "  SELECT count(*) FILTER (WHERE state = 'PENDING') AS pending,"
+    "         count(*) FILTER (WHERE state = 'LEASED') AS leased,"
+    "         count(*) FILTER (WHERE state = 'RUNNING') AS running,"
+    "         count(*) FILTER (WHERE state = 'SUCCEEDED') AS succeeded,"
+    "         count(*) FILTER (WHERE state = 'FAILED') AS failed,"
+    "         count(*) FILTER (WHERE state = 'CANCELLED') AS cancelled,"
+    "         count(*) AS total"
+    "  FROM runs WHERE runs.sweep_id = s.sweep_id) c ";
+
+void PrepareStatements(pqxx::connection& c) {
+  const std::string run_columns = kRunColumns;
+  const std::string sweep_select = kSweepSelect;
+
+  // --- sweeps ---
+  // $1 key
+  c.prepare("sweep_by_key",
+            "SELECT sweep_id::text, spec_bytes FROM sweeps WHERE idempotency_key = $1");
+  // $1 name, $2 spec json, $3 spec bytes, $4 key (NULL = none), $5 owner, $6 priority
+  c.prepare("insert_sweep",
+            "INSERT INTO sweeps (sweep_id, name, spec_json, spec_bytes, idempotency_key, owner, "
+            "priority) VALUES (gen_random_uuid(), $1, $2::jsonb, $3, $4, $5, $6) "
+            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING sweep_id::text");
+  c.prepare("insert_run",
+            "INSERT INTO runs (run_id, sweep_id, ordinal, name, spec_json, spec_bytes, role, "
+            "layout, params, active_params, activation_rate, flops_per_token, compute_flops, "
+            "tokens, unique_tokens, epochs, d_model, num_layers, num_experts, top_k, "
+            "expert_hidden, compute_budget, compute_multiple, data_variant, seed, "
+            "predicted_efficiency_leverage, cpu_threads, gpus, memory_bytes, gpu_memory_bytes, "
+            "priority, max_attempts) VALUES (gen_random_uuid(), $1, $2, $3, $4::jsonb, $5, $6, "
+            "$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, "
+            "$24, $25, $26, $27, $28, $29, $30, $31) RETURNING run_id::text");
+  // $1 sweep
+  c.prepare("insert_creation_events",
+            "INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, reason) "
+            "SELECT run_id, sweep_id, NULL, 'PENDING', attempt, 'submitted' FROM runs "
+            "WHERE sweep_id = $1");
+  c.prepare("run_ids_of_sweep",
+            "SELECT run_id::text FROM runs WHERE sweep_id = $1 ORDER BY ordinal");
+  c.prepare("get_sweep", sweep_select + "WHERE s.sweep_id = $1");
+  c.prepare("lock_sweep", "SELECT state FROM sweeps WHERE sweep_id = $1 FOR UPDATE");
+  // $1 state ('' = all), $2 created_at text of the last row ('' = first page), $3 its id, $4 limit
+  c.prepare("list_sweeps",
+            sweep_select +
+                "WHERE ($1 = '' OR s.state = $1) AND ($2 = '' OR (s.created_at, s.sweep_id) < "
+                "($2::timestamptz, $3::uuid)) ORDER BY s.created_at DESC, s.sweep_id DESC "
+                "LIMIT $4");
+  c.prepare("mark_sweep_cancelled",
+            "UPDATE sweeps SET state = 'CANCELLED' WHERE sweep_id = $1 AND state = 'ACTIVE'");
+  // $1 sweep, $2 reason
+  c.prepare("cancel_pending_runs",
+            "WITH c AS (UPDATE runs SET state = 'CANCELLED', ended_at = now(), updated_at = now() "
+            "  WHERE sweep_id = $1 AND state = 'PENDING' "
+            "  RETURNING run_id, sweep_id, attempt, lease_epoch) "
+            "INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch, "
+            "reason) SELECT run_id, sweep_id, 'PENDING', 'CANCELLED', attempt, lease_epoch, $2 "
+            "FROM c");
+  c.prepare("flag_live_runs_cancelled",
+            "UPDATE runs SET cancel_requested = true, updated_at = now() WHERE sweep_id = $1 "
+            "AND state IN ('LEASED', 'RUNNING') AND NOT cancel_requested");
+  // Ends a sweep once none of its runs is live. Callers lock the sweep row first so that two
+  // runs ending at once cannot both see the other still live.
+  c.prepare("refresh_sweep_state",
+            "UPDATE sweeps s SET ended_at = now(), state = CASE WHEN s.state = 'CANCELLED' "
+            "THEN 'CANCELLED' WHEN EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND "
+            "state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END "
+            "WHERE s.sweep_id = $1 AND s.ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM runs "
+            "WHERE sweep_id = s.sweep_id AND state IN ('PENDING', 'LEASED', 'RUNNING'))");
+
+  // --- runs ---
+  c.prepare("get_run", "SELECT " + run_columns + " FROM runs r WHERE r.run_id = $1");
+  // $1 sweep, $2 states text[] ('{}' = all), $3 last ordinal, $4 limit
+  c.prepare("list_runs", "SELECT " + run_columns +
+                             ", r.ordinal FROM runs r WHERE r.sweep_id = $1 AND "
+                             "(cardinality($2::text[]) = 0 OR r.state = ANY($2::text[])) AND "
+                             "r.ordinal > $3 ORDER BY r.ordinal LIMIT $4");
+  c.prepare("sweep_exists", "SELECT 1 FROM sweeps WHERE sweep_id = $1");
+
+  // --- workers ---
+  // $1 id (NULL = new), $2 hostname, $3 devices json, $4 labels json, $5 version
+  c.prepare("register_worker",
+            "INSERT INTO workers (worker_id, hostname, devices, labels, version) VALUES "
+            "(coalesce($1::uuid, gen_random_uuid()), $2, $3::jsonb, $4::jsonb, $5) "
+            "ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, devices = "
+            "excluded.devices, labels = excluded.labels, version = excluded.version, "
+            "last_seen_at = now() RETURNING worker_id::text, " PARITY_US("last_seen_at"));
+  c.prepare("touch_worker",
+            "UPDATE workers SET last_seen_at = now() WHERE worker_id = $1 RETURNING 1");
+
+  // --- leasing ---
+  // $1 worker, $2 ttl seconds, $3 cpu threads offered, $4 host memory (0 = unknown),
+  // $5 free GPU memory, largest first (bigint[]; unknown = max). Fair share: among equal
+  // priorities the sweep with the fewest live runs goes first.
+  c.prepare("lease_next",
+            "WITH live AS (SELECT sweep_id, count(*) AS n FROM runs "
+            "  WHERE state IN ('LEASED', 'RUNNING') GROUP BY sweep_id), "
+            "pick AS (SELECT r.run_id FROM runs r LEFT JOIN live ON live.sweep_id = r.sweep_id "
+            "  WHERE r.state = 'PENDING' AND r.not_before <= now() "
+            "  AND ($4 = 0 OR r.memory_bytes <= $4) "
+            "  AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= $3) OR (r.gpus > 0 AND "
+            "    r.gpus <= cardinality($5::bigint[]) AND ($5::bigint[])[r.gpus] >= "
+            "    r.gpu_memory_bytes)) "
+            "  ORDER BY r.priority DESC, coalesce(live.n, 0), r.created_at, r.ordinal "
+            "  LIMIT 1 FOR UPDATE OF r SKIP LOCKED) "
+            "UPDATE runs r SET state = 'LEASED', lease_owner = $1, lease_epoch = r.lease_epoch + 1, "
+            "lease_expires_at = now() + make_interval(secs => $2), cancel_requested = false, "
+            "updated_at = now() FROM pick WHERE r.run_id = pick.run_id RETURNING " +
+                run_columns + ", r.gpus");
+  // $1 run, $2 device indices int[], $3 worker
+  c.prepare("record_lease",
+            "WITH u AS (UPDATE runs SET device_indices = $2::integer[] WHERE run_id = $1 "
+            "  RETURNING run_id, sweep_id, attempt, lease_epoch) "
+            "INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch, "
+            "worker_id, reason) SELECT run_id, sweep_id, 'PENDING', 'LEASED', attempt, "
+            "lease_epoch, $3, 'leased' FROM u");
+  c.prepare("lock_run",
+            "SELECT run_id::text, sweep_id::text, state, lease_epoch, lease_owner::text, "
+            "cancel_requested, attempt, max_attempts FROM runs WHERE run_id = $1 FOR UPDATE");
+  // $1 run, $2 sweep, $3 from, $4 to, $5 attempt, $6 epoch, $7 worker (NULL), $8 reason
+  c.prepare("insert_event",
+            "INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch, "
+            "worker_id, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+  // $1 run, $2 ttl seconds, $3 step, $4 checkpoint step (NULL), $5 checkpoint uri (NULL)
+  c.prepare("heartbeat",
+            "UPDATE runs SET state = 'RUNNING', lease_expires_at = now() + make_interval(secs => "
+            "$2), started_at = coalesce(started_at, now()), latest_step = greatest(latest_step, "
+            "$3), checkpoint_step = coalesce($4, checkpoint_step), checkpoint_uri = coalesce($5, "
+            "checkpoint_uri), checkpoint_at = CASE WHEN $4::bigint IS NULL THEN checkpoint_at "
+            "ELSE now() END, updated_at = now() WHERE run_id = $1 RETURNING " PARITY_US(
+                "lease_expires_at"));
+  c.prepare("cancel_run_now",
+            "UPDATE runs SET state = 'CANCELLED', cancel_requested = false, lease_owner = NULL, "
+            "lease_expires_at = NULL, ended_at = now(), updated_at = now() WHERE run_id = $1");
+
+  // --- metrics ---
+  // $1 run, $2 JSON array of points. Points already stored for (run, step) are skipped.
+  c.prepare("insert_metrics",
+            "WITH input AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(step bigint, "
+            "  attempt integer, tokens bigint, unique_tokens bigint, epoch float8, train_bpc "
+            "  float8, val_bpc float8, learning_rate float8, grad_norm float8, aux_loss float8, "
+            "  z_loss float8, tokens_per_second float8, flops_per_second float8, flops float8, "
+            "  expert_load jsonb, logged_us bigint)), "
+            "ins AS (INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, "
+            "  train_bpc, val_bpc, learning_rate, grad_norm, aux_loss, z_loss, "
+            "  tokens_per_second, flops_per_second, flops, expert_load, logged_at) "
+            "  SELECT $1::uuid, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, "
+            "  learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, "
+            "  flops, expert_load, CASE WHEN logged_us IS NULL THEN NULL ELSE "
+            "  to_timestamp(logged_us / 1000000.0) END FROM input "
+            "  ON CONFLICT DO NOTHING RETURNING step, val_bpc) "
+            "SELECT count(*), (SELECT val_bpc FROM ins WHERE val_bpc IS NOT NULL ORDER BY step "
+            "DESC LIMIT 1), max(step) FROM ins");
+  // $1 run, $2 latest val bpc (NULL = keep), $3 max step
+  c.prepare("record_metrics_progress",
+            "UPDATE runs SET latest_val_bpc = coalesce($2, latest_val_bpc), latest_step = "
+            "greatest(latest_step, $3) WHERE run_id = $1");
+  c.prepare("list_metrics",
+            "SELECT step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, "
+            "learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, "
+            "flops, expert_load::text AS expert_load, " PARITY_US(
+                "logged_at") " AS logged_us FROM metrics WHERE run_id = $1 AND step >= $2 "
+                             "ORDER BY step LIMIT $3");
+
+  // --- completion ---
+  // $1 run, $2 train bpc, $3 val bpc, $4 tokens, $5 steps, $6 measured M, $7 wall s,
+  // $8 peak memory, $9 tokens/s, $10 checkpoint step (NULL), $11 checkpoint uri (NULL)
+  c.prepare("complete_success",
+            "UPDATE runs SET state = 'SUCCEEDED', final_train_bpc = $2, final_val_bpc = $3, "
+            "summary_tokens = $4, summary_steps = $5, measured_flops_per_token = $6, "
+            "wall_seconds = $7, peak_memory_bytes = $8, tokens_per_second = $9, "
+            "checkpoint_step = coalesce($10, checkpoint_step), checkpoint_uri = coalesce($11, "
+            "checkpoint_uri), latest_step = greatest(latest_step, coalesce($5, 0)), "
+            "lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false, "
+            "started_at = coalesce(started_at, now()), ended_at = now(), updated_at = now() "
+            "WHERE run_id = $1");
+  // $1 run, $2 next state, $3 next attempt, $4 delay seconds, $5 class, $6 code, $7 message,
+  // $8 checkpoint step (NULL), $9 checkpoint uri (NULL)
+  c.prepare("complete_failure",
+            "UPDATE runs SET state = $2, attempt = $3, not_before = now() + make_interval(secs "
+            "=> $4), failure_class = $5, failure_code = $6, failure_message = $7, "
+            "checkpoint_step = coalesce($8, checkpoint_step), checkpoint_uri = coalesce($9, "
+            "checkpoint_uri), lease_owner = NULL, lease_expires_at = NULL, cancel_requested = "
+            "false, ended_at = CASE WHEN $2 = 'PENDING' THEN NULL ELSE now() END, "
+            "updated_at = now() WHERE run_id = $1");
+
+  // --- reaper ---
+  // $1 limit. Expired leases: PENDING with attempt + 1, or FAILED (LEASE_EXPIRED) past
+  // max_attempts, or CANCELLED when cancellation was pending; one event each.
+  c.prepare("reap_expired",
+            "WITH expired AS (SELECT run_id, state AS old_state, lease_owner AS old_owner "
+            "  FROM runs WHERE state IN ('LEASED', 'RUNNING') AND lease_expires_at < now() "
+            "  ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED), "
+            "upd AS (UPDATE runs r SET "
+            "  state = CASE WHEN r.cancel_requested THEN 'CANCELLED' WHEN r.attempt >= "
+            "    r.max_attempts THEN 'FAILED' ELSE 'PENDING' END, "
+            "  attempt = CASE WHEN r.cancel_requested OR r.attempt >= r.max_attempts THEN "
+            "    r.attempt ELSE r.attempt + 1 END, "
+            "  failure_class = CASE WHEN r.cancel_requested THEN r.failure_class ELSE "
+            "    'LEASE_EXPIRED' END, "
+            "  failure_message = CASE WHEN r.cancel_requested THEN r.failure_message ELSE "
+            "    'lease expired without a heartbeat' END, "
+            "  ended_at = CASE WHEN r.cancel_requested OR r.attempt >= r.max_attempts THEN now() "
+            "    ELSE NULL END, "
+            "  cancel_requested = false, lease_owner = NULL, lease_expires_at = NULL, "
+            "  updated_at = now() FROM expired e WHERE r.run_id = e.run_id "
+            "  RETURNING r.run_id, r.sweep_id, r.state, r.attempt, r.lease_epoch, e.old_state, "
+            "  e.old_owner), "
+            "ev AS (INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, "
+            "  lease_epoch, worker_id, reason) SELECT run_id, sweep_id, old_state, state, "
+            "  attempt, lease_epoch, old_owner, 'lease expired' FROM upd) "
+            "SELECT sweep_id::text, state FROM upd");
+
+  // --- events ---
+  const std::string event_columns =
+      "SELECT event_id, run_id::text, coalesce(from_state, '') AS from_state, to_state, "
+      "attempt, reason, " PARITY_US("created_at") " AS created_us FROM events ";
+  c.prepare("sweep_events", event_columns +
+                                "WHERE sweep_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3");
+  c.prepare("run_events",
+            event_columns + "WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3");
+}
+
+#undef PARITY_US
+
+}  // namespace parity::server::pg

@@ -1,0 +1,284 @@
+// PostgresRunStore, part 2: workers, leases, heartbeats, metrics, completion and the reaper.
+// Every worker write locks the run row and checks the fencing token first; a mismatch returns
+// FAILED_PRECONDITION before anything is written, and the transaction rolls back.
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "server/pg_rows.h"
+#include "server/pg_support.h"
+#include "server/postgres_run_store.h"
+
+namespace parity::server {
+namespace {
+
+using pg::WithTransaction;
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+std::optional<int64_t> CheckpointStep(const std::optional<v1::Checkpoint>& checkpoint) {
+  if (!checkpoint) return std::nullopt;
+  return static_cast<int64_t>(checkpoint->step());
+}
+std::optional<std::string> CheckpointUri(const std::optional<v1::Checkpoint>& checkpoint) {
+  if (!checkpoint) return std::nullopt;
+  return checkpoint->uri();
+}
+
+// The locked row of a run a worker writes about.
+struct LockedRun {
+  std::string sweep_id;
+  v1::RunState state;
+  int64_t lease_epoch;
+  std::string lease_owner;
+  bool cancel_requested;
+  uint32_t attempt;
+  uint32_t max_attempts;
+};
+
+absl::StatusOr<LockedRun> LockRun(pqxx::work& tx, const std::string& run_id) {
+  const pqxx::result rows = tx.exec_prepared("lock_run", run_id);
+  if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+  const pqxx::row& row = rows[0];
+  return LockedRun{row[1].c_str(),
+                   pg::RunStateFromText(row[2].c_str()),
+                   row[3].as<int64_t>(),
+                   row[4].is_null() ? "" : row[4].c_str(),
+                   row[5].as<bool>(),
+                   row[6].as<uint32_t>(),
+                   row[7].as<uint32_t>()};
+}
+
+bool IsLive(v1::RunState state) {
+  return state == v1::RUN_STATE_LEASED || state == v1::RUN_STATE_RUNNING;
+}
+
+bool IsFinal(v1::RunState state) {
+  return state == v1::RUN_STATE_SUCCEEDED || state == v1::RUN_STATE_FAILED ||
+         state == v1::RUN_STATE_CANCELLED;
+}
+
+void InsertEvent(pqxx::work& tx, const std::string& run_id, const LockedRun& run,
+                 v1::RunState to, uint32_t attempt, const std::string& reason) {
+  tx.exec_prepared("insert_event", run_id, run.sweep_id, pg::RunStateText(run.state),
+                   pg::RunStateText(to), attempt, run.lease_epoch,
+                   run.lease_owner.empty() ? std::nullopt : std::optional(run.lease_owner),
+                   reason);
+}
+
+void EndSweepIfDone(pqxx::work& tx, const std::string& sweep_id) {
+  tx.exec_prepared("lock_sweep", sweep_id);
+  tx.exec_prepared("refresh_sweep_state", sweep_id);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistration& worker) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const v1::Device& device : worker.devices) {
+    devices.push_back(nlohmann::json::parse(pg::JsonOf(device)));
+  }
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& [key, value] : worker.labels) labels[key] = value;
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
+    const pqxx::result rows = tx.exec_prepared(
+        "register_worker",
+        worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
+        worker.hostname, devices.dump(), labels.dump(), worker.version);
+    v1::Worker result;
+    result.set_worker_id(rows[0][0].c_str());
+    result.set_hostname(worker.hostname);
+    for (const v1::Device& device : worker.devices) *result.add_devices() = device;
+    for (const auto& [key, value] : worker.labels) (*result.mutable_labels())[key] = value;
+    result.set_version(worker.version);
+    *result.mutable_last_seen_time() = pg::TimestampFromMicros(rows[0][1].as<int64_t>());
+    return result;
+  });
+}
+
+absl::StatusOr<std::optional<LeasedRun>> PostgresRunStore::LeaseNextRun(
+    const LeaseRequest& request) {
+  // GPUs largest memory first: a run needing g GPUs fits when the g-th largest is big enough.
+  std::vector<ResourceOffer::Gpu> gpus = request.offer.gpus;
+  std::sort(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) {
+    return a.memory_bytes == b.memory_bytes ? a.index < b.index
+                                            : (a.memory_bytes == 0 ? true
+                                               : b.memory_bytes == 0
+                                                   ? false
+                                                   : a.memory_bytes > b.memory_bytes);
+  });
+  std::vector<std::string> gpu_memory;
+  for (const auto& gpu : gpus) {
+    gpu_memory.push_back(gpu.memory_bytes == 0
+                             ? absl::StrCat(std::numeric_limits<int64_t>::max())
+                             : absl::StrCat(gpu.memory_bytes));
+  }
+  return WithTransaction(
+      pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<LeasedRun>> {
+        if (tx.exec_prepared("touch_worker", request.worker_id).empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("worker ", request.worker_id, " is not registered"));
+        }
+        const pqxx::result rows = tx.exec_prepared(
+            "lease_next", request.worker_id, Seconds(request.ttl), request.offer.cpu_threads,
+            static_cast<int64_t>(request.offer.host_memory_bytes),
+            pg::TextArrayLiteral(gpu_memory));
+        if (rows.empty()) return std::optional<LeasedRun>();
+        LeasedRun leased;
+        leased.run = pg::RunFromRow(rows[0]);
+        const uint32_t gpus_needed = rows[0]["gpus"].as<uint32_t>();
+        std::vector<uint32_t> devices;
+        if (gpus_needed == 0) {
+          devices.push_back(request.offer.cpu_device_index);
+        } else {
+          for (uint32_t i = 0; i < gpus_needed && i < gpus.size(); ++i) {
+            devices.push_back(gpus[i].index);
+          }
+        }
+        tx.exec_prepared("record_lease", leased.run.run_id(), pg::IntArrayLiteral(devices),
+                         request.worker_id);
+        v1::Lease* lease = leased.run.mutable_lease();
+        lease->clear_device_indices();
+        for (uint32_t index : devices) lease->add_device_indices(index);
+        leased.lease = *lease;
+        return std::optional<LeasedRun>(std::move(leased));
+      });
+}
+
+absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
+    absl::StatusOr<LockedRun> run = LockRun(tx, update.run_id);
+    if (!run.ok()) return run.status();
+    if (run->lease_epoch != update.lease_epoch) {
+      return pg::LeaseEpochError(update.run_id,
+                                 absl::StrCat("lease epoch ", update.lease_epoch,
+                                              " is stale; current is ", run->lease_epoch));
+    }
+    // Cancelled at an earlier heartbeat of this same lease: say so again (idempotent).
+    if (run->state == v1::RUN_STATE_CANCELLED) return HeartbeatResult{absl::Now(), true};
+    if (!IsLive(run->state) || run->lease_owner != update.worker_id) {
+      return pg::LeaseEpochError(update.run_id, "the lease was lost (run is " +
+                                                    pg::RunStateText(run->state) + ")");
+    }
+    if (run->cancel_requested) {
+      tx.exec_prepared("cancel_run_now", update.run_id);
+      InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_CANCELLED, run->attempt,
+                  "cancelled at heartbeat");
+      EndSweepIfDone(tx, run->sweep_id);
+      return HeartbeatResult{absl::Now(), true};
+    }
+    const pqxx::result rows =
+        tx.exec_prepared("heartbeat", update.run_id, Seconds(update.ttl),
+                         static_cast<int64_t>(update.step), CheckpointStep(update.checkpoint),
+                         CheckpointUri(update.checkpoint));
+    if (run->state == v1::RUN_STATE_LEASED) {
+      InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_RUNNING, run->attempt, "started");
+    }
+    return HeartbeatResult{pg::TimeFromMicros(rows[0][0].as<int64_t>()), false};
+  });
+}
+
+absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
+    const std::string& run_id, int64_t lease_epoch, const std::vector<v1::MetricPoint>& points) {
+  const std::string json = pg::MetricsJson(points);
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<MetricsAppendResult> {
+    absl::StatusOr<LockedRun> run = LockRun(tx, run_id);
+    if (!run.ok()) return run.status();
+    if (run->lease_epoch != lease_epoch) {
+      return pg::LeaseEpochError(run_id, absl::StrCat("lease epoch ", lease_epoch,
+                                                      " is stale; current is ",
+                                                      run->lease_epoch));
+    }
+    // Points may still arrive for a run that just ended under this same lease (the last batch
+    // races CompleteRun); they are kept. A run back in PENDING has no writer.
+    if (run->state == v1::RUN_STATE_PENDING) {
+      return pg::LeaseEpochError(run_id, "the lease was lost (run is PENDING)");
+    }
+    const pqxx::result inserted = tx.exec_prepared("insert_metrics", run_id, json);
+    MetricsAppendResult result;
+    result.accepted = inserted[0][0].as<uint32_t>();
+    result.duplicates = static_cast<uint32_t>(points.size()) - result.accepted;
+    if (result.accepted > 0) {
+      tx.exec_prepared("record_metrics_progress", run_id,
+                       inserted[0][1].is_null() ? std::nullopt
+                                                : std::optional(inserted[0][1].as<double>()),
+                       inserted[0][2].as<int64_t>());
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRun(const Completion& completion) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
+    absl::StatusOr<LockedRun> run = LockRun(tx, completion.run_id);
+    if (!run.ok()) return run.status();
+    if (run->lease_epoch != completion.lease_epoch) {
+      return pg::LeaseEpochError(completion.run_id,
+                                 absl::StrCat("lease epoch ", completion.lease_epoch,
+                                              " is stale; current is ", run->lease_epoch));
+    }
+    CompletionResult result;
+    if (IsLive(run->state)) {
+      v1::RunState to;
+      uint32_t attempt = run->attempt;
+      std::string reason;
+      if (completion.success) {
+        const v1::RunSummary& s = *completion.success;
+        tx.exec_prepared("complete_success", completion.run_id, s.final_train_bpc(),
+                         s.final_val_bpc(), static_cast<int64_t>(s.tokens()),
+                         static_cast<int64_t>(s.steps()), s.measured_flops_per_token(),
+                         absl::ToDoubleSeconds(absl::Seconds(s.wall_time().seconds()) +
+                                               absl::Nanoseconds(s.wall_time().nanos())),
+                         static_cast<int64_t>(s.peak_memory_bytes()), s.tokens_per_second(),
+                         CheckpointStep(completion.checkpoint),
+                         CheckpointUri(completion.checkpoint));
+        to = v1::RUN_STATE_SUCCEEDED;
+        reason = "succeeded";
+      } else {
+        RetryDecision decision = DecideRetry(options_.retry_policy, completion.failure_class,
+                                             run->attempt, run->max_attempts);
+        if (run->cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run->attempt, {}};
+        to = decision.next_state;
+        attempt = decision.next_attempt;
+        result.retry_delay = decision.delay;
+        tx.exec_prepared("complete_failure", completion.run_id, pg::RunStateText(to), attempt,
+                         Seconds(decision.delay), pg::FailureClassText(completion.failure_class),
+                         completion.failure_status.code(), completion.failure_status.message(),
+                         CheckpointStep(completion.checkpoint),
+                         CheckpointUri(completion.checkpoint));
+        reason = absl::StrCat(pg::FailureClassText(completion.failure_class), ": ",
+                              completion.failure_status.message());
+      }
+      InsertEvent(tx, completion.run_id, *run, to, attempt, reason);
+      if (IsFinal(to)) EndSweepIfDone(tx, run->sweep_id);
+    }
+    // Otherwise this epoch already completed (or was cancelled): report the run as it is.
+    result.run = pg::RunFromRow(tx.exec_prepared("get_run", completion.run_id)[0]);
+    return result;
+  });
+}
+
+absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<ReapResult> {
+    ReapResult result;
+    std::vector<std::string> ended_sweeps;
+    for (const auto& row : tx.exec_prepared("reap_expired", limit)) {
+      const v1::RunState state = pg::RunStateFromText(row[1].c_str());
+      if (state == v1::RUN_STATE_PENDING) {
+        ++result.requeued;
+        continue;
+      }
+      state == v1::RUN_STATE_FAILED ? ++result.failed : ++result.cancelled;
+      ended_sweeps.push_back(row[0].c_str());
+    }
+    std::sort(ended_sweeps.begin(), ended_sweeps.end());
+    ended_sweeps.erase(std::unique(ended_sweeps.begin(), ended_sweeps.end()), ended_sweeps.end());
+    for (const std::string& sweep_id : ended_sweeps) EndSweepIfDone(tx, sweep_id);
+    return result;
+  });
+}
+
+}  // namespace parity::server

@@ -1,0 +1,105 @@
+// Scheduler: the scheduling logic behind SweepService and WorkerService, with no gRPC in sight.
+// It validates requests (every problem at once, as field violations), plans sweeps, runs the
+// LeaseRun long poll, reaps expired leases and drives the watch streams, all through a RunStore.
+// The gRPC adapters (sweep_service.cc, worker_service.cc) only convert and call it.
+//
+// Takes the API's request/response messages (plain protobuf, no gRPC types) so adapters stay
+// one line per call. Thread-safe: all state is in the store; many RPC threads call at once.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parity/v1/sweep_service.pb.h"
+#include "parity/v1/worker_service.pb.h"
+#include "server/clock.h"
+#include "server/run_store.h"
+#include "server/work_signal.h"
+
+namespace parity::server {
+
+struct SchedulerOptions {
+  absl::Duration lease_ttl = absl::Seconds(60);
+  absl::Duration heartbeat_interval = absl::Seconds(15);
+  // LeaseRun waits at most this long for work, whatever the worker asks.
+  absl::Duration max_lease_wait = absl::Seconds(60);
+  // Idle long polls look for work this often even without a wake-up (a missed NOTIFY, a retry
+  // delay running out).
+  absl::Duration idle_poll_interval = absl::Seconds(1);
+  // Watch streams poll the database this often.
+  absl::Duration watch_poll_interval = absl::Milliseconds(200);
+  uint32_t max_metrics_batch = 4096;
+  uint32_t max_runs_per_sweep = 10000;
+  int reap_batch = 500;
+};
+
+// Plans a spec into runs; parity::core::PlanSweep in production, a stub in tests.
+using Planner = std::function<absl::StatusOr<std::vector<v1::RunSpec>>(const v1::SweepSpec&)>;
+
+// A seam for metrics and dashboards (a later issue): told what happened, never asked anything.
+// Called on RPC threads, concurrently; implementations must be thread-safe and quick.
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  virtual void OnSweepSubmitted(const v1::Sweep& sweep, bool deduplicated) {}
+  virtual void OnRunLeased(const v1::Run& run, absl::Duration waited) {}
+  virtual void OnMetricsStored(const MetricsAppendResult& result) {}
+  virtual void OnRunCompleted(const v1::Run& run) {}
+  virtual void OnLeasesReaped(const ReapResult& result) {}
+};
+
+// How a streaming call is told to stop, and how it hands messages back.
+struct WatchControl {
+  std::function<bool()> cancelled;  // the client went away or the server is stopping
+};
+
+class Scheduler {
+ public:
+  // `store`, `work_signal`, `clock` and `observer` must outlive the scheduler.
+  Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& clock, Planner planner,
+            SchedulerOptions options, SchedulerObserver* observer = nullptr);
+
+  const SchedulerOptions& options() const { return options_; }
+
+  // --- SweepService ---
+  absl::StatusOr<v1::PlanSweepResponse> PlanSweep(const v1::PlanSweepRequest& request);
+  absl::StatusOr<v1::SubmitSweepResponse> SubmitSweep(const v1::SubmitSweepRequest& request);
+  absl::StatusOr<v1::GetSweepResponse> GetSweep(const v1::GetSweepRequest& request);
+  absl::StatusOr<v1::ListSweepsResponse> ListSweeps(const v1::ListSweepsRequest& request);
+  absl::StatusOr<v1::CancelSweepResponse> CancelSweep(const v1::CancelSweepRequest& request);
+  absl::StatusOr<v1::ListRunsResponse> ListRuns(const v1::ListRunsRequest& request);
+  absl::StatusOr<v1::GetRunResponse> GetRun(const v1::GetRunRequest& request);
+  absl::StatusOr<v1::QueryResultsResponse> QueryResults(const v1::QueryResultsRequest& request);
+  // Streams until the sweep/run ends (OK), the control says stop (CANCELLED) or an error.
+  absl::Status WatchSweep(const v1::WatchSweepRequest& request, const WatchControl& control,
+                          const std::function<bool(const v1::WatchSweepResponse&)>& write);
+  absl::Status WatchRun(const v1::WatchRunRequest& request, const WatchControl& control,
+                        const std::function<bool(const v1::WatchRunResponse&)>& write);
+
+  // --- WorkerService ---
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request);
+  // Long poll until work, wait_time, `call_deadline` (minus a margin to answer) or cancellation.
+  absl::StatusOr<v1::LeaseRunResponse> LeaseRun(const v1::LeaseRunRequest& request,
+                                                absl::Time call_deadline,
+                                                const WatchControl& control);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(const v1::ReportMetricsRequest& request);
+  absl::StatusOr<v1::CompleteRunResponse> CompleteRun(const v1::CompleteRunRequest& request);
+
+  // --- housekeeping ---
+  // Returns expired leases to the queue until none is left (called by the reaper thread).
+  absl::StatusOr<ReapResult> ReapExpiredLeases();
+
+ private:
+  RunStore& store_;
+  WorkSignal& work_signal_;
+  const Clock& clock_;
+  const Planner planner_;
+  const SchedulerOptions options_;
+  SchedulerObserver* const observer_;  // may be null
+};
+
+}  // namespace parity::server

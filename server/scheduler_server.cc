@@ -1,0 +1,87 @@
+#include "server/scheduler_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc_services.h"
+#include "server/migrations.h"
+#include "server/pg_listener.h"
+#include "server/postgres_run_store.h"
+#include "spdlog/spdlog.h"
+
+namespace parity::server {
+
+absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
+    ServerOptions options, Planner planner, SchedulerObserver* observer) {
+  if (options.migrate_on_start) {
+    absl::StatusOr<MigrationReport> report =
+        ApplyMigrations(options.database_url, EmbeddedMigrations());
+    if (!report.ok()) return report.status();
+    spdlog::info("event=migrated applied={} schema_version={}", report->applied,
+                 report->current_version);
+  }
+  std::unique_ptr<SchedulerServer> server(new SchedulerServer());
+  server->options_ = options;
+  server->store_ = std::make_unique<PostgresRunStore>(PostgresRunStoreOptions{
+      options.database_url, options.pool_size, options.retry_policy});
+  server->listener_ = std::make_unique<PgListener>(options.database_url, server->work_signal_);
+  server->scheduler_ =
+      std::make_unique<Scheduler>(*server->store_, server->work_signal_, server->clock_,
+                                  std::move(planner), options.scheduler, observer);
+  server->sweep_service_ =
+      std::make_unique<SweepServiceImpl>(*server->scheduler_, server->stopping_);
+  server->worker_service_ =
+      std::make_unique<WorkerServiceImpl>(*server->scheduler_, server->stopping_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.RegisterService(server->sweep_service_.get());
+  builder.RegisterService(server->worker_service_.get());
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
+  }
+  server->reaper_ = std::thread([s = server.get()] { s->ReapLoop(); });
+  spdlog::info("event=serving address={} port={}", options.listen_address, server->port_);
+  return server;
+}
+
+SchedulerServer::~SchedulerServer() { Shutdown(); }
+
+void SchedulerServer::ReapLoop() {
+  while (!stop_reaper_.WaitForNotificationWithTimeout(options_.reap_interval)) {
+    absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
+    if (!reaped.ok()) {
+      spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
+    } else if (reaped->requeued + reaped->failed + reaped->cancelled > 0) {
+      spdlog::info("event=leases_reaped requeued={} failed={} cancelled={}", reaped->requeued,
+                   reaped->failed, reaped->cancelled);
+    }
+  }
+}
+
+void SchedulerServer::Shutdown(absl::Duration grace) {
+  std::call_once(shutdown_once_, [&] {
+    spdlog::info("event=shutting_down grace_ms={}", absl::ToInt64Milliseconds(grace));
+    stopping_ = true;
+    work_signal_.Notify();  // wake long polls so they answer empty now
+    if (grpc_server_ != nullptr) grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    stop_reaper_.Notify();
+    if (reaper_.joinable()) reaper_.join();
+    listener_.reset();
+    shut_down_.Notify();
+    spdlog::info("event=stopped");
+  });
+}
+
+void SchedulerServer::Wait() { shut_down_.WaitForNotification(); }
+
+}  // namespace parity::server

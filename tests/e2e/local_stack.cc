@@ -1,0 +1,204 @@
+#include "tests/e2e/local_stack.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "worker/scheduler_client.h"
+
+namespace parity::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string PgBin() {
+  const char* env = std::getenv("PARITY_PG_BIN");
+  if (env != nullptr && *env != '\0') return env;
+  for (const char* v : {"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"}) {
+    if (fs::exists(fs::path(v) / "pg_ctl")) return v;
+  }
+  return "/usr/lib/postgresql/15/bin";
+}
+
+// Runs a shell command, returning its stdout; error on a non-zero exit.
+absl::StatusOr<std::string> Shell(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return absl::InternalError("popen failed");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  if (rc != 0) return absl::InternalError(absl::StrCat("`", cmd, "` failed (", rc, "): ", out));
+  return out;
+}
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+}  // namespace
+
+std::string SyntheticCorpus(size_t bytes) {
+  static const char* kWords[] = {"and", "the", "of", "that", "he", "unto", "in", "shall", "for", "lord",
+                                 "his", "they", "be", "is", "him", "not", "them", "it", "with", "all",
+                                 "thou", "thy", "was", "god", "which", "my", "me", "said", "but", "ye"};
+  std::string out;
+  uint64_t x = 88172645463325252ull;
+  while (out.size() < bytes) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out += kWords[x % 30];
+    out += (x >> 20) % 11 == 0 ? ".\n" : " ";
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions options, std::string database_url,
+                                                              std::string root) {
+  std::unique_ptr<LocalStack> s(new LocalStack(std::move(options), std::move(database_url), std::move(root)));
+  fs::create_directories(fs::path(s->root_) / "corpus");
+  std::ofstream(fs::path(s->root_) / "corpus" / "kjv.txt") << SyntheticCorpus(2 << 20);
+  s->port_ = FreePort();
+  absl::StatusOr<std::vector<std::string>> dir = s->Query("SHOW data_directory");
+  absl::StatusOr<std::vector<std::string>> sock = s->Query("SHOW unix_socket_directories");
+  absl::StatusOr<std::vector<std::string>> port = s->Query("SHOW port");
+  if (!dir.ok()) return dir.status();
+  if (dir->empty() || !sock.ok() || sock->empty() || !port.ok() || port->empty()) {
+    return absl::InternalError("cannot read the cluster's settings");
+  }
+  s->pg_data_dir_ = (*dir)[0];
+  s->pg_socket_dir_ = (*sock)[0];
+  s->pg_port_ = (*port)[0];
+  if (absl::Status st = s->StartScheduler(); !st.ok()) return st;
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", s->port_), grpc::InsecureChannelCredentials());
+  s->sweeps_ = parity::v1::SweepService::NewStub(channel);
+  return s;
+}
+
+LocalStack::~LocalStack() {
+  for (auto& w : workers_) {
+    if (w) w->Terminate(absl::Seconds(10));
+  }
+  if (scheduler_) scheduler_->Terminate(absl::Seconds(10));
+}
+
+absl::Status LocalStack::StartScheduler() {
+  absl::StatusOr<std::unique_ptr<worker::ChildProcess>> c = worker::ChildProcess::Spawn({
+      .argv = {options_.scheduler_bin, "serve"},
+      .env = {{"PARITY_LISTEN", absl::StrCat("127.0.0.1:", port_)},
+              {"PARITY_DATABASE_URL", database_url_},
+              {"PARITY_LEASE_TTL", options_.lease_ttl},
+              {"PARITY_HEARTBEAT_INTERVAL", options_.heartbeat_interval},
+              {"PARITY_REAP_INTERVAL", options_.reap_interval}},
+      .working_dir = root_,
+      .log_path = root_ + "/scheduler.log",
+      .output_fd = 3,  // unused: stdout and stderr both go to the log
+  });
+  if (!c.ok()) return c.status();
+  scheduler_ = std::move(*c);
+  const std::string target = absl::StrCat("127.0.0.1:", port_);
+  for (int i = 0; i < 150; ++i) {
+    if (worker::ProbeSchedulerHealth(target, absl::Milliseconds(200)).ok()) return absl::OkStatus();
+    if (scheduler_->TryWait().has_value()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return absl::UnavailableError(absl::StrCat("scheduler not healthy; log:\n", LogTail("scheduler.log")));
+}
+
+void LocalStack::StopScheduler() {
+  if (scheduler_) scheduler_->Terminate(absl::Seconds(15));
+  scheduler_.reset();
+}
+
+absl::Status LocalStack::StartWorker(int index) {
+  if (static_cast<int>(workers_.size()) <= index) workers_.resize(static_cast<size_t>(index) + 1);
+  const std::string work = absl::StrCat(root_, "/work-", index);
+  absl::StatusOr<std::unique_ptr<worker::ChildProcess>> c = worker::ChildProcess::Spawn({
+      .argv = {options_.worker_bin, "--scheduler", absl::StrCat("127.0.0.1:", port_), "--checkpoint-dir",
+               root_ + "/checkpoints", "--work-dir", work, "--corpus-dir", root_ + "/corpus", "--train-binary",
+               options_.engine_bin, "--threads", "1", "--max-runs", "1", "--lease-wait", "2", "--kill-grace", "5",
+               "--no-gpus", "--label", absl::StrCat("e2e=", index)},
+      .env = options_.worker_env,
+      .working_dir = root_,
+      .log_path = absl::StrCat(root_, "/worker-", index, ".log"),
+      .output_fd = 3,
+  });
+  if (!c.ok()) return c.status();
+  workers_[static_cast<size_t>(index)] = std::move(*c);
+  return absl::OkStatus();
+}
+
+void LocalStack::KillWorker(int index) {
+  auto& w = workers_.at(static_cast<size_t>(index));
+  (void)w->SignalGroup(SIGKILL);
+  w->WaitFor(absl::Seconds(10));
+  w.reset();
+}
+
+worker::ExitStatus LocalStack::StopWorker(int index) {
+  auto& w = workers_.at(static_cast<size_t>(index));
+  worker::ExitStatus e = w->Terminate(absl::Seconds(60));
+  w.reset();
+  return e;
+}
+
+absl::Status LocalStack::StopPostgres() {
+  const std::string as = getuid() == 0 ? "runuser -u postgres -- " : "";
+  return Shell(absl::StrCat(as, PgBin(), "/pg_ctl -D ", Quote(pg_data_dir_), " -m fast -w stop 2>&1")).status();
+}
+
+absl::Status LocalStack::StartPostgres() {
+  const std::string as = getuid() == 0 ? "runuser -u postgres -- " : "";
+  const std::string opts =
+      absl::StrCat("-k ", pg_socket_dir_, " -p ", pg_port_, " -c listen_addresses=127.0.0.1 -c fsync=off");
+  return Shell(absl::StrCat(as, PgBin(), "/pg_ctl -D ", Quote(pg_data_dir_), " -l ", Quote(pg_data_dir_ + "/restart.log"),
+                            " -w -o ", Quote(opts), " start 2>&1"))
+      .status();
+}
+
+absl::StatusOr<std::vector<std::string>> LocalStack::Query(const std::string& sql) const {
+  absl::StatusOr<std::string> out =
+      Shell(absl::StrCat(PgBin(), "/psql ", Quote(database_url_), " -tAX -c ", Quote(sql), " 2>&1"));
+  if (!out.ok()) return out.status();
+  std::vector<std::string> lines = absl::StrSplit(*out, '\n', absl::SkipEmpty());
+  return lines;
+}
+
+std::string LocalStack::LogTail(const std::string& name) const {
+  std::ifstream in(root_ + "/" + name);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+}
+
+}  // namespace parity::e2e

@@ -1,0 +1,86 @@
+// A whole Parity stack inside one test: a throwaway PostgreSQL database (tests/support), the
+// real parity-scheduler, and parity-worker processes, each in its own process group so a test can
+// SIGKILL a worker with its engines, restart the scheduler or stop the database.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parity/v1/sweep_service.grpc.pb.h"
+#include "worker/child_process.h"
+
+namespace parity::e2e {
+
+struct StackOptions {
+  std::string scheduler_bin;
+  std::string worker_bin;
+  std::string engine_bin;
+  // Scheduler timings, short so that tests are fast.
+  std::string lease_ttl = "3s";
+  std::string heartbeat_interval = "500ms";
+  std::string reap_interval = "500ms";
+  // Extra environment for the workers (inherited by their engines, e.g. FAKE_STEP_MS).
+  std::vector<std::pair<std::string, std::string>> worker_env = {};
+};
+
+// Not thread-safe: one test thread drives it.
+class LocalStack {
+ public:
+  // `database_url`: a migrated database; `root`: an empty scratch directory.
+  static absl::StatusOr<std::unique_ptr<LocalStack>> Start(StackOptions options, std::string database_url,
+                                                           std::string root);
+  ~LocalStack();
+
+  absl::Status StartScheduler();
+  // SIGTERM and wait (the scheduler drains in-flight calls).
+  void StopScheduler();
+  absl::Status StartWorker(int index);
+  // kill -9 of the worker's process group; its engines die with it (PR_SET_PDEATHSIG).
+  void KillWorker(int index);
+  // SIGTERM: the worker preempts its runs and exits.
+  worker::ExitStatus StopWorker(int index);
+  // pg_ctl stop -m fast / start of the cluster that serves database_url.
+  absl::Status StopPostgres();
+  absl::Status StartPostgres();
+
+  parity::v1::SweepService::Stub& sweeps() { return *sweeps_; }
+  const std::string& root() const { return root_; }
+  // psql -tA over the stack's database: rows as text lines.
+  absl::StatusOr<std::vector<std::string>> Query(const std::string& sql) const;
+  // Last lines of a log under root (scheduler.log, worker-N.log) for failure messages.
+  std::string LogTail(const std::string& name) const;
+
+ private:
+  LocalStack(StackOptions options, std::string database_url, std::string root)
+      : options_(std::move(options)), database_url_(std::move(database_url)), root_(std::move(root)) {}
+
+  StackOptions options_;
+  std::string database_url_;
+  std::string root_;
+  int port_ = 0;
+  std::string pg_data_dir_, pg_socket_dir_, pg_port_;
+  std::unique_ptr<worker::ChildProcess> scheduler_;
+  std::vector<std::unique_ptr<worker::ChildProcess>> workers_;
+  std::unique_ptr<parity::v1::SweepService::Stub> sweeps_;
+};
+
+// A deterministic text corpus of about `bytes` bytes (words from a small vocabulary).
+std::string SyntheticCorpus(size_t bytes);
+
+// Polls `done` every 100 ms until it returns true or `timeout` passes; returns its last value.
+template <typename F>
+bool WaitUntil(F done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return done();
+}
+
+}  // namespace parity::e2e

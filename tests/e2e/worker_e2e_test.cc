@@ -1,0 +1,319 @@
+// End to end: PostgreSQL + parity-scheduler + parity-worker processes + the engine. Each test gets
+// its own cluster process (ctest runs tests one per process), database, scheduler port and
+// scratch directory. Engine: parity-train when it is built (PARITY_E2E_ENGINE=fake forces the
+// worker's fake engine, or a path picks another binary); without it the fake engine stands in,
+// and the "same validation BPC as an uninterrupted run" check is then trivially about the fake.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "core/spec_loader.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/local_stack.h"
+#if PARITY_HAVE_TEST_SUPPORT
+#include "tests/support/postgres_environment.h"
+#endif
+
+namespace parity::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+std::string EngineBinary() {
+  std::string e = EnvOr("PARITY_E2E_ENGINE", "");
+  if (e == "fake") return PARITY_FAKE_ENGINE;
+  if (!e.empty()) return e;
+  return std::string(PARITY_TRAIN_BIN).empty() ? PARITY_FAKE_ENGINE : PARITY_TRAIN_BIN;
+}
+bool FakeEngine() { return EngineBinary() == PARITY_FAKE_ENGINE; }
+
+// The micro example cut down: MoE points × one budget × unique data, seed 0, plus baselines.
+std::string SweepYaml(const std::string& name, int moe_points, bool baselines, const std::string& compute) {
+  std::string moe;
+  const char* rates[] = {"0.25", "0.4", "0.6"};
+  for (int i = 0; i < moe_points; ++i) absl::StrAppend(&moe, "    - {target_activation_rate: ", rates[i], "}\n");
+  return absl::StrCat(R"(name: )", name, R"(
+moe:
+  d_model: 64
+  num_layers: 2
+  num_heads: 4
+  moe:
+    layout: all-moe
+    total_ffn_ratio: 16
+    granularity: 4
+    router:
+      balance: aux_loss
+dense:
+  d_model: 128
+  num_layers: 2
+  num_heads: 8
+  ffn_hidden: 384
+training:
+  rule: explicit
+  learning_rate: 3e-3
+  batch_tokens: 64
+  sequence_length: 64
+  schedule: cosine
+  log_every_steps: 5
+  eval_every_steps: 25
+  eval_tokens: 2048
+  checkpoint_every_steps: 25
+  threads: 1
+data:
+  corpus: kjv
+  validation_fraction: 0.01
+grid:
+  moe:
+)", moe, R"(  compute:
+    - {name: C1, compute_flops: )", compute, R"(}
+  data:
+    - {name: unique, reuse: unique}
+  seeds: [0]
+)", baselines ? "baselines:\n  - {name: dense-1C, compute_multiple: 1}\n  - {name: dense-2C, compute_multiple: 2}\n" : "",
+                      "resources:\n  cpu_threads: 1\n");
+}
+
+class WorkerE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string sched = EnvOr("PARITY_E2E_SCHEDULER", PARITY_SCHEDULER_BIN);
+    if (sched.empty() || !fs::exists(sched)) {
+      GTEST_SKIP() << "parity-scheduler is not built (server/ missing from this build); "
+                      "set PARITY_E2E_SCHEDULER to a binary to run the end-to-end tests";
+    }
+#if !PARITY_HAVE_TEST_SUPPORT
+    GTEST_SKIP() << "tests/support (parity_test_support, the throwaway PostgreSQL) is not in this build";
+#else
+    PARITY_REQUIRE_POSTGRES();
+    const std::string url = parity::testing::PostgresEnvironment::FreshDatabase();
+    ASSERT_FALSE(url.empty());
+    root_ = fs::path(::testing::TempDir()) /
+            absl::StrCat("e2e_", ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_", getpid());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    StackOptions options{.scheduler_bin = sched, .worker_bin = PARITY_WORKER_BIN, .engine_bin = EngineBinary()};
+    options.worker_env = {{"FAKE_STEP_MS", "20"}};
+    absl::StatusOr<std::unique_ptr<LocalStack>> s = LocalStack::Start(options, url, root_.string());
+    ASSERT_TRUE(s.ok()) << s.status();
+    stack_ = std::move(*s);
+    std::cerr << "e2e: engine " << EngineBinary() << ", scratch " << root_ << "\n";
+#endif
+  }
+
+  void TearDown() override {
+    if (HasFailure() && stack_) {
+      std::cerr << "---- scheduler.log (tail)\n" << stack_->LogTail("scheduler.log");
+      for (int i = 0; i < 3; ++i) {
+        std::string t = stack_->LogTail(absl::StrCat("worker-", i, ".log"));
+        if (!t.empty()) std::cerr << "---- worker-" << i << ".log (tail)\n" << t;
+      }
+    }
+    stack_.reset();
+  }
+
+  // Submits; returns the sweep id.
+  std::string Submit(const std::string& yaml) {
+    absl::StatusOr<parity::v1::SweepSpec> spec = core::ParseSweepSpec(yaml, core::SpecFormat::kYaml);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    parity::v1::SubmitSweepRequest req;
+    *req.mutable_spec() = *spec;
+    req.set_owner("e2e");
+    parity::v1::SubmitSweepResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Status s = stack_->sweeps().SubmitSweep(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.sweep().sweep_id();
+  }
+
+  std::vector<parity::v1::Run> Runs(const std::string& sweep_id) {
+    parity::v1::ListRunsRequest req;
+    req.set_sweep_id(sweep_id);
+    req.set_page_size(500);
+    parity::v1::ListRunsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!stack_->sweeps().ListRuns(&ctx, req, &resp).ok()) return {};
+    return {resp.runs().begin(), resp.runs().end()};
+  }
+
+  parity::v1::SweepState SweepState(const std::string& sweep_id) {
+    parity::v1::GetSweepRequest req;
+    req.set_sweep_id(sweep_id);
+    parity::v1::GetSweepResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!stack_->sweeps().GetSweep(&ctx, req, &resp).ok()) return parity::v1::SWEEP_STATE_UNSPECIFIED;
+    return resp.sweep().state();
+  }
+
+  bool WaitSweepEnded(const std::string& sweep_id, absl::Duration timeout) {
+    return WaitUntil([&] {
+      parity::v1::SweepState s = SweepState(sweep_id);
+      return s != parity::v1::SWEEP_STATE_ACTIVE && s != parity::v1::SWEEP_STATE_UNSPECIFIED;
+    }, timeout);
+  }
+
+  // Waits until some run of the sweep is RUNNING with at least `min_step` reported.
+  bool WaitRunning(const std::string& sweep_id, uint64_t min_step, absl::Duration timeout, bool need_checkpoint = false) {
+    return WaitUntil([&] {
+      for (const parity::v1::Run& r : Runs(sweep_id)) {
+        if (r.state() == parity::v1::RUN_STATE_RUNNING && r.latest_step() >= min_step &&
+            (!need_checkpoint || r.checkpoint().step() > 0)) {
+          return true;
+        }
+      }
+      return false;
+    }, timeout);
+  }
+
+  // Every (run, step) of the sweep's metrics: count per step must be 1, and a finished run's
+  // steps must reach its summary's step count.
+  void ExpectMetricsOncePerStep(const std::vector<parity::v1::Run>& runs) {
+    for (const parity::v1::Run& r : runs) {
+      absl::StatusOr<std::vector<std::string>> dup = stack_->Query(absl::StrCat(
+          "SELECT step FROM metrics WHERE run_id = '", r.run_id(), "' GROUP BY step HAVING count(*) > 1"));
+      ASSERT_TRUE(dup.ok()) << dup.status();
+      EXPECT_TRUE(dup->empty()) << "run " << r.run_id() << " has steps stored twice";
+      absl::StatusOr<std::vector<std::string>> max = stack_->Query(
+          absl::StrCat("SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = '", r.run_id(), "'"));
+      ASSERT_TRUE(max.ok() && !max->empty());
+      if (r.state() == parity::v1::RUN_STATE_SUCCEEDED) {
+        EXPECT_EQ(std::stoull((*max)[0]), r.summary().steps()) << "the last step's metrics must be stored";
+      }
+    }
+  }
+
+  fs::path root_;
+  std::unique_ptr<LocalStack> stack_;
+};
+
+TEST_F(WorkerE2ETest, SmallSweepCompletesOnTwoWorkers) {
+  const std::string sweep = Submit(SweepYaml("e2e-small", 1, /*baselines=*/true, "2e10"));
+  ASSERT_FALSE(sweep.empty());
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(stack_->StartWorker(1).ok());
+  ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(6))) << "sweep did not finish";
+  std::vector<parity::v1::Run> runs = Runs(sweep);
+  ASSERT_EQ(runs.size(), 3u);
+  std::set<std::string> workers;
+  for (const parity::v1::Run& r : runs) {
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED) << r.spec().name() << ": " << r.failure().message();
+    EXPECT_GT(r.summary().final_val_bpc(), 0) << r.spec().name();
+  }
+  EXPECT_EQ(SweepState(sweep), parity::v1::SWEEP_STATE_SUCCEEDED);
+  ExpectMetricsOncePerStep(runs);
+}
+
+TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
+  const std::string compute = FakeEngine() ? "2e10" : "6e10";
+  const std::string sweep = Submit(SweepYaml("e2e-kill", 1, /*baselines=*/false, compute));
+  ASSERT_FALSE(sweep.empty());
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(WaitRunning(sweep, 1, absl::Minutes(3), /*need_checkpoint=*/true)) << "no checkpoint reported";
+  const uint64_t killed_at = Runs(sweep)[0].latest_step();
+  stack_->KillWorker(0);  // kill -9 of the worker's group; its engine dies with it
+  ASSERT_TRUE(stack_->StartWorker(1).ok());
+  ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(6)));
+  std::vector<parity::v1::Run> runs = Runs(sweep);
+  ASSERT_EQ(runs.size(), 1u);
+  const parity::v1::Run& resumed = runs[0];
+  ASSERT_EQ(resumed.state(), parity::v1::RUN_STATE_SUCCEEDED) << resumed.failure().message();
+  EXPECT_GE(resumed.attempt(), 2u) << "the run was leased again after the lease TTL";
+  ExpectMetricsOncePerStep(runs);
+  absl::StatusOr<std::vector<std::string>> second = stack_->Query(absl::StrCat(
+      "SELECT min(step) FROM metrics WHERE run_id = '", resumed.run_id(), "' AND attempt >= 2"));
+  ASSERT_TRUE(second.ok() && !second->empty());
+  EXPECT_GT(std::stoull((*second)[0]), 1u) << "attempt 2 resumed from a checkpoint, not from step 1 (killed at "
+                                           << killed_at << ")";
+
+  // The same spec uninterrupted ends at exactly the same validation BPC (bit-identical resume).
+  const std::string again = Submit(SweepYaml("e2e-kill-reference", 1, false, compute));
+  ASSERT_TRUE(WaitSweepEnded(again, absl::Minutes(6)));
+  std::vector<parity::v1::Run> ref = Runs(again);
+  ASSERT_EQ(ref.size(), 1u);
+  ASSERT_EQ(ref[0].state(), parity::v1::RUN_STATE_SUCCEEDED);
+  EXPECT_EQ(ref[0].summary().final_val_bpc(), resumed.summary().final_val_bpc())
+      << "resumed and uninterrupted runs of one spec must agree exactly";
+}
+
+TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
+  const std::string sweep = Submit(SweepYaml("e2e-cancel", 2, /*baselines=*/false, "1e13"));
+  ASSERT_FALSE(sweep.empty());
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(stack_->StartWorker(1).ok());
+  ASSERT_TRUE(WaitUntil([&] {
+    int running = 0;
+    for (const auto& r : Runs(sweep)) running += r.state() == parity::v1::RUN_STATE_RUNNING && r.latest_step() > 0;
+    return running == 2;
+  }, absl::Minutes(3))) << "both runs should be training";
+  parity::v1::CancelSweepRequest req;
+  req.set_sweep_id(sweep);
+  req.set_reason("e2e");
+  parity::v1::CancelSweepResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stack_->sweeps().CancelSweep(&ctx, req, &resp).ok());
+  const absl::Time cancelled = absl::Now();
+  // Two heartbeats (500 ms each) for the workers to hear of it, then SIGTERM reaches the engine.
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& r : Runs(sweep)) {
+      if (r.state() != parity::v1::RUN_STATE_CANCELLED) return false;
+    }
+    return true;
+  }, absl::Seconds(2))) << "runs not CANCELLED within two heartbeats (500 ms each) plus a second of slack";
+  // The engines stop: no metric step is written a little after that.
+  absl::SleepFor(std::max(absl::ZeroDuration(), cancelled + absl::Seconds(3) - absl::Now()));
+  const std::string q = "SELECT count(*) FROM metrics m JOIN runs r USING (run_id) WHERE r.sweep_id = '" + sweep + "'";
+  absl::StatusOr<std::vector<std::string>> before = stack_->Query(q);
+  absl::SleepFor(absl::Seconds(2));
+  absl::StatusOr<std::vector<std::string>> after = stack_->Query(q);
+  ASSERT_TRUE(before.ok() && after.ok()) << before.status() << after.status();
+  EXPECT_EQ(*before, *after) << "metrics still arriving after the cancellation";
+}
+
+TEST_F(WorkerE2ETest, SweepSurvivesASchedulerRestart) {
+  const std::string sweep = Submit(SweepYaml("e2e-restart", 1, /*baselines=*/true, "1e11"));
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(stack_->StartWorker(1).ok());
+  ASSERT_TRUE(WaitRunning(sweep, 1, absl::Minutes(3)));
+  stack_->StopScheduler();
+  absl::SleepFor(absl::Seconds(2));
+  ASSERT_TRUE(stack_->StartScheduler().ok());
+  ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(6)));
+  std::vector<parity::v1::Run> runs = Runs(sweep);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED) << r.spec().name() << ": " << r.failure().message();
+  }
+  ExpectMetricsOncePerStep(runs);
+}
+
+TEST_F(WorkerE2ETest, SweepSurvivesPostgresDownForTenSeconds) {
+  const std::string sweep = Submit(SweepYaml("e2e-pgdown", 1, /*baselines=*/true, "1e11"));
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(stack_->StartWorker(1).ok());
+  ASSERT_TRUE(WaitRunning(sweep, 1, absl::Minutes(3)));
+  ASSERT_TRUE(stack_->StopPostgres().ok());
+  absl::SleepFor(absl::Seconds(10));
+  absl::Status started = stack_->StartPostgres();
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(6)));
+  std::vector<parity::v1::Run> runs = Runs(sweep);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED) << r.spec().name() << ": " << r.failure().message();
+  }
+  ExpectMetricsOncePerStep(runs);
+}
+
+}  // namespace
+}  // namespace parity::e2e

@@ -1,0 +1,150 @@
+// Shared pieces of the scheduler tests: hand-built run specs (so the tests do not hinge on the
+// planner), a stub planner, and a fixture with a fresh migrated database, a PostgresRunStore and
+// a Scheduler wired the way SchedulerServer wires them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/field_violation.h"
+#include "gtest/gtest.h"
+#include "server/postgres_run_store.h"
+#include "server/scheduler.h"
+#include "tests/support/postgres_environment.h"
+
+namespace parity::server::testing {
+
+// A planned run with its accounting filled as the planner would.
+inline v1::RunSpec MakeRunSpec(const std::string& name, v1::RunRole role, uint32_t gpus = 0) {
+  v1::RunSpec run;
+  run.set_name(name);
+  run.set_role(role);
+  run.mutable_model()->set_architecture(role == v1::RUN_ROLE_MOE ? v1::ARCHITECTURE_MOE
+                                                                 : v1::ARCHITECTURE_DENSE);
+  run.mutable_model()->set_d_model(256);
+  run.mutable_model()->set_num_layers(4);
+  if (role == v1::RUN_ROLE_MOE) {
+    run.mutable_model()->mutable_moe()->set_num_experts(8);
+    run.mutable_model()->mutable_moe()->set_top_k(2);
+    run.mutable_model()->mutable_moe()->set_expert_hidden(128);
+  }
+  v1::Accounting* a = run.mutable_accounting();
+  a->set_params(3'000'000);
+  a->set_active_params(role == v1::RUN_ROLE_MOE ? 600'000 : 3'000'000);
+  a->set_activation_rate(role == v1::RUN_ROLE_MOE ? 0.2 : 1.0);
+  a->set_flops_per_token(6.0 * a->active_params());
+  a->set_tokens(1'000'000);
+  a->set_unique_tokens(1'000'000);
+  a->set_epochs(1.0);
+  a->set_compute_flops(a->flops_per_token() * 1e6);
+  run.set_compute_budget("C1");
+  run.set_compute_multiple(1.0);
+  run.set_data_variant("unique");
+  run.mutable_training()->set_seed(0);
+  run.mutable_resources()->set_cpu_threads(1);
+  run.mutable_resources()->set_gpus(gpus);
+  return run;
+}
+
+// A spec the stub planner expands: its label "runs" says how many runs (default 4), and
+// "gpus" how many GPUs each needs. The first run is the 1C dense baseline.
+inline v1::SweepSpec MakeSweepSpec(const std::string& name, int runs = 4, int gpus = 0) {
+  v1::SweepSpec spec;
+  spec.set_name(name);
+  (*spec.mutable_labels())["runs"] = absl::StrCat(runs);
+  (*spec.mutable_labels())["gpus"] = absl::StrCat(gpus);
+  return spec;
+}
+
+inline absl::StatusOr<std::vector<v1::RunSpec>> StubPlanner(const v1::SweepSpec& spec) {
+  if (spec.name().empty()) {
+    core::FieldViolation violation{"name", "required"};
+    return core::InvalidArgumentWithViolations("invalid sweep spec", {&violation, 1});
+  }
+  int runs = 4, gpus = 0;
+  if (auto it = spec.labels().find("runs"); it != spec.labels().end()) {
+    (void)absl::SimpleAtoi(it->second, &runs);
+  }
+  if (auto it = spec.labels().find("gpus"); it != spec.labels().end()) {
+    (void)absl::SimpleAtoi(it->second, &gpus);
+  }
+  std::vector<v1::RunSpec> planned;
+  for (int i = 0; i < runs; ++i) {
+    planned.push_back(MakeRunSpec(absl::StrCat(i == 0 ? "dense-1C" : "moe", "-", i),
+                                  i == 0 ? v1::RUN_ROLE_DENSE_BASELINE : v1::RUN_ROLE_MOE,
+                                  static_cast<uint32_t>(gpus)));
+    planned.back().set_sweep_name(spec.name());
+  }
+  return planned;
+}
+
+inline v1::Device CpuDevice(uint32_t threads = 8) {
+  v1::Device device;
+  device.set_kind(v1::DEVICE_KIND_CPU);
+  device.set_threads(threads);
+  return device;
+}
+
+inline v1::Device GpuDevice(uint32_t index, uint64_t memory = 80ull << 30) {
+  v1::Device device;
+  device.set_kind(v1::DEVICE_KIND_CUDA);
+  device.set_index(index);
+  device.set_memory_bytes(memory);
+  return device;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PARITY_REQUIRE_POSTGRES();
+    database_url_ = parity::testing::PostgresEnvironment::FreshDatabase();
+    ASSERT_FALSE(database_url_.empty());
+    store_ = std::make_unique<PostgresRunStore>(PostgresRunStoreOptions{
+        database_url_, 8, RetryPolicy{absl::Milliseconds(1), absl::Milliseconds(10)}});
+    options_.lease_ttl = absl::Seconds(30);
+    options_.idle_poll_interval = absl::Milliseconds(50);
+    options_.watch_poll_interval = absl::Milliseconds(20);
+    scheduler_ =
+        std::make_unique<Scheduler>(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  }
+
+  // Registers a worker with one CPU device (or the given devices); returns its id.
+  std::string Register(std::vector<v1::Device> devices = {CpuDevice()}) {
+    v1::RegisterWorkerRequest request;
+    request.set_hostname("test-host");
+    for (const v1::Device& d : devices) *request.add_devices() = d;
+    absl::StatusOr<v1::RegisterWorkerResponse> response = scheduler_->RegisterWorker(request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? response->worker_id() : "";
+  }
+
+  v1::SubmitSweepResponse Submit(const v1::SweepSpec& spec, const std::string& key = "") {
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = spec;
+    request.set_idempotency_key(key);
+    absl::StatusOr<v1::SubmitSweepResponse> response = scheduler_->SubmitSweep(request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : v1::SubmitSweepResponse();
+  }
+
+  // One lease attempt without waiting.
+  absl::StatusOr<v1::LeaseRunResponse> LeaseNow(const std::string& worker_id,
+                                                std::vector<v1::Device> devices = {CpuDevice()}) {
+    v1::LeaseRunRequest request;
+    request.set_worker_id(worker_id);
+    for (const v1::Device& d : devices) *request.add_free_devices() = d;
+    return scheduler_->LeaseRun(request, absl::InfiniteFuture(), {});
+  }
+
+  std::string database_url_;
+  RealClock clock_;
+  WorkSignal signal_;
+  SchedulerOptions options_;
+  std::unique_ptr<PostgresRunStore> store_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+}  // namespace parity::server::testing

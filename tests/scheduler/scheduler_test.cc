@@ -1,0 +1,499 @@
+// The scheduling logic against a real PostgreSQL (fresh migrated database per test), called
+// directly: no gRPC. Each test names the exact status code it expects.
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "core/field_violation.h"
+#include "server/migrations.h"
+#include "tests/scheduler/scheduler_fixture.h"
+
+namespace parity::server::testing {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Runs SQL and returns the first column of the first row as text ("" when none).
+std::string Sql(const std::string& url, const std::string& sql) {
+  pqxx::connection connection(url);
+  pqxx::work tx(connection);
+  pqxx::result result = tx.exec(sql);
+  tx.commit();
+  if (result.empty() || result[0][0].is_null()) return "";
+  return result[0][0].c_str();
+}
+
+v1::MetricPoint Point(uint64_t step, double val_bpc = -1) {
+  v1::MetricPoint point;
+  point.set_attempt(1);
+  point.set_step(step);
+  point.set_tokens(step * 1024);
+  point.set_unique_tokens(step * 1024);
+  point.set_train_bpc(2.0 - step * 0.001);
+  if (val_bpc >= 0) point.set_val_bpc(val_bpc);
+  point.set_learning_rate(1e-3);
+  v1::ExpertLoadStats* load = point.add_expert_load();
+  load->set_layer(1);
+  load->set_min_share(0.1);
+  load->set_max_share(0.2);
+  load->add_shares(0.1);
+  return point;
+}
+
+TEST(MigrationsTest, ApplyToEmptyDatabaseThenReapplyIsANoOp) {
+  PARITY_REQUIRE_POSTGRES();
+  const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
+  absl::StatusOr<MigrationReport> first = ApplyMigrations(url, EmbeddedMigrations());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->applied, static_cast<int>(EmbeddedMigrations().size()));
+  absl::StatusOr<MigrationReport> second = ApplyMigrations(url, EmbeddedMigrations());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->applied, 0);
+  EXPECT_EQ(second->current_version, first->current_version);
+  EXPECT_EQ(Sql(url, "SELECT count(*) FROM schema_migrations"),
+            absl::StrCat(EmbeddedMigrations().size()));
+  EXPECT_EQ(Sql(url, "SELECT count(*) FROM results"), "0");
+}
+
+TEST(MigrationsTest, ChangedMigrationIsFailedPrecondition) {
+  PARITY_REQUIRE_POSTGRES();
+  const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
+  ASSERT_TRUE(ApplyMigrations(url, EmbeddedMigrations()).ok());
+  Migration edited = EmbeddedMigrations()[0];
+  edited.sql = "SELECT 1";
+  EXPECT_EQ(ApplyMigrations(url, {&edited, 1}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("lifecycle", 2));
+  ASSERT_EQ(submitted.run_ids().size(), 2);
+  EXPECT_EQ(submitted.sweep().state(), v1::SWEEP_STATE_ACTIVE);
+  EXPECT_EQ(submitted.sweep().counts().pending(), 2u);
+  const std::string worker = Register();
+
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+    ASSERT_TRUE(leased.ok()) << leased.status();
+    ASSERT_TRUE(leased->has_lease());
+    // Grid order: the dense baseline first.
+    EXPECT_EQ(leased->run().run_id(), submitted.run_ids(i));
+    EXPECT_EQ(leased->run().state(), v1::RUN_STATE_LEASED);
+    EXPECT_EQ(leased->lease().lease_epoch(), 1);
+    EXPECT_THAT(leased->lease().device_indices(), ElementsAre(0u));
+    const std::string run_id = leased->run().run_id();
+
+    v1::HeartbeatRequest heartbeat;
+    heartbeat.set_worker_id(worker);
+    heartbeat.set_run_id(run_id);
+    heartbeat.set_lease_epoch(1);
+    heartbeat.set_step(10);
+    heartbeat.mutable_checkpoint()->set_step(10);
+    heartbeat.mutable_checkpoint()->set_uri("/ckpt/10");
+    absl::StatusOr<v1::HeartbeatResponse> beat = scheduler_->Heartbeat(heartbeat);
+    ASSERT_TRUE(beat.ok()) << beat.status();
+    EXPECT_FALSE(beat->cancel_requested());
+
+    v1::ReportMetricsRequest metrics;
+    metrics.set_run_id(run_id);
+    metrics.set_lease_epoch(1);
+    for (uint64_t step = 1; step <= 10; ++step) *metrics.add_points() = Point(step, 1.5);
+    absl::StatusOr<v1::ReportMetricsResponse> stored = scheduler_->ReportMetrics(metrics);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(stored->accepted(), 10u);
+
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(run_id);
+    complete.set_lease_epoch(1);
+    complete.mutable_success()->set_final_val_bpc(i == 0 ? 1.5 : 1.4);
+    complete.mutable_success()->set_measured_flops_per_token(1.8e7);
+    complete.mutable_success()->mutable_wall_time()->set_seconds(12);
+    absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->run().state(), v1::RUN_STATE_SUCCEEDED);
+    EXPECT_EQ(done->run().checkpoint().uri(), "/ckpt/10");
+    EXPECT_EQ(done->run().latest_step(), 10u);
+    EXPECT_DOUBLE_EQ(done->run().latest_val_bpc(), 1.5);
+  }
+  v1::GetSweepRequest get;
+  get.set_sweep_id(submitted.sweep().sweep_id());
+  absl::StatusOr<v1::GetSweepResponse> sweep = scheduler_->GetSweep(get);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->sweep().state(), v1::SWEEP_STATE_SUCCEEDED);
+  EXPECT_EQ(sweep->sweep().counts().succeeded(), 2u);
+
+  v1::QueryResultsRequest query;
+  query.mutable_filter()->set_sweep_id(submitted.sweep().sweep_id());
+  absl::StatusOr<v1::QueryResultsResponse> results = scheduler_->QueryResults(query);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->rows().size(), 2);
+  EXPECT_NEAR(results->rows(1).delta_bpc_vs_dense(), -0.1, 1e-9);
+  EXPECT_DOUBLE_EQ(results->rows(1).measured_flops_per_token(), 1.8e7);
+  EXPECT_DOUBLE_EQ(results->rows(1).wall_seconds(), 12);
+  // Every state change is an event: created, leased, running, succeeded per run.
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM events"), "8");
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "20");
+}
+
+TEST_F(SchedulerTest, ConcurrentLeasersNeverGetTheSameRun) {
+  constexpr int kRuns = 200;
+  constexpr int kLeasers = 32;
+  Submit(MakeSweepSpec("race", kRuns));
+  std::vector<std::string> workers;
+  for (int i = 0; i < kLeasers; ++i) workers.push_back(Register());
+  absl::Mutex mu;
+  std::vector<std::string> leased_ids;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int i = 0; i < kLeasers; ++i) {
+    threads.emplace_back([&, i] {
+      while (true) {
+        absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(workers[i]);
+        if (!leased.ok()) {
+          ++errors;
+          return;
+        }
+        if (!leased->has_lease()) return;
+        absl::MutexLock lock(&mu);
+        leased_ids.push_back(leased->run().run_id());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  std::set<std::string> unique(leased_ids.begin(), leased_ids.end());
+  EXPECT_EQ(leased_ids.size(), static_cast<size_t>(kRuns));
+  EXPECT_EQ(unique.size(), static_cast<size_t>(kRuns)) << "a run was leased twice";
+  EXPECT_EQ(Sql(database_url_, "SELECT max(lease_epoch) FROM runs"), "1");
+}
+
+TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("fence", 1));
+  const std::string worker = Register();
+  ASSERT_TRUE(LeaseNow(worker)->has_lease());
+  const std::string run_id = submitted.run_ids(0);
+  // The lease expires and the run is leased again: epoch 2 now owns it.
+  Sql(database_url_, "UPDATE runs SET lease_expires_at = now() - interval '1 s'");
+  ASSERT_TRUE(scheduler_->ReapExpiredLeases().ok());
+  ASSERT_EQ(LeaseNow(worker)->lease().lease_epoch(), 2);
+  const std::string before = Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs");
+
+  v1::ReportMetricsRequest metrics;
+  metrics.set_run_id(run_id);
+  metrics.set_lease_epoch(1);
+  *metrics.add_points() = Point(1);
+  EXPECT_EQ(scheduler_->ReportMetrics(metrics).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id(worker);
+  heartbeat.set_run_id(run_id);
+  heartbeat.set_lease_epoch(1);
+  heartbeat.set_step(99);
+  EXPECT_EQ(scheduler_->Heartbeat(heartbeat).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::CompleteRunRequest complete;
+  complete.set_run_id(run_id);
+  complete.set_lease_epoch(1);
+  complete.mutable_success();
+  const absl::Status stale = scheduler_->CompleteRun(complete).status();
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(stale.GetPayload("type.googleapis.com/google.rpc.PreconditionFailure").has_value());
+
+  EXPECT_EQ(Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs"), before);
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "0");
+}
+
+TEST_F(SchedulerTest, ReaperRequeuesExpiredLeaseThenFailsPastMaxAttempts) {
+  v1::SweepSpec spec = MakeSweepSpec("reap", 1);
+  spec.set_max_attempts(2);
+  const v1::SubmitSweepResponse submitted = Submit(spec);
+  const std::string worker = Register();
+  const std::string expire = "UPDATE runs SET lease_expires_at = now() - interval '1 s'";
+
+  ASSERT_TRUE(LeaseNow(worker)->has_lease());
+  Sql(database_url_, expire);
+  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1);
+  EXPECT_EQ(Sql(database_url_, "SELECT state || ' ' || attempt FROM runs"), "PENDING 2");
+  EXPECT_EQ(Sql(database_url_,
+                "SELECT count(*) FROM events WHERE reason = 'lease expired' AND to_state = "
+                "'PENDING' AND attempt = 2"),
+            "1");
+
+  absl::StatusOr<v1::LeaseRunResponse> second = LeaseNow(worker);
+  ASSERT_TRUE(second->has_lease());
+  EXPECT_EQ(second->run().attempt(), 2u);
+  Sql(database_url_, expire);
+  reaped = scheduler_->ReapExpiredLeases();
+  ASSERT_TRUE(reaped.ok());
+  EXPECT_EQ(reaped->failed, 1);
+  v1::GetRunRequest get;
+  get.set_run_id(submitted.run_ids(0));
+  absl::StatusOr<v1::GetRunResponse> run = scheduler_->GetRun(get);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->run().state(), v1::RUN_STATE_FAILED);
+  EXPECT_EQ(run->run().failure_class(), v1::FAILURE_CLASS_LEASE_EXPIRED);
+  EXPECT_EQ(Sql(database_url_, "SELECT state FROM sweeps"), "FAILED");
+}
+
+TEST_F(SchedulerTest, SameIdempotencyKeyReturnsSameSweepAndOtherSpecIsAlreadyExists) {
+  const v1::SubmitSweepResponse first = Submit(MakeSweepSpec("idem", 3), "key-1");
+  EXPECT_FALSE(first.deduplicated());
+  const v1::SubmitSweepResponse again = Submit(MakeSweepSpec("idem", 3), "key-1");
+  EXPECT_TRUE(again.deduplicated());
+  EXPECT_EQ(again.sweep().sweep_id(), first.sweep().sweep_id());
+  EXPECT_EQ(std::vector<std::string>(again.run_ids().begin(), again.run_ids().end()),
+            std::vector<std::string>(first.run_ids().begin(), first.run_ids().end()));
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM runs"), "3");
+
+  v1::SubmitSweepRequest other;
+  *other.mutable_spec() = MakeSweepSpec("idem-other", 3);
+  other.set_idempotency_key("key-1");
+  EXPECT_EQ(scheduler_->SubmitSweep(other).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(SchedulerTest, ResentMetricsWriteNothingTwice) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("resend", 1));
+  ASSERT_TRUE(LeaseNow(Register())->has_lease());
+  v1::ReportMetricsRequest metrics;
+  metrics.set_run_id(submitted.run_ids(0));
+  metrics.set_lease_epoch(1);
+  for (uint64_t step = 1; step <= 5; ++step) *metrics.add_points() = Point(step);
+  ASSERT_EQ(scheduler_->ReportMetrics(metrics)->accepted(), 5u);
+  *metrics.add_points() = Point(6);
+  absl::StatusOr<v1::ReportMetricsResponse> resent = scheduler_->ReportMetrics(metrics);
+  ASSERT_TRUE(resent.ok()) << resent.status();
+  EXPECT_EQ(resent->accepted(), 1u);
+  EXPECT_EQ(resent->duplicates(), 5u);
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "6");
+  v1::WatchRunRequest watch;
+  watch.set_run_id(submitted.run_ids(0));
+  watch.set_from_step(3);
+}
+
+TEST_F(SchedulerTest, CancellationReachesTheNextHeartbeat) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("cancel", 3));
+  const std::string worker = Register();
+  absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+  ASSERT_TRUE(leased->has_lease());
+  v1::CancelSweepRequest cancel;
+  cancel.set_sweep_id(submitted.sweep().sweep_id());
+  cancel.set_reason("user asked");
+  absl::StatusOr<v1::CancelSweepResponse> cancelled = scheduler_->CancelSweep(cancel);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->cancelled_runs(), 3u);  // 2 pending cancelled + 1 flagged
+  EXPECT_EQ(cancelled->sweep().state(), v1::SWEEP_STATE_CANCELLED);
+  EXPECT_EQ(cancelled->sweep().counts().cancelled(), 2u);
+
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id(worker);
+  heartbeat.set_run_id(leased->run().run_id());
+  heartbeat.set_lease_epoch(leased->lease().lease_epoch());
+  absl::StatusOr<v1::HeartbeatResponse> beat = scheduler_->Heartbeat(heartbeat);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_TRUE(beat->cancel_requested());
+  EXPECT_EQ(Sql(database_url_, "SELECT string_agg(DISTINCT state, ',') FROM runs"), "CANCELLED");
+  EXPECT_EQ(Sql(database_url_, "SELECT ended_at IS NOT NULL FROM sweeps"), "t");
+  // Cancelling again is idempotent.
+  EXPECT_EQ(scheduler_->CancelSweep(cancel)->cancelled_runs(), 0u);
+  // Nothing is left to lease.
+  EXPECT_FALSE(LeaseNow(worker)->has_lease());
+}
+
+TEST_F(SchedulerTest, FailureClassesFollowTheirRetryPolicy) {
+  v1::SweepSpec spec = MakeSweepSpec("retry", 1);
+  spec.set_max_attempts(2);
+  const v1::SubmitSweepResponse submitted = Submit(spec);
+  const std::string worker = Register();
+  auto fail = [&](v1::FailureClass failure_class) {
+    absl::StatusOr<v1::LeaseRunResponse> leased;
+    for (int i = 0; i < 100; ++i) {  // retry delays are milliseconds in this fixture
+      leased = LeaseNow(worker);
+      if (leased.ok() && leased->has_lease()) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    EXPECT_TRUE(leased.ok() && leased->has_lease());
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(submitted.run_ids(0));
+    complete.set_lease_epoch(leased->lease().lease_epoch());
+    complete.mutable_failure()->set_failure_class(failure_class);
+    complete.mutable_failure()->mutable_status()->set_message("boom");
+    absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
+    EXPECT_TRUE(done.ok()) << done.status();
+    // Idempotent for the same epoch.
+    EXPECT_EQ(scheduler_->CompleteRun(complete)->run().state(), done->run().state());
+    return done->run();
+  };
+  v1::Run run = fail(v1::FAILURE_CLASS_PREEMPTED);
+  EXPECT_EQ(run.state(), v1::RUN_STATE_PENDING);
+  EXPECT_EQ(run.attempt(), 1u) << "preemption must not spend an attempt";
+  run = fail(v1::FAILURE_CLASS_OUT_OF_MEMORY);
+  EXPECT_EQ(run.state(), v1::RUN_STATE_PENDING);
+  EXPECT_EQ(run.attempt(), 2u);
+  run = fail(v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_EQ(run.state(), v1::RUN_STATE_FAILED);
+  EXPECT_EQ(run.failure_class(), v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_EQ(run.failure().message(), "boom");
+}
+
+TEST_F(SchedulerTest, UserErrorFailsAtOnce) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("user", 1));
+  absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
+  v1::CompleteRunRequest complete;
+  complete.set_run_id(submitted.run_ids(0));
+  complete.set_lease_epoch(leased->lease().lease_epoch());
+  complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_USER_ERROR);
+  EXPECT_EQ(scheduler_->CompleteRun(complete)->run().state(), v1::RUN_STATE_FAILED);
+}
+
+TEST_F(SchedulerTest, RunsGoOnlyToWorkersWithTheDevicesTheyNeed) {
+  Submit(MakeSweepSpec("gpu", 1, /*gpus=*/2));
+  const std::string cpu_worker = Register();
+  EXPECT_FALSE(LeaseNow(cpu_worker)->has_lease());
+  const std::string one_gpu = Register({GpuDevice(0)});
+  EXPECT_FALSE(LeaseNow(one_gpu, {GpuDevice(0)})->has_lease());
+  const std::string two_gpus = Register({GpuDevice(0), GpuDevice(1)});
+  absl::StatusOr<v1::LeaseRunResponse> leased =
+      LeaseNow(two_gpus, {GpuDevice(3, 40ull << 30), GpuDevice(5)});
+  ASSERT_TRUE(leased->has_lease());
+  EXPECT_THAT(leased->lease().device_indices(), ElementsAre(5u, 3u));
+}
+
+TEST_F(SchedulerTest, FairShareAlternatesBetweenSweepsOfEqualPriority) {
+  const v1::SubmitSweepResponse a = Submit(MakeSweepSpec("fair-a", 3));
+  const v1::SubmitSweepResponse b = Submit(MakeSweepSpec("fair-b", 3));
+  const std::string worker = Register();
+  std::vector<std::string> sweeps;
+  for (int i = 0; i < 4; ++i) sweeps.push_back(LeaseNow(worker)->run().sweep_id());
+  const std::string& ida = a.sweep().sweep_id();
+  const std::string& idb = b.sweep().sweep_id();
+  EXPECT_THAT(sweeps, ElementsAre(ida, idb, ida, idb));
+}
+
+TEST_F(SchedulerTest, HigherPriorityGoesFirst) {
+  Submit(MakeSweepSpec("low", 2));
+  v1::SweepSpec urgent = MakeSweepSpec("high", 1);
+  urgent.set_priority(10);
+  const v1::SubmitSweepResponse high = Submit(urgent);
+  EXPECT_EQ(LeaseNow(Register())->run().sweep_id(), high.sweep().sweep_id());
+}
+
+TEST_F(SchedulerTest, LongPollWakesWhenWorkArrives) {
+  const std::string worker = Register();
+  options_.idle_poll_interval = absl::Seconds(30);  // only the wake-up can end the wait early
+  Scheduler scheduler(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  std::thread submitter([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    Submit(MakeSweepSpec("wake", 1));
+  });
+  v1::LeaseRunRequest request;
+  request.set_worker_id(worker);
+  *request.add_free_devices() = CpuDevice();
+  request.mutable_wait_time()->set_seconds(10);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::LeaseRunResponse> leased =
+      scheduler.LeaseRun(request, absl::InfiniteFuture(), {});
+  submitter.join();
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  EXPECT_TRUE(leased->has_lease());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(SchedulerTest, LongPollReturnsEmptyAfterWaitTime) {
+  v1::LeaseRunRequest request;
+  request.set_worker_id(Register());
+  *request.add_free_devices() = CpuDevice();
+  request.mutable_wait_time()->set_nanos(200'000'000);
+  absl::StatusOr<v1::LeaseRunResponse> leased =
+      scheduler_->LeaseRun(request, absl::InfiniteFuture(), {});
+  ASSERT_TRUE(leased.ok());
+  EXPECT_FALSE(leased->has_lease());
+}
+
+TEST_F(SchedulerTest, UnknownWorkerIsNotFound) {
+  EXPECT_EQ(LeaseNow("00000000-0000-0000-0000-000000000000").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerTest, InvalidRequestsListEveryViolation) {
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id("not-a-uuid");
+  const absl::Status status = scheduler_->Heartbeat(heartbeat).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> fields;
+  for (const core::FieldViolation& v : core::FieldViolationsOf(status)) fields.push_back(v.field);
+  EXPECT_THAT(fields, ElementsAre("worker_id", "run_id", "lease_epoch"));
+}
+
+TEST_F(SchedulerTest, ListRunsPagesByKeyset) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("pages", 5));
+  v1::ListRunsRequest request;
+  request.set_sweep_id(submitted.sweep().sweep_id());
+  request.set_page_size(2);
+  std::vector<std::string> seen;
+  do {
+    absl::StatusOr<v1::ListRunsResponse> page = scheduler_->ListRuns(request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const v1::Run& run : page->runs()) seen.push_back(run.run_id());
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  EXPECT_EQ(seen, std::vector<std::string>(submitted.run_ids().begin(),
+                                           submitted.run_ids().end()));
+  request.set_page_token("%%%");
+  EXPECT_EQ(scheduler_->ListRuns(request).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, ListSweepsPagesNewestFirst) {
+  for (int i = 0; i < 3; ++i) Submit(MakeSweepSpec(absl::StrCat("s", i), 1));
+  v1::ListSweepsRequest request;
+  request.set_page_size(2);
+  absl::StatusOr<v1::ListSweepsResponse> first = scheduler_->ListSweeps(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->sweeps().size(), 2);
+  EXPECT_EQ(first->sweeps(0).spec().name(), "s2");
+  request.set_page_token(first->next_page_token());
+  absl::StatusOr<v1::ListSweepsResponse> second = scheduler_->ListSweeps(request);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->sweeps().size(), 1);
+  EXPECT_EQ(second->sweeps(0).spec().name(), "s0");
+  EXPECT_TRUE(second->next_page_token().empty());
+}
+
+TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("watch", 1));
+  const std::string worker = Register();
+  absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+  v1::ReportMetricsRequest metrics;
+  metrics.set_run_id(submitted.run_ids(0));
+  metrics.set_lease_epoch(1);
+  for (uint64_t step = 1; step <= 5; ++step) *metrics.add_points() = Point(step);
+  ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
+  std::thread finisher([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(submitted.run_ids(0));
+    complete.set_lease_epoch(1);
+    complete.mutable_success();
+    EXPECT_TRUE(scheduler_->CompleteRun(complete).ok());
+  });
+  v1::WatchRunRequest watch;
+  watch.set_run_id(submitted.run_ids(0));
+  watch.set_from_step(3);
+  std::vector<uint64_t> steps;
+  std::vector<v1::RunState> states;
+  const absl::Status status = scheduler_->WatchRun(watch, {}, [&](const v1::WatchRunResponse& m) {
+    if (m.has_metric()) steps.push_back(m.metric().step());
+    if (m.has_state_change()) states.push_back(m.state_change().to_state());
+    return true;
+  });
+  finisher.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_THAT(steps, ElementsAre(3u, 4u, 5u));
+  EXPECT_THAT(states, ElementsAre(v1::RUN_STATE_LEASED, v1::RUN_STATE_SUCCEEDED));
+}
+
+}  // namespace
+}  // namespace parity::server::testing

@@ -1,0 +1,197 @@
+#include "worker/engine_protocol.h"
+
+#include <signal.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
+#include "nlohmann/json.hpp"
+
+namespace parity::worker {
+namespace {
+
+using nlohmann::json;
+
+// The value under `snake` or its lowerCamelCase twin, or nullptr.
+const json* Field(const json& obj, std::string_view snake) {
+  auto it = obj.find(std::string(snake));
+  if (it != obj.end()) return &*it;
+  std::string camel;
+  bool up = false;
+  for (char c : snake) {
+    if (c == '_') {
+      up = true;
+    } else {
+      camel.push_back(up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c);
+      up = false;
+    }
+  }
+  it = obj.find(camel);
+  return it != obj.end() ? &*it : nullptr;
+}
+
+// A number, also when proto JSON wrote a 64-bit integer as a string.
+std::optional<double> Number(const json& obj, std::string_view name) {
+  const json* v = Field(obj, name);
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (v->is_number()) return v->get<double>();
+  if (v->is_string()) {
+    const std::string& s = v->get_ref<const std::string&>();
+    char* end = nullptr;
+    double d = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() && *end == '\0') return d;
+  }
+  return std::nullopt;
+}
+double Num(const json& obj, std::string_view name) { return Number(obj, name).value_or(0.0); }
+uint64_t U64(const json& obj, std::string_view name) {
+  double d = Num(obj, name);
+  return d > 0 && std::isfinite(d) ? static_cast<uint64_t>(std::llround(d)) : 0;
+}
+
+parity::v1::MetricPoint ToMetric(const json& j) {
+  parity::v1::MetricPoint p;
+  p.set_step(U64(j, "step"));
+  p.set_tokens(U64(j, "tokens"));
+  p.set_unique_tokens(U64(j, "unique_tokens"));
+  p.set_epoch(Num(j, "epoch"));
+  p.set_train_bpc(Num(j, "train_bpc"));
+  if (std::optional<double> v = Number(j, "val_bpc")) p.set_val_bpc(*v);
+  p.set_learning_rate(Num(j, "learning_rate"));
+  p.set_grad_norm(Num(j, "grad_norm"));
+  p.set_aux_loss(Num(j, "aux_loss"));
+  p.set_z_loss(Num(j, "z_loss"));
+  p.set_tokens_per_second(Num(j, "tokens_per_second"));
+  p.set_flops_per_second(Num(j, "flops_per_second"));
+  p.set_flops(Num(j, "flops"));
+  if (const json* load = Field(j, "expert_load"); load != nullptr && load->is_array()) {
+    for (size_t i = 0; i < load->size(); ++i) {
+      const json& l = (*load)[i];
+      if (!l.is_object()) continue;
+      parity::v1::ExpertLoadStats* s = p.add_expert_load();
+      s->set_layer(Number(l, "layer") ? static_cast<uint32_t>(U64(l, "layer")) : static_cast<uint32_t>(i));
+      s->set_min_share(Num(l, "min_share"));
+      s->set_max_share(Num(l, "max_share"));
+      s->set_coefficient_of_variation(Number(l, "coefficient_of_variation").value_or(Num(l, "cv")));
+      s->set_dead_experts(static_cast<uint32_t>(U64(l, "dead_experts")));
+      if (const json* shares = Field(l, "shares"); shares != nullptr && shares->is_array()) {
+        for (const json& x : *shares) {
+          if (x.is_number()) s->add_shares(x.get<double>());
+        }
+      }
+    }
+  }
+  if (std::optional<double> t = Number(j, "time_unix_seconds")) {
+    *p.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(static_cast<int64_t>(*t * 1e9));
+  } else if (const json* t = Field(j, "time"); t != nullptr && t->is_string()) {
+    google::protobuf::util::TimeUtil::FromString(t->get<std::string>(), p.mutable_time());
+  }
+  if (!p.has_time()) {
+    *p.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+  }
+  return p;
+}
+
+parity::v1::RunSummary ToSummary(const json& j) {
+  parity::v1::RunSummary s;
+  s.set_final_train_bpc(Number(j, "final_train_bpc").value_or(Num(j, "train_bpc")));
+  s.set_final_val_bpc(Number(j, "final_val_bpc").value_or(Num(j, "val_bpc")));
+  s.set_tokens(U64(j, "tokens"));
+  s.set_steps(Number(j, "steps") ? U64(j, "steps") : U64(j, "step"));
+  s.set_measured_flops_per_token(Num(j, "measured_flops_per_token"));
+  double wall = Number(j, "wall_time_seconds").value_or(Number(j, "wall_seconds").value_or(Num(j, "train_seconds")));
+  if (const json* w = Field(j, "wall_time"); w != nullptr && w->is_number()) wall = w->get<double>();
+  *s.mutable_wall_time() = google::protobuf::util::TimeUtil::NanosecondsToDuration(static_cast<int64_t>(wall * 1e9));
+  s.set_peak_memory_bytes(Number(j, "peak_memory_bytes") ? U64(j, "peak_memory_bytes") : U64(j, "peak_rss_bytes"));
+  s.set_tokens_per_second(Num(j, "tokens_per_second"));
+  return s;
+}
+
+std::string TypeOf(const json& j) {
+  for (const char* key : {"type", "event", "kind"}) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_string()) return it->get<std::string>();
+  }
+  return "";
+}
+
+}  // namespace
+
+EngineEvent ParseEngineLine(std::string_view line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+  if (line.empty() || line.front() != '{') return EngineIgnored{"not a JSON object"};
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return EngineIgnored{"malformed JSON"};
+  const std::string type = TypeOf(j);
+  if (type == "summary" || type == "final") return ToSummary(j);
+  if (auto it = j.find("summary"); it != j.end() && it->is_object()) return ToSummary(*it);
+  if (type == "error") {
+    const json* code = Field(j, "code");
+    const json* message = Field(j, "message");
+    return EngineError{code != nullptr && code->is_string() ? code->get<std::string>() : "",
+                       message != nullptr && message->is_string() ? message->get<std::string>() : ""};
+  }
+  if (type == "checkpoint") {
+    const json* path = Field(j, "path");
+    if (path == nullptr) path = Field(j, "uri");
+    if (path == nullptr || !path->is_string()) return EngineIgnored{"checkpoint without a path"};
+    return EngineCheckpoint{U64(j, "step"), path->get<std::string>()};
+  }
+  if (type.empty() || type == "metric" || type == "metrics" || type == "step") {
+    if (Field(j, "step") == nullptr) return EngineIgnored{"no step"};
+    return ToMetric(j);
+  }
+  return EngineIgnored{absl::StrCat("type '", type, "'")};
+}
+
+std::vector<std::string> EngineArgv(const EngineInvocation& in) {
+  std::vector<std::string> argv = {in.binary,        "--run",         in.run_json_path,
+                                   "--out",          in.checkpoint_dir, "--metrics-fd",
+                                   absl::StrCat(in.metrics_fd), "--threads", absl::StrCat(in.threads)};
+  if (in.resume) argv.push_back("--resume");
+  return argv;
+}
+
+parity::v1::FailureClass ClassifyEngineExit(const ExitStatus& exit, bool killed_by_worker) {
+  if (exit.kind == ExitStatus::Kind::kExited) {
+    if (exit.code == 2) return parity::v1::FAILURE_CLASS_USER_ERROR;
+    if (exit.code == 3) return parity::v1::FAILURE_CLASS_PREEMPTED;
+    if (exit.code == 5) return parity::v1::FAILURE_CLASS_OUT_OF_MEMORY;
+    return parity::v1::FAILURE_CLASS_INFRASTRUCTURE;
+  }
+  if (exit.signal == SIGKILL && !killed_by_worker) return parity::v1::FAILURE_CLASS_OUT_OF_MEMORY;
+  return parity::v1::FAILURE_CLASS_INFRASTRUCTURE;
+}
+
+std::optional<EngineCheckpoint> LatestCheckpointIn(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  static const std::regex kStep(R"((?:step|ckpt|checkpoint)[-_.]?0*(\d+))");
+  std::optional<EngineCheckpoint> best;
+  // The engine's LATEST file names the newest complete checkpoint: trust it when it is there.
+  if (std::ifstream latest(dir + "/LATEST"); latest) {
+    std::string name;
+    std::getline(latest, name);
+    std::smatch m;
+    if (!name.empty() && std::regex_search(name, m, kStep) && fs::exists(dir + "/" + name, ec)) {
+      return EngineCheckpoint{std::stoull(m[1].str()), dir + "/" + name};
+    }
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp") != std::string::npos || name.starts_with(".")) continue;  // half-written
+    std::smatch m;
+    if (!std::regex_search(name, m, kStep)) continue;
+    uint64_t step = std::stoull(m[1].str());
+    if (!best || step > best->step) best = EngineCheckpoint{step, e.path().string()};
+  }
+  return best;
+}
+
+}  // namespace parity::worker

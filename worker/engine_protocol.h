@@ -1,0 +1,74 @@
+// The adapter between the worker and the `parity-train` engine: how it is invoked, what its output
+// lines mean, and what its exit statuses mean. The only file that knows the engine's formats, so
+// a change in the engine is absorbed here.
+//
+// Written against kernels/tools/train_main.cc and kernels/train/trainer.cc ("parity-train interface").
+// Invocation: parity-train --run RUN.json --out CKPT_DIR --metrics-fd FD --threads N [--resume]
+//   (RUN.json is a parity.v1.RunSpec in proto JSON; data.corpus must be a path: the worker resolves
+//   names through --corpus-dir. CKPT_DIR is the run's directory in the checkpoint store.)
+// Output: one JSON object per line on FD, told apart by "event" (or "type"/"kind"):
+//   - "metrics": {"step":..,"tokens":..,"train_bpc":..,"val_bpc" at evaluation steps,...}, field
+//     names as in parity.v1.MetricPoint (snake_case or lowerCamelCase); a line with no event and a
+//     "step" is taken as metrics too;
+//   - "checkpoint": {"step":..,"path":".."} (optional: the store is scanned for DIR/LATEST anyway);
+//   - "summary": fields as in RunSummary; also final_* / wall_seconds / peak_rss_bytes spellings;
+//     {"summary":{...}} too;
+//   - "error": {"code":"INVALID_ARGUMENT","message":".."}, the reason for a non-zero exit;
+//   - anything else (not JSON, other events): ignored.
+// Checkpoints: CKPT_DIR/step-NNNNNNNN.ckpt and CKPT_DIR/LATEST naming the newest, written atomically.
+// Exit: 0 completed; 2 bad spec (USER_ERROR); 3 stopped by SIGTERM after checkpointing (PREEMPTED);
+// 4 incompatible or corrupt checkpoint (INFRASTRUCTURE); 5 out of memory (OUT_OF_MEMORY); SIGKILL
+// not sent by the worker → OUT_OF_MEMORY (the kernel's OOM killer); anything else INFRASTRUCTURE.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "parity/v1/run.pb.h"
+#include "worker/child_process.h"
+
+namespace parity::worker {
+
+struct EngineCheckpoint {
+  uint64_t step = 0;
+  std::string path;
+};
+// The engine's own account of why it is about to fail.
+struct EngineError {
+  std::string code;
+  std::string message;
+};
+struct EngineIgnored {
+  std::string reason;
+};
+using EngineEvent =
+    std::variant<EngineIgnored, parity::v1::MetricPoint, EngineCheckpoint, parity::v1::RunSummary, EngineError>;
+
+// Decodes one output line. Never fails: unknown lines come back as EngineIgnored with the reason.
+EngineEvent ParseEngineLine(std::string_view line);
+
+struct EngineInvocation {
+  std::string binary;
+  std::string run_json_path;
+  std::string checkpoint_dir;
+  int metrics_fd = 3;
+  uint32_t threads = 1;
+  bool resume = false;
+};
+std::vector<std::string> EngineArgv(const EngineInvocation& invocation);
+
+// The failure class of an engine that ended with `exit` (which is not a success);
+// `killed_by_worker` when the worker itself sent the final SIGKILL/SIGTERM.
+parity::v1::FailureClass ClassifyEngineExit(const ExitStatus& exit, bool killed_by_worker);
+
+// The newest checkpoint in `dir` by the step number in its file name ("step-000120.ckpt",
+// "ckpt_120.bin", a "latest" file naming one), or nullopt when there is none. Fallback for an engine
+// that does not print checkpoint notices; used to decide --resume too.
+std::optional<EngineCheckpoint> LatestCheckpointIn(const std::string& dir);
+
+}  // namespace parity::worker

@@ -1,0 +1,458 @@
+#include "worker/run_supervisor.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
+#include "spdlog/spdlog.h"
+
+namespace parity::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using google::protobuf::util::TimeUtil;
+
+bool LeaseGone(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kFailedPrecondition || s.code() == absl::StatusCode::kNotFound;
+}
+
+parity::v1::Run WithRunId(parity::v1::LeaseRunResponse lease) {
+  parity::v1::Run run = std::move(*lease.mutable_run());
+  if (run.run_id().empty()) run.set_run_id(lease.lease().run_id());
+  return run;
+}
+
+// The last `bytes` of a file, for failure messages.
+std::string Tail(const std::string& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(bytes));
+  in.seekg(start);
+  std::string out(static_cast<size_t>(size - start), '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  return out;
+}
+
+// google.rpc.Code for a failure class (what the caller of the run should think happened).
+int RpcCodeFor(parity::v1::FailureClass c) {
+  switch (c) {
+    case parity::v1::FAILURE_CLASS_USER_ERROR: return static_cast<int>(absl::StatusCode::kInvalidArgument);
+    case parity::v1::FAILURE_CLASS_OUT_OF_MEMORY: return static_cast<int>(absl::StatusCode::kResourceExhausted);
+    case parity::v1::FAILURE_CLASS_PREEMPTED: return static_cast<int>(absl::StatusCode::kAborted);
+    default: return static_cast<int>(absl::StatusCode::kInternal);
+  }
+}
+
+}  // namespace
+
+const char* RunOutcomeName(RunOutcome o) {
+  switch (o) {
+    case RunOutcome::kRunning: return "running";
+    case RunOutcome::kSucceeded: return "succeeded";
+    case RunOutcome::kFailed: return "failed";
+    case RunOutcome::kCancelled: return "cancelled";
+    case RunOutcome::kPreempted: return "preempted";
+    case RunOutcome::kLeaseLost: return "lease-lost";
+    case RunOutcome::kAbandoned: return "abandoned";
+  }
+  return "?";
+}
+
+RunSupervisor::RunSupervisor(SchedulerClient& client, RunSupervisorOptions options,
+                             parity::v1::LeaseRunResponse lease, DeviceGrant grant)
+    : client_(client),
+      options_(std::move(options)),
+      lease_(lease.lease()),
+      run_(WithRunId(std::move(lease))),
+      grant_(std::move(grant)),
+      checkpoint_dir_((fs::path(options_.checkpoint_root) / run_.run_id()).string()),
+      work_dir_((fs::path(options_.work_root) / run_.run_id()).string()),
+      buffer_(options_.metrics),
+      heartbeat_backoff_(options_.backoff),
+      metrics_backoff_(options_.backoff) {}
+
+RunSupervisor::~RunSupervisor() {
+  Preempt();
+  Join();
+}
+
+void RunSupervisor::Start() { thread_ = std::thread([this] { Supervise(); }); }
+
+void RunSupervisor::Preempt() {
+  absl::MutexLock lock(&mu_);
+  preempt_ = true;
+}
+
+bool RunSupervisor::PreemptRequested() {
+  absl::MutexLock lock(&mu_);
+  return preempt_;
+}
+
+RunOutcome RunSupervisor::outcome() const {
+  absl::MutexLock lock(&mu_);
+  return outcome_;
+}
+
+void RunSupervisor::SetOutcome(RunOutcome o) {
+  absl::MutexLock lock(&mu_);
+  outcome_ = o;
+}
+
+void RunSupervisor::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status RunSupervisor::PrepareFiles(std::string* spec_path, bool* resume) {
+  std::error_code ec;
+  fs::create_directories(work_dir_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", work_dir_, ": ", ec.message()));
+  fs::create_directories(checkpoint_dir_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", checkpoint_dir_, ": ", ec.message()));
+
+  parity::v1::RunSpec spec = run_.spec();
+  const std::string& corpus = spec.data().corpus();
+  if (!options_.corpus_dir.empty() && !corpus.empty() && corpus.find('/') == std::string::npos) {
+    for (const std::string& candidate : {absl::StrCat(options_.corpus_dir, "/", corpus, ".txt"),
+                                         absl::StrCat(options_.corpus_dir, "/", corpus)}) {
+      if (fs::is_regular_file(candidate, ec)) {
+        spec.mutable_data()->set_corpus(fs::absolute(candidate).string());
+        break;
+      }
+    }
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.add_whitespace = true;
+  if (auto s = google::protobuf::util::MessageToJsonString(spec, &json, print); !s.ok()) {
+    return absl::InternalError(absl::StrCat("spec to JSON: ", s.ToString()));
+  }
+  *spec_path = absl::StrCat(work_dir_, "/run-attempt", std::max(1u, run_.attempt()), ".json");
+  std::ofstream out(*spec_path, std::ios::trunc);
+  out << json << "\n";
+  if (!out.good()) return absl::InternalError(absl::StrCat("write ", *spec_path));
+  // Resume whenever the store holds a checkpoint of this run: a re-lease (attempt > 1) or a run
+  // the scheduler knows a checkpoint of. A first attempt with leftovers starts over.
+  *resume = (run_.attempt() > 1 || run_.has_checkpoint()) && LatestCheckpointIn(checkpoint_dir_).has_value();
+  return absl::OkStatus();
+}
+
+void RunSupervisor::ReadOutput(int fd) {
+  LineReader reader(fd);
+  const auto on_line = [this](std::string_view line) {
+    EngineEvent event = ParseEngineLine(line);
+    if (auto* point = std::get_if<parity::v1::MetricPoint>(&event)) {
+      point->set_run_id(run_.run_id());
+      point->set_attempt(std::max(1u, run_.attempt()));
+      uint64_t prev = latest_step_.load();
+      while (point->step() > prev && !latest_step_.compare_exchange_weak(prev, point->step())) {
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        last_point_ = *point;
+        if (point->has_val_bpc()) last_val_bpc_ = point->val_bpc();
+      }
+      buffer_.Add(std::move(*point), absl::Now());
+    } else if (auto* ckpt = std::get_if<EngineCheckpoint>(&event)) {
+      absl::MutexLock lock(&mu_);
+      if (!engine_checkpoint_ || ckpt->step >= engine_checkpoint_->step) engine_checkpoint_ = *ckpt;
+    } else if (auto* summary = std::get_if<parity::v1::RunSummary>(&event)) {
+      absl::MutexLock lock(&mu_);
+      summary_ = *summary;
+    } else if (auto* error = std::get_if<EngineError>(&event)) {
+      spdlog::warn("run {}: engine error {}: {}", run_.run_id(), error->code, error->message);
+      absl::MutexLock lock(&mu_);
+      engine_error_ = *error;
+    } else {
+      spdlog::debug("run {}: engine line ignored ({}): {}", run_.run_id(), std::get<EngineIgnored>(event).reason,
+                    line.substr(0, 200));
+    }
+  };
+  // Ends at end of file, which comes once every process holding the pipe has exited (the group's
+  // stragglers are killed when the engine is reaped). A process that left the group could hold it
+  // open forever, so stop waiting 5 s after the engine was reaped.
+  int idle_after_exit = 0;
+  for (;;) {
+    LineReader::Result r = reader.ReadSome(absl::Milliseconds(500), on_line);
+    if (r == LineReader::Result::kEof) break;
+    if (r == LineReader::Result::kTimeout && engine_reaped_.load() && ++idle_after_exit >= 10) {
+      spdlog::warn("run {}: engine output still open after exit; a process escaped its group", run_.run_id());
+      break;
+    }
+  }
+}
+
+std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint() {
+  std::optional<EngineCheckpoint> found;
+  {
+    absl::MutexLock lock(&mu_);
+    found = engine_checkpoint_;
+  }
+  if (std::optional<EngineCheckpoint> on_disk = LatestCheckpointIn(checkpoint_dir_);
+      on_disk && (!found || on_disk->step > found->step)) {
+    found = on_disk;
+  }
+  if (!found || found->step <= reported_checkpoint_step_) return std::nullopt;
+  parity::v1::Checkpoint c;
+  c.set_step(found->step);
+  c.set_uri(found->path);
+  *c.mutable_create_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+  last_checkpoint_ = c;
+  return c;
+}
+
+absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
+  parity::v1::HeartbeatRequest req;
+  req.set_worker_id(options_.worker_id);
+  req.set_run_id(run_.run_id());
+  req.set_lease_epoch(lease_.lease_epoch());
+  req.set_step(latest_step_.load());
+  std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint();
+  if (ckpt) *req.mutable_checkpoint() = *ckpt;
+  absl::StatusOr<parity::v1::HeartbeatResponse> resp = client_.Heartbeat(req);
+  if (!resp.ok()) return resp.status();
+  if (ckpt) reported_checkpoint_step_ = ckpt->step();
+  if (resp->has_expire_time()) {
+    lease_expiry_ = absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(resp->expire_time()));
+  } else {
+    lease_expiry_ = absl::Now() + options_.lease_ttl;
+  }
+  *cancel_requested = resp->cancel_requested();
+  return absl::OkStatus();
+}
+
+absl::Status RunSupervisor::FlushMetrics(bool force) {
+  if (buffer_.size() == 0 || (!force && !buffer_.FlushDue(absl::Now()))) return absl::OkStatus();
+  parity::v1::ReportMetricsRequest req;
+  req.set_run_id(run_.run_id());
+  req.set_lease_epoch(lease_.lease_epoch());
+  for (parity::v1::MetricPoint& p : buffer_.PeekBatch()) *req.add_points() = std::move(p);
+  absl::StatusOr<parity::v1::ReportMetricsResponse> resp = client_.ReportMetrics(req);
+  if (!resp.ok()) return resp.status();
+  buffer_.Acknowledge(static_cast<size_t>(req.points_size()));
+  return absl::OkStatus();
+}
+
+RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
+  ChildEnd end;
+  absl::Time now = absl::Now();
+  absl::Time next_heartbeat = now;  // at once: marks the run RUNNING
+  absl::Time next_metrics = now;
+  std::optional<absl::Time> kill_at;  // SIGKILL the group then, unless it ended after SIGTERM
+  const auto terminate = [&](absl::Time at) {
+    (void)child.SignalGroup(SIGTERM);
+    if (!kill_at) kill_at = at + options_.kill_grace;
+  };
+  const auto lose_lease = [&](const absl::Status& why) {
+    spdlog::warn("run {}: lease lost ({}); killing the engine", run_.run_id(), why.ToString());
+    (void)child.SignalGroup(SIGKILL);
+    end.killed_by_us = true;
+    end.lease_lost = true;
+  };
+  for (;;) {
+    if (std::optional<ExitStatus> exit = child.TryWait()) {
+      end.exit = *exit;
+      return end;
+    }
+    now = absl::Now();
+    if (!end.preempted && PreemptRequested()) {
+      spdlog::info("run {}: worker stopping, SIGTERM to the engine", run_.run_id());
+      end.preempted = true;
+      terminate(now);
+    }
+    if (kill_at && now >= *kill_at) {
+      spdlog::warn("run {}: engine still running {} after SIGTERM, SIGKILL", run_.run_id(),
+                   absl::FormatDuration(options_.kill_grace));
+      (void)child.SignalGroup(SIGKILL);
+      end.killed_by_us = true;
+      kill_at.reset();
+    }
+    const bool talking = !end.lease_lost && !end.cancelled;
+    if (talking && now >= next_heartbeat) {
+      bool cancel = false;
+      absl::Status s = SendHeartbeat(&cancel);
+      if (s.ok()) {
+        heartbeat_backoff_.Reset();
+        next_heartbeat = now + options_.heartbeat_interval;
+        if (cancel) {
+          spdlog::info("run {}: cancelled, SIGTERM to the engine", run_.run_id());
+          end.cancelled = true;
+          terminate(now);
+        }
+      } else if (LeaseGone(s)) {
+        lose_lease(s);
+      } else {
+        next_heartbeat = now + std::min(heartbeat_backoff_.NextDelay(), options_.heartbeat_interval);
+        spdlog::warn("run {}: heartbeat failed ({}), retrying", run_.run_id(), s.ToString());
+      }
+    }
+    if (!end.lease_lost && !end.cancelled && now >= next_metrics) {
+      absl::Status s = FlushMetrics(/*force=*/false);
+      if (s.ok()) {
+        metrics_backoff_.Reset();
+      } else if (LeaseGone(s)) {
+        lose_lease(s);
+      } else {
+        next_metrics = now + metrics_backoff_.NextDelay();
+        spdlog::warn("run {}: metrics not delivered ({}), {} waiting", run_.run_id(), s.ToString(), buffer_.size());
+      }
+    }
+    // No word from the scheduler for a whole TTL past the last expiry it granted: the reaper has
+    // (or will have) handed the run to someone else. Stop, letting the engine checkpoint first.
+    if (!end.lease_lost && !end.cancelled && now > lease_expiry_ + options_.lease_ttl) {
+      spdlog::warn("run {}: no heartbeat accepted since the lease expired at {}; stopping the engine", run_.run_id(),
+                   absl::FormatTime(lease_expiry_));
+      end.lease_lost = true;
+      terminate(now);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
+  parity::v1::CompleteRunRequest req;
+  req.set_run_id(run_.run_id());
+  req.set_lease_epoch(lease_.lease_epoch());
+  std::optional<parity::v1::RunSummary> summary;
+  std::optional<parity::v1::MetricPoint> last;
+  std::optional<EngineError> engine_error;
+  double last_val = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    summary = summary_;
+    engine_error = engine_error_;
+    last = last_point_;
+    last_val = last_val_bpc_;
+  }
+  bool success = false;
+  if (exit.success() && (summary || !end.preempted)) {
+    success = true;
+    if (!summary) {  // an engine that printed no summary line: take the last metric point
+      summary.emplace();
+      if (last) {
+        summary->set_final_train_bpc(last->train_bpc());
+        summary->set_tokens(last->tokens());
+        summary->set_steps(last->step());
+        summary->set_tokens_per_second(last->tokens_per_second());
+      }
+      summary->set_final_val_bpc(last_val);
+    }
+    *req.mutable_success() = *summary;
+  } else {
+    const parity::v1::FailureClass cls =
+        end.preempted ? parity::v1::FAILURE_CLASS_PREEMPTED : ClassifyEngineExit(exit, end.killed_by_us);
+    parity::v1::RunFailure* f = req.mutable_failure();
+    f->set_failure_class(cls);
+    f->mutable_status()->set_code(RpcCodeFor(cls));
+    std::string msg = absl::StrCat("engine ", exit.ToString());
+    if (engine_error) absl::StrAppend(&msg, ": ", engine_error->code, ": ", engine_error->message);
+    if (std::string tail = Tail(work_dir_ + "/engine.log", 1500); !tail.empty()) absl::StrAppend(&msg, "; log tail:\n", tail);
+    f->mutable_status()->set_message(msg);
+  }
+  NewCheckpoint();
+  if (last_checkpoint_) *req.mutable_checkpoint() = *last_checkpoint_;
+
+  const absl::Time deadline = absl::Now() + (end.preempted ? options_.preempt_report_timeout : options_.report_timeout);
+  absl::Time next_heartbeat = absl::Now() + options_.heartbeat_interval;
+  Backoff backoff(options_.backoff);
+  while (absl::Now() < deadline) {
+    absl::Status s = FlushMetrics(/*force=*/true);
+    if (s.ok() && buffer_.size() == 0) {
+      absl::StatusOr<parity::v1::CompleteRunResponse> resp = client_.CompleteRun(req);
+      s = resp.status();
+      if (s.ok()) {
+        spdlog::info("run {}: completed ({}), run is now {}", run_.run_id(),
+                     success ? "success" : parity::v1::FailureClass_Name(req.failure().failure_class()),
+                     parity::v1::RunState_Name(resp->run().state()));
+        if (success) return RunOutcome::kSucceeded;
+        return end.preempted ? RunOutcome::kPreempted : RunOutcome::kFailed;
+      }
+    }
+    if (s.ok()) continue;  // more metric batches to send
+    if (LeaseGone(s)) {
+      spdlog::warn("run {}: lease lost while reporting the end ({})", run_.run_id(), s.ToString());
+      return RunOutcome::kLeaseLost;
+    }
+    if (!IsRetryable(s)) {
+      spdlog::error("run {}: scheduler refused the report: {}", run_.run_id(), s.ToString());
+      return RunOutcome::kAbandoned;
+    }
+    if (absl::Now() >= next_heartbeat) {  // hold the lease while the scheduler is flaky
+      bool cancel = false;
+      absl::Status h = SendHeartbeat(&cancel);
+      if (LeaseGone(h)) return RunOutcome::kLeaseLost;
+      next_heartbeat = absl::Now() + options_.heartbeat_interval;
+    }
+    absl::SleepFor(std::min(backoff.NextDelay(), std::max(absl::ZeroDuration(), deadline - absl::Now())));
+  }
+  spdlog::error("run {}: scheduler unreachable for {}; leaving the run to the lease reaper", run_.run_id(),
+                absl::FormatDuration(end.preempted ? options_.preempt_report_timeout : options_.report_timeout));
+  return RunOutcome::kAbandoned;
+}
+
+void RunSupervisor::Supervise() {
+  spdlog::info("run {} ({}): attempt {}, epoch {}, {} threads, GPUs [{}]", run_.run_id(), run_.spec().name(),
+               run_.attempt(), lease_.lease_epoch(), grant_.threads, absl::StrJoin(grant_.gpu_indices, ","));
+  lease_expiry_ = lease_.has_expire_time()
+                      ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(lease_.expire_time()))
+                      : absl::Now() + options_.lease_ttl;
+  std::string spec_path;
+  bool resume = false;
+  absl::Status prepared = PrepareFiles(&spec_path, &resume);
+  std::unique_ptr<ChildProcess> child;
+  if (prepared.ok()) {
+    SpawnOptions spawn;
+    spawn.argv = EngineArgv({.binary = options_.train_binary,
+                             .run_json_path = spec_path,
+                             .checkpoint_dir = checkpoint_dir_,
+                             .metrics_fd = options_.metrics_fd,
+                             .threads = grant_.threads,
+                             .resume = resume});
+    spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
+                 {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
+                 {"OMP_NUM_THREADS", absl::StrCat(grant_.threads)},
+                 {"OPENBLAS_NUM_THREADS", absl::StrCat(grant_.threads)},
+                 {"CUDA_VISIBLE_DEVICES", absl::StrJoin(grant_.gpu_indices, ",")}};
+    spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
+    spawn.working_dir = work_dir_;
+    spawn.log_path = work_dir_ + "/engine.log";
+    spawn.output_fd = options_.metrics_fd;
+    spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "), resume ? " (resuming)" : "");
+    absl::StatusOr<std::unique_ptr<ChildProcess>> spawned = ChildProcess::Spawn(spawn);
+    if (spawned.ok()) {
+      child = std::move(*spawned);
+    } else {
+      prepared = spawned.status();
+    }
+  }
+  if (!child) {
+    spdlog::error("run {}: could not start the engine: {}", run_.run_id(), prepared.ToString());
+    ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
+    SetOutcome(Finish(never, ChildEnd{}));
+    return;
+  }
+  std::thread reader([this, fd = child->output_fd()] { ReadOutput(fd); });
+  ChildEnd end = SuperviseChild(*child);
+  engine_reaped_.store(true);
+  reader.join();
+  spdlog::info("run {}: engine {}", run_.run_id(), end.exit.ToString());
+  RunOutcome outcome;
+  if (end.lease_lost) {
+    outcome = RunOutcome::kLeaseLost;
+  } else if (end.cancelled) {
+    outcome = RunOutcome::kCancelled;
+  } else {
+    outcome = Finish(end.exit, end);
+  }
+  spdlog::info("run {}: {}", run_.run_id(), RunOutcomeName(outcome));
+  SetOutcome(outcome);
+}
+
+}  // namespace parity::worker

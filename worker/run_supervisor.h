@@ -1,0 +1,140 @@
+// One leased run, from spawn to CompleteRun: the engine child, heartbeats, metric forwarding,
+// checkpoints, cancellation, preemption and loss of the lease.
+//
+// Knows the scheduler only through SchedulerClient (no gRPC) and the engine only through
+// engine_protocol.h. A scheduler that cannot be reached does not stop training: heartbeats and
+// metric batches are retried with backoff while the lease may still be valid (until one lease TTL
+// after the last known expiry); the first FAILED_PRECONDITION or NOT_FOUND means another worker owns
+// the run, and the engine is killed at once.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "parity/v1/run.pb.h"
+#include "worker/backoff.h"
+#include "worker/child_process.h"
+#include "worker/device_inventory.h"
+#include "worker/engine_protocol.h"
+#include "worker/metric_buffer.h"
+#include "worker/scheduler_client.h"
+
+namespace parity::worker {
+
+struct RunSupervisorOptions {
+  std::string worker_id;
+  // The engine executable (path or name on PATH).
+  std::string train_binary = "parity-train";
+  // Checkpoint store: the run's checkpoints go to <checkpoint_root>/<run_id>/.
+  std::string checkpoint_root;
+  // Scratch: <work_root>/<run_id>/ holds the spec JSON and engine.log.
+  std::string work_root;
+  // Where corpus names resolve: "kjv" → <corpus_dir>/kjv.txt. Empty = names go to the engine as is.
+  std::string corpus_dir;
+  absl::Duration heartbeat_interval = absl::Seconds(10);
+  absl::Duration lease_ttl = absl::Seconds(60);
+  // SIGTERM → SIGKILL grace after a cancellation or a preemption (the engine checkpoints meanwhile).
+  absl::Duration kill_grace = absl::Seconds(30);
+  // How long to keep trying to deliver the last metrics and CompleteRun when preempted.
+  absl::Duration preempt_report_timeout = absl::Seconds(15);
+  // How long to keep trying otherwise (the scheduler is away after the engine finished).
+  absl::Duration report_timeout = absl::Minutes(10);
+  // Extra environment for the engine (on top of the worker's and the PARITY_* / thread variables).
+  std::vector<std::pair<std::string, std::string>> engine_env;
+  // Descriptor the engine writes metric lines to.
+  int metrics_fd = 3;
+  MetricBufferOptions metrics;
+  BackoffOptions backoff;
+};
+
+enum class RunOutcome {
+  kRunning,
+  kSucceeded,  // CompleteRun(success) accepted
+  kFailed,     // CompleteRun(failure) accepted (the scheduler may retry the run)
+  kCancelled,  // cancelled by a user; nothing to report
+  kPreempted,  // the worker is stopping; reported PREEMPTED
+  kLeaseLost,  // another worker owns the run (or the lease lapsed); dropped without a report
+  kAbandoned,  // the scheduler stayed unreachable past report_timeout; the lease will lapse
+};
+const char* RunOutcomeName(RunOutcome outcome);
+
+// Owned by the lease loop. Start, Preempt, outcome and Join may be called from any thread; the
+// supervisor's own thread does all scheduler calls for the run, and a reader thread drains the
+// engine's output into the metric buffer.
+class RunSupervisor {
+ public:
+  RunSupervisor(SchedulerClient& client, RunSupervisorOptions options, parity::v1::LeaseRunResponse lease,
+                DeviceGrant grant);
+  ~RunSupervisor();  // Preempts if still running, then joins
+  RunSupervisor(const RunSupervisor&) = delete;
+  RunSupervisor& operator=(const RunSupervisor&) = delete;
+
+  void Start();
+  // The worker is shutting down: SIGTERM the engine, report PREEMPTED (unless it finished anyway).
+  void Preempt();
+  // kRunning until the supervisor thread has finished.
+  RunOutcome outcome() const;
+  bool done() const { return outcome() != RunOutcome::kRunning; }
+  void Join();
+  const std::string& run_id() const { return run_.run_id(); }
+
+ private:
+  // Everything below runs on the supervisor thread unless said otherwise.
+  struct ChildEnd {
+    ExitStatus exit;
+    bool preempted = false;     // the worker asked it to stop
+    bool cancelled = false;     // the scheduler said the run was cancelled
+    bool lease_lost = false;    // refused with FAILED_PRECONDITION / NOT_FOUND, or lapsed
+    bool killed_by_us = false;  // the final SIGKILL came from the worker
+  };
+  void Supervise();
+  // Heartbeats and forwards metrics until the engine has ended (and was reaped).
+  ChildEnd SuperviseChild(ChildProcess& child);
+  void ReadOutput(int fd);  // reader thread
+  absl::Status PrepareFiles(std::string* spec_path, bool* resume);
+  // One heartbeat attempt; returns the call's status (OK also when it asked to cancel).
+  absl::Status SendHeartbeat(bool* cancel_requested);
+  // One batch attempt, when due or when `force` and anything waits.
+  absl::Status FlushMetrics(bool force);
+  // Delivers the last metrics and CompleteRun (retrying, heartbeating meanwhile).
+  RunOutcome Finish(const ExitStatus& exit, const ChildEnd& end);
+  void SetOutcome(RunOutcome outcome);
+  bool PreemptRequested();
+  std::optional<parity::v1::Checkpoint> NewCheckpoint();
+
+  SchedulerClient& client_;
+  const RunSupervisorOptions options_;
+  const parity::v1::Lease lease_;
+  const parity::v1::Run run_;
+  const DeviceGrant grant_;
+  const std::string checkpoint_dir_;
+  const std::string work_dir_;
+  MetricBuffer buffer_;  // thread-safe itself
+  std::atomic<uint64_t> latest_step_{0};  // written by the reader thread
+  std::atomic<bool> engine_reaped_{false};  // set by the supervisor thread, read by the reader
+  std::thread thread_;
+  Backoff heartbeat_backoff_;  // supervisor thread only
+  Backoff metrics_backoff_;    // supervisor thread only
+  absl::Time lease_expiry_;    // supervisor thread only: the latest expiry the scheduler granted
+  uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
+  std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
+
+  mutable absl::Mutex mu_;
+  RunOutcome outcome_ ABSL_GUARDED_BY(mu_) = RunOutcome::kRunning;
+  bool preempt_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<EngineCheckpoint> engine_checkpoint_ ABSL_GUARDED_BY(mu_);  // newest notice
+  std::optional<parity::v1::RunSummary> summary_ ABSL_GUARDED_BY(mu_);
+  std::optional<EngineError> engine_error_ ABSL_GUARDED_BY(mu_);
+  std::optional<parity::v1::MetricPoint> last_point_ ABSL_GUARDED_BY(mu_);
+  double last_val_bpc_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace parity::worker

@@ -1,0 +1,131 @@
+// GrpcSchedulerClient: the WorkerService stub, call deadlines, and gRPC → absl status mapping.
+#include "worker/scheduler_client.h"
+
+#include <set>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "parity/v1/worker_service.grpc.pb.h"
+
+namespace parity::worker {
+namespace {
+
+absl::Status ToAbsl(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+// Thread-safe: the stub is; long_polls_ is guarded.
+class GrpcSchedulerClient final : public SchedulerClient {
+ public:
+  GrpcSchedulerClient(const std::string& target, GrpcClientOptions options) : options_(options) {
+    grpc::ChannelArguments args;
+    // Reconnect quickly after a scheduler restart (the default backoff grows to 120 s).
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+    channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    stub_ = parity::v1::WorkerService::NewStub(channel_);
+  }
+
+  absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(const parity::v1::RegisterWorkerRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::RegisterWorker, parity::v1::RegisterWorkerResponse{});
+  }
+  absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(const parity::v1::HeartbeatRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::Heartbeat, parity::v1::HeartbeatResponse{});
+  }
+  absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(const parity::v1::ReportMetricsRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::ReportMetrics, parity::v1::ReportMetricsResponse{});
+  }
+  absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(const parity::v1::CompleteRunRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::CompleteRun, parity::v1::CompleteRunResponse{});
+  }
+
+  absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(const parity::v1::LeaseRunRequest& r) override {
+    grpc::ClientContext ctx;
+    const absl::Duration wait = absl::Seconds(r.wait_time().seconds()) + absl::Nanoseconds(r.wait_time().nanos());
+    ctx.set_deadline(DeadlineIn(wait + options_.long_poll_slack));
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return absl::CancelledError("client is shutting down");
+      long_polls_.insert(&ctx);
+    }
+    parity::v1::LeaseRunResponse resp;
+    grpc::Status s = stub_->LeaseRun(&ctx, r, &resp);
+    {
+      absl::MutexLock lock(&mu_);
+      long_polls_.erase(&ctx);
+    }
+    if (!s.ok()) return ToAbsl(s);
+    return resp;
+  }
+
+  void CancelLongPolls() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    for (grpc::ClientContext* ctx : long_polls_) ctx->TryCancel();
+  }
+
+ private:
+  template <typename Req, typename Resp, typename Method>
+  absl::StatusOr<Resp> Unary(const Req& req, Method method, Resp resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(options_.call_timeout));
+    grpc::Status s = ((*stub_).*method)(&ctx, req, &resp);
+    if (!s.ok()) return ToAbsl(s);
+    return resp;
+  }
+
+  const GrpcClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;  // shared: gRPC's API hands channels out as shared_ptr
+  std::unique_ptr<parity::v1::WorkerService::Stub> stub_;
+  absl::Mutex mu_;
+  std::set<grpc::ClientContext*> long_polls_ ABSL_GUARDED_BY(mu_);  // contexts of LeaseRun in flight
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration timeout) {
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineIn(timeout));
+  ctx.set_wait_for_ready(true);  // wait for the port to open within the deadline
+  grpc::Slice empty(static_cast<size_t>(0));  // HealthCheckRequest{service: ""} encodes to no bytes
+  grpc::ByteBuffer request(&empty, 1);
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok()) return ToAbsl(status);
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  // HealthCheckResponse{status: SERVING (1)} is field 1, varint 1: bytes 08 01.
+  if (bytes == std::string("\x08\x01", 2)) return absl::OkStatus();
+  return absl::UnavailableError("scheduler health: not SERVING");
+}
+
+std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target, GrpcClientOptions options) {
+  return std::make_unique<GrpcSchedulerClient>(target, options);
+}
+
+}  // namespace parity::worker

@@ -1,0 +1,46 @@
+// The worker's view of the scheduler: the five WorkerService calls, with gRPC statuses mapped to
+// absl::Status (same codes). The interface keeps gRPC out of the lease loop and the run supervisor,
+// which are tested against a fake; GrpcSchedulerClient (scheduler_client.cc) is the only file that
+// includes gRPC. Each call is one attempt with a deadline; retrying (backoff.h) is the caller's,
+// because only the caller knows whether to keep the engine training meanwhile.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parity/v1/worker_service.pb.h"
+
+namespace parity::worker {
+
+// Thread-safe: every call may come from any thread concurrently.
+class SchedulerClient {
+ public:
+  virtual ~SchedulerClient() = default;
+  virtual absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(const parity::v1::RegisterWorkerRequest&) = 0;
+  // Long poll: blocks up to the request's wait_time (plus the call deadline).
+  virtual absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(const parity::v1::LeaseRunRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(const parity::v1::HeartbeatRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(const parity::v1::ReportMetricsRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(const parity::v1::CompleteRunRequest&) = 0;
+  // Ends any LeaseRun long poll in flight now (it returns CANCELLED); used at shutdown.
+  virtual void CancelLongPolls() {}
+};
+
+struct GrpcClientOptions {
+  // Deadline of every call except LeaseRun.
+  absl::Duration call_timeout = absl::Seconds(10);
+  // LeaseRun's deadline is its wait_time plus this.
+  absl::Duration long_poll_slack = absl::Seconds(10);
+};
+
+// Asks the scheduler's standard gRPC health service (grpc.health.v1.Health/Check, service "");
+// OK when it answers SERVING, UNAVAILABLE otherwise. Used by `parity-worker --probe` and the
+// local stack scripts, since grpcurl is not packaged.
+absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration timeout);
+
+// A client over an insecure channel to `target` (host:port). The channel reconnects by itself.
+std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target, GrpcClientOptions options = {});
+
+}  // namespace parity::worker

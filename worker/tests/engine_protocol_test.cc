@@ -1,0 +1,141 @@
+#include "worker/engine_protocol.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace parity::worker {
+namespace {
+
+TEST(EngineProtocolTest, MetricLine) {
+  EngineEvent e = ParseEngineLine(
+      R"({"step":120,"tokens":"491520","unique_tokens":400000,"epoch":1.2,"train_bpc":2.5,"val_bpc":2.6,)"
+      R"("learning_rate":0.001,"grad_norm":0.8,"aux_loss":0.01,"z_loss":0.002,"tokens_per_second":5000,)"
+      R"("flops_per_second":1e9,"flops":3e12,"expert_load":[{"layer":1,"min_share":0.1,"max_share":0.3,"cv":0.4,)"
+      R"("dead_experts":0,"shares":[0.1,0.3,0.3,0.3]}]})");
+  auto* p = std::get_if<parity::v1::MetricPoint>(&e);
+  ASSERT_NE(p, nullptr) << "a metric line must decode to a MetricPoint";
+  EXPECT_EQ(p->step(), 120u);
+  EXPECT_EQ(p->tokens(), 491520u) << "64-bit integers may come as strings";
+  EXPECT_EQ(p->unique_tokens(), 400000u);
+  EXPECT_DOUBLE_EQ(p->train_bpc(), 2.5);
+  ASSERT_TRUE(p->has_val_bpc());
+  EXPECT_DOUBLE_EQ(p->val_bpc(), 2.6);
+  EXPECT_DOUBLE_EQ(p->flops(), 3e12);
+  ASSERT_EQ(p->expert_load_size(), 1);
+  EXPECT_EQ(p->expert_load(0).layer(), 1u);
+  EXPECT_DOUBLE_EQ(p->expert_load(0).coefficient_of_variation(), 0.4);
+  EXPECT_EQ(p->expert_load(0).shares_size(), 4);
+  EXPECT_TRUE(p->has_time());
+}
+
+TEST(EngineProtocolTest, CamelCaseAndMissingValidation) {
+  EngineEvent e = ParseEngineLine(R"({"type":"metric","step":3,"trainBpc":4.0,"val_bpc":null,"learningRate":0.5})");
+  auto* p = std::get_if<parity::v1::MetricPoint>(&e);
+  ASSERT_NE(p, nullptr);
+  EXPECT_DOUBLE_EQ(p->train_bpc(), 4.0);
+  EXPECT_DOUBLE_EQ(p->learning_rate(), 0.5);
+  EXPECT_FALSE(p->has_val_bpc()) << "no evaluation at this step";
+}
+
+TEST(EngineProtocolTest, CheckpointAndSummaryLines) {
+  EngineEvent c = ParseEngineLine(R"({"type":"checkpoint","step":200,"path":"/ck/step-00000200.ckpt"})");
+  auto* ck = std::get_if<EngineCheckpoint>(&c);
+  ASSERT_NE(ck, nullptr);
+  EXPECT_EQ(ck->step, 200u);
+  EXPECT_EQ(ck->path, "/ck/step-00000200.ckpt");
+
+  EngineEvent s = ParseEngineLine(
+      R"({"type":"summary","final_train_bpc":2.1,"final_val_bpc":2.2,"tokens":1000,"steps":10,"wall_time_seconds":1.5})");
+  auto* sum = std::get_if<parity::v1::RunSummary>(&s);
+  ASSERT_NE(sum, nullptr);
+  EXPECT_DOUBLE_EQ(sum->final_val_bpc(), 2.2);
+  EXPECT_EQ(sum->steps(), 10u);
+  EXPECT_EQ(sum->wall_time().seconds(), 1);
+  EXPECT_EQ(sum->wall_time().nanos(), 500000000);
+
+  EngineEvent nested = ParseEngineLine(R"({"summary":{"final_val_bpc":3.0,"steps":"7"}})");
+  ASSERT_NE(std::get_if<parity::v1::RunSummary>(&nested), nullptr);
+  EXPECT_EQ(std::get<parity::v1::RunSummary>(nested).steps(), 7u);
+}
+
+// The lines kernels/train/trainer.cc writes today.
+TEST(EngineProtocolTest, ParityTrainLines) {
+  EngineEvent m = ParseEngineLine(
+      R"({"event":"metrics","run_id":"r","step":10,"total_steps":100,"tokens":5120,"unique_tokens":90000,)"
+      R"("epoch":0.05,"train_bpc":5.1,"learning_rate":0.0003,"grad_norm":1.5,"aux_loss":0,"z_loss":0,)"
+      R"("tokens_per_second":12000,"flops_per_second":3e9,"flops_per_token":2.5e5,"flops_per_token_total":2.6e5})");
+  ASSERT_NE(std::get_if<parity::v1::MetricPoint>(&m), nullptr);
+  EXPECT_EQ(std::get<parity::v1::MetricPoint>(m).step(), 10u);
+  EXPECT_FALSE(std::get<parity::v1::MetricPoint>(m).has_val_bpc());
+  EngineEvent s = ParseEngineLine(
+      R"({"event":"summary","run_id":"r","status":"completed","steps":100,"total_steps":100,"tokens":51200,)"
+      R"("measured_flops_per_token":2.5e5,"train_seconds":3.0,"wall_seconds":3.5,"tokens_per_second":17000,)"
+      R"("peak_rss_bytes":123456,"checkpoint":"/c/step-00000100.ckpt","final_train_bpc":3.1,"final_val_bpc":3.2})");
+  auto* sum = std::get_if<parity::v1::RunSummary>(&s);
+  ASSERT_NE(sum, nullptr);
+  EXPECT_DOUBLE_EQ(sum->final_val_bpc(), 3.2);
+  EXPECT_EQ(sum->peak_memory_bytes(), 123456u);
+  EXPECT_EQ(sum->wall_time().seconds(), 3);
+  EXPECT_DOUBLE_EQ(sum->measured_flops_per_token(), 2.5e5);
+  EngineEvent e = ParseEngineLine(R"({"event":"error","run_id":"r","code":"INVALID_ARGUMENT","message":"bad corpus"})");
+  auto* err = std::get_if<EngineError>(&e);
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(err->code, "INVALID_ARGUMENT");
+  EXPECT_EQ(err->message, "bad corpus");
+}
+
+TEST(EngineProtocolTest, OtherLinesAreIgnored) {
+  for (const char* line : {"", "loading corpus...", "{not json", R"({"type":"log","msg":"hi"})", R"({"x":1})", "[1,2]"}) {
+    EXPECT_TRUE(std::holds_alternative<EngineIgnored>(ParseEngineLine(line))) << line;
+  }
+}
+
+TEST(EngineProtocolTest, ExitClasses) {
+  using K = ExitStatus::Kind;
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 2}, false), parity::v1::FAILURE_CLASS_USER_ERROR);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 3}, false), parity::v1::FAILURE_CLASS_PREEMPTED)
+      << "3 = stopped by SIGTERM after a checkpoint";
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 4}, false), parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 5}, false), parity::v1::FAILURE_CLASS_OUT_OF_MEMORY);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 1}, false), parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kSignaled, .signal = SIGSEGV}, false),
+            parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kSignaled, .signal = SIGKILL}, false),
+            parity::v1::FAILURE_CLASS_OUT_OF_MEMORY)
+      << "a SIGKILL nobody here sent is the OOM killer";
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kSignaled, .signal = SIGKILL}, true),
+            parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+}
+
+TEST(EngineProtocolTest, Argv) {
+  std::vector<std::string> argv = EngineArgv(
+      {.binary = "pt", .run_json_path = "r.json", .checkpoint_dir = "ck", .metrics_fd = 3, .threads = 4, .resume = true});
+  EXPECT_EQ(argv, (std::vector<std::string>{"pt", "--run", "r.json", "--out", "ck", "--metrics-fd", "3", "--threads",
+                                            "4", "--resume"}));
+}
+
+TEST(EngineProtocolTest, LatestCheckpointInADirectory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "ckpt_scan";
+  fs::remove_all(dir);
+  EXPECT_FALSE(LatestCheckpointIn(dir.string()).has_value()) << "no directory";
+  fs::create_directories(dir);
+  EXPECT_FALSE(LatestCheckpointIn(dir.string()).has_value()) << "empty directory";
+  std::ofstream(dir / "step-00000010.ckpt") << "x";
+  std::ofstream(dir / "step-00000030.ckpt") << "x";
+  std::ofstream(dir / "step-00000040.ckpt.tmp") << "half";
+  std::optional<EngineCheckpoint> c = LatestCheckpointIn(dir.string());
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->step, 30u) << "temporary files are not checkpoints";
+  std::ofstream(dir / "LATEST") << "step-00000010.ckpt\n";
+  c = LatestCheckpointIn(dir.string());
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->step, 10u) << "LATEST decides when present";
+}
+
+}  // namespace
+}  // namespace parity::worker

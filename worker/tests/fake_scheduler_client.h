@@ -1,0 +1,112 @@
+// FakeSchedulerClient: an in-memory WorkerService for supervisor and lease-loop tests. Records what
+// the worker sent and injects faults: a number of UNAVAILABLE failures per call, cancellation after
+// a heartbeat count, a lost lease. Thread-safe (a mutex around everything).
+#pragma once
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "worker/scheduler_client.h"
+
+namespace parity::worker {
+
+class FakeSchedulerClient : public SchedulerClient {
+ public:
+  // Fault knobs, set before the run starts.
+  int fail_heartbeats = 0;        // the next N heartbeats fail UNAVAILABLE
+  int fail_metrics = 0;           // the next N ReportMetrics fail UNAVAILABLE
+  int fail_completes = 0;         // the next N CompleteRun fail UNAVAILABLE
+  int cancel_after_heartbeats = -1;  // heartbeat number (1-based) from which cancel_requested is set
+  int lose_lease_after_heartbeats = -1;  // from this heartbeat on: FAILED_PRECONDITION everywhere
+
+  absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(const parity::v1::RegisterWorkerRequest& r) override {
+    absl::MutexLock l(&mu);
+    registrations.push_back(r);
+    parity::v1::RegisterWorkerResponse resp;
+    resp.set_worker_id("worker-1");
+    return resp;
+  }
+  absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(const parity::v1::LeaseRunRequest& r) override {
+    absl::MutexLock l(&mu);
+    lease_requests.push_back(r);
+    if (leases.empty()) {
+      // A short long poll: wait a little (or until CancelLongPolls) and return empty.
+      mu.AwaitWithTimeout(absl::Condition(&poll_cancelled), absl::Milliseconds(50));
+      if (poll_cancelled) return absl::CancelledError("cancelled");
+      return parity::v1::LeaseRunResponse{};
+    }
+    parity::v1::LeaseRunResponse r = leases.front();
+    leases.erase(leases.begin());
+    return r;
+  }
+  absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(const parity::v1::HeartbeatRequest& r) override {
+    absl::MutexLock l(&mu);
+    ++heartbeat_calls;
+    if (lost) return absl::FailedPreconditionError("stale lease epoch");
+    if (fail_heartbeats > 0) {
+      --fail_heartbeats;
+      return absl::UnavailableError("scheduler down");
+    }
+    heartbeats.push_back(r);
+    if (lose_lease_after_heartbeats > 0 && static_cast<int>(heartbeats.size()) >= lose_lease_after_heartbeats) {
+      lost = true;
+      return absl::FailedPreconditionError("stale lease epoch");
+    }
+    parity::v1::HeartbeatResponse resp;
+    resp.set_cancel_requested(cancel_after_heartbeats > 0 &&
+                              static_cast<int>(heartbeats.size()) >= cancel_after_heartbeats);
+    return resp;
+  }
+  absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(const parity::v1::ReportMetricsRequest& r) override {
+    absl::MutexLock l(&mu);
+    ++metric_calls;
+    if (lost) return absl::FailedPreconditionError("stale lease epoch");
+    if (fail_metrics > 0) {
+      --fail_metrics;
+      return absl::UnavailableError("scheduler down");
+    }
+    parity::v1::ReportMetricsResponse resp;
+    for (const parity::v1::MetricPoint& p : r.points()) {
+      max_batch = std::max<size_t>(max_batch, static_cast<size_t>(r.points_size()));
+      if (steps.insert(p.step()).second) {
+        resp.set_accepted(resp.accepted() + 1);
+        points.push_back(p);
+      } else {
+        resp.set_duplicates(resp.duplicates() + 1);
+      }
+    }
+    return resp;
+  }
+  absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(const parity::v1::CompleteRunRequest& r) override {
+    absl::MutexLock l(&mu);
+    if (lost) return absl::FailedPreconditionError("stale lease epoch");
+    if (fail_completes > 0) {
+      --fail_completes;
+      return absl::UnavailableError("scheduler down");
+    }
+    completes.push_back(r);
+    return parity::v1::CompleteRunResponse{};
+  }
+
+  void CancelLongPolls() override {
+    absl::MutexLock l(&mu);
+    poll_cancelled = true;
+  }
+
+  absl::Mutex mu;
+  bool poll_cancelled = false;
+  std::vector<parity::v1::LeaseRunRequest> lease_requests;
+  bool lost = false;
+  int heartbeat_calls = 0, metric_calls = 0;
+  size_t max_batch = 0;
+  std::vector<parity::v1::LeaseRunResponse> leases;
+  std::vector<parity::v1::RegisterWorkerRequest> registrations;
+  std::vector<parity::v1::HeartbeatRequest> heartbeats;
+  std::vector<parity::v1::MetricPoint> points;
+  std::set<uint64_t> steps;
+  std::vector<parity::v1::CompleteRunRequest> completes;
+};
+
+}  // namespace parity::worker

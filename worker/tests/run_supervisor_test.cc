@@ -1,0 +1,183 @@
+// RunSupervisor against FakeSchedulerClient and the fake engine: the whole life of one run with the
+// faults the worker must survive.
+#include "worker/run_supervisor.h"
+
+#include <signal.h>
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "worker/tests/fake_scheduler_client.h"
+
+namespace parity::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RunSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) /
+            ("sup_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(root_);
+    options_.worker_id = "worker-1";
+    options_.train_binary = PARITY_FAKE_ENGINE;
+    options_.checkpoint_root = (root_ / "ckpt").string();
+    options_.work_root = (root_ / "work").string();
+    options_.heartbeat_interval = absl::Milliseconds(100);
+    options_.lease_ttl = absl::Seconds(5);
+    options_.kill_grace = absl::Seconds(1);
+    options_.report_timeout = absl::Seconds(20);
+    options_.metrics.max_delay = absl::Milliseconds(100);
+    options_.backoff = {.initial = absl::Milliseconds(20), .max = absl::Milliseconds(200)};
+    options_.engine_env = {{"FAKE_STEP_MS", "10"}};
+  }
+
+  parity::v1::LeaseRunResponse Lease(uint64_t steps, uint32_t attempt = 1) {
+    parity::v1::LeaseRunResponse l;
+    l.mutable_lease()->set_run_id("run-1");
+    l.mutable_lease()->set_lease_epoch(7);
+    l.mutable_run()->set_run_id("run-1");
+    l.mutable_run()->set_attempt(attempt);
+    l.mutable_run()->mutable_spec()->set_name("dense-test");
+    l.mutable_run()->mutable_spec()->mutable_training()->set_steps(steps);
+    l.mutable_run()->mutable_spec()->mutable_training()->set_log_every_steps(1);
+    l.mutable_run()->mutable_spec()->mutable_training()->set_checkpoint_every_steps(5);
+    return l;
+  }
+
+  RunOutcome RunToEnd(parity::v1::LeaseRunResponse lease) {
+    RunSupervisor sup(fake_, options_, std::move(lease), DeviceGrant{.threads = 1});
+    sup.Start();
+    sup.Join();
+    return sup.outcome();
+  }
+
+  fs::path root_;
+  RunSupervisorOptions options_;
+  FakeSchedulerClient fake_;
+};
+
+TEST_F(RunSupervisorTest, SucceedsWithEveryStepAndTheSummary) {
+  EXPECT_EQ(RunToEnd(Lease(30)), RunOutcome::kSucceeded);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  const parity::v1::CompleteRunRequest& c = fake_.completes[0];
+  EXPECT_EQ(c.lease_epoch(), 7) << "every write carries the fencing token";
+  ASSERT_TRUE(c.has_success());
+  EXPECT_EQ(c.success().steps(), 30u);
+  EXPECT_NEAR(c.success().final_val_bpc(), 2.0 + 6.0 / 4.0 + 0.05, 1e-12);
+  EXPECT_EQ(c.checkpoint().step(), 30u) << "the final checkpoint goes with the completion";
+  EXPECT_EQ(fake_.steps.size(), 30u) << "one point per step, none lost";
+  EXPECT_EQ(*fake_.steps.begin(), 1u);
+  EXPECT_EQ(fake_.points[0].run_id(), "run-1");
+  EXPECT_EQ(fake_.points[0].attempt(), 1u);
+  ASSERT_FALSE(fake_.heartbeats.empty());
+  bool saw_checkpoint = false;
+  for (const auto& h : fake_.heartbeats) {
+    EXPECT_EQ(h.lease_epoch(), 7);
+    saw_checkpoint |= h.has_checkpoint() && h.checkpoint().uri().find("step-") != std::string::npos;
+  }
+  EXPECT_TRUE(saw_checkpoint) << "heartbeats report new checkpoints";
+}
+
+TEST_F(RunSupervisorTest, BadSpecIsAUserError) {
+  options_.engine_env.push_back({"FAKE_EXIT_CODE", "2"});
+  EXPECT_EQ(RunToEnd(Lease(10)), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_USER_ERROR);
+  EXPECT_EQ(fake_.completes[0].failure().status().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(RunSupervisorTest, CrashIsAnInfrastructureFailureWithTheLogTail) {
+  options_.engine_env.push_back({"FAKE_CRASH_AT", "7"});
+  EXPECT_EQ(RunToEnd(Lease(20)), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_NE(fake_.completes[0].failure().status().message().find("signal 6"), std::string::npos)
+      << fake_.completes[0].failure().status().message();
+  EXPECT_EQ(fake_.steps.size(), 6u) << "the points before the crash are delivered";
+}
+
+TEST_F(RunSupervisorTest, MissingEngineIsAnInfrastructureFailure) {
+  options_.train_binary = "/nonexistent/parity-train";
+  EXPECT_EQ(RunToEnd(Lease(5)), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+}
+
+TEST_F(RunSupervisorTest, CancellationStopsTheEngineWithoutACompletion) {
+  fake_.cancel_after_heartbeats = 3;
+  const absl::Time t0 = absl::Now();
+  EXPECT_EQ(RunToEnd(Lease(100000)), RunOutcome::kCancelled);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  absl::MutexLock l(&fake_.mu);
+  EXPECT_TRUE(fake_.completes.empty()) << "the run is already CANCELLED server-side";
+}
+
+TEST_F(RunSupervisorTest, CancellationEscalatesToSigkill) {
+  options_.engine_env.push_back({"FAKE_IGNORE_TERM", "1"});
+  fake_.cancel_after_heartbeats = 3;  // ~200 ms in: the engine has installed SIG_IGN by then
+  const absl::Time t0 = absl::Now();
+  EXPECT_EQ(RunToEnd(Lease(100000)), RunOutcome::kCancelled);
+  const absl::Duration took = absl::Now() - t0;
+  EXPECT_GE(took, absl::Seconds(1)) << "SIGKILL only after the grace";
+  EXPECT_LT(took, absl::Seconds(5));
+}
+
+TEST_F(RunSupervisorTest, LostLeaseKillsTheEngineAndReportsNothing) {
+  fake_.lose_lease_after_heartbeats = 3;
+  const absl::Time t0 = absl::Now();
+  EXPECT_EQ(RunToEnd(Lease(100000)), RunOutcome::kLeaseLost);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(3)) << "no grace for a run someone else owns";
+  absl::MutexLock l(&fake_.mu);
+  EXPECT_TRUE(fake_.completes.empty());
+}
+
+TEST_F(RunSupervisorTest, SchedulerOutageIsRetriedWithoutLosingPoints) {
+  fake_.fail_heartbeats = 5;
+  fake_.fail_metrics = 8;
+  fake_.fail_completes = 3;
+  EXPECT_EQ(RunToEnd(Lease(40)), RunOutcome::kSucceeded);
+  absl::MutexLock l(&fake_.mu);
+  EXPECT_EQ(fake_.steps.size(), 40u) << "unacknowledged points are resent";
+  EXPECT_EQ(*fake_.steps.rbegin(), 40u);
+  EXPECT_EQ(fake_.completes.size(), 1u);
+  EXPECT_LE(fake_.max_batch, 256u);
+}
+
+TEST_F(RunSupervisorTest, PreemptedRunCheckpointsAndResumesToTheSameResult) {
+  {
+    RunSupervisor sup(fake_, options_, Lease(60), DeviceGrant{.threads = 1});
+    sup.Start();
+    absl::SleepFor(absl::Milliseconds(250));
+    sup.Preempt();
+    sup.Join();
+    EXPECT_EQ(sup.outcome(), RunOutcome::kPreempted);
+  }
+  uint64_t stopped_at = 0;
+  {
+    absl::MutexLock l(&fake_.mu);
+    ASSERT_EQ(fake_.completes.size(), 1u);
+    EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_PREEMPTED);
+    stopped_at = fake_.completes[0].checkpoint().step();
+    EXPECT_GT(stopped_at, 0u) << "the engine checkpointed on SIGTERM";
+    EXPECT_LT(stopped_at, 60u);
+    fake_.completes.clear();
+  }
+  // Attempt 2 on the same store: resumes from the checkpoint and ends as an uninterrupted run.
+  EXPECT_EQ(RunToEnd(Lease(60, /*attempt=*/2)), RunOutcome::kSucceeded);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_NEAR(fake_.completes[0].success().final_val_bpc(), 2.0 + 6.0 / 7.0 + 0.05, 1e-12);
+  EXPECT_EQ(fake_.steps.size(), 60u);
+  bool resumed_points = false;
+  for (const auto& p : fake_.points) resumed_points |= p.attempt() == 2 && p.step() == stopped_at + 1;
+  EXPECT_TRUE(resumed_points) << "attempt 2 continued at step " << stopped_at + 1;
+}
+
+}  // namespace
+}  // namespace parity::worker

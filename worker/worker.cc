@@ -1,0 +1,175 @@
+#include "worker/worker.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/time_util.h"
+#include "spdlog/spdlog.h"
+
+namespace parity::worker {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+std::string DescribeDevices(const std::vector<parity::v1::Device>& devices) {
+  std::vector<std::string> parts;
+  for (const parity::v1::Device& d : devices) {
+    if (d.kind() == parity::v1::DEVICE_KIND_CPU) {
+      parts.push_back(absl::StrCat("cpu(", d.threads(), " threads)"));
+    } else {
+      parts.push_back(absl::StrCat("cuda:", d.index(), "(", d.name(), ", ", d.memory_bytes() >> 20, " MiB)"));
+    }
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
+WorkerDaemon::WorkerDaemon(SchedulerClient& client, DeviceSlots& slots, WorkerOptions options)
+    : client_(client), slots_(slots), options_(std::move(options)) {
+  if (options_.worker_id.empty() && !options_.worker_id_file.empty()) {
+    std::ifstream in(options_.worker_id_file);
+    std::getline(in, options_.worker_id);
+  }
+}
+
+void WorkerDaemon::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+  }
+  spdlog::info("worker: shutting down");
+  client_.CancelLongPolls();
+}
+
+bool WorkerDaemon::shutting_down() const {
+  absl::MutexLock lock(&mu_);
+  return shutdown_;
+}
+
+bool WorkerDaemon::SleepUnlessShutdown(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&shutdown_), d);
+  return shutdown_;
+}
+
+absl::Status WorkerDaemon::Register() {
+  parity::v1::RegisterWorkerRequest req;
+  req.set_hostname(options_.hostname);
+  for (const parity::v1::Device& d : slots_.devices()) *req.add_devices() = d;
+  for (const auto& [k, v] : options_.labels) (*req.mutable_labels())[k] = v;
+  req.set_worker_id(options_.worker_id);
+  req.set_version(options_.version);
+  Backoff backoff(options_.backoff);
+  for (;;) {
+    absl::StatusOr<parity::v1::RegisterWorkerResponse> resp = client_.RegisterWorker(req);
+    if (resp.ok()) {
+      options_.worker_id = resp->worker_id();
+      options_.run.worker_id = resp->worker_id();
+      if (resp->has_lease_ttl()) options_.run.lease_ttl = FromProto(resp->lease_ttl());
+      if (resp->has_heartbeat_interval()) options_.run.heartbeat_interval = FromProto(resp->heartbeat_interval());
+      if (!options_.worker_id_file.empty()) std::ofstream(options_.worker_id_file, std::ios::trunc) << options_.worker_id << "\n";
+      spdlog::info("worker: registered as {} (lease ttl {}, heartbeat every {}); devices {}", options_.worker_id,
+                   absl::FormatDuration(options_.run.lease_ttl), absl::FormatDuration(options_.run.heartbeat_interval),
+                   DescribeDevices(slots_.devices()));
+      return absl::OkStatus();
+    }
+    if (resp.status().code() == absl::StatusCode::kNotFound && !req.worker_id().empty()) {
+      req.clear_worker_id();  // the scheduler forgot us: become a new worker
+      continue;
+    }
+    if (!IsRetryable(resp.status()) && resp.status().code() != absl::StatusCode::kCancelled) {
+      return resp.status();
+    }
+    const absl::Duration delay = backoff.NextDelay();
+    spdlog::warn("worker: register failed ({}), retrying in {}", resp.status().ToString(), absl::FormatDuration(delay));
+    if (SleepUnlessShutdown(delay)) return absl::CancelledError("shut down before registering");
+  }
+}
+
+void WorkerDaemon::StartRun(parity::v1::LeaseRunResponse lease) {
+  const std::string run_id = lease.lease().run_id().empty() ? lease.run().run_id() : lease.lease().run_id();
+  std::vector<uint32_t> indices(lease.lease().device_indices().begin(), lease.lease().device_indices().end());
+  absl::StatusOr<DeviceGrant> grant = slots_.Acquire(run_id, lease.run().spec().resources(), indices);
+  if (!grant.ok()) {
+    // The scheduler gave us a run that does not fit: hand it back as an infrastructure failure.
+    spdlog::error("worker: leased run {} does not fit: {}", run_id, grant.status().ToString());
+    parity::v1::CompleteRunRequest req;
+    req.set_run_id(run_id);
+    req.set_lease_epoch(lease.lease().lease_epoch());
+    req.mutable_failure()->set_failure_class(parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+    req.mutable_failure()->mutable_status()->set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+    req.mutable_failure()->mutable_status()->set_message(std::string(grant.status().message()));
+    (void)client_.CompleteRun(req);
+    return;
+  }
+  auto sup = std::make_unique<RunSupervisor>(client_, options_.run, std::move(lease), *grant);
+  sup->Start();
+  runs_[run_id] = std::move(sup);
+}
+
+void WorkerDaemon::ReapFinished() {
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    if (it->second->done()) {
+      it->second->Join();
+      spdlog::info("worker: run {} ended: {}", it->first, RunOutcomeName(it->second->outcome()));
+      slots_.Release(it->first);
+      it = runs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::Status WorkerDaemon::Run() {
+  if (absl::Status s = Register(); !s.ok()) {
+    if (s.code() == absl::StatusCode::kCancelled) return absl::OkStatus();
+    return s;
+  }
+  Backoff backoff(options_.backoff);
+  while (!shutting_down()) {
+    ReapFinished();
+    std::vector<parity::v1::Device> free = slots_.FreeDevices();
+    if (free.empty()) {
+      SleepUnlessShutdown(absl::Milliseconds(200));
+      continue;
+    }
+    parity::v1::LeaseRunRequest req;
+    req.set_worker_id(options_.worker_id);
+    for (parity::v1::Device& d : free) *req.add_free_devices() = std::move(d);
+    *req.mutable_wait_time() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.lease_wait));
+    absl::StatusOr<parity::v1::LeaseRunResponse> resp = client_.LeaseRun(req);
+    if (!resp.ok()) {
+      if (shutting_down()) break;
+      if (resp.status().code() == absl::StatusCode::kNotFound) {
+        spdlog::warn("worker: scheduler does not know worker {}; registering again", options_.worker_id);
+        if (absl::Status s = Register(); !s.ok() && s.code() != absl::StatusCode::kCancelled) return s;
+        continue;
+      }
+      const absl::Duration delay = backoff.NextDelay();
+      spdlog::warn("worker: lease failed ({}), retrying in {}", resp.status().ToString(), absl::FormatDuration(delay));
+      SleepUnlessShutdown(delay);
+      continue;
+    }
+    backoff.Reset();
+    if (resp->has_lease()) StartRun(*std::move(resp));
+  }
+  // Shutdown: every engine gets SIGTERM (it checkpoints), every run is reported PREEMPTED.
+  for (auto& [id, sup] : runs_) sup->Preempt();
+  for (auto& [id, sup] : runs_) {
+    sup->Join();
+    spdlog::info("worker: run {} ended: {}", id, RunOutcomeName(sup->outcome()));
+    slots_.Release(id);
+  }
+  runs_.clear();
+  spdlog::info("worker: stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace parity::worker

@@ -1,0 +1,65 @@
+// The worker daemon's lease loop: register, long-poll LeaseRun for runs that fit the free devices,
+// start a RunSupervisor per run, release devices when runs end, and on shutdown preempt every run
+// and wait for their reports.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/backoff.h"
+#include "worker/device_inventory.h"
+#include "worker/run_supervisor.h"
+#include "worker/scheduler_client.h"
+
+namespace parity::worker {
+
+struct WorkerOptions {
+  std::string hostname;
+  std::map<std::string, std::string> labels;
+  std::string version;
+  // Id from an earlier registration (reused after a restart); empty = a new one.
+  std::string worker_id;
+  // File the assigned id is written to (and read from when worker_id is empty); empty = none.
+  std::string worker_id_file;
+  // How long one LeaseRun waits for work.
+  absl::Duration lease_wait = absl::Seconds(20);
+  // Template for every run; worker_id, heartbeat_interval and lease_ttl come from registration.
+  RunSupervisorOptions run;
+  BackoffOptions backoff;
+};
+
+// Run() is called on one thread (the lease loop); Shutdown() from any other thread (signals).
+class WorkerDaemon {
+ public:
+  WorkerDaemon(SchedulerClient& client, DeviceSlots& slots, WorkerOptions options);
+
+  // Registers, then leases and supervises runs until Shutdown(); then preempts the runs still
+  // going and returns once each has been reported. OK unless registration was impossible.
+  absl::Status Run();
+  void Shutdown();
+  bool shutting_down() const;
+  // Runs supervised now (count).
+  size_t active_runs() const { return slots_.active_runs(); }
+
+ private:
+  absl::Status Register();
+  void StartRun(parity::v1::LeaseRunResponse lease);
+  void ReapFinished();
+  // Sleeps up to `d`, waking early on Shutdown(). Returns whether shutting down.
+  bool SleepUnlessShutdown(absl::Duration d);
+
+  SchedulerClient& client_;
+  DeviceSlots& slots_;
+  WorkerOptions options_;  // lease-loop thread only after construction
+  // Run id → supervisor; lease-loop thread only.
+  std::map<std::string, std::unique_ptr<RunSupervisor>> runs_;
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace parity::worker

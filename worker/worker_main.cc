@@ -1,0 +1,179 @@
+// parity-worker: the worker daemon. Flags (each with an environment fallback where noted):
+//   --scheduler HOST:PORT    (PARITY_SCHEDULER, default localhost:50051)
+//   --threads N              CPU threads offered (PARITY_WORKER_THREADS; default: all)
+//   --max-runs N             concurrent runs (PARITY_WORKER_MAX_RUNS; default: 1 per GPU, else
+//                            one per thread: runs book their cpu_threads until threads run out)
+//   --checkpoint-dir DIR     checkpoint store (PARITY_CHECKPOINT_DIR; default .parity/checkpoints)
+//   --work-dir DIR           scratch: specs, engine logs (PARITY_WORK_DIR; default .parity/work)
+//   --corpus-dir DIR         where corpus names resolve (PARITY_CORPUS_DIR; default data)
+//   --train-binary PATH      the engine (PARITY_TRAIN_BINARY; default: next to this binary, else PATH)
+//   --label k=v              repeated; worker labels
+//   --no-gpus                do not look for CUDA GPUs
+//   --kill-grace SECONDS     SIGTERM → SIGKILL grace for engines (default 30)
+//   --lease-wait SECONDS     LeaseRun long-poll wait (default 20)
+//   --probe                  check the scheduler's gRPC health and exit (0 = SERVING)
+//   --log-level LEVEL        trace|debug|info|warn|error (PARITY_LOG_LEVEL; default info)
+// SIGTERM/SIGINT: engines get SIGTERM, their runs are reported PREEMPTED, exit 0.
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "spdlog/spdlog.h"
+#include "worker/device_inventory.h"
+#include "worker/scheduler_client.h"
+#include "worker/worker.h"
+
+#ifndef PARITY_VERSION
+#define PARITY_VERSION "dev"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Env(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+// The engine: --train-binary, else parity-train beside this binary or in the build tree's kernels/,
+// else the name alone (looked up on PATH at spawn time).
+std::string DefaultTrainBinary() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& candidate : {self.parent_path() / "parity-train",
+                                      self.parent_path().parent_path() / "kernels" / "parity-train"}) {
+      if (fs::exists(candidate, ec)) return candidate.string();
+    }
+  }
+  return "parity-train";
+}
+
+std::string Hostname() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"parity-worker: leases runs from the Parity scheduler and trains them with parity-train"};
+  std::string scheduler = Env("PARITY_SCHEDULER", "localhost:50051");
+  uint32_t threads = static_cast<uint32_t>(std::atoi(Env("PARITY_WORKER_THREADS", "0").c_str()));
+  uint32_t max_runs = static_cast<uint32_t>(std::atoi(Env("PARITY_WORKER_MAX_RUNS", "0").c_str()));
+  std::string checkpoint_dir = Env("PARITY_CHECKPOINT_DIR", ".parity/checkpoints");
+  std::string work_dir = Env("PARITY_WORK_DIR", ".parity/work");
+  std::string corpus_dir = Env("PARITY_CORPUS_DIR", "data");
+  std::string train_binary = Env("PARITY_TRAIN_BINARY", "");
+  std::string log_level = Env("PARITY_LOG_LEVEL", "info");
+  std::string worker_id;
+  std::vector<std::string> labels;
+  bool no_gpus = false;
+  bool probe = false;
+  double kill_grace_s = 30, lease_wait_s = 20;
+  app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
+  app.add_option("--threads", threads, "CPU threads to offer; 0 = all (env PARITY_WORKER_THREADS)");
+  app.add_option("--max-runs", max_runs, "Concurrent runs; 0 = one per GPU, else one per thread (env PARITY_WORKER_MAX_RUNS)");
+  app.add_option("--checkpoint-dir", checkpoint_dir, "Checkpoint store (env PARITY_CHECKPOINT_DIR)");
+  app.add_option("--work-dir", work_dir, "Scratch directory for specs and engine logs (env PARITY_WORK_DIR)");
+  app.add_option("--corpus-dir", corpus_dir, "Where corpus names resolve: NAME → DIR/NAME.txt (env PARITY_CORPUS_DIR)");
+  app.add_option("--train-binary", train_binary, "The parity-train engine (env PARITY_TRAIN_BINARY)");
+  app.add_option("--label", labels, "Worker label k=v (repeatable)");
+  app.add_option("--worker-id", worker_id, "Reuse this worker id (default: the one saved in --work-dir)");
+  app.add_flag("--no-gpus", no_gpus, "Do not look for CUDA GPUs");
+  app.add_flag("--probe", probe, "Check the scheduler's gRPC health (SERVING → exit 0) and exit");
+  app.add_option("--kill-grace", kill_grace_s, "Seconds between SIGTERM and SIGKILL for an engine");
+  app.add_option("--lease-wait", lease_wait_s, "Seconds one LeaseRun long poll waits");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (probe) {
+    absl::Status health = parity::worker::ProbeSchedulerHealth(scheduler, absl::Seconds(2));
+    if (!health.ok()) {
+      std::fprintf(stderr, "%s: %s\n", scheduler.c_str(), health.ToString().c_str());
+      return 1;
+    }
+    std::printf("%s: SERVING\n", scheduler.c_str());
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [worker %P] %v");
+
+  // Signals are taken by one thread with sigwait; every other thread (and, through
+  // ChildProcess, no engine) inherits the blocked mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::map<std::string, std::string> label_map;
+  for (const std::string& l : labels) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(l, absl::MaxSplits('=', 1));
+    if (kv.first.empty()) {
+      spdlog::error("--label wants k=v, got '{}'", l);
+      return 2;
+    }
+    label_map[kv.first] = kv.second;
+  }
+  std::error_code ec;
+  fs::create_directories(checkpoint_dir, ec);
+  fs::create_directories(work_dir, ec);
+  if (ec) {
+    spdlog::error("cannot create {}: {}", work_dir, ec.message());
+    return 1;
+  }
+
+  std::vector<parity::v1::Device> devices =
+      parity::worker::DiscoverDevices({.threads = threads, .discover_gpus = !no_gpus});
+  size_t gpus = devices.size() - 1;
+  for (const parity::v1::Device& d : devices) {
+    spdlog::info("device {}:{} {} threads={} memory={} MiB", parity::v1::DeviceKind_Name(d.kind()), d.index(), d.name(),
+                 d.threads(), d.memory_bytes() >> 20);
+  }
+  // Capacity: one run per GPU on a GPU host, else as many runs as threads (each run books at
+  // least one thread, or its ResourceRequest.cpu_threads).
+  if (max_runs == 0) max_runs = gpus > 0 ? static_cast<uint32_t>(gpus) : devices[0].threads();
+  parity::worker::DeviceSlots slots(devices, max_runs);
+
+  parity::worker::WorkerOptions options;
+  options.hostname = Hostname();
+  options.labels = label_map;
+  options.version = PARITY_VERSION;
+  options.worker_id = worker_id;
+  options.worker_id_file = (fs::path(work_dir) / "worker-id").string();
+  options.lease_wait = absl::Seconds(lease_wait_s);
+  options.run.train_binary = train_binary.empty() ? DefaultTrainBinary() : train_binary;
+  options.run.checkpoint_root = fs::absolute(checkpoint_dir).string();
+  options.run.work_root = fs::absolute(work_dir).string();
+  options.run.corpus_dir = corpus_dir.empty() ? "" : fs::absolute(corpus_dir).string();
+  options.run.kill_grace = absl::Seconds(kill_grace_s);
+  spdlog::info("parity-worker {} → scheduler {}; engine {}; checkpoints {}; max {} runs", PARITY_VERSION, scheduler,
+               options.run.train_binary, options.run.checkpoint_root, max_runs);
+
+  std::unique_ptr<parity::worker::SchedulerClient> client = parity::worker::MakeGrpcSchedulerClient(scheduler);
+  parity::worker::WorkerDaemon daemon(*client, slots, options);
+  std::thread signals([&daemon, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("worker: got signal {}", sig);
+    daemon.Shutdown();
+  });
+  signals.detach();  // blocked in sigwait until process exit when no signal comes
+  absl::Status s = daemon.Run();
+  if (!s.ok()) {
+    spdlog::error("worker: {}", s.ToString());
+    return 1;
+  }
+  return 0;
+}
