@@ -228,7 +228,8 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
                                                         {"csv", ResultsFormat::kCsv},
                                                         {"json", ResultsFormat::kJson}};
   results_command->add_option("-f,--format", results->format, "table, csv or json")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+      ->option_text("table|csv|json");
   auto cancel = std::make_shared<SweepIdOptions>();
   AddIdCommand(app, exit_code, "cancel", "Cancel every run of a sweep that has not ended",
                "Sweep id", true, &RunCancel, cancel)

@@ -10,15 +10,25 @@
 namespace parity::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;      // I/O, server or internal failure
-inline constexpr int kExitInvalidSpec = 2;  // the spec or request is invalid; errors on stderr
-inline constexpr int kExitUsage = 64;       // bad command line
+inline constexpr int kExitFailure = 1;       // I/O, server or internal failure
+inline constexpr int kExitInvalidSpec = 2;   // the spec or request is invalid; errors on stderr
+inline constexpr int kExitNotFound = 3;      // the sweep, run or worker does not exist
+inline constexpr int kExitRunsFailed = 4;    // a waited-for sweep or run ended not SUCCEEDED
+inline constexpr int kExitUsage = 64;        // bad command line
+inline constexpr int kExitUnavailable = 69;  // the scheduler cannot be reached
 
 inline constexpr std::string_view kExitCodesHelp =
     "Exit codes: 0 success; 1 failure (unreadable file, server or internal error); 2 invalid "
-    "spec (every error printed to stderr as 'error: FIELD: REASON'); 64 bad command line.";
+    "spec or request (every error printed to stderr as 'error: FIELD: REASON'); 3 not found; 4 "
+    "a waited-for sweep or run ended FAILED or CANCELLED; 64 bad command line; 69 scheduler "
+    "unreachable.";
 
 // `parity plan SPEC [--format table|csv|json]`.
 void RegisterPlanCommand(CLI::App& app, int& exit_code);
+
+// The scheduler's clients: `submit SPEC [--wait]`, `status [SWEEP]`, `watch SWEEP|RUN`,
+// `results SWEEP [--format table|csv|json]`, `cancel SWEEP`, `workers`; each with --scheduler
+// (env PARITY_SCHEDULER).
+void RegisterClientCommands(CLI::App& app, int& exit_code);
 
 }  // namespace parity::cli

@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   app.footer(std::string(parity::cli::kExitCodesHelp));
   int exit_code = parity::cli::kExitOk;
   using Register = void (*)(CLI::App&, int&);
-  for (Register register_command : {&parity::cli::RegisterPlanCommand}) {
+  for (Register register_command :
+       {&parity::cli::RegisterPlanCommand, &parity::cli::RegisterClientCommands}) {
     register_command(app, exit_code);
   }
   try {

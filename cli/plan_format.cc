@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cli/table.h"
 #include "core/accounting.h"
 #include "fmt/format.h"
 #include "google/protobuf/util/json_util.h"
@@ -27,33 +28,7 @@ std::string Layout(const RunSpec& run) {
   }
 }
 
-// Three significant figures in scientific notation without the '+' and zero padding: 4.72e9.
-std::string Sci(double value) {
-  std::string text = fmt::format("{:.3g}", value);
-  const size_t e = text.find('e');
-  if (e == std::string::npos) return text;
-  std::string exponent = text.substr(e + 1);
-  const bool negative = exponent[0] == '-';
-  exponent.erase(0, exponent.find_first_not_of("+-0"));
-  return text.substr(0, e + 1) + (negative ? "-" : "") + exponent;
-}
-
-// Display width of UTF-8 text: code points, not counting combining marks (the hat of D̂).
-size_t DisplayWidth(const std::string& text) {
-  size_t width = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte
-    if (c == 0xCC && i + 1 < text.size()) {
-      const auto next = static_cast<unsigned char>(text[i + 1]);
-      if (next >= 0x80 && next <= 0xBF) continue;  // U+0300–U+033F combining marks
-    }
-    ++width;
-  }
-  return width;
-}
-
-std::vector<std::string> TableRow(const RunSpec& run) {
+TableRow PlanRow(const RunSpec& run) {
   const auto& a = run.accounting();
   const auto& m = run.model();
   const bool moe = m.architecture() == parity::v1::ARCHITECTURE_MOE;
@@ -80,24 +55,12 @@ std::vector<std::string> TableRow(const RunSpec& run) {
 }
 
 std::string Table(const std::vector<RunSpec>& runs) {
-  std::vector<std::vector<std::string>> rows = {{"name", "layout", "D_m", "L", "E", "K", "D_e", "N",
-                                                 "N_a", "r_a", "M", "C", "D", "D̂", "epochs",
-                                                 "steps", "lr", "batch", "EL"}};
-  for (const RunSpec& run : runs) rows.push_back(TableRow(run));
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], DisplayWidth(row[i]));
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) {
-      const std::string pad(widths[i] - DisplayWidth(row[i]), ' ');
-      // Names and layouts read left-aligned; numbers right-aligned so magnitudes line up.
-      out += i < 2 ? row[i] + pad : pad + row[i];
-      out += i + 1 < row.size() ? "  " : "\n";
-    }
-  }
-  return out;
+  std::vector<TableRow> rows;
+  for (const RunSpec& run : runs) rows.push_back(PlanRow(run));
+  // Names and layouts read left-aligned; numbers right-aligned so magnitudes line up.
+  return RenderTable({"name", "layout", "D_m", "L", "E", "K", "D_e", "N", "N_a", "r_a", "M", "C",
+                      "D", "D̂", "epochs", "steps", "lr", "batch", "EL"},
+                     rows, {"name", "layout"});
 }
 
 std::string Csv(const std::vector<RunSpec>& runs) {
@@ -133,18 +96,6 @@ std::string Json(const std::vector<RunSpec>& runs) {
 }
 
 }  // namespace
-
-std::string HumanCount(double value) {
-  const struct {
-    double scale;
-    const char* suffix;
-  } kUnits[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}};
-  for (const auto& unit : kUnits) {
-    if (std::fabs(value) >= unit.scale)
-      return fmt::format("{:.3g}{}", value / unit.scale, unit.suffix);
-  }
-  return fmt::format("{:.4g}", value);
-}
 
 std::string FormatPlan(const std::vector<RunSpec>& runs, PlanFormat format) {
   switch (format) {

@@ -13,7 +13,4 @@ enum class PlanFormat { kTable, kCsv, kJson };
 
 std::string FormatPlan(const std::vector<parity::v1::RunSpec>& runs, PlanFormat format);
 
-// 1234567 → "1.23M", 6.48e9 → "6.48B" (counts); below 1000 as is.
-std::string HumanCount(double value);
-
 }  // namespace parity::cli

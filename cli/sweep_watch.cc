@@ -33,13 +33,14 @@ struct SweepView {
   std::vector<std::string> order;               // grid order
 };
 
-absl::Status LoadSnapshot(parity::v1::SweepService::Stub& stub, const std::string& sweep_id,
-                          const SchedulerOptions& options, SweepView& view, grpc::Status& error) {
+// False with `error` set when a call failed.
+bool LoadSnapshot(parity::v1::SweepService::Stub& stub, const std::string& sweep_id,
+                  const SchedulerOptions& options, SweepView& view, grpc::Status& error) {
   parity::v1::GetSweepRequest get;
   get.set_sweep_id(sweep_id);
   parity::v1::GetSweepResponse got;
   error = stub.GetSweep(UnaryContext(options).get(), get, &got);
-  if (!error.ok()) return absl::UnknownError("GetSweep");
+  if (!error.ok()) return false;
   view.sweep = got.sweep();
   view.runs.clear();
   view.order.clear();
@@ -49,14 +50,14 @@ absl::Status LoadSnapshot(parity::v1::SweepService::Stub& stub, const std::strin
   do {
     parity::v1::ListRunsResponse page;
     error = stub.ListRuns(UnaryContext(options).get(), list, &page);
-    if (!error.ok()) return absl::UnknownError("ListRuns");
+    if (!error.ok()) return false;
     for (const auto& run : page.runs()) {
       view.order.push_back(run.run_id());
       view.runs[run.run_id()] = run;
     }
     list.set_page_token(page.next_page_token());
   } while (!list.page_token().empty());
-  return absl::OkStatus();
+  return true;
 }
 
 void Render(const SweepView& view, bool tty, int& lines_drawn) {
@@ -78,7 +79,7 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
   auto backoff = std::chrono::milliseconds(250);
   while (true) {
     grpc::Status error;
-    if (!LoadSnapshot(stub, sweep_id, options, view, error).ok()) {
+    if (!LoadSnapshot(stub, sweep_id, options, view, error)) {
       if (error.error_code() != grpc::StatusCode::UNAVAILABLE) {
         return ReportRpcError(error, "watch " + sweep_id, options);
       }
@@ -139,7 +140,7 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
     backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
   }
   grpc::Status error;
-  if (LoadSnapshot(stub, sweep_id, options, view, error).ok()) Render(view, tty, lines_drawn);
+  if (LoadSnapshot(stub, sweep_id, options, view, error)) Render(view, tty, lines_drawn);
   if (!tty) std::cout << "sweep " << sweep_id << " " << SweepStateName(view.sweep.state()) << "\n";
   return view.sweep.state() == parity::v1::SWEEP_STATE_SUCCEEDED ? kExitOk : kExitRunsFailed;
 }

@@ -39,10 +39,13 @@ std::string RenderTable(const TableRow& header, const std::vector<TableRow>& row
     for (size_t c = 0; c < widths.size(); ++c) {
       const std::string& cell = c < row.size() ? row[c] : std::string();
       const std::string pad(widths[c] - std::min(widths[c], DisplayWidth(cell)), ' ');
-      if (c > 0) line += "  ";
-      line += left[c] ? cell + (c + 1 < widths.size() ? pad : "") : pad + cell;
+      if (c > 0) line.append("  ");
+      if (!left[c]) line.append(pad);
+      line.append(cell);
+      if (left[c] && c + 1 < widths.size()) line.append(pad);
     }
-    return line + "\n";
+    line.push_back('\n');
+    return line;
   };
   std::string out = render_row(header);
   size_t total = 0;
@@ -64,8 +67,12 @@ std::string RenderCsv(const TableRow& header, const std::vector<TableRow>& rows)
   };
   auto line = [&](const TableRow& row) {
     std::string out;
-    for (size_t c = 0; c < row.size(); ++c) out += (c ? "," : "") + field(row[c]);
-    return out + "\n";
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c > 0) out.push_back(',');
+      out.append(field(row[c]));
+    }
+    out.push_back('\n');
+    return out;
   };
   std::string out = line(header);
   for (const TableRow& row : rows) out += line(row);
@@ -83,20 +90,16 @@ std::string Sci(double value) {
 }
 
 std::string HumanCount(double value) {
-  const double magnitude = std::fabs(value);
-  if (magnitude < 1e3) return fmt::format("{:.0f}", value);
   static constexpr struct {
     double scale;
     const char* suffix;
   } kUnits[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}};
   for (const auto& unit : kUnits) {
-    if (magnitude >= unit.scale) {
-      const double scaled = value / unit.scale;
-      const int decimals = std::fabs(scaled) >= 100 ? 0 : std::fabs(scaled) >= 10 ? 1 : 2;
-      return fmt::format("{:.{}f}{}", scaled, decimals, unit.suffix);
+    if (std::fabs(value) >= unit.scale) {
+      return fmt::format("{:.3g}{}", value / unit.scale, unit.suffix);
     }
   }
-  return fmt::format("{:.0f}", value);
+  return fmt::format("{:.4g}", value);
 }
 
 }  // namespace parity::cli

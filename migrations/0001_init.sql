@@ -104,10 +104,15 @@ CREATE TABLE runs (
   updated_at      timestamptz NOT NULL DEFAULT now(),
   UNIQUE (sweep_id, ordinal)
 );
--- The lease query walks pending runs by priority; the reaper walks live leases by expiry.
-CREATE INDEX runs_pending ON runs (priority DESC, created_at, ordinal) WHERE state = 'PENDING';
-CREATE INDEX runs_live_leases ON runs (lease_expires_at) WHERE state IN ('LEASED', 'RUNNING');
+-- Leasing takes the first pending run of the chosen sweep in grid order; fair share counts live
+-- runs per sweep; the reaper walks live leases by expiry; a sweep ends when none is unfinished.
+CREATE INDEX runs_pending_by_sweep ON runs (sweep_id, ordinal) WHERE state = 'PENDING';
 CREATE INDEX runs_live_by_sweep ON runs (sweep_id) WHERE state IN ('LEASED', 'RUNNING');
+CREATE INDEX runs_live_leases ON runs (lease_expires_at) WHERE state IN ('LEASED', 'RUNNING');
+CREATE INDEX runs_unfinished_by_sweep ON runs (sweep_id)
+  WHERE state IN ('PENDING', 'LEASED', 'RUNNING');
+-- Sweeps that may still have work.
+CREATE INDEX sweeps_open ON sweeps (priority DESC, created_at) WHERE ended_at IS NULL;
 
 -- Every state change of a run, appended in the transaction that made it.
 CREATE TABLE events (

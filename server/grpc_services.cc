@@ -50,8 +50,7 @@ grpc::Status SweepServiceImpl::GetRun(grpc::ServerContext*, const v1::GetRunRequ
                                       v1::GetRunResponse* out) {
   return Reply(scheduler_.GetRun(*r), out);
 }
-grpc::Status SweepServiceImpl::QueryResults(grpc::ServerContext*,
-                                            const v1::QueryResultsRequest* r,
+grpc::Status SweepServiceImpl::QueryResults(grpc::ServerContext*, const v1::QueryResultsRequest* r,
                                             v1::QueryResultsResponse* out) {
   return Reply(scheduler_.QueryResults(*r), out);
 }
@@ -78,12 +77,11 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
                                                v1::RegisterWorkerResponse* out) {
   return Reply(scheduler_.RegisterWorker(*r), out);
 }
-grpc::Status WorkerServiceImpl::LeaseRun(grpc::ServerContext* context,
-                                         const v1::LeaseRunRequest* r,
+grpc::Status WorkerServiceImpl::LeaseRun(grpc::ServerContext* context, const v1::LeaseRunRequest* r,
                                          v1::LeaseRunResponse* out) {
-  return Reply(scheduler_.LeaseRun(*r, absl::FromChrono(context->deadline()),
-                                   ControlOf(context, stopping_)),
-               out);
+  return Reply(
+      scheduler_.LeaseRun(*r, absl::FromChrono(context->deadline()), ControlOf(context, stopping_)),
+      out);
 }
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* r,
                                           v1::HeartbeatResponse* out) {

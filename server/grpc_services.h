@@ -28,8 +28,7 @@ class SweepServiceImpl final : public v1::SweepService::Service {
                            v1::CancelSweepResponse*) override;
   grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*,
                         v1::ListRunsResponse*) override;
-  grpc::Status GetRun(grpc::ServerContext*, const v1::GetRunRequest*,
-                      v1::GetRunResponse*) override;
+  grpc::Status GetRun(grpc::ServerContext*, const v1::GetRunRequest*, v1::GetRunResponse*) override;
   grpc::Status WatchSweep(grpc::ServerContext*, const v1::WatchSweepRequest*,
                           grpc::ServerWriter<v1::WatchSweepResponse>*) override;
   grpc::Status WatchRun(grpc::ServerContext*, const v1::WatchRunRequest*,

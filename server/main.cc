@@ -33,9 +33,8 @@ void ConfigureLogging(const std::string& format, const std::string& level) {
   spdlog::set_default_logger(logger);
   if (format == "json") {
     // One JSON object per line; messages are key=value text inside "msg".
-    spdlog::set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":"%v"})",
-        spdlog::pattern_time_type::utc);
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":"%v"})",
+                        spdlog::pattern_time_type::utc);
   } else {
     spdlog::set_pattern("time=%Y-%m-%dT%H:%M:%S.%fZ level=%l %v", spdlog::pattern_time_type::utc);
   }
@@ -79,6 +78,7 @@ int main(int argc, char** argv) {
   CLI::App* serve = app.add_subcommand("serve", "serve the gRPC API (default)");
   CLI::App* migrate = app.add_subcommand("migrate", "apply pending migrations and exit");
   app.require_subcommand(0, 1);
+  app.fallthrough();  // global flags may follow the subcommand too
   CLI11_PARSE(app, argc, argv);
   ConfigureLogging(log_format, log_level);
 
@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
   options.scheduler.heartbeat_interval =
       ParseDurationFlag(heartbeat_interval, "heartbeat-interval");
   if (options.scheduler.heartbeat_interval >= options.scheduler.lease_ttl) {
-    spdlog::error("event=bad_config error=\"heartbeat interval must be shorter than the lease TTL\"");
+    spdlog::error(
+        "event=bad_config error=\"heartbeat interval must be shorter than the lease TTL\"");
     return 2;
   }
 

@@ -14,8 +14,8 @@
 namespace parity::server {
 
 struct Migration {
-  int version = 0;          // NNNN of the file name
-  absl::string_view name;    // the file name
+  int version = 0;         // NNNN of the file name
+  absl::string_view name;  // the file name
   absl::string_view sql;
 };
 
@@ -23,7 +23,7 @@ struct Migration {
 std::span<const Migration> EmbeddedMigrations();
 
 struct MigrationReport {
-  int applied = 0;         // migrations applied by this call
+  int applied = 0;          // migrations applied by this call
   int current_version = 0;  // highest version now applied
 };
 

@@ -4,10 +4,9 @@
 // database restart.
 #pragma once
 
-#include <pqxx/connection>
-
 #include <functional>
 #include <memory>
+#include <pqxx/connection>
 #include <string>
 #include <vector>
 
@@ -15,7 +14,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-
 
 namespace parity::server {
 

@@ -83,14 +83,21 @@ void PrepareStatements(pqxx::connection& c) {
   c.prepare("flag_live_runs_cancelled",
             "UPDATE runs SET cancel_requested = true, updated_at = now() WHERE sweep_id = $1 "
             "AND state IN ('LEASED', 'RUNNING') AND NOT cancel_requested");
-  // Ends a sweep once none of its runs is live. Callers lock the sweep row first so that two
-  // runs ending at once cannot both see the other still live.
+  // Ends a sweep once none of its runs is unfinished. Two runs ending at once may each see the
+  // other still live and both skip it; finalize_sweeps (run by the reaper) catches that.
   c.prepare("refresh_sweep_state",
             "UPDATE sweeps s SET ended_at = now(), state = CASE WHEN s.state = 'CANCELLED' "
             "THEN 'CANCELLED' WHEN EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND "
             "state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END "
             "WHERE s.sweep_id = $1 AND s.ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM runs "
             "WHERE sweep_id = s.sweep_id AND state IN ('PENDING', 'LEASED', 'RUNNING'))");
+
+  c.prepare("finalize_sweeps",
+            "UPDATE sweeps s SET ended_at = now(), state = CASE WHEN s.state = 'CANCELLED' "
+            "THEN 'CANCELLED' WHEN EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND "
+            "state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END "
+            "WHERE s.ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = "
+            "s.sweep_id AND state IN ('PENDING', 'LEASED', 'RUNNING'))");
 
   // --- runs ---
   c.prepare("get_run", "SELECT " + run_columns + " FROM runs r WHERE r.run_id = $1");
@@ -113,31 +120,39 @@ void PrepareStatements(pqxx::connection& c) {
             "UPDATE workers SET last_seen_at = now() WHERE worker_id = $1 RETURNING 1");
 
   // --- leasing ---
-  // $1 worker, $2 ttl seconds, $3 cpu threads offered, $4 host memory (0 = unknown),
-  // $5 free GPU memory, largest first (bigint[]; unknown = max). Fair share: among equal
-  // priorities the sweep with the fewest live runs goes first.
-  c.prepare("lease_next",
-            "WITH live AS (SELECT sweep_id, count(*) AS n FROM runs "
-            "  WHERE state IN ('LEASED', 'RUNNING') GROUP BY sweep_id), "
-            "pick AS (SELECT r.run_id FROM runs r LEFT JOIN live ON live.sweep_id = r.sweep_id "
-            "  WHERE r.state = 'PENDING' AND r.not_before <= now() "
-            "  AND ($4 = 0 OR r.memory_bytes <= $4) "
-            "  AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= $3) OR (r.gpus > 0 AND "
-            "    r.gpus <= cardinality($5::bigint[]) AND ($5::bigint[])[r.gpus] >= "
-            "    r.gpu_memory_bytes)) "
-            "  ORDER BY r.priority DESC, coalesce(live.n, 0), r.created_at, r.ordinal "
-            "  LIMIT 1 FOR UPDATE OF r SKIP LOCKED) "
-            "UPDATE runs r SET state = 'LEASED', lease_owner = $1, lease_epoch = r.lease_epoch + 1, "
-            "lease_expires_at = now() + make_interval(secs => $2), cancel_requested = false, "
-            "updated_at = now() FROM pick WHERE r.run_id = pick.run_id RETURNING " +
-                run_columns + ", r.gpus");
-  // $1 run, $2 device indices int[], $3 worker
-  c.prepare("record_lease",
-            "WITH u AS (UPDATE runs SET device_indices = $2::integer[] WHERE run_id = $1 "
-            "  RETURNING run_id, sweep_id, attempt, lease_epoch) "
-            "INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch, "
-            "worker_id, reason) SELECT run_id, sweep_id, 'PENDING', 'LEASED', attempt, "
-            "lease_epoch, $3, 'leased' FROM u");
+  // Leasing is two statements in one transaction, each served by an index (a single ORDER BY
+  // over every pending run would sort the whole queue on every lease):
+  // 1. open sweeps with pending work, best first: priority, then fewest live runs (fair
+  //    share), then oldest;
+  c.prepare("lease_sweeps",
+            "SELECT s.sweep_id::text FROM sweeps s LEFT JOIN (SELECT sweep_id, count(*) AS n "
+            "  FROM runs WHERE state IN ('LEASED', 'RUNNING') GROUP BY sweep_id) live "
+            "  ON live.sweep_id = s.sweep_id "
+            "WHERE s.ended_at IS NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.sweep_id = "
+            "  s.sweep_id AND r.state = 'PENDING') "
+            "ORDER BY s.priority DESC, coalesce(live.n, 0), s.created_at, s.sweep_id LIMIT 32");
+  // 2. take the first pending run of that sweep, in grid order, that fits the offer: lock it
+  //    (runs other leasers hold are skipped), give it a new fencing token and a lease, record
+  //    the granted devices and an event. $1 sweep, $2 cpu threads offered, $3 host memory
+  //    (0 = unknown), $4 free GPU memory largest first (bigint[]; unknown = max), $5 worker,
+  //    $6 ttl seconds, $7 GPU indices in the order of $4 (integer[]), $8 the CPU device index.
+  c.prepare("lease_take",
+            "WITH pick AS (SELECT r.run_id FROM runs r WHERE r.sweep_id = $1 AND "
+            "  r.state = 'PENDING' AND r.not_before <= now() AND ($3 = 0 OR r.memory_bytes <= $3) "
+            "  AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= $2) OR (r.gpus > 0 AND "
+            "  r.gpus <= cardinality($4::bigint[]) AND ($4::bigint[])[r.gpus] >= "
+            "  r.gpu_memory_bytes)) ORDER BY r.ordinal LIMIT 1 FOR UPDATE SKIP LOCKED), "
+            "taken AS (UPDATE runs r SET state = 'LEASED', lease_owner = $5, lease_epoch = "
+            "  r.lease_epoch + 1, lease_expires_at = now() + make_interval(secs => $6), "
+            "  cancel_requested = false, updated_at = now(), device_indices = CASE WHEN "
+            "  r.gpus = 0 THEN ARRAY[$8::integer] ELSE ($7::integer[])[1:r.gpus] END "
+            "  FROM pick WHERE r.run_id = pick.run_id RETURNING " +
+                run_columns +
+                ", r.gpus), "
+                "ev AS (INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, "
+                "  lease_epoch, worker_id, reason) SELECT run_id::uuid, sweep_id::uuid, "
+                "  'PENDING', 'LEASED', attempt, lease_epoch, $5, 'leased' FROM taken) "
+                "SELECT * FROM taken");
   c.prepare("lock_run",
             "SELECT run_id::text, sweep_id::text, state, lease_epoch, lease_owner::text, "
             "cancel_requested, attempt, max_attempts FROM runs WHERE run_id = $1 FOR UPDATE");
@@ -194,7 +209,7 @@ void PrepareStatements(pqxx::connection& c) {
             "summary_tokens = $4, summary_steps = $5, measured_flops_per_token = $6, "
             "wall_seconds = $7, peak_memory_bytes = $8, tokens_per_second = $9, "
             "checkpoint_step = coalesce($10, checkpoint_step), checkpoint_uri = coalesce($11, "
-            "checkpoint_uri), latest_step = greatest(latest_step, coalesce($5, 0)), "
+            "checkpoint_uri), latest_step = greatest(latest_step, coalesce($5::bigint, 0)), "
             "lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false, "
             "started_at = coalesce(started_at, now()), ended_at = now(), updated_at = now() "
             "WHERE run_id = $1");
@@ -239,8 +254,11 @@ void PrepareStatements(pqxx::connection& c) {
   const std::string event_columns =
       "SELECT event_id, run_id::text, coalesce(from_state, '') AS from_state, to_state, "
       "attempt, reason, " PARITY_US("created_at") " AS created_us FROM events ";
+  // $1 sweep, $2 previous horizon, $3 current horizon (xid8 as text).
   c.prepare("sweep_events", event_columns +
-                                "WHERE sweep_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3");
+                                "WHERE sweep_id = $1 AND xid >= $2::text::xid8 AND xid < "
+                                "$3::text::xid8 ORDER BY xid, event_id");
+  c.prepare("event_horizon", "SELECT pg_snapshot_xmin(pg_current_snapshot())::text");
   c.prepare("run_events",
             event_columns + "WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3");
 }

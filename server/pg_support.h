@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "parity/v1/run.pb.h"
@@ -27,7 +27,8 @@ absl::Status StatusFromException(const std::exception& e);
 // Runs `body(pqxx::work&)` → absl::StatusOr<T> (or absl::Status) in one transaction, committed
 // only when the body succeeds; any exception becomes a status.
 template <typename Body>
-auto WithTransaction(PgConnectionPool& pool, Body&& body) -> decltype(body(std::declval<pqxx::work&>())) {
+auto WithTransaction(PgConnectionPool& pool, Body&& body)
+    -> decltype(body(std::declval<pqxx::work&>())) {
   auto handle = pool.Acquire();
   if (!handle.ok()) return handle.status();
   try {

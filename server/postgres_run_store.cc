@@ -57,9 +57,9 @@ absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep
       const pqxx::result existing = tx.exec_prepared("sweep_by_key", sweep.idempotency_key);
       if (existing.empty()) return absl::AbortedError("idempotency key race; retry");
       if (pg::BytesOf(existing[0][1]) != spec_bytes) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("idempotency key '", sweep.idempotency_key,
-                         "' was used for a different spec (sweep ", existing[0][0].c_str(), ")"));
+        return absl::AlreadyExistsError(absl::StrCat("idempotency key '", sweep.idempotency_key,
+                                                     "' was used for a different spec (sweep ",
+                                                     existing[0][0].c_str(), ")"));
       }
       CreatedSweep created;
       created.deduplicated = true;
@@ -86,11 +86,11 @@ absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep
           a.activation_rate(), a.flops_per_token(), a.compute_flops(),
           static_cast<int64_t>(a.tokens()), static_cast<int64_t>(a.unique_tokens()), a.epochs(),
           m.d_model(), m.num_layers(), m.moe().num_experts(), m.moe().top_k(),
-          m.moe().expert_hidden(), run.compute_budget(), run.compute_multiple(),
-          run.data_variant(), static_cast<int64_t>(run.training().seed()),
-          run.predicted_efficiency_leverage(), std::max<uint32_t>(res.cpu_threads(), 1),
-          res.gpus(), static_cast<int64_t>(res.memory_bytes()),
-          static_cast<int64_t>(res.gpu_memory_bytes()), sweep.spec.priority(), max_attempts);
+          m.moe().expert_hidden(), run.compute_budget(), run.compute_multiple(), run.data_variant(),
+          static_cast<int64_t>(run.training().seed()), run.predicted_efficiency_leverage(),
+          std::max<uint32_t>(res.cpu_threads(), 1), res.gpus(),
+          static_cast<int64_t>(res.memory_bytes()), static_cast<int64_t>(res.gpu_memory_bytes()),
+          sweep.spec.priority(), max_attempts);
       created.run_ids.push_back(row[0][0].c_str());
     }
     tx.exec_prepared("insert_creation_events", sweep_id);
@@ -122,8 +122,8 @@ absl::StatusOr<Page<v1::Sweep>> PostgresRunStore::ListSweeps(v1::SweepState stat
       state == v1::SWEEP_STATE_UNSPECIFIED ? "" : pg::SweepStateText(state);
   return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Sweep>> {
     const pqxx::result rows =
-        tx.exec_prepared("list_sweeps", state_text, after_time,
-                         NullIfEmpty(after_id), static_cast<int64_t>(page.page_size) + 1);
+        tx.exec_prepared("list_sweeps", state_text, after_time, NullIfEmpty(after_id),
+                         static_cast<int64_t>(page.page_size) + 1);
     Page<v1::Sweep> result;
     for (pqxx::result::size_type i = 0; i < rows.size() && i < page.page_size; ++i) {
       result.items.push_back(pg::SweepFromRow(rows[i]));
@@ -189,12 +189,32 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
 absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const ResultsQuery& query) {
   // Grid order pages by keyset (sweep, ordinal); a custom order pages by offset (the order
   // column is checked against the view's columns, never pasted from the request unchecked).
-  static const char* const kOrderable[] = {
-      "name", "role", "layout", "state", "d_model", "num_layers", "num_experts", "top_k",
-      "expert_hidden", "params", "active_params", "activation_rate", "flops_per_token",
-      "measured_flops_per_token", "compute_flops", "tokens", "unique_tokens", "epochs",
-      "final_val_bpc", "wall_seconds", "compute_budget", "compute_multiple", "data_variant",
-      "predicted_efficiency_leverage", "delta_bpc_vs_dense", "seed"};
+  static const char* const kOrderable[] = {"name",
+                                           "role",
+                                           "layout",
+                                           "state",
+                                           "d_model",
+                                           "num_layers",
+                                           "num_experts",
+                                           "top_k",
+                                           "expert_hidden",
+                                           "params",
+                                           "active_params",
+                                           "activation_rate",
+                                           "flops_per_token",
+                                           "measured_flops_per_token",
+                                           "compute_flops",
+                                           "tokens",
+                                           "unique_tokens",
+                                           "epochs",
+                                           "final_val_bpc",
+                                           "wall_seconds",
+                                           "compute_budget",
+                                           "compute_multiple",
+                                           "data_variant",
+                                           "predicted_efficiency_leverage",
+                                           "delta_bpc_vs_dense",
+                                           "seed"};
   std::string order_sql = "sweep_id, ordinal";
   if (!query.order_by.empty()) {
     std::vector<std::string> words = absl::StrSplit(query.order_by, ' ', absl::SkipEmpty());
@@ -205,8 +225,7 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
       return absl::InvalidArgumentError(
           absl::StrCat("order_by '", query.order_by, "' is not a results field [desc]"));
     }
-    const std::string column =
-        words[0] == "flops_per_token" ? "planned_flops_per_token" : words[0];
+    const std::string column = words[0] == "flops_per_token" ? "planned_flops_per_token" : words[0];
     order_sql = absl::StrCat(column, descending ? " DESC" : "", " NULLS LAST, run_id");
   }
   int64_t offset = 0;
@@ -238,14 +257,17 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
   });
 }
 
-absl::StatusOr<std::vector<RunEvent>> PostgresRunStore::ListSweepEvents(
-    const std::string& sweep_id, int64_t after_event_id, int limit) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<RunEvent>> {
-    std::vector<RunEvent> events;
-    for (const auto& row : tx.exec_prepared("sweep_events", sweep_id, after_event_id, limit)) {
-      events.push_back(pg::EventFromRow(row));
+absl::StatusOr<SweepEventPage> PostgresRunStore::ListSweepEvents(const std::string& sweep_id,
+                                                                 uint64_t horizon) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<SweepEventPage> {
+    SweepEventPage page;
+    const std::string now = tx.exec_prepared1("event_horizon")[0].c_str();
+    if (!absl::SimpleAtoi(now, &page.next_horizon)) return absl::InternalError("bad horizon");
+    if (horizon == 0) return page;
+    for (const auto& row : tx.exec_prepared("sweep_events", sweep_id, absl::StrCat(horizon), now)) {
+      page.events.push_back(pg::EventFromRow(row));
     }
-    return events;
+    return page;
   });
 }
 
@@ -263,17 +285,16 @@ absl::StatusOr<std::vector<RunEvent>> PostgresRunStore::ListRunEvents(const std:
 
 absl::StatusOr<std::vector<v1::MetricPoint>> PostgresRunStore::ListMetrics(
     const std::string& run_id, uint64_t from_step, int limit) {
-  return WithTransaction(pool_,
-                         [&](pqxx::work& tx) -> absl::StatusOr<std::vector<v1::MetricPoint>> {
-                           std::vector<v1::MetricPoint> points;
-                           for (const auto& row :
-                                tx.exec_prepared("list_metrics", run_id,
-                                                 static_cast<int64_t>(from_step), limit)) {
-                             points.push_back(pg::MetricFromRow(row));
-                             points.back().set_run_id(run_id);
-                           }
-                           return points;
-                         });
+  return WithTransaction(
+      pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<v1::MetricPoint>> {
+        std::vector<v1::MetricPoint> points;
+        for (const auto& row :
+             tx.exec_prepared("list_metrics", run_id, static_cast<int64_t>(from_step), limit)) {
+          points.push_back(pg::MetricFromRow(row));
+          points.back().set_run_id(run_id);
+        }
+        return points;
+      });
 }
 
 }  // namespace parity::server

@@ -45,14 +45,12 @@ class PostgresRunStore final : public RunStore {
       const std::vector<v1::MetricPoint>& points) override;
   absl::StatusOr<CompletionResult> CompleteRun(const Completion& completion) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
-  absl::StatusOr<std::vector<RunEvent>> ListSweepEvents(const std::string& sweep_id,
-                                                        int64_t after_event_id,
-                                                        int limit) override;
+  absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
+                                                 uint64_t horizon) override;
   absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
                                                       int64_t after_event_id, int limit) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
-                                                           uint64_t from_step,
-                                                           int limit) override;
+                                                           uint64_t from_step, int limit) override;
 
  private:
   const PostgresRunStoreOptions options_;

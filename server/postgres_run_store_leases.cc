@@ -3,9 +3,8 @@
 // FAILED_PRECONDITION before anything is written, and the transaction rolls back.
 #include <algorithm>
 #include <limits>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "server/pg_rows.h"
@@ -43,12 +42,9 @@ absl::StatusOr<LockedRun> LockRun(pqxx::work& tx, const std::string& run_id) {
   const pqxx::result rows = tx.exec_prepared("lock_run", run_id);
   if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
   const pqxx::row& row = rows[0];
-  return LockedRun{row[1].c_str(),
-                   pg::RunStateFromText(row[2].c_str()),
-                   row[3].as<int64_t>(),
-                   row[4].is_null() ? "" : row[4].c_str(),
-                   row[5].as<bool>(),
-                   row[6].as<uint32_t>(),
+  return LockedRun{row[1].c_str(),       pg::RunStateFromText(row[2].c_str()),
+                   row[3].as<int64_t>(), row[4].is_null() ? "" : row[4].c_str(),
+                   row[5].as<bool>(),    row[6].as<uint32_t>(),
                    row[7].as<uint32_t>()};
 }
 
@@ -61,16 +57,16 @@ bool IsFinal(v1::RunState state) {
          state == v1::RUN_STATE_CANCELLED;
 }
 
-void InsertEvent(pqxx::work& tx, const std::string& run_id, const LockedRun& run,
-                 v1::RunState to, uint32_t attempt, const std::string& reason) {
+void InsertEvent(pqxx::work& tx, const std::string& run_id, const LockedRun& run, v1::RunState to,
+                 uint32_t attempt, const std::string& reason) {
   tx.exec_prepared("insert_event", run_id, run.sweep_id, pg::RunStateText(run.state),
                    pg::RunStateText(to), attempt, run.lease_epoch,
-                   run.lease_owner.empty() ? std::nullopt : std::optional(run.lease_owner),
-                   reason);
+                   run.lease_owner.empty() ? std::nullopt : std::optional(run.lease_owner), reason);
 }
 
+// Not locking the sweep row keeps completions of one sweep from queueing behind each other; the
+// rare sweep whose last two runs end at once is finalized by the reaper's pass instead.
 void EndSweepIfDone(pqxx::work& tx, const std::string& sweep_id) {
-  tx.exec_prepared("lock_sweep", sweep_id);
   tx.exec_prepared("refresh_sweep_state", sweep_id);
 }
 
@@ -84,10 +80,10 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [key, value] : worker.labels) labels[key] = value;
   return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
-    const pqxx::result rows = tx.exec_prepared(
-        "register_worker",
-        worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
-        worker.hostname, devices.dump(), labels.dump(), worker.version);
+    const pqxx::result rows =
+        tx.exec_prepared("register_worker",
+                         worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
+                         worker.hostname, devices.dump(), labels.dump(), worker.version);
     v1::Worker result;
     result.set_worker_id(rows[0][0].c_str());
     result.set_hostname(worker.hostname);
@@ -104,48 +100,39 @@ absl::StatusOr<std::optional<LeasedRun>> PostgresRunStore::LeaseNextRun(
   // GPUs largest memory first: a run needing g GPUs fits when the g-th largest is big enough.
   std::vector<ResourceOffer::Gpu> gpus = request.offer.gpus;
   std::sort(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) {
-    return a.memory_bytes == b.memory_bytes ? a.index < b.index
-                                            : (a.memory_bytes == 0 ? true
-                                               : b.memory_bytes == 0
-                                                   ? false
-                                                   : a.memory_bytes > b.memory_bytes);
+    return a.memory_bytes == b.memory_bytes
+               ? a.index < b.index
+               : (a.memory_bytes == 0   ? true
+                  : b.memory_bytes == 0 ? false
+                                        : a.memory_bytes > b.memory_bytes);
   });
   std::vector<std::string> gpu_memory;
   for (const auto& gpu : gpus) {
-    gpu_memory.push_back(gpu.memory_bytes == 0
-                             ? absl::StrCat(std::numeric_limits<int64_t>::max())
-                             : absl::StrCat(gpu.memory_bytes));
+    gpu_memory.push_back(gpu.memory_bytes == 0 ? absl::StrCat(std::numeric_limits<int64_t>::max())
+                                               : absl::StrCat(gpu.memory_bytes));
   }
-  return WithTransaction(
-      pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<LeasedRun>> {
-        if (tx.exec_prepared("touch_worker", request.worker_id).empty()) {
-          return absl::NotFoundError(
-              absl::StrCat("worker ", request.worker_id, " is not registered"));
-        }
-        const pqxx::result rows = tx.exec_prepared(
-            "lease_next", request.worker_id, Seconds(request.ttl), request.offer.cpu_threads,
-            static_cast<int64_t>(request.offer.host_memory_bytes),
-            pg::TextArrayLiteral(gpu_memory));
-        if (rows.empty()) return std::optional<LeasedRun>();
-        LeasedRun leased;
-        leased.run = pg::RunFromRow(rows[0]);
-        const uint32_t gpus_needed = rows[0]["gpus"].as<uint32_t>();
-        std::vector<uint32_t> devices;
-        if (gpus_needed == 0) {
-          devices.push_back(request.offer.cpu_device_index);
-        } else {
-          for (uint32_t i = 0; i < gpus_needed && i < gpus.size(); ++i) {
-            devices.push_back(gpus[i].index);
-          }
-        }
-        tx.exec_prepared("record_lease", leased.run.run_id(), pg::IntArrayLiteral(devices),
-                         request.worker_id);
-        v1::Lease* lease = leased.run.mutable_lease();
-        lease->clear_device_indices();
-        for (uint32_t index : devices) lease->add_device_indices(index);
-        leased.lease = *lease;
-        return std::optional<LeasedRun>(std::move(leased));
-      });
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<LeasedRun>> {
+    if (tx.exec_prepared("touch_worker", request.worker_id).empty()) {
+      return absl::NotFoundError(absl::StrCat("worker ", request.worker_id, " is not registered"));
+    }
+    std::vector<uint32_t> gpu_indices;
+    for (const auto& gpu : gpus) gpu_indices.push_back(gpu.index);
+    const std::string gpu_memory_literal = pg::TextArrayLiteral(gpu_memory);
+    const std::string gpu_indices_literal = pg::IntArrayLiteral(gpu_indices);
+    for (const auto& sweep : tx.exec_prepared("lease_sweeps")) {
+      const pqxx::result rows =
+          tx.exec_prepared("lease_take", sweep[0].c_str(), request.offer.cpu_threads,
+                           static_cast<int64_t>(request.offer.host_memory_bytes),
+                           gpu_memory_literal, request.worker_id, Seconds(request.ttl),
+                           gpu_indices_literal, request.offer.cpu_device_index);
+      if (rows.empty()) continue;
+      LeasedRun leased;
+      leased.run = pg::RunFromRow(rows[0]);
+      leased.lease = leased.run.lease();
+      return std::optional<LeasedRun>(std::move(leased));
+    }
+    return std::optional<LeasedRun>();
+  });
 }
 
 absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
@@ -153,15 +140,15 @@ absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdat
     absl::StatusOr<LockedRun> run = LockRun(tx, update.run_id);
     if (!run.ok()) return run.status();
     if (run->lease_epoch != update.lease_epoch) {
-      return pg::LeaseEpochError(update.run_id,
-                                 absl::StrCat("lease epoch ", update.lease_epoch,
-                                              " is stale; current is ", run->lease_epoch));
+      return pg::LeaseEpochError(
+          update.run_id, absl::StrCat("lease epoch ", update.lease_epoch, " is stale; current is ",
+                                      run->lease_epoch));
     }
     // Cancelled at an earlier heartbeat of this same lease: say so again (idempotent).
     if (run->state == v1::RUN_STATE_CANCELLED) return HeartbeatResult{absl::Now(), true};
     if (!IsLive(run->state) || run->lease_owner != update.worker_id) {
-      return pg::LeaseEpochError(update.run_id, "the lease was lost (run is " +
-                                                    pg::RunStateText(run->state) + ")");
+      return pg::LeaseEpochError(
+          update.run_id, "the lease was lost (run is " + pg::RunStateText(run->state) + ")");
     }
     if (run->cancel_requested) {
       tx.exec_prepared("cancel_run_now", update.run_id);
@@ -170,10 +157,9 @@ absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdat
       EndSweepIfDone(tx, run->sweep_id);
       return HeartbeatResult{absl::Now(), true};
     }
-    const pqxx::result rows =
-        tx.exec_prepared("heartbeat", update.run_id, Seconds(update.ttl),
-                         static_cast<int64_t>(update.step), CheckpointStep(update.checkpoint),
-                         CheckpointUri(update.checkpoint));
+    const pqxx::result rows = tx.exec_prepared(
+        "heartbeat", update.run_id, Seconds(update.ttl), static_cast<int64_t>(update.step),
+        CheckpointStep(update.checkpoint), CheckpointUri(update.checkpoint));
     if (run->state == v1::RUN_STATE_LEASED) {
       InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_RUNNING, run->attempt, "started");
     }
@@ -189,8 +175,7 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
     if (!run.ok()) return run.status();
     if (run->lease_epoch != lease_epoch) {
       return pg::LeaseEpochError(run_id, absl::StrCat("lease epoch ", lease_epoch,
-                                                      " is stale; current is ",
-                                                      run->lease_epoch));
+                                                      " is stale; current is ", run->lease_epoch));
     }
     // Points may still arrive for a run that just ended under this same lease (the last batch
     // races CompleteRun); they are kept. A run back in PENDING has no writer.
@@ -202,10 +187,10 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
     result.accepted = inserted[0][0].as<uint32_t>();
     result.duplicates = static_cast<uint32_t>(points.size()) - result.accepted;
     if (result.accepted > 0) {
-      tx.exec_prepared("record_metrics_progress", run_id,
-                       inserted[0][1].is_null() ? std::nullopt
-                                                : std::optional(inserted[0][1].as<double>()),
-                       inserted[0][2].as<int64_t>());
+      tx.exec_prepared(
+          "record_metrics_progress", run_id,
+          inserted[0][1].is_null() ? std::nullopt : std::optional(inserted[0][1].as<double>()),
+          inserted[0][2].as<int64_t>());
     }
     return result;
   });
@@ -277,6 +262,7 @@ absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit) {
     std::sort(ended_sweeps.begin(), ended_sweeps.end());
     ended_sweeps.erase(std::unique(ended_sweeps.begin(), ended_sweeps.end()), ended_sweeps.end());
     for (const std::string& sweep_id : ended_sweeps) EndSweepIfDone(tx, sweep_id);
+    tx.exec_prepared("finalize_sweeps");
     return result;
   });
 }

@@ -147,6 +147,11 @@ struct RunEvent {
   absl::Time time;
 };
 
+struct SweepEventPage {
+  std::vector<RunEvent> events;
+  uint64_t next_horizon = 0;
+};
+
 class RunStore {
  public:
   virtual ~RunStore() = default;
@@ -176,15 +181,19 @@ class RunStore {
   virtual absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) = 0;
   // All or nothing: a stale token writes no point. Points already stored are skipped.
   virtual absl::StatusOr<MetricsAppendResult> AppendMetrics(
-      const std::string& run_id, int64_t lease_epoch, const std::vector<v1::MetricPoint>& points) = 0;
+      const std::string& run_id, int64_t lease_epoch,
+      const std::vector<v1::MetricPoint>& points) = 0;
   virtual absl::StatusOr<CompletionResult> CompleteRun(const Completion& completion) = 0;
   // Returns up to `limit` expired leases to the queue (or fails them past max_attempts).
   virtual absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) = 0;
 
-  // Watch support: events after `after_event_id` of a sweep or of a run, oldest first.
-  virtual absl::StatusOr<std::vector<RunEvent>> ListSweepEvents(const std::string& sweep_id,
-                                                                int64_t after_event_id,
-                                                                int limit) = 0;
+  // Watch support. A sweep's events from transactions that finished since `horizon` (an opaque
+  // commit watermark; 0 = none, just return the current watermark), in commit order, and the
+  // next watermark. Unlike an event-id cursor this never skips a late-committing transaction.
+  virtual absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
+                                                         uint64_t horizon) = 0;
+  // A run's events after `after_event_id`, oldest first. Ids are in commit order within one run
+  // (every writer holds the run's row lock), so an id cursor is exact here.
   virtual absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
                                                               int64_t after_event_id,
                                                               int limit) = 0;

@@ -58,8 +58,8 @@ void CheckDevices(Violations& violations, absl::string_view field,
 
 }  // namespace
 
-Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& clock,
-                     Planner planner, SchedulerOptions options, SchedulerObserver* observer)
+Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& clock, Planner planner,
+                     SchedulerOptions options, SchedulerObserver* observer)
     : store_(store),
       work_signal_(work_signal),
       clock_(clock),
@@ -71,9 +71,8 @@ absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRe
   absl::StatusOr<std::vector<v1::RunSpec>> runs = planner_(request.spec());
   if (!runs.ok()) return runs.status();
   if (runs->size() > options_.max_runs_per_sweep) {
-    return absl::ResourceExhaustedError(absl::StrCat("the spec plans ", runs->size(),
-                                                     " runs; the limit is ",
-                                                     options_.max_runs_per_sweep));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the spec plans ", runs->size(), " runs; the limit is ", options_.max_runs_per_sweep));
   }
   v1::PlanSweepResponse response;
   for (v1::RunSpec& run : *runs) *response.add_runs() = std::move(run);
@@ -124,8 +123,7 @@ absl::StatusOr<v1::GetSweepResponse> Scheduler::GetSweep(const v1::GetSweepReque
   return response;
 }
 
-absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(
-    const v1::ListSweepsRequest& request) {
+absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweepsRequest& request) {
   Violations violations;
   PageRequest page{violations.PageSize("page_size", request.page_size(), 100, 1000),
                    request.page_token()};
@@ -261,9 +259,8 @@ absl::StatusOr<v1::LeaseRunResponse> Scheduler::LeaseRun(const v1::LeaseRunReque
   }
   const absl::Time start = clock_.Now();
   // Answer a little before the caller's deadline so the empty reply still reaches it.
-  const absl::Time deadline =
-      std::min(start + std::min(wait, options_.max_lease_wait),
-               call_deadline - absl::Milliseconds(100));
+  const absl::Time deadline = std::min(start + std::min(wait, options_.max_lease_wait),
+                                       call_deadline - absl::Milliseconds(100));
   const LeaseRequest lease_request{request.worker_id(), OfferOf(request.free_devices()),
                                    options_.lease_ttl};
   while (true) {
@@ -294,7 +291,7 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
     return status;
   }
   HeartbeatUpdate update{request.worker_id(), request.run_id(), request.lease_epoch(),
-                         request.step(), std::nullopt, options_.lease_ttl};
+                         request.step(),      std::nullopt,     options_.lease_ttl};
   if (request.has_checkpoint()) update.checkpoint = request.checkpoint();
   absl::StatusOr<HeartbeatResult> result = store_.Heartbeat(update);
   if (!result.ok()) return result.status();
@@ -322,13 +319,16 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
     if (!p.run_id().empty() && p.run_id() != request.run_id()) {
       violations.Add(at + ".run_id", "belongs to another run than the request");
     }
-    for (const auto& [name, value] :
-         {std::pair{"epoch", p.epoch()}, {"train_bpc", p.train_bpc()},
-          {"learning_rate", p.learning_rate()}, {"grad_norm", p.grad_norm()},
-          {"aux_loss", p.aux_loss()}, {"z_loss", p.z_loss()},
-          {"tokens_per_second", p.tokens_per_second()},
-          {"flops_per_second", p.flops_per_second()}, {"flops", p.flops()},
-          {"val_bpc", p.has_val_bpc() ? p.val_bpc() : 0.0}}) {
+    for (const auto& [name, value] : {std::pair{"epoch", p.epoch()},
+                                      {"train_bpc", p.train_bpc()},
+                                      {"learning_rate", p.learning_rate()},
+                                      {"grad_norm", p.grad_norm()},
+                                      {"aux_loss", p.aux_loss()},
+                                      {"z_loss", p.z_loss()},
+                                      {"tokens_per_second", p.tokens_per_second()},
+                                      {"flops_per_second", p.flops_per_second()},
+                                      {"flops", p.flops()},
+                                      {"val_bpc", p.has_val_bpc() ? p.val_bpc() : 0.0}}) {
       violations.RequireFinite(absl::StrCat(at, ".", name), value);
     }
     if (p.step() > static_cast<uint64_t>(INT64_MAX)) violations.Add(at + ".step", "too large");
@@ -356,8 +356,7 @@ absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
   if (request.outcome_case() == v1::CompleteRunRequest::OUTCOME_NOT_SET) {
     violations.Add("outcome", "success or failure is required");
   }
-  if (request.has_failure() &&
-      request.failure().failure_class() == v1::FAILURE_CLASS_UNSPECIFIED) {
+  if (request.has_failure() && request.failure().failure_class() == v1::FAILURE_CLASS_UNSPECIFIED) {
     violations.Add("failure.failure_class", "required");
   }
   if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {

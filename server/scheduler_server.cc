@@ -26,8 +26,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->options_ = options;
-  server->store_ = std::make_unique<PostgresRunStore>(PostgresRunStoreOptions{
-      options.database_url, options.pool_size, options.retry_policy});
+  server->store_ = std::make_unique<PostgresRunStore>(
+      PostgresRunStoreOptions{options.database_url, options.pool_size, options.retry_policy});
   server->listener_ = std::make_unique<PgListener>(options.database_url, server->work_signal_);
   server->scheduler_ =
       std::make_unique<Scheduler>(*server->store_, server->work_signal_, server->clock_,

@@ -5,11 +5,13 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "server/retry_policy.h"
 #include "server/scheduler.h"
 
 namespace grpc {

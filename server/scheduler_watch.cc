@@ -73,7 +73,9 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
     return status;
   }
   const std::string& run_id = request.run_id();
-  auto list_events = [&](int64_t after) { return store_.ListRunEvents(run_id, after, kEventBatch); };
+  auto list_events = [&](int64_t after) {
+    return store_.ListRunEvents(run_id, after, kEventBatch);
+  };
   absl::StatusOr<int64_t> last_event = LatestEventId(list_events);
   if (!last_event.ok()) return last_event.status();
   absl::StatusOr<v1::Run> run = store_.GetRun(run_id);
@@ -125,11 +127,11 @@ absl::Status Scheduler::WatchSweep(
   const std::string& sweep_id = request.sweep_id();
   absl::StatusOr<v1::Sweep> sweep = store_.GetSweep(sweep_id);
   if (!sweep.ok()) return sweep.status();
-  auto list_events = [&](int64_t after) {
-    return store_.ListSweepEvents(sweep_id, after, kEventBatch);
-  };
-  absl::StatusOr<int64_t> last_event = LatestEventId(list_events);
-  if (!last_event.ok()) return last_event.status();
+  // Take the commit watermark before the snapshot: a change racing the snapshot may then be
+  // streamed twice, never lost.
+  absl::StatusOr<SweepEventPage> start = store_.ListSweepEvents(sweep_id, 0);
+  if (!start.ok()) return start.status();
+  uint64_t horizon = start->next_horizon;
 
   // The opening snapshot: the sweep, then every run's current state.
   v1::WatchSweepResponse opening;
@@ -155,11 +157,12 @@ absl::Status Scheduler::WatchSweep(
   bool ended = counts_live(sweep->counts()) == 0;
   while (true) {
     bool progressed = false;
-    absl::StatusOr<std::vector<RunEvent>> events = list_events(*last_event);
-    if (!events.ok()) return events.status();
+    absl::StatusOr<SweepEventPage> page = store_.ListSweepEvents(sweep_id, horizon);
+    if (!page.ok()) return page.status();
+    horizon = page->next_horizon;
+    const std::vector<RunEvent>* events = &page->events;
     std::vector<std::string> just_ended;
     for (const RunEvent& event : *events) {
-      *last_event = event.event_id;
       states[event.run_id] = event.to_state;
       if (IsFinal(event.to_state)) just_ended.push_back(event.run_id);
       v1::WatchSweepResponse message;

@@ -119,9 +119,9 @@ int main(int argc, char** argv) {
       {"gflops_per_second", flops / seconds / 1e9},
       {"model_flops_per_token", s["measured_flops_per_token"]},
       {"flops_relative_error", s["flops_relative_error"]},
-      {"peak_rss_mib", s["peak_rss_bytes"].get<double>() / (1 << 20)},
+      {"peak_rss_mib", s["peak_memory_bytes"].get<double>() / (1 << 20)},
       {"analytic_mib", analytic_bytes / (1 << 20)},
-      {"rss_over_analytic", s["peak_rss_bytes"].get<double>() / analytic_bytes},
+      {"rss_over_analytic", s["peak_memory_bytes"].get<double>() / analytic_bytes},
       {"final_train_bpc", s["final_train_bpc"]},
   };
   std::cout << result.dump() << std::endl;

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared by up.sh, down.sh and status.sh: option parsing, paths, process helpers.
 # Layout of the stack directory DIR (default <repo>/.parity):
 #   DIR/pg/data          PostgreSQL cluster          DIR/pg/run   its socket

@@ -7,6 +7,7 @@
 // the calling thread runs chunk 0 itself. Nested ParallelFor calls run serially in the caller.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,7 +51,7 @@ class ThreadPool {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int pending_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool in_parallel_ = false;  // touched only by the calling thread
+  std::atomic<bool> in_parallel_{false};  // true while a job runs: nested calls go serial
 };
 
 // Chunk c of n split into `chunks` nearly equal contiguous parts.

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "kernels/backend/device.h"
-#include "kernels/cpu/ops_dense.h"
 #include "kernels/model/moe_experts.h"
 #include "kernels/model/transformer.h"
 #include "kernels/tests/test_util.h"

@@ -1,5 +1,6 @@
 // The training loop end to end: bit-identical resume, determinism, data budget and epochs,
 // schedules, run-spec refusal with the field named, and the parity-train command line.
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -16,6 +17,7 @@
 #include "kernels/train/checkpoint.h"
 #include "kernels/train/schedule.h"
 #include "kernels/train/trainer.h"
+#include "parity/v1/run.pb.h"
 
 namespace parity::kernels {
 namespace {
@@ -109,6 +111,7 @@ TEST_F(TrainTest, ResumeIsBitIdenticalToStraightRun) {
     for (auto* j : {&resumed[i], &straight.lines[i]}) {
       j->erase("tokens_per_second");
       j->erase("flops_per_second");
+      j->erase("time");
     }
     EXPECT_EQ(resumed[i], straight.lines[i]) << "metrics line " << i;
   }
@@ -137,10 +140,78 @@ TEST_F(TrainTest, MetricsCarryTelemetryAndFlopsMatchFormula) {
     EXPECT_TRUE(last.contains(field)) << "metrics line lacks " << field << ": " << last.dump();
   }
   EXPECT_EQ(last["expert_load"].size(), 2u);  // layers 1 and 2 are MoE in 1dense+SE
+  EXPECT_EQ(last["expert_load"][0]["shares"].size(), 4u);
+  EXPECT_EQ(last["unique_tokens"], 3 * 4 * 16) << "12 distinct windows seen in 3 steps";
   const nlohmann::json& summary = sink.lines.back();
   EXPECT_EQ(summary["event"], "summary");
+  // The lines are supersets of the API's MetricPoint and RunSummary messages.
+  google::protobuf::util::JsonParseOptions lenient;
+  lenient.ignore_unknown_fields = true;
+  parity::v1::MetricPoint point;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(last.dump(), &point, lenient).ok());
+  EXPECT_EQ(point.step(), 3u);
+  EXPECT_TRUE(point.has_val_bpc());
+  EXPECT_EQ(point.expert_load_size(), 2);
+  EXPECT_GT(point.time().seconds(), 0);
+  parity::v1::RunSummary run_summary;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(summary.dump(), &run_summary, lenient).ok());
+  EXPECT_EQ(run_summary.steps(), 3u);
+  EXPECT_GT(run_summary.peak_memory_bytes(), 0u);
   EXPECT_LT(std::abs(summary["flops_relative_error"].get<double>()), 0.01);
   EXPECT_EQ(summary["tokens"], 3 * 2 * 2 * 16);
+}
+
+// Micro-batches sum into one gradient: 2 micro-batches of 2 sequences take the same step as one
+// batch of 4 (dense, so no per-micro-batch balance statistics differ), up to float rounding.
+TEST_F(TrainTest, GradientAccumulationEqualsOneLargeBatch) {
+  RunConfig whole = TinyMoeRun();
+  whole.model.layout = MoeLayout::kDense;
+  whole.train.steps = 2;
+  whole.train.batch_size = 4;
+  whole.train.grad_accum = 1;
+  RunConfig split = whole;
+  split.train.batch_size = 2;
+  split.train.grad_accum = 2;
+  CollectingSink sink;
+  const std::string a = (dir_ / "whole").string(), b = (dir_ / "split").string();
+  ASSERT_TRUE(RunTraining(whole, {.out_dir = a, .threads = 2, .metrics = &sink}).ok());
+  ASSERT_TRUE(RunTraining(split, {.out_dir = b, .threads = 2, .metrics = &sink}).ok());
+  auto ca = ReadLatestCheckpoint(a), cb = ReadLatestCheckpoint(b);
+  ASSERT_TRUE(ca.ok() && cb.ok() && ca->has_value() && cb->has_value());
+  const auto& pa = (*ca)->params;
+  const auto& pb = (*cb)->params;
+  ASSERT_EQ(pa.size(), pb.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < pa.size(); ++i)
+    max_diff = std::max<double>(max_diff, std::abs(pa[i] - pb[i]));
+  // Two Adam steps move weights by ~2·lr = 6e-3; accumulation must agree far below that.
+  EXPECT_LT(max_diff, 1e-5) << "accumulated micro-batches diverge from the whole batch";
+}
+
+TEST_F(TrainTest, LossFreeBiasesMoveByTheUpdateRateEachStep) {
+  RunConfig c = TinyMoeRun();
+  c.train.steps = 3;
+  c.model.bias_update_rate = 0.25;  // exactly representable, so b is an exact multiple of u
+  CollectingSink sink;
+  const std::string out = (dir_ / "bias").string();
+  ASSERT_TRUE(RunTraining(c, {.out_dir = out, .threads = 2, .metrics = &sink}).ok());
+  auto ckpt = ReadLatestCheckpoint(out);
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  ASSERT_EQ((*ckpt)->balance_bias.size(), 2u);
+  bool moved = false;
+  for (const auto& layer : (*ckpt)->balance_bias) {
+    double sum = 0;
+    for (float b : layer) {
+      EXPECT_EQ(std::fmod(std::abs(b), 0.25f), 0.0f) << "bias " << b << " is not k·u";
+      EXPECT_LE(std::abs(b), 3 * 0.25f);
+      moved |= b != 0;
+      sum += b;
+    }
+    // sign(mean − load) sums to ≤ E−1 in magnitude per step; the biases cannot all move one way.
+    EXPECT_LT(std::abs(sum), 3 * 0.25 * layer.size());
+  }
+  EXPECT_TRUE(moved) << "no balance bias changed in 3 steps";
 }
 
 TEST_F(TrainTest, EpochsReshuffleExactlyTheUniqueBudget) {
@@ -253,6 +324,14 @@ TEST_F(TrainTest, BadRunSpecsAreRefusedNamingTheField) {
     EXPECT_NE(std::string(parsed.status().message()).find(c.field), std::string::npos)
         << "error does not name " << c.field << ": " << parsed.status().message();
   }
+}
+
+TEST_F(TrainTest, DivergenceIsReportedNotTrainedThrough) {
+  RunConfig c = TinyMoeRun();
+  c.model.init_std = 1e30;  // overflows to inf in the first forward
+  CollectingSink sink;
+  auto r = RunTraining(c, {.out_dir = (dir_ / "nan").string(), .threads = 1, .metrics = &sink});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange) << r.status();
 }
 
 TEST_F(TrainTest, ResumeRefusesACheckpointOfAnotherSpec) {

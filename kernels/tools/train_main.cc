@@ -6,7 +6,8 @@
 //
 // Exit codes: 0 completed; 2 bad arguments or run spec (nothing trained); 3 stopped by
 // SIGTERM/SIGINT or --max-steps after checkpointing (resumable); 4 the checkpoint in DIR is
-// incompatible or corrupt; 5 out of memory; 1 any other failure.
+// incompatible or corrupt; 5 out of memory; 6 training diverged (non-finite loss); 1 any other
+// failure.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -57,6 +58,8 @@ int ExitCodeFor(const absl::Status& s) {
       return 4;
     case absl::StatusCode::kResourceExhausted:
       return 5;
+    case absl::StatusCode::kOutOfRange:
+      return 6;
     default:
       return 1;
   }

@@ -4,10 +4,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "kernels/data/byte_corpus.h"
 #include "kernels/model/transformer.h"
 #include "kernels/train/checkpoint.h"
@@ -41,11 +45,14 @@ nlohmann::json ExpertLoadJson(int64_t layer, const std::vector<int64_t>& load) {
   double var = 0;
   for (int64_t l : load) var += (l - mean) * (l - mean);
   var /= load.size();
+  nlohmann::json shares = nlohmann::json::array();
+  for (int64_t l : load) shares.push_back(total > 0 ? l / total : 0.0);
   return {{"layer", layer},
           {"min_share", total > 0 ? mn / total : 0.0},
           {"max_share", total > 0 ? mx / total : 0.0},
-          {"cv", mean > 0 ? std::sqrt(var) / mean : 0.0},
-          {"dead", dead}};
+          {"coefficient_of_variation", mean > 0 ? std::sqrt(var) / mean : 0.0},
+          {"dead_experts", dead},
+          {"shares", shares}};
 }
 
 }  // namespace
@@ -78,6 +85,13 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
   const int64_t step_tokens = tc.TokensPerStep(S);
   const int64_t total_steps = tc.steps;
 
+  // Fail before any work if checkpoints could not be written.
+  std::error_code ec;
+  std::filesystem::create_directories(opt.out_dir, ec);
+  if (ec || opt.out_dir.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--out '", opt.out_dir, "': cannot create: ", ec.message()));
+  }
   auto corpus_or = ByteCorpus::Load(config.data, S, tc.seed);
   if (!corpus_or.ok()) return corpus_or.status();
   ByteCorpus& corpus = *corpus_or;
@@ -185,6 +199,11 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
     }
     // Global-norm clipping folded into the optimizer's gradient scale.
     const double grad_norm = std::sqrt(ops.sum_squares(ctx, n, model.Grads()));
+    if (!std::isfinite(ce) || !std::isfinite(grad_norm)) {
+      // Nothing is applied: the last checkpoint stays the last good state.
+      return absl::OutOfRangeError(absl::StrCat("training diverged at step ", step + 1, ": loss ",
+                                                ce, ", gradient norm ", grad_norm));
+    }
     const double clip = config.optimizer.grad_clip > 0 && grad_norm > config.optimizer.grad_clip
                             ? config.optimizer.grad_clip / grad_norm
                             : 1.0;
@@ -234,7 +253,8 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
           {"step", step},
           {"total_steps", total_steps},
           {"tokens", step * step_tokens},
-          {"unique_tokens", corpus.UniqueTokens()},
+          {"unique_tokens", std::min(cursor, corpus.NumUniqueWindows()) * S},
+          {"unique_budget_tokens", corpus.UniqueTokens()},
           {"epoch", static_cast<double>(cursor) / corpus.NumUniqueWindows()},
           {"train_bpc", ce / kLn2},
           {"learning_rate", lr},
@@ -245,6 +265,10 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
           {"flops_per_second", window_flops / window_seconds},
           {"flops_per_token", step_model_flops / step_tokens},
           {"flops_per_token_total", step_flops / step_tokens},
+          // Cumulative training compute in the accounting's sense (kModel FLOPs, C = M·D so
+          // far); every step of a model executes the same count, so this survives resumes.
+          {"flops", static_cast<double>(step) * step_model_flops},
+          {"time", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone())},
       };
       if (do_eval) j["val_bpc"] = last_val;
       if (model.NumMoeLayers() > 0) {
@@ -269,6 +293,8 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
     summary.checkpoint_path = *path;
   }
   if (summary.checkpoint_path.empty()) summary.checkpoint_path = LatestCheckpointPath(opt.out_dir);
+  // Relaunched after completion (resume of a finished run): report the final validation anyway.
+  if (trained_steps == 0 && step == total_steps && total_steps > 0) last_val = evaluate();
 
   summary.steps = step;
   summary.tokens = step * step_tokens;
@@ -296,8 +322,9 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
       {"training_flops", train_total_flops},
       {"train_seconds", train_seconds},
       {"wall_seconds", Seconds(Clock::now() - run_start)},
+      {"wall_time", absl::StrFormat("%.3fs", Seconds(Clock::now() - run_start))},  // proto Duration
       {"tokens_per_second", train_seconds > 0 ? trained_tokens / train_seconds : 0.0},
-      {"peak_rss_bytes", PeakRssBytes()},
+      {"peak_memory_bytes", PeakRssBytes()},
       {"checkpoint", summary.checkpoint_path},
   };
   if (trained_steps > 0) j["final_train_bpc"] = summary.final_train_bpc;

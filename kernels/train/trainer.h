@@ -54,7 +54,9 @@ struct TrainSummary {
 uint64_t RunFingerprint(const RunConfig& config);
 
 // Validates, trains, checkpoints. InvalidArgument for a bad spec (before any work),
-// FailedPrecondition for a checkpoint from a different spec, other codes for I/O trouble.
+// FailedPrecondition for a checkpoint from a different spec, DataLoss for a corrupt one,
+// OutOfRange when the loss or gradient becomes non-finite (diverged; nothing applied),
+// PermissionDenied when the output directory cannot be created, other codes for I/O trouble.
 absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerOptions& options);
 
 }  // namespace parity::kernels

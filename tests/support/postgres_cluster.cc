@@ -106,16 +106,16 @@ absl::Status PostgresCluster::Init() {
       }
     }
   }
-  absl::Status status = Run({bin_dir_ + "/initdb", "-D", data_dir_, "-A", "trust", "-U",
-                             "postgres", "-E", "UTF8", "--no-sync"},
+  absl::Status status = Run({bin_dir_ + "/initdb", "-D", data_dir_, "-A", "trust", "-U", "postgres",
+                             "-E", "UTF8", "--no-sync"},
                             as_postgres_user_, log_file_);
   if (!status.ok()) return status;
   for (int attempt = 0; attempt < 3; ++attempt) {
     port_ = FreeLoopbackPort();
-    const std::string options = absl::StrCat(
-        "-k ", socket_dir_, " -p ", port_,
-        " -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off"
-        " -c full_page_writes=off -c max_connections=300 -c shared_buffers=256MB");
+    const std::string options =
+        absl::StrCat("-k ", socket_dir_, " -p ", port_,
+                     " -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off"
+                     " -c full_page_writes=off -c max_connections=300 -c shared_buffers=256MB");
     status = Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-l", log_file_, "-w", "-t", "30", "-o",
                   options, "start"},
                  as_postgres_user_, root_ + "/pg_ctl.log");
@@ -129,8 +129,8 @@ absl::Status PostgresCluster::Init() {
 
 PostgresCluster::~PostgresCluster() {
   if (started_) {
-    Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-m", "immediate", "-w", "stop"},
-        as_postgres_user_, root_ + "/pg_ctl.log")
+    Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-m", "immediate", "-w", "stop"}, as_postgres_user_,
+        root_ + "/pg_ctl.log")
         .IgnoreError();
   }
   if (!root_.empty() && std::getenv("PARITY_KEEP_PG") == nullptr) {
@@ -149,8 +149,8 @@ std::string PostgresCluster::TcpConnectionString(const std::string& name) const 
 
 absl::Status PostgresCluster::CreateDatabase(const std::string& name,
                                              const std::string& template_name) {
-  return Execute("postgres", absl::StrCat("CREATE DATABASE \"", name, "\" TEMPLATE \"",
-                                          template_name, "\""));
+  return Execute("postgres",
+                 absl::StrCat("CREATE DATABASE \"", name, "\" TEMPLATE \"", template_name, "\""));
 }
 
 absl::Status PostgresCluster::Execute(const std::string& name, const std::string& sql) {

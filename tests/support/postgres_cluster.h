@@ -42,7 +42,7 @@ class PostgresCluster {
   absl::Status Init();
 
   std::string bin_dir_;
-  std::string root_;      // temporary directory holding everything below
+  std::string root_;  // temporary directory holding everything below
   std::string data_dir_;
   std::string socket_dir_;
   std::string log_file_;

@@ -39,14 +39,14 @@ class PostgresEnvironment : public ::testing::Environment {
 
 // Ends the current test when no PostgreSQL cluster could be started: a failure by default (a
 // suite that silently skips proves nothing), a skip when PARITY_SKIP_WITHOUT_POSTGRES is set.
-#define PARITY_REQUIRE_POSTGRES()                                                             \
-  do {                                                                                        \
-    if (!::parity::testing::PostgresEnvironment::Status().ok()) {                             \
-      if (std::getenv("PARITY_SKIP_WITHOUT_POSTGRES") != nullptr) {                           \
-        GTEST_SKIP() << "PostgreSQL unavailable: "                                            \
-                     << ::parity::testing::PostgresEnvironment::Status().ToString();          \
-      }                                                                                       \
-      FAIL() << "PostgreSQL unavailable: "                                                    \
-             << ::parity::testing::PostgresEnvironment::Status().ToString();                  \
-    }                                                                                         \
+#define PARITY_REQUIRE_POSTGRES()                                                    \
+  do {                                                                               \
+    if (!::parity::testing::PostgresEnvironment::Status().ok()) {                    \
+      if (std::getenv("PARITY_SKIP_WITHOUT_POSTGRES") != nullptr) {                  \
+        GTEST_SKIP() << "PostgreSQL unavailable: "                                   \
+                     << ::parity::testing::PostgresEnvironment::Status().ToString(); \
+      }                                                                              \
+      FAIL() << "PostgreSQL unavailable: "                                           \
+             << ::parity::testing::PostgresEnvironment::Status().ToString();         \
+    }                                                                                \
   } while (0)

@@ -37,9 +37,9 @@ class FakeSchedulerClient : public SchedulerClient {
       if (poll_cancelled) return absl::CancelledError("cancelled");
       return parity::v1::LeaseRunResponse{};
     }
-    parity::v1::LeaseRunResponse r = leases.front();
+    parity::v1::LeaseRunResponse lease = leases.front();
     leases.erase(leases.begin());
-    return r;
+    return lease;
   }
   absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(const parity::v1::HeartbeatRequest& r) override {
     absl::MutexLock l(&mu);

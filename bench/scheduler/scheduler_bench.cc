@@ -1,0 +1,303 @@
+// scheduler_bench: the scheduler over real gRPC (loopback) and a throwaway PostgreSQL on this
+// machine. Starts its own cluster and an in-process SchedulerServer, then measures:
+//   1. submit: time to submit a 300-run sweep (planning stubbed: hand-built runs, store + RPC);
+//   2. lease: leases/s and lease latency p50/p99 with N concurrent simulated workers, each in a
+//      loop LeaseRun → CompleteRun(success) (so live runs stay ≈ N, as in production);
+//   3. ingest: metric points/s in batches of 256 from W concurrent runs, sampling the process
+//      RSS every million points (server and clients share the process; the clients hold no
+//      growing state, so the slope is the server's).
+// Usage: scheduler_bench [--workers 32] [--leases 20000] [--points 2000000] [--ingest-runs 8]
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "parity/v1/sweep_service.grpc.pb.h"
+#include "parity/v1/worker_service.grpc.pb.h"
+#include "server/migrations.h"
+#include "server/scheduler_server.h"
+#include "spdlog/spdlog.h"
+#include "tests/support/postgres_cluster.h"
+
+namespace {
+
+using namespace parity;  // NOLINT: a benchmark main
+
+// Stub planner: the label "runs" says how many hand-built runs (accounting filled).
+absl::StatusOr<std::vector<v1::RunSpec>> BenchPlanner(const v1::SweepSpec& spec) {
+  int runs = std::stoi(spec.labels().at("runs"));
+  std::vector<v1::RunSpec> planned(runs);
+  for (int i = 0; i < runs; ++i) {
+    v1::RunSpec& run = planned[i];
+    run.set_name(absl::StrCat("moe-", i));
+    run.set_role(i == 0 ? v1::RUN_ROLE_DENSE_BASELINE : v1::RUN_ROLE_MOE);
+    run.mutable_model()->set_architecture(v1::ARCHITECTURE_MOE);
+    run.mutable_model()->set_d_model(512);
+    run.mutable_model()->set_num_layers(8);
+    run.mutable_model()->mutable_moe()->set_num_experts(64);
+    run.mutable_model()->mutable_moe()->set_top_k(2);
+    run.mutable_model()->mutable_moe()->set_expert_hidden(128);
+    run.mutable_accounting()->set_params(25'000'000);
+    run.mutable_accounting()->set_active_params(5'000'000);
+    run.mutable_accounting()->set_activation_rate(0.2);
+    run.mutable_accounting()->set_flops_per_token(3.2e7);
+    run.mutable_accounting()->set_tokens(1'000'000'000);
+    run.mutable_accounting()->set_unique_tokens(1'000'000'000);
+    run.mutable_accounting()->set_epochs(1);
+    run.set_compute_budget("C1");
+    run.set_compute_multiple(1);
+    run.set_data_variant("unique");
+    run.mutable_resources()->set_cpu_threads(1);
+  }
+  return planned;
+}
+
+v1::SweepSpec Spec(const std::string& name, int runs) {
+  v1::SweepSpec spec;
+  spec.set_name(name);
+  (*spec.mutable_labels())["runs"] = absl::StrCat(runs);
+  return spec;
+}
+
+double RssMiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, static_cast<size_t>(p * values.size()))];
+}
+
+v1::Device Cpu() {
+  v1::Device device;
+  device.set_kind(v1::DEVICE_KIND_CPU);
+  device.set_threads(4);
+  return device;
+}
+
+std::string Register(v1::WorkerService::Stub& stub) {
+  grpc::ClientContext context;
+  v1::RegisterWorkerRequest request;
+  request.set_hostname("bench");
+  *request.add_devices() = Cpu();
+  v1::RegisterWorkerResponse response;
+  if (!stub.RegisterWorker(&context, request, &response).ok()) std::abort();
+  return response.worker_id();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"scheduler benchmarks over gRPC + PostgreSQL"};
+  int workers = 32, leases = 20000, ingest_runs = 8, submits = 10;
+  int64_t points = 2'000'000;
+  app.add_option("--workers", workers, "concurrent simulated workers for the lease benchmark");
+  app.add_option("--leases", leases, "leases to measure");
+  app.add_option("--points", points, "metric points to ingest");
+  app.add_option("--ingest-runs", ingest_runs, "concurrent runs reporting metrics");
+  app.add_option("--submits", submits, "300-run sweeps to submit");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  absl::StatusOr<std::unique_ptr<parity::testing::PostgresCluster>> cluster =
+      parity::testing::PostgresCluster::Start();
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "%s\n", cluster.status().ToString().c_str());
+    return 1;
+  }
+  if (!(*cluster)->CreateDatabase("bench").ok()) return 1;
+  server::ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.database_url = (*cluster)->ConnectionString("bench");
+  options.pool_size = workers + 4;
+  options.scheduler.lease_ttl = absl::Minutes(10);
+  absl::StatusOr<std::unique_ptr<server::SchedulerServer>> server =
+      server::SchedulerServer::Start(options, &BenchPlanner);
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  const std::string target = absl::StrCat("127.0.0.1:", (*server)->port());
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < 4; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt("bench_channel", i);  // distinct channels → distinct connections
+    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  }
+  auto sweeps = v1::SweepService::NewStub(channels[0]);
+
+  // --- 1. submit a 300-run sweep ---
+  std::vector<double> submit_ms;
+  for (int i = 0; i < submits; ++i) {
+    grpc::ClientContext context;
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = Spec(absl::StrCat("submit-", i), 300);
+    v1::SubmitSweepResponse response;
+    const absl::Time start = absl::Now();
+    const grpc::Status status = sweeps->SubmitSweep(&context, request, &response);
+    submit_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    if (!status.ok() || response.run_ids_size() != 300) {
+      std::fprintf(stderr, "submit failed: %s\n", status.error_message().c_str());
+      return 1;
+    }
+  }
+  std::printf("submit_300_runs_ms p50=%.1f min=%.1f max=%.1f (n=%d)\n", Percentile(submit_ms, 0.5),
+              *std::min_element(submit_ms.begin(), submit_ms.end()),
+              *std::max_element(submit_ms.begin(), submit_ms.end()), submits);
+
+  // --- 2. leases: N workers looping LeaseRun → CompleteRun ---
+  for (int submitted = 0; submitted < leases + workers * 4; submitted += 1000) {
+    grpc::ClientContext context;
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = Spec(absl::StrCat("lease-", submitted), 1000);
+    v1::SubmitSweepResponse response;
+    if (!sweeps->SubmitSweep(&context, request, &response).ok()) return 1;
+  }
+  std::atomic<int> remaining{leases};
+  absl::Mutex mu;
+  std::vector<double> lease_ms;
+  std::vector<std::thread> threads;
+  const absl::Time lease_start = absl::Now();
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      auto stub = v1::WorkerService::NewStub(channels[w % channels.size()]);
+      const std::string worker_id = Register(*stub);
+      std::vector<double> local;
+      while (remaining.fetch_sub(1) > 0) {
+        grpc::ClientContext context;
+        v1::LeaseRunRequest request;
+        request.set_worker_id(worker_id);
+        *request.add_free_devices() = Cpu();
+        v1::LeaseRunResponse leased;
+        const absl::Time start = absl::Now();
+        const grpc::Status status = stub->LeaseRun(&context, request, &leased);
+        local.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+        if (!status.ok() || !leased.has_lease()) {
+          std::fprintf(stderr, "lease failed: %s\n", status.error_message().c_str());
+          break;
+        }
+        grpc::ClientContext complete_context;
+        v1::CompleteRunRequest complete;
+        complete.set_run_id(leased.run().run_id());
+        complete.set_lease_epoch(leased.lease().lease_epoch());
+        complete.mutable_success()->set_final_val_bpc(1.0);
+        v1::CompleteRunResponse done;
+        if (!stub->CompleteRun(&complete_context, complete, &done).ok()) break;
+      }
+      absl::MutexLock lock(&mu);
+      lease_ms.insert(lease_ms.end(), local.begin(), local.end());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  threads.clear();
+  const double lease_seconds = absl::ToDoubleSeconds(absl::Now() - lease_start);
+  std::printf(
+      "lease workers=%d leases=%zu cycles_per_s=%.0f (lease+complete) lease_p50_ms=%.2f "
+      "lease_p99_ms=%.2f\n",
+      workers, lease_ms.size(), lease_ms.size() / lease_seconds, Percentile(lease_ms, 0.5),
+      Percentile(lease_ms, 0.99));
+
+  // --- 3. metrics ingestion in batches of 256 ---
+  {
+    grpc::ClientContext context;
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = Spec("ingest", ingest_runs);
+    v1::SubmitSweepResponse response;
+    if (!sweeps->SubmitSweep(&context, request, &response).ok()) return 1;
+  }
+  const int64_t per_run = points / ingest_runs;
+  std::atomic<int64_t> ingested{0};
+  std::vector<std::pair<int64_t, double>> rss_samples = {{0, RssMiB()}};
+  std::atomic<bool> ingest_done{false};
+  std::thread sampler([&] {
+    int64_t next = 1'000'000;
+    while (!ingest_done) {
+      if (ingested >= next) {
+        rss_samples.emplace_back(ingested.load(), RssMiB());
+        next += 1'000'000;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  const absl::Time ingest_start = absl::Now();
+  for (int r = 0; r < ingest_runs; ++r) {
+    threads.emplace_back([&, r] {
+      auto stub = v1::WorkerService::NewStub(channels[r % channels.size()]);
+      const std::string worker_id = Register(*stub);
+      grpc::ClientContext context;
+      v1::LeaseRunRequest lease_request;
+      lease_request.set_worker_id(worker_id);
+      *lease_request.add_free_devices() = Cpu();
+      lease_request.mutable_wait_time()->set_seconds(5);
+      v1::LeaseRunResponse leased;
+      if (!stub->LeaseRun(&context, lease_request, &leased).ok() || !leased.has_lease()) {
+        std::fprintf(stderr, "ingest lease failed\n");
+        return;
+      }
+      for (int64_t step = 0; step < per_run; step += 256) {
+        v1::ReportMetricsRequest request;
+        request.set_run_id(leased.run().run_id());
+        request.set_lease_epoch(leased.lease().lease_epoch());
+        for (int64_t s = step; s < std::min(step + 256, per_run); ++s) {
+          v1::MetricPoint* p = request.add_points();
+          p->set_step(s);
+          p->set_attempt(1);
+          p->set_tokens(s * 4096);
+          p->set_unique_tokens(s * 4096);
+          p->set_epoch(0.5);
+          p->set_train_bpc(1.5);
+          p->set_learning_rate(1e-3);
+          p->set_grad_norm(0.8);
+          p->set_tokens_per_second(1e5);
+          p->set_flops_per_second(1e12);
+          p->set_flops(s * 1e9);
+          if (s % 100 == 0) p->set_val_bpc(1.6);
+        }
+        grpc::ClientContext metrics_context;
+        v1::ReportMetricsResponse response;
+        const grpc::Status status = stub->ReportMetrics(&metrics_context, request, &response);
+        if (!status.ok()) {
+          std::fprintf(stderr, "metrics failed: %s\n", status.error_message().c_str());
+          return;
+        }
+        ingested += response.accepted();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double ingest_seconds = absl::ToDoubleSeconds(absl::Now() - ingest_start);
+  ingest_done = true;
+  sampler.join();
+  rss_samples.emplace_back(ingested.load(), RssMiB());
+  std::printf("ingest points=%ld runs=%d batch=256 points_per_s=%.0f seconds=%.1f\n",
+              static_cast<long>(ingested.load()), ingest_runs, ingested / ingest_seconds,
+              ingest_seconds);
+  for (const auto& [count, rss] : rss_samples) {
+    std::printf("rss points=%ld rss_mib=%.1f\n", static_cast<long>(count), rss);
+  }
+  if (rss_samples.size() >= 3) {
+    const auto& a = rss_samples[1];
+    const auto& b = rss_samples.back();
+    if (b.first > a.first) {
+      std::printf("rss_slope_mib_per_million_points=%.2f (from %ld to %ld points)\n",
+                  (b.second - a.second) / ((b.first - a.first) / 1e6), static_cast<long>(a.first),
+                  static_cast<long>(b.first));
+    }
+  }
+  (*server)->Shutdown(absl::Seconds(2));
+  return 0;
+}

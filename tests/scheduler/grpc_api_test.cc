@@ -1,0 +1,345 @@
+// The scheduler over real gRPC on a loopback port and a throwaway PostgreSQL: what a client sees,
+// including error codes and their google.rpc details decoded from the trailer.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "parity/v1/sweep_service.grpc.pb.h"
+#include "parity/v1/worker_service.grpc.pb.h"
+#include "server/scheduler_server.h"
+#include "tests/scheduler/scheduler_fixture.h"
+
+namespace parity::server::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+// The google.rpc details a failed call carried.
+google::rpc::Status DetailsOf(const grpc::Status& status) {
+  google::rpc::Status details;
+  details.ParseFromString(status.error_details());
+  return details;
+}
+
+std::vector<std::string> ViolatedFields(const grpc::Status& status) {
+  std::vector<std::string> fields;
+  const google::rpc::Status details = DetailsOf(status);
+  for (const google::protobuf::Any& any : details.details()) {
+    google::rpc::BadRequest bad_request;
+    if (any.UnpackTo(&bad_request)) {
+      for (const auto& violation : bad_request.field_violations()) {
+        fields.push_back(violation.field());
+      }
+    }
+  }
+  return fields;
+}
+
+class GrpcApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PARITY_REQUIRE_POSTGRES();
+    ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.database_url = parity::testing::PostgresEnvironment::FreshDatabase();
+    options.pool_size = 4;
+    options.migrate_on_start = true;  // already migrated: exercises the no-op path
+    options.reap_interval = absl::Milliseconds(100);
+    options.scheduler.lease_ttl = absl::Seconds(30);
+    options.scheduler.idle_poll_interval = absl::Milliseconds(100);
+    options.scheduler.watch_poll_interval = absl::Milliseconds(20);
+    database_url_ = options.database_url;
+    absl::StatusOr<std::unique_ptr<SchedulerServer>> server =
+        SchedulerServer::Start(options, &StubPlanner);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    sweeps_ = v1::SweepService::NewStub(channel_);
+    workers_ = v1::WorkerService::NewStub(channel_);
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout = absl::Seconds(10)) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    return context;
+  }
+
+  std::string RegisterWorker() {
+    v1::RegisterWorkerRequest request;
+    request.set_hostname("grpc-test");
+    *request.add_devices() = CpuDevice();
+    v1::RegisterWorkerResponse response;
+    const grpc::Status status = workers_->RegisterWorker(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.lease_ttl().seconds(), 30);
+    return response.worker_id();
+  }
+
+  v1::SubmitSweepResponse SubmitSweep(int runs) {
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = MakeSweepSpec("grpc", runs);
+    v1::SubmitSweepResponse response;
+    const grpc::Status status = sweeps_->SubmitSweep(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  std::string database_url_;
+  std::unique_ptr<SchedulerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SweepService::Stub> sweeps_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+};
+
+TEST_F(GrpcApiTest, RunLifecycleOverGrpc) {
+  const v1::SubmitSweepResponse submitted = SubmitSweep(1);
+  ASSERT_EQ(submitted.run_ids_size(), 1);
+  const std::string worker = RegisterWorker();
+
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_worker_id(worker);
+  *lease_request.add_free_devices() = CpuDevice();
+  lease_request.mutable_wait_time()->set_seconds(5);
+  v1::LeaseRunResponse leased;
+  ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+  ASSERT_TRUE(leased.has_lease());
+  EXPECT_EQ(leased.run().run_id(), submitted.run_ids(0));
+  EXPECT_EQ(leased.run().spec().name(), "dense-1C-0");
+
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id(worker);
+  heartbeat.set_run_id(leased.run().run_id());
+  heartbeat.set_lease_epoch(leased.lease().lease_epoch());
+  heartbeat.set_step(1);
+  v1::HeartbeatResponse beat;
+  ASSERT_TRUE(workers_->Heartbeat(Context().get(), heartbeat, &beat).ok());
+  EXPECT_FALSE(beat.cancel_requested());
+  EXPECT_GT(beat.expire_time().seconds(), 0);
+
+  // A watcher started now sees the points and the end of the run.
+  std::vector<uint64_t> watched_steps;
+  std::vector<v1::RunState> watched_states;
+  std::thread watcher([&] {
+    v1::WatchRunRequest watch;
+    watch.set_run_id(leased.run().run_id());
+    auto context = Context(absl::Seconds(20));
+    auto reader = sweeps_->WatchRun(context.get(), watch);
+    v1::WatchRunResponse message;
+    while (reader->Read(&message)) {
+      if (message.has_metric()) watched_steps.push_back(message.metric().step());
+      if (message.has_state_change()) watched_states.push_back(message.state_change().to_state());
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+  });
+
+  v1::ReportMetricsRequest metrics;
+  metrics.set_run_id(leased.run().run_id());
+  metrics.set_lease_epoch(leased.lease().lease_epoch());
+  for (uint64_t step = 1; step <= 3; ++step) {
+    v1::MetricPoint* point = metrics.add_points();
+    point->set_step(step);
+    point->set_attempt(1);
+    point->set_train_bpc(2.0);
+  }
+  v1::ReportMetricsResponse stored;
+  ASSERT_TRUE(workers_->ReportMetrics(Context().get(), metrics, &stored).ok());
+  EXPECT_EQ(stored.accepted(), 3u);
+
+  absl::SleepFor(absl::Milliseconds(200));
+  v1::CompleteRunRequest complete;
+  complete.set_run_id(leased.run().run_id());
+  complete.set_lease_epoch(leased.lease().lease_epoch());
+  complete.mutable_success()->set_final_val_bpc(1.25);
+  v1::CompleteRunResponse done;
+  ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
+  EXPECT_EQ(done.run().state(), v1::RUN_STATE_SUCCEEDED);
+  watcher.join();
+  EXPECT_THAT(watched_steps, ElementsAre(1u, 2u, 3u));
+  EXPECT_THAT(watched_states, ElementsAre(v1::RUN_STATE_RUNNING, v1::RUN_STATE_SUCCEEDED));
+
+  v1::GetSweepRequest get;
+  get.set_sweep_id(submitted.sweep().sweep_id());
+  v1::GetSweepResponse sweep;
+  ASSERT_TRUE(sweeps_->GetSweep(Context().get(), get, &sweep).ok());
+  EXPECT_EQ(sweep.sweep().state(), v1::SWEEP_STATE_SUCCEEDED);
+}
+
+TEST_F(GrpcApiTest, MalformedRequestIsInvalidArgumentWithFieldViolations) {
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id("nope");
+  heartbeat.set_run_id("00000000-0000-0000-0000-00000000000z");
+  v1::HeartbeatResponse response;
+  const grpc::Status status = workers_->Heartbeat(Context().get(), heartbeat, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ViolatedFields(status), ElementsAre("worker_id", "run_id", "lease_epoch"));
+}
+
+TEST_F(GrpcApiTest, InvalidSpecIsInvalidArgumentAndWritesNothing) {
+  v1::SubmitSweepRequest request;  // the stub planner requires a name
+  v1::SubmitSweepResponse response;
+  const grpc::Status status = sweeps_->SubmitSweep(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ViolatedFields(status), ElementsAre("name"));
+  v1::ListSweepsResponse sweeps;
+  ASSERT_TRUE(sweeps_->ListSweeps(Context().get(), v1::ListSweepsRequest(), &sweeps).ok());
+  EXPECT_EQ(sweeps.sweeps_size(), 0);
+}
+
+TEST_F(GrpcApiTest, OversizedMetricsBatchIsResourceExhausted) {
+  v1::ReportMetricsRequest metrics;
+  metrics.set_run_id("00000000-0000-0000-0000-000000000001");
+  metrics.set_lease_epoch(1);
+  for (int i = 0; i < 4097; ++i) metrics.add_points()->set_step(i);
+  v1::ReportMetricsResponse response;
+  EXPECT_EQ(workers_->ReportMetrics(Context().get(), metrics, &response).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(GrpcApiTest, UnknownIdsAreNotFoundAndBadIdsInvalidArgument) {
+  v1::GetRunRequest get_run;
+  get_run.set_run_id("00000000-0000-0000-0000-000000000001");
+  v1::GetRunResponse run;
+  EXPECT_EQ(sweeps_->GetRun(Context().get(), get_run, &run).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  get_run.set_run_id("'; DROP TABLE runs; --");
+  const grpc::Status bad = sweeps_->GetRun(Context().get(), get_run, &run);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ViolatedFields(bad), ElementsAre("run_id"));
+
+  v1::CancelSweepRequest cancel;
+  cancel.set_sweep_id("00000000-0000-0000-0000-000000000002");
+  v1::CancelSweepResponse cancelled;
+  EXPECT_EQ(sweeps_->CancelSweep(Context().get(), cancel, &cancelled).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  v1::WatchRunRequest watch;
+  watch.set_run_id("00000000-0000-0000-0000-000000000003");
+  auto context = Context();
+  auto reader = sweeps_->WatchRun(context.get(), watch);
+  v1::WatchRunResponse message;
+  EXPECT_FALSE(reader->Read(&message));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+
+  v1::LeaseRunRequest lease;
+  lease.set_worker_id("00000000-0000-0000-0000-000000000004");
+  *lease.add_free_devices() = CpuDevice();
+  v1::LeaseRunResponse leased;
+  EXPECT_EQ(workers_->LeaseRun(Context().get(), lease, &leased).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(GrpcApiTest, StaleEpochIsFailedPreconditionWithPreconditionFailure) {
+  const v1::SubmitSweepResponse submitted = SubmitSweep(1);
+  const std::string worker = RegisterWorker();
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_worker_id(worker);
+  *lease_request.add_free_devices() = CpuDevice();
+  v1::LeaseRunResponse leased;
+  ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+  v1::ReportMetricsRequest metrics;
+  metrics.set_run_id(submitted.run_ids(0));
+  metrics.set_lease_epoch(leased.lease().lease_epoch() + 1);
+  metrics.add_points()->set_step(1);
+  v1::ReportMetricsResponse response;
+  const grpc::Status status = workers_->ReportMetrics(Context().get(), metrics, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  google::rpc::PreconditionFailure failure;
+  ASSERT_EQ(DetailsOf(status).details_size(), 1);
+  ASSERT_TRUE(DetailsOf(status).details(0).UnpackTo(&failure));
+  EXPECT_EQ(failure.violations(0).type(), "LEASE_EPOCH");
+}
+
+TEST_F(GrpcApiTest, IdempotentResubmissionAndConflictingKey) {
+  v1::SubmitSweepRequest request;
+  *request.mutable_spec() = MakeSweepSpec("idem", 2);
+  request.set_idempotency_key("k");
+  v1::SubmitSweepResponse first, second;
+  ASSERT_TRUE(sweeps_->SubmitSweep(Context().get(), request, &first).ok());
+  ASSERT_TRUE(sweeps_->SubmitSweep(Context().get(), request, &second).ok());
+  EXPECT_TRUE(second.deduplicated());
+  EXPECT_EQ(second.sweep().sweep_id(), first.sweep().sweep_id());
+  request.mutable_spec()->set_description("changed");
+  EXPECT_EQ(sweeps_->SubmitSweep(Context().get(), request, &second).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+}
+
+TEST_F(GrpcApiTest, IdleLongPollEndsEmptyAtItsWaitTime) {
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_worker_id(RegisterWorker());
+  *lease_request.add_free_devices() = CpuDevice();
+  lease_request.mutable_wait_time()->set_nanos(300'000'000);
+  v1::LeaseRunResponse leased;
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+  EXPECT_FALSE(leased.has_lease());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+}
+
+TEST_F(GrpcApiTest, ReaperThreadRequeuesExpiredLease) {
+  const v1::SubmitSweepResponse submitted = SubmitSweep(1);
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_worker_id(RegisterWorker());
+  *lease_request.add_free_devices() = CpuDevice();
+  v1::LeaseRunResponse leased;
+  ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+  {
+    pqxx::connection connection(database_url_);
+    pqxx::work tx(connection);
+    tx.exec("UPDATE runs SET lease_expires_at = now() - interval '1 s'");
+    tx.commit();
+  }
+  v1::GetRunRequest get;
+  get.set_run_id(submitted.run_ids(0));
+  v1::GetRunResponse run;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(sweeps_->GetRun(Context().get(), get, &run).ok());
+    if (run.run().state() == v1::RUN_STATE_PENDING) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(run.run().state(), v1::RUN_STATE_PENDING);
+  EXPECT_EQ(run.run().attempt(), 2u);
+}
+
+TEST_F(GrpcApiTest, HealthServiceReportsServing) {
+  grpc::ClientContext context;
+  grpc::ByteBuffer response;
+  // grpc.health.v1.Health/Check with an empty HealthCheckRequest (service "").
+  grpc::GenericStub stub(channel_);
+  grpc::ByteBuffer request;
+  grpc::Slice empty("", 0);
+  request = grpc::ByteBuffer(&empty, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  // HealthCheckResponse{status: SERVING (1)} is the two bytes 08 01.
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(slices[0].begin()), slices[0].size()),
+            std::string("\x08\x01", 2));
+}
+
+}  // namespace
+}  // namespace parity::server::testing
