@@ -13,6 +13,7 @@
 #include "core/planner.h"
 #include "server/migrations.h"
 #include "server/scheduler_server.h"
+#include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -28,13 +29,48 @@ absl::Duration ParseDurationFlag(const std::string& text, const char* name) {
   std::exit(2);
 }
 
+// The message JSON-escaped, so that a log line stays one valid JSON object whatever an error
+// text holds (quotes, newlines from libpq).
+class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
+ public:
+  static void Append(spdlog::memory_buf_t& dest, std::string_view text) {
+    dest.append(text.data(), text.data() + text.size());
+  }
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    for (const char c : std::string_view(msg.payload.data(), msg.payload.size())) {
+      switch (c) {
+        case '"':
+          Append(dest, "\\\"");
+          break;
+        case '\\':
+          Append(dest, "\\\\");
+          break;
+        case '\n':
+          Append(dest, "\\n");
+          break;
+        case '\t':
+          Append(dest, "\\t");
+          break;
+        default:
+          if (static_cast<unsigned char>(c) >= 0x20) dest.push_back(c);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonEscapedMessage>();
+  }
+};
+
 void ConfigureLogging(const std::string& format, const std::string& level) {
   auto logger = spdlog::stderr_logger_mt("parity-scheduler");
   spdlog::set_default_logger(logger);
   if (format == "json") {
-    // One JSON object per line; messages are key=value text inside "msg".
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":"%v"})",
-                        spdlog::pattern_time_type::utc);
+    // One JSON object per line; the message (key=value text) is the escaped "msg".
+    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":"%*"})");
+    spdlog::set_formatter(std::move(formatter));
   } else {
     spdlog::set_pattern("time=%Y-%m-%dT%H:%M:%S.%fZ level=%l %v", spdlog::pattern_time_type::utc);
   }
@@ -75,10 +111,10 @@ int main(int argc, char** argv) {
       ->envname("PARITY_LOG_LEVEL");
   app.add_flag("--no-migrate", no_migrate, "do not apply migrations at start-up")
       ->envname("PARITY_NO_MIGRATE");
+  app.fallthrough();  // global flags may also follow the subcommand
   CLI::App* serve = app.add_subcommand("serve", "serve the gRPC API (default)");
   CLI::App* migrate = app.add_subcommand("migrate", "apply pending migrations and exit");
   app.require_subcommand(0, 1);
-  app.fallthrough();  // global flags may follow the subcommand too
   CLI11_PARSE(app, argc, argv);
   ConfigureLogging(log_format, log_level);
 

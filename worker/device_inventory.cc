@@ -112,7 +112,8 @@ absl::StatusOr<DeviceGrant> DeviceSlots::Acquire(const std::string& run_id,
   std::set<uint32_t> busy;
   for (const auto& [id, g] : grants_) busy.insert(g.gpu_indices.begin(), g.gpu_indices.end());
   DeviceGrant grant;
-  std::vector<uint32_t> wanted = device_indices;
+  // A CPU run's lease names the CPU device (index 0 too): only a GPU run's indices are ordinals.
+  std::vector<uint32_t> wanted = request.gpus() > 0 ? device_indices : std::vector<uint32_t>{};
   if (wanted.empty() && request.gpus() > 0) {
     for (const parity::v1::Device& d : devices_) {
       if (d.kind() == parity::v1::DEVICE_KIND_CUDA && !busy.contains(d.index()) && wanted.size() < request.gpus()) {

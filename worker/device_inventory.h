@@ -46,8 +46,9 @@ class DeviceSlots {
 
   // Devices to offer in LeaseRun now; empty when the worker is full.
   std::vector<parity::v1::Device> FreeDevices() const;
-  // Books devices for `run_id`. `device_indices` are the GPU ordinals the lease granted (empty:
-  // take the first free ones). FAILED_PRECONDITION when they are not free.
+  // Books devices for `run_id`. `device_indices` are the lease's: for a GPU run the CUDA ordinals
+  // granted (empty: take the first free ones); for a CPU run the CPU device's index, ignored.
+  // FAILED_PRECONDITION when the GPUs are not free.
   absl::StatusOr<DeviceGrant> Acquire(const std::string& run_id, const parity::v1::ResourceRequest& request,
                                       const std::vector<uint32_t>& device_indices);
   void Release(const std::string& run_id);

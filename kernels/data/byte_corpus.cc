@@ -31,6 +31,8 @@ absl::StatusOr<ByteCorpus> ByteCorpus::Load(const DataConfig& config, int64_t se
   c.bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   c.seq_len_ = seq_len;
   c.seed_ = seed;
+  c.digest_ = 1469598103934665603ULL;
+  for (unsigned char b : c.bytes_) c.digest_ = (c.digest_ ^ b) * 1099511628211ULL;
   const int64_t size = static_cast<int64_t>(c.bytes_.size());
   c.split_ = static_cast<int64_t>(static_cast<double>(size) * (1.0 - config.validation_fraction));
   const int64_t train_windows = c.split_ > seq_len ? (c.split_ - 1) / seq_len : 0;

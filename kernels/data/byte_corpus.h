@@ -27,6 +27,8 @@ class ByteCorpus {
   int64_t UniqueTokens() const { return NumUniqueWindows() * seq_len_; }
   int64_t NumValidationWindows() const { return validation_windows_; }
   int64_t TrainBytes() const { return split_; }
+  // FNV-1a over the whole file's bytes: identifies the content independent of its path.
+  uint64_t Digest() const { return digest_; }
 
   // Fills `count` training sequences starting at global window index `cursor`:
   // inputs/targets [count, S]. Not const: caches the current epoch's permutation.
@@ -44,6 +46,7 @@ class ByteCorpus {
   int64_t split_ = 0;  // first validation byte
   int64_t validation_windows_ = 0;
   uint64_t seed_ = 0;
+  uint64_t digest_ = 0;
   std::vector<int64_t> unique_;  // start byte of each unique training window
   int64_t cached_epoch_ = -1;
   std::vector<int64_t> order_;  // permutation of unique_ for cached_epoch_

@@ -346,6 +346,30 @@ TEST_F(TrainTest, ResumeRefusesACheckpointOfAnotherSpec) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
 }
 
+TEST_F(TrainTest, ResumeFollowsCorpusContentNotPath) {
+  RunConfig c = TinyMoeRun();
+  CollectingSink sink;
+  const std::string out = (dir_ / "moved").string();
+  ASSERT_TRUE(
+      RunTraining(c, {.out_dir = out, .threads = 1, .metrics = &sink, .max_steps = 2}).ok());
+  // Same bytes at another path (another worker's mount): accepted.
+  const std::string moved = (dir_ / "elsewhere.txt").string();
+  fs::copy_file(corpus_, moved);
+  c.data.corpus_path = moved;
+  auto r = RunTraining(c, {.out_dir = out,
+                           .resume = ResumeMode::kResumeIfPresent,
+                           .threads = 1,
+                           .metrics = &sink,
+                           .max_steps = 1});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 3);
+  // Different bytes: refused.
+  std::ofstream(moved, std::ios::app) << "more text";
+  r = RunTraining(
+      c, {.out_dir = out, .resume = ResumeMode::kResumeIfPresent, .threads = 1, .metrics = &sink});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+}
+
 // ---- the binary --------------------------------------------------------------------------------
 
 int RunCommand(const std::string& cmd, std::string* output) {

@@ -57,7 +57,7 @@ nlohmann::json ExpertLoadJson(int64_t layer, const std::vector<int64_t>& load) {
 
 }  // namespace
 
-uint64_t RunFingerprint(const RunConfig& c) {
+uint64_t RunFingerprint(const RunConfig& c, uint64_t corpus_digest) {
   const ModelConfig& m = c.model;
   const OptimizerConfig& o = c.optimizer;
   const TrainConfig& t = c.train;
@@ -69,8 +69,8 @@ uint64_t RunFingerprint(const RunConfig& c) {
       ",", m.z_loss_weight, ",", m.bias_update_rate, "|", o.lr, ",", o.min_lr, ",", o.warmup_steps,
       ",", static_cast<int>(o.schedule), ",", o.decay_fraction, ",", o.beta1, ",", o.beta2, ",",
       o.eps, ",", o.weight_decay, ",", o.grad_clip, "|", t.batch_size, ",", t.grad_accum, ",",
-      t.steps, ",", t.seed, ",", t.eval_tokens, "|", c.data.corpus_path, ",",
-      c.data.validation_fraction, ",", c.data.unique_tokens, ",", static_cast<int>(c.data.subset));
+      t.steps, ",", t.seed, ",", t.eval_tokens, "|", corpus_digest, ",", c.data.validation_fraction,
+      ",", c.data.unique_tokens, ",", static_cast<int>(c.data.subset));
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
   return h;
@@ -112,7 +112,7 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
   float* adam_v = (*v_buf)->as<float>();
 
   // State: fresh, or from the latest checkpoint.
-  const uint64_t fingerprint = RunFingerprint(config);
+  const uint64_t fingerprint = RunFingerprint(config, corpus.Digest());
   int64_t step = 0, cursor = 0;
   Rng rng{.seed = tc.seed};
   model.InitParams(rng);

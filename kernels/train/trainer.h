@@ -50,8 +50,10 @@ struct TrainSummary {
 };
 
 // A 64-bit fingerprint of everything that determines the run's trajectory (model, optimizer,
-// training, data settings); a checkpoint from a different spec is refused on resume.
-uint64_t RunFingerprint(const RunConfig& config);
+// training and data settings, and the corpus *content* via `corpus_digest` — not its path, so a
+// resume on another machine with the corpus elsewhere is accepted); a checkpoint from a
+// different spec or corpus is refused on resume.
+uint64_t RunFingerprint(const RunConfig& config, uint64_t corpus_digest);
 
 // Validates, trains, checkpoints. InvalidArgument for a bad spec (before any work),
 // FailedPrecondition for a checkpoint from a different spec, DataLoss for a corrupt one,

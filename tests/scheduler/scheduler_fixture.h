@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,33 @@ inline v1::Device GpuDevice(uint32_t index, uint64_t memory = 80ull << 30) {
   device.set_index(index);
   device.set_memory_bytes(memory);
   return device;
+}
+
+// Runs SQL and returns the first column of the first row as text ("" when none).
+inline std::string Sql(const std::string& url, const std::string& sql) {
+  pqxx::connection connection(url);
+  pqxx::work tx(connection);
+  pqxx::result result = tx.exec(sql);
+  tx.commit();
+  if (result.empty() || result[0][0].is_null()) return "";
+  return result[0][0].c_str();
+}
+
+inline v1::MetricPoint Point(uint64_t step, double val_bpc = -1) {
+  v1::MetricPoint point;
+  point.set_attempt(1);
+  point.set_step(step);
+  point.set_tokens(step * 1024);
+  point.set_unique_tokens(step * 1024);
+  point.set_train_bpc(2.0 - step * 0.001);
+  if (val_bpc >= 0) point.set_val_bpc(val_bpc);
+  point.set_learning_rate(1e-3);
+  v1::ExpertLoadStats* load = point.add_expert_load();
+  load->set_layer(1);
+  load->set_min_share(0.1);
+  load->set_max_share(0.2);
+  load->add_shares(0.1);
+  return point;
 }
 
 class SchedulerTest : public ::testing::Test {

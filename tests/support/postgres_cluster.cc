@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <pqxx/pqxx>
 #include <sstream>
 #include <vector>
@@ -106,9 +107,7 @@ absl::Status PostgresCluster::Init() {
       }
     }
   }
-  absl::Status status = Run({bin_dir_ + "/initdb", "-D", data_dir_, "-A", "trust", "-U", "postgres",
-                             "-E", "UTF8", "--no-sync"},
-                            as_postgres_user_, log_file_);
+  absl::Status status = InitDataDirectory();
   if (!status.ok()) return status;
   for (int attempt = 0; attempt < 3; ++attempt) {
     port_ = FreeLoopbackPort();
@@ -125,6 +124,36 @@ absl::Status PostgresCluster::Init() {
     }
   }
   return status;
+}
+
+// initdb costs seconds on a loaded machine and every test process (ctest runs each test case in
+// its own) starts a cluster, so a pristine initdb result is kept once per machine and user in
+// the temp directory and copied (cp -a keeps the postgres ownership) into each new cluster.
+absl::Status PostgresCluster::InitDataDirectory() {
+  const fs::path cache =
+      fs::temp_directory_path() /
+      absl::StrCat("parity-pg-initdb-", geteuid(), "-", std::hash<std::string>{}(bin_dir_));
+  if (!fs::exists(cache / "PG_VERSION")) {
+    const std::string staging = absl::StrCat(cache.string(), ".", getpid());
+    fs::create_directories(staging);
+    if (as_postgres_user_) {
+      const passwd* user = getpwnam("postgres");
+      if (user == nullptr || chown(staging.c_str(), user->pw_uid, user->pw_gid) != 0) {
+        return absl::InternalError("cannot hand the initdb directory to postgres");
+      }
+    }
+    absl::Status status = Run({bin_dir_ + "/initdb", "-D", staging, "-A", "trust", "-U", "postgres",
+                               "-E", "UTF8", "--no-sync"},
+                              as_postgres_user_, log_file_);
+    if (!status.ok()) return status;
+    std::error_code error;
+    fs::rename(staging, cache, error);  // another process may have won the race: fine
+    if (error) fs::remove_all(staging, error);
+  }
+  absl::Status status = Run({"cp", "-a", cache.string() + "/.", data_dir_}, false, log_file_);
+  if (!status.ok()) return status;
+  fs::permissions(data_dir_, fs::perms::owner_all);  // postgres insists on 0700
+  return absl::OkStatus();
 }
 
 PostgresCluster::~PostgresCluster() {

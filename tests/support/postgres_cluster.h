@@ -1,7 +1,8 @@
-// A throwaway PostgreSQL cluster for tests and benchmarks: initdb into a temporary directory
-// (as the `postgres` user when running as root, since initdb refuses root), started with fsync
-// off on a unix socket plus a free loopback port, stopped and deleted on destruction. About a
-// second to start. Databases are cheap: create one per test from a migrated template.
+// A throwaway PostgreSQL cluster for tests and benchmarks: a fresh data directory (initdb once
+// per machine and user, as `postgres` when running as root since initdb refuses root, then
+// copied for each cluster) in a temporary directory, started with fsync off on a unix socket
+// plus a free loopback port, stopped and deleted on destruction. About a second to start.
+// Databases are cheap: create one per test from a migrated template.
 //
 //   auto cluster = parity::testing::PostgresCluster::Start();   // StatusOr<unique_ptr<...>>
 //   (*cluster)->CreateDatabase("t1", "parity_template");
@@ -40,6 +41,7 @@ class PostgresCluster {
  private:
   PostgresCluster() = default;
   absl::Status Init();
+  absl::Status InitDataDirectory();
 
   std::string bin_dir_;
   std::string root_;  // temporary directory holding everything below

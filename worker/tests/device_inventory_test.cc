@@ -56,7 +56,7 @@ TEST(DeviceSlotsTest, FairShareAndMaxRuns) {
   DeviceSlots slots({Cpu(8)}, /*max_runs=*/2);
   ASSERT_EQ(slots.FreeDevices().size(), 1u);
   EXPECT_EQ(slots.FreeDevices()[0].threads(), 8u);
-  absl::StatusOr<DeviceGrant> a = slots.Acquire("a", Threads(0), {});
+  absl::StatusOr<DeviceGrant> a = slots.Acquire("a", Threads(0), {0});  // the lease names the CPU, index 0
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->threads, 4u) << "0 threads asked = the fair share 8/2";
   EXPECT_EQ(slots.FreeDevices()[0].threads(), 4u);
@@ -79,6 +79,10 @@ TEST(DeviceSlotsTest, GpusAreBookedByIndex) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->gpu_indices, std::vector<uint32_t>{1});
   EXPECT_EQ(a->threads, 1u);
+  absl::StatusOr<DeviceGrant> cpu_run = slots.Acquire("cpu", Threads(1), {0});
+  ASSERT_TRUE(cpu_run.ok()) << "a CPU run's device index is the CPU's, not GPU 0";
+  EXPECT_TRUE(cpu_run->gpu_indices.empty());
+  slots.Release("cpu");
   EXPECT_EQ(slots.Acquire("b", one_gpu, {1}).status().code(), absl::StatusCode::kFailedPrecondition)
       << "GPU 1 is taken";
   absl::StatusOr<DeviceGrant> b = slots.Acquire("b", one_gpu, {});

@@ -1,0 +1,190 @@
+// Scheduler queries, watch streams, migrations and the real planner, against a fresh migrated
+// PostgreSQL database per test, called directly (no gRPC).
+#include <thread>
+
+#include "core/field_violation.h"
+#include "core/planner.h"
+#include "core/spec_loader.h"
+#include "gmock/gmock.h"
+#include "server/migrations.h"
+#include "tests/scheduler/scheduler_fixture.h"
+
+namespace parity::server::testing {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(MigrationsTest, ApplyToEmptyDatabaseThenReapplyIsANoOp) {
+  PARITY_REQUIRE_POSTGRES();
+  const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
+  absl::StatusOr<MigrationReport> first = ApplyMigrations(url, EmbeddedMigrations());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->applied, static_cast<int>(EmbeddedMigrations().size()));
+  absl::StatusOr<MigrationReport> second = ApplyMigrations(url, EmbeddedMigrations());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->applied, 0);
+  EXPECT_EQ(second->current_version, first->current_version);
+  EXPECT_EQ(Sql(url, "SELECT count(*) FROM schema_migrations"),
+            absl::StrCat(EmbeddedMigrations().size()));
+  EXPECT_EQ(Sql(url, "SELECT count(*) FROM results"), "0");
+}
+
+TEST(MigrationsTest, ChangedMigrationIsFailedPrecondition) {
+  PARITY_REQUIRE_POSTGRES();
+  const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
+  ASSERT_TRUE(ApplyMigrations(url, EmbeddedMigrations()).ok());
+  Migration edited = EmbeddedMigrations()[0];
+  edited.sql = "SELECT 1";
+  EXPECT_EQ(ApplyMigrations(url, {&edited, 1}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerTest, ListRunsPagesByKeyset) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("pages", 5));
+  v1::ListRunsRequest request;
+  request.set_sweep_id(submitted.sweep().sweep_id());
+  request.set_page_size(2);
+  std::vector<std::string> seen;
+  do {
+    absl::StatusOr<v1::ListRunsResponse> page = scheduler_->ListRuns(request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const v1::Run& run : page->runs()) seen.push_back(run.run_id());
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  EXPECT_EQ(seen, std::vector<std::string>(submitted.run_ids().begin(), submitted.run_ids().end()));
+  request.set_page_token("%%%");
+  EXPECT_EQ(scheduler_->ListRuns(request).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SchedulerTest, ListSweepsPagesNewestFirst) {
+  for (int i = 0; i < 3; ++i) Submit(MakeSweepSpec(absl::StrCat("s", i), 1));
+  v1::ListSweepsRequest request;
+  request.set_page_size(2);
+  absl::StatusOr<v1::ListSweepsResponse> first = scheduler_->ListSweeps(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->sweeps().size(), 2);
+  EXPECT_EQ(first->sweeps(0).spec().name(), "s2");
+  request.set_page_token(first->next_page_token());
+  absl::StatusOr<v1::ListSweepsResponse> second = scheduler_->ListSweeps(request);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->sweeps().size(), 1);
+  EXPECT_EQ(second->sweeps(0).spec().name(), "s0");
+  EXPECT_TRUE(second->next_page_token().empty());
+}
+
+TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("watch", 1));
+  const std::string worker = Register();
+  absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+  v1::ReportMetricsRequest metrics;
+  metrics.set_run_id(submitted.run_ids(0));
+  metrics.set_lease_epoch(1);
+  for (uint64_t step = 1; step <= 5; ++step) *metrics.add_points() = Point(step);
+  ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
+  std::thread finisher([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(submitted.run_ids(0));
+    complete.set_lease_epoch(1);
+    complete.mutable_success();
+    EXPECT_TRUE(scheduler_->CompleteRun(complete).ok());
+  });
+  v1::WatchRunRequest watch;
+  watch.set_run_id(submitted.run_ids(0));
+  watch.set_from_step(3);
+  std::vector<uint64_t> steps;
+  std::vector<v1::RunState> states;
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  const WatchControl control{[give_up] { return absl::Now() > give_up; }};
+  const absl::Status status =
+      scheduler_->WatchRun(watch, control, [&](const v1::WatchRunResponse& m) {
+        if (m.has_metric()) steps.push_back(m.metric().step());
+        if (m.has_state_change()) states.push_back(m.state_change().to_state());
+        return true;
+      });
+  finisher.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_THAT(steps, ElementsAre(3u, 4u, 5u));
+  EXPECT_THAT(states, ElementsAre(v1::RUN_STATE_LEASED, v1::RUN_STATE_SUCCEEDED));
+}
+
+TEST_F(SchedulerTest, RealPlannerSweepLandsInRunsWithItsAccounting) {
+  absl::StatusOr<v1::SweepSpec> spec = core::LoadSweepSpecFile("examples/micro.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  Scheduler scheduler(*store_, signal_, clock_, &core::PlanSweep, options_, nullptr);
+  v1::SubmitSweepRequest request;
+  *request.mutable_spec() = *spec;
+  absl::StatusOr<v1::SubmitSweepResponse> submitted = scheduler.SubmitSweep(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  absl::StatusOr<std::vector<v1::RunSpec>> planned = core::PlanSweep(*spec);
+  ASSERT_TRUE(planned.ok());
+  ASSERT_EQ(submitted->run_ids_size(), static_cast<int>(planned->size()));
+  // The accounting columns are the planner's numbers, run by run.
+  v1::QueryResultsRequest query;
+  query.mutable_filter()->set_sweep_id(submitted->sweep().sweep_id());
+  absl::StatusOr<v1::QueryResultsResponse> rows = scheduler.QueryResults(query);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->rows_size(), static_cast<int>(planned->size()));
+  for (int i = 0; i < rows->rows_size(); ++i) {
+    const v1::Accounting& a = (*planned)[i].accounting();
+    EXPECT_EQ(rows->rows(i).name(), (*planned)[i].name());
+    EXPECT_EQ(rows->rows(i).params(), a.params());
+    EXPECT_EQ(rows->rows(i).active_params(), a.active_params());
+    EXPECT_DOUBLE_EQ(rows->rows(i).flops_per_token(), a.flops_per_token());
+    EXPECT_EQ(rows->rows(i).tokens(), a.tokens());
+    EXPECT_EQ(rows->rows(i).unique_tokens(), a.unique_tokens());
+  }
+  // An invalid spec is INVALID_ARGUMENT with the planner's violations, and writes nothing.
+  request.mutable_spec()->set_name("");
+  const absl::Status invalid = scheduler.SubmitSweep(request).status();
+  EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(core::FieldViolationsOf(invalid).empty());
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM sweeps"), "1");
+}
+
+TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("watch-sweep", 2));
+  std::vector<std::string> changes;  // "run-index:FROM>TO" of the streamed changes
+  int metric_points = 0;
+  absl::Status status;
+  std::thread watcher([&] {
+    v1::WatchSweepRequest watch;
+    watch.set_sweep_id(submitted.sweep().sweep_id());
+    watch.set_include_metrics(true);
+    const absl::Time give_up = absl::Now() + absl::Seconds(15);
+    status = scheduler_->WatchSweep(
+        watch, {[give_up] { return absl::Now() > give_up; }}, [&](const v1::WatchSweepResponse& m) {
+          if (m.has_metric()) ++metric_points;
+          if (m.has_state_change() && m.state_change().from_state() != 0) {
+            const int index = m.state_change().run_id() == submitted.run_ids(0) ? 0 : 1;
+            changes.push_back(absl::StrCat(index, ":", m.state_change().from_state(), ">",
+                                           m.state_change().to_state()));
+          }
+          return true;
+        });
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  const std::string worker = Register();
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+    ASSERT_TRUE(leased.ok() && leased->has_lease());
+    v1::ReportMetricsRequest metrics;
+    metrics.set_run_id(leased->run().run_id());
+    metrics.set_lease_epoch(leased->lease().lease_epoch());
+    *metrics.add_points() = Point(1);
+    ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
+    absl::SleepFor(absl::Milliseconds(100));  // let the watcher see the run live
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(leased->run().run_id());
+    complete.set_lease_epoch(leased->lease().lease_epoch());
+    complete.mutable_success();
+    ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
+  }
+  watcher.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_THAT(changes, ElementsAre("0:1>2", "0:2>4", "1:1>2", "1:2>4"));
+  EXPECT_EQ(metric_points, 2);
+}
+
+}  // namespace
+}  // namespace parity::server::testing
