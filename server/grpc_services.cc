@@ -54,9 +54,13 @@ grpc::Status SweepServiceImpl::QueryResults(grpc::ServerContext*, const v1::Quer
                                             v1::QueryResultsResponse* out) {
   return Reply(scheduler_.QueryResults(*r), out);
 }
-grpc::Status SweepServiceImpl::AnalyzeSweep(grpc::ServerContext*, const v1::AnalyzeSweepRequest*,
-                                            v1::AnalyzeSweepResponse*) {
-  return ToGrpcStatus(absl::UnimplementedError("AnalyzeSweep is not served yet"));
+grpc::Status SweepServiceImpl::AnalyzeSweep(grpc::ServerContext*, const v1::AnalyzeSweepRequest* r,
+                                            v1::AnalyzeSweepResponse* out) {
+  return Reply(scheduler_.AnalyzeSweep(*r), out);
+}
+grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* r,
+                                           v1::ListWorkersResponse* out) {
+  return Reply(scheduler_.ListWorkers(*r), out);
 }
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context,
                                           const v1::WatchSweepRequest* r,

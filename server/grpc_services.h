@@ -37,6 +37,8 @@ class SweepServiceImpl final : public v1::SweepService::Service {
                             v1::QueryResultsResponse*) override;
   grpc::Status AnalyzeSweep(grpc::ServerContext*, const v1::AnalyzeSweepRequest*,
                             v1::AnalyzeSweepResponse*) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+                           v1::ListWorkersResponse*) override;
 
  private:
   Scheduler& scheduler_;

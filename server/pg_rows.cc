@@ -163,6 +163,32 @@ v1::ResultRow ResultFromRow(const pqxx::row& row) {
   return result;
 }
 
+v1::Worker WorkerFromRow(const pqxx::row& row) {
+  v1::Worker worker;
+  worker.set_worker_id(row["worker_id"].c_str());
+  worker.set_hostname(row["hostname"].c_str());
+  // Written by RegisterWorker as proto JSON; a row that does not parse lists without devices.
+  const nlohmann::json devices = nlohmann::json::parse(row["devices"].c_str(), nullptr, false);
+  if (devices.is_array()) {
+    for (const nlohmann::json& device : devices) {
+      v1::Device parsed;
+      if (google::protobuf::util::JsonStringToMessage(device.dump(), &parsed).ok()) {
+        *worker.add_devices() = std::move(parsed);
+      }
+    }
+  }
+  const nlohmann::json labels = nlohmann::json::parse(row["labels"].c_str(), nullptr, false);
+  if (labels.is_object()) {
+    for (const auto& [key, value] : labels.items()) {
+      if (value.is_string()) (*worker.mutable_labels())[key] = value.get<std::string>();
+    }
+  }
+  worker.set_version(row["version"].c_str());
+  *worker.mutable_last_seen_time() = TimestampFromMicros(row["last_seen_us"].as<int64_t>());
+  worker.set_active_runs(row["active_runs"].as<uint32_t>());
+  return worker;
+}
+
 std::vector<uint32_t> ParseIntArray(const std::string& text) {
   std::vector<uint32_t> values;
   absl::string_view body(text);

@@ -17,6 +17,7 @@ v1::Sweep SweepFromRow(const pqxx::row& row);         // kSweepSelect
 RunEvent EventFromRow(const pqxx::row& row);          // sweep_events / run_events
 v1::MetricPoint MetricFromRow(const pqxx::row& row);  // list_metrics
 v1::ResultRow ResultFromRow(const pqxx::row& row);    // SELECT * FROM results
+v1::Worker WorkerFromRow(const pqxx::row& row);       // list_workers
 
 // "{0,1}" → {0, 1} and back.
 std::vector<uint32_t> ParseIntArray(const std::string& text);

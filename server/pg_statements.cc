@@ -116,43 +116,29 @@ void PrepareStatements(pqxx::connection& c) {
             "ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, devices = "
             "excluded.devices, labels = excluded.labels, version = excluded.version, "
             "last_seen_at = now() RETURNING worker_id::text, " PARITY_US("last_seen_at"));
-  c.prepare("touch_worker",
-            "UPDATE workers SET last_seen_at = now() WHERE worker_id = $1 RETURNING 1");
+  // $1 seen within (seconds), $2 last_seen_at text of the last row ('' = first page), $3 its
+  // id, $4 limit. Most recently seen first; active runs are the LEASED/RUNNING ones it owns.
+  c.prepare("list_workers",
+            "SELECT w.worker_id::text AS worker_id, w.hostname, w.devices::text AS devices, "
+            "w.labels::text AS labels, w.version, " PARITY_US("w.last_seen_at") " AS last_seen_us, "
+            "w.last_seen_at::text AS last_seen_text, (SELECT count(*) FROM runs r WHERE "
+            "r.lease_owner = w.worker_id AND r.state IN ('LEASED', 'RUNNING')) AS active_runs "
+            "FROM workers w WHERE w.last_seen_at >= now() - make_interval(secs => $1) AND "
+            "($2 = '' OR (w.last_seen_at, w.worker_id) < ($2::timestamptz, $3::uuid)) "
+            "ORDER BY w.last_seen_at DESC, w.worker_id DESC LIMIT $4");
 
   // --- leasing ---
-  // Leasing is two statements in one transaction, each served by an index (a single ORDER BY
-  // over every pending run would sort the whole queue on every lease):
-  // 1. open sweeps with pending work, best first: priority, then fewest live runs (fair
-  //    share), then oldest;
-  c.prepare("lease_sweeps",
-            "SELECT s.sweep_id::text FROM sweeps s LEFT JOIN (SELECT sweep_id, count(*) AS n "
-            "  FROM runs WHERE state IN ('LEASED', 'RUNNING') GROUP BY sweep_id) live "
-            "  ON live.sweep_id = s.sweep_id "
-            "WHERE s.ended_at IS NULL AND EXISTS (SELECT 1 FROM runs r WHERE r.sweep_id = "
-            "  s.sweep_id AND r.state = 'PENDING') "
-            "ORDER BY s.priority DESC, coalesce(live.n, 0), s.created_at, s.sweep_id LIMIT 32");
-  // 2. take the first pending run of that sweep, in grid order, that fits the offer: lock it
-  //    (runs other leasers hold are skipped), give it a new fencing token and a lease, record
-  //    the granted devices and an event. $1 sweep, $2 cpu threads offered, $3 host memory
-  //    (0 = unknown), $4 free GPU memory largest first (bigint[]; unknown = max), $5 worker,
-  //    $6 ttl seconds, $7 GPU indices in the order of $4 (integer[]), $8 the CPU device index.
-  c.prepare("lease_take",
-            "WITH pick AS (SELECT r.run_id FROM runs r WHERE r.sweep_id = $1 AND "
-            "  r.state = 'PENDING' AND r.not_before <= now() AND ($3 = 0 OR r.memory_bytes <= $3) "
-            "  AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= $2) OR (r.gpus > 0 AND "
-            "  r.gpus <= cardinality($4::bigint[]) AND ($4::bigint[])[r.gpus] >= "
-            "  r.gpu_memory_bytes)) ORDER BY r.ordinal LIMIT 1 FOR UPDATE SKIP LOCKED), "
-            "taken AS (UPDATE runs r SET state = 'LEASED', lease_owner = $5, lease_epoch = "
-            "  r.lease_epoch + 1, lease_expires_at = now() + make_interval(secs => $6), "
-            "  cancel_requested = false, updated_at = now(), device_indices = CASE WHEN "
-            "  r.gpus = 0 THEN ARRAY[$8::integer] ELSE ($7::integer[])[1:r.gpus] END "
-            "  FROM pick WHERE r.run_id = pick.run_id RETURNING " +
-                run_columns +
-                ", r.gpus), "
-                "ev AS (INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, "
-                "  lease_epoch, worker_id, reason) SELECT run_id::uuid, sweep_id::uuid, "
-                "  'PENDING', 'LEASED', attempt, lease_epoch, $5, 'leased' FROM taken) "
-                "SELECT * FROM taken");
+  // One statement, one round trip, its own transaction: lease_next_run() (migration 0003) touches
+  // the worker, ranks the open sweeps with pending work (priority, then fewest live runs — fair
+  // share — then oldest; an index of open sweeps, not a sort of the queue) and in that order
+  // takes the first pending run in grid order that fits the offer (FOR UPDATE SKIP LOCKED), with
+  // a new fencing token, a lease, the granted devices and an event. $1 worker, $2 cpu threads
+  // offered, $3 host memory (0 = unknown), $4 free GPU memory largest first (bigint[]; unknown =
+  // max), $5 ttl seconds, $6 GPU indices in the order of $4 (integer[]), $7 the CPU device index.
+  c.prepare("lease_next",
+            "SELECT " + run_columns +
+                ", r.gpus FROM lease_next_run($1::uuid, $2::integer, $3::bigint, $4::bigint[], "
+                "$5::float8, $6::integer[], $7::integer) r");
   c.prepare("lock_run",
             "SELECT run_id::text, sweep_id::text, state, lease_epoch, lease_owner::text, "
             "cancel_requested, attempt, max_attempts FROM runs WHERE run_id = $1 FOR UPDATE");
@@ -160,8 +146,10 @@ void PrepareStatements(pqxx::connection& c) {
   c.prepare("insert_event",
             "INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch, "
             "worker_id, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
-  // $1 run, $2 ttl seconds, $3 step, $4 checkpoint step (NULL), $5 checkpoint uri (NULL)
+  // $1 run, $2 ttl seconds, $3 step, $4 checkpoint step (NULL), $5 checkpoint uri (NULL),
+  // $6 worker (its last_seen_at is refreshed too, so ListWorkers shows busy workers).
   c.prepare("heartbeat",
+            "WITH seen AS (UPDATE workers SET last_seen_at = now() WHERE worker_id = $6) "
             "UPDATE runs SET state = 'RUNNING', lease_expires_at = now() + make_interval(secs => "
             "$2), started_at = coalesce(started_at, now()), latest_step = greatest(latest_step, "
             "$3), checkpoint_step = coalesce($4, checkpoint_step), checkpoint_uri = coalesce($5, "
@@ -173,7 +161,8 @@ void PrepareStatements(pqxx::connection& c) {
             "lease_expires_at = NULL, ended_at = now(), updated_at = now() WHERE run_id = $1");
 
   // --- metrics ---
-  // $1 run, $2 JSON array of points. Points already stored for (run, step) are skipped.
+  // $1 run, $2 JSON array of points. Points already stored for (run, step) are skipped; the
+  // run's latest step and validation BPC follow the points stored. Returns the count stored.
   c.prepare("insert_metrics",
             "WITH input AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(step bigint, "
             "  attempt integer, tokens bigint, unique_tokens bigint, epoch float8, train_bpc "
@@ -187,13 +176,13 @@ void PrepareStatements(pqxx::connection& c) {
             "  learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, "
             "  flops, expert_load, CASE WHEN logged_us IS NULL THEN NULL ELSE "
             "  to_timestamp(logged_us / 1000000.0) END FROM input "
-            "  ON CONFLICT DO NOTHING RETURNING step, val_bpc) "
-            "SELECT count(*), (SELECT val_bpc FROM ins WHERE val_bpc IS NOT NULL ORDER BY step "
-            "DESC LIMIT 1), max(step) FROM ins");
-  // $1 run, $2 latest val bpc (NULL = keep), $3 max step
-  c.prepare("record_metrics_progress",
-            "UPDATE runs SET latest_val_bpc = coalesce($2, latest_val_bpc), latest_step = "
-            "greatest(latest_step, $3) WHERE run_id = $1");
+            "  ON CONFLICT DO NOTHING RETURNING step, val_bpc), "
+            // The run's progress columns, in the same statement (one round trip less).
+            "progress AS (UPDATE runs SET latest_val_bpc = coalesce((SELECT val_bpc FROM ins "
+            "  WHERE val_bpc IS NOT NULL ORDER BY step DESC LIMIT 1), latest_val_bpc), "
+            "  latest_step = greatest(latest_step, (SELECT max(step) FROM ins)) "
+            "  WHERE run_id = $1::uuid AND EXISTS (SELECT 1 FROM ins)) "
+            "SELECT count(*) FROM ins");
   c.prepare("list_metrics",
             "SELECT step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, "
             "learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, "

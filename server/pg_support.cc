@@ -111,6 +111,19 @@ pqxx::binarystring Bytes(const std::string& data) {
 
 std::string BytesOf(const pqxx::field& field) { return pqxx::binarystring(field).str(); }
 
+absl::Status NotFoundError(absl::string_view kind, absl::string_view id,
+                           absl::string_view description) {
+  absl::Status status = absl::NotFoundError(absl::StrCat(kind, " ", id, " ", description));
+  google::rpc::ResourceInfo info;
+  info.set_resource_type(
+      absl::StrCat("parity.v1.", absl::AsciiStrToUpper(kind.substr(0, 1)), kind.substr(1)));
+  info.set_resource_name(absl::StrCat(kind, "s/", id));
+  info.set_description(std::string(description));
+  status.SetPayload("type.googleapis.com/google.rpc.ResourceInfo",
+                    absl::Cord(info.SerializeAsString()));
+  return status;
+}
+
 absl::Status LeaseEpochError(absl::string_view run_id, absl::string_view description) {
   absl::Status status = absl::FailedPreconditionError(
       absl::StrCat("run ", run_id, ": ", description, "; another worker may own it now"));

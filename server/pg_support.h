@@ -41,6 +41,21 @@ auto WithTransaction(PgConnectionPool& pool, Body&& body)
   }
 }
 
+// Runs `body(pqxx::nontransaction&)` for callers that send exactly one statement: PostgreSQL
+// runs it as its own transaction (atomic), and the BEGIN and COMMIT round trips are saved.
+template <typename Body>
+auto WithSingleStatement(PgConnectionPool& pool, Body&& body)
+    -> decltype(body(std::declval<pqxx::nontransaction&>())) {
+  auto handle = pool.Acquire();
+  if (!handle.ok()) return handle.status();
+  try {
+    pqxx::nontransaction tx(**handle);
+    return body(tx);
+  } catch (const std::exception& e) {
+    return StatusFromException(e);
+  }
+}
+
 // "RUN_STATE_PENDING" ↔ "PENDING", and the same for sweep states, failure classes and roles.
 std::string RunStateText(v1::RunState state);
 v1::RunState RunStateFromText(absl::string_view text);
@@ -63,6 +78,11 @@ void SetTimestamp(const pqxx::field& field, google::protobuf::Timestamp* out);
 // Binary data in and out of bytea columns.
 pqxx::binarystring Bytes(const std::string& data);
 std::string BytesOf(const pqxx::field& field);
+
+// NOT_FOUND carrying a google.rpc.ResourceInfo: `kind` is "sweep", "run" or "worker"; the
+// detail names the resource type (e.g. "parity.v1.Sweep") and "sweeps/<id>".
+absl::Status NotFoundError(absl::string_view kind, absl::string_view id,
+                           absl::string_view description = "not found");
 
 // A PreconditionFailure-carrying FAILED_PRECONDITION for a stale or lost lease.
 absl::Status LeaseEpochError(absl::string_view run_id, absl::string_view description);

@@ -34,7 +34,7 @@ absl::StatusOr<std::string> DecodeToken(const std::string& token) {
 }
 
 absl::Status NotFound(absl::string_view kind, absl::string_view id) {
-  return absl::NotFoundError(absl::StrCat(kind, " ", id, " not found"));
+  return pg::NotFoundError(kind, id);
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ class PostgresRunStore final : public RunStore {
                                          const PageRequest& page) override;
   absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
   absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) override;
+  absl::StatusOr<Page<v1::Worker>> ListWorkers(const WorkersQuery& query) override;
   absl::StatusOr<std::optional<LeasedRun>> LeaseNextRun(const LeaseRequest& request) override;
   absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) override;
   absl::StatusOr<MetricsAppendResult> AppendMetrics(

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/pg_rows.h"
 #include "server/pg_support.h"
 #include "server/postgres_run_store.h"
@@ -40,7 +42,7 @@ struct LockedRun {
 
 absl::StatusOr<LockedRun> LockRun(pqxx::work& tx, const std::string& run_id) {
   const pqxx::result rows = tx.exec_prepared("lock_run", run_id);
-  if (rows.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " not found"));
+  if (rows.empty()) return pg::NotFoundError("run", run_id);
   const pqxx::row& row = rows[0];
   return LockedRun{row[1].c_str(),       pg::RunStateFromText(row[2].c_str()),
                    row[3].as<int64_t>(), row[4].is_null() ? "" : row[4].c_str(),
@@ -95,6 +97,37 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
   });
 }
 
+absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuery& query) {
+  std::string after_time, after_id;
+  if (!query.page.page_token.empty()) {
+    std::string text;
+    if (!absl::WebSafeBase64Unescape(query.page.page_token, &text)) {
+      return absl::InvalidArgumentError("page_token is not valid");
+    }
+    std::vector<std::string> parts = absl::StrSplit(text, '|');
+    if (parts.size() != 2 || parts[0].empty() || parts[1].size() != 36) {
+      return absl::InvalidArgumentError("page_token is not valid");
+    }
+    after_time = parts[0];
+    after_id = parts[1];
+  }
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Worker>> {
+    const pqxx::result rows =
+        tx.exec_prepared("list_workers", Seconds(query.seen_within), after_time,
+                         after_id.empty() ? std::nullopt : std::optional(after_id),
+                         static_cast<int64_t>(query.page.page_size) + 1);
+    Page<v1::Worker> result;
+    for (pqxx::result::size_type i = 0; i < rows.size() && i < query.page.page_size; ++i) {
+      result.items.push_back(pg::WorkerFromRow(rows[i]));
+      if (i + 1 == query.page.page_size && rows.size() > query.page.page_size) {
+        result.next_page_token = absl::WebSafeBase64Escape(
+            absl::StrCat(rows[i]["last_seen_text"].c_str(), "|", rows[i]["worker_id"].c_str()));
+      }
+    }
+    return result;
+  });
+}
+
 absl::StatusOr<std::optional<LeasedRun>> PostgresRunStore::LeaseNextRun(
     const LeaseRequest& request) {
   // GPUs largest memory first: a run needing g GPUs fits when the g-th largest is big enough.
@@ -111,28 +144,31 @@ absl::StatusOr<std::optional<LeasedRun>> PostgresRunStore::LeaseNextRun(
     gpu_memory.push_back(gpu.memory_bytes == 0 ? absl::StrCat(std::numeric_limits<int64_t>::max())
                                                : absl::StrCat(gpu.memory_bytes));
   }
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<LeasedRun>> {
-    if (tx.exec_prepared("touch_worker", request.worker_id).empty()) {
-      return absl::NotFoundError(absl::StrCat("worker ", request.worker_id, " is not registered"));
-    }
-    std::vector<uint32_t> gpu_indices;
-    for (const auto& gpu : gpus) gpu_indices.push_back(gpu.index);
-    const std::string gpu_memory_literal = pg::TextArrayLiteral(gpu_memory);
-    const std::string gpu_indices_literal = pg::IntArrayLiteral(gpu_indices);
-    for (const auto& sweep : tx.exec_prepared("lease_sweeps")) {
-      const pqxx::result rows =
-          tx.exec_prepared("lease_take", sweep[0].c_str(), request.offer.cpu_threads,
-                           static_cast<int64_t>(request.offer.host_memory_bytes),
-                           gpu_memory_literal, request.worker_id, Seconds(request.ttl),
-                           gpu_indices_literal, request.offer.cpu_device_index);
-      if (rows.empty()) continue;
-      LeasedRun leased;
-      leased.run = pg::RunFromRow(rows[0]);
-      leased.lease = leased.run.lease();
-      return std::optional<LeasedRun>(std::move(leased));
-    }
-    return std::optional<LeasedRun>();
-  });
+  std::vector<uint32_t> gpu_indices;
+  for (const auto& gpu : gpus) gpu_indices.push_back(gpu.index);
+  const std::string gpu_memory_literal = pg::TextArrayLiteral(gpu_memory);
+  const std::string gpu_indices_literal = pg::IntArrayLiteral(gpu_indices);
+  // One statement in its own transaction (no BEGIN/COMMIT round trips); see "lease_next".
+  return pg::WithSingleStatement(
+      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<std::optional<LeasedRun>> {
+        pqxx::result rows;
+        try {
+          rows = tx.exec_prepared("lease_next", request.worker_id, request.offer.cpu_threads,
+                                  static_cast<int64_t>(request.offer.host_memory_bytes),
+                                  gpu_memory_literal, Seconds(request.ttl), gpu_indices_literal,
+                                  request.offer.cpu_device_index);
+        } catch (const pqxx::sql_error& e) {
+          if (e.sqlstate() == "P0002") {
+            return pg::NotFoundError("worker", request.worker_id, "is not registered");
+          }
+          throw;
+        }
+        if (rows.empty()) return std::optional<LeasedRun>();
+        LeasedRun leased;
+        leased.run = pg::RunFromRow(rows[0]);
+        leased.lease = leased.run.lease();
+        return std::optional<LeasedRun>(std::move(leased));
+      });
 }
 
 absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
@@ -159,7 +195,7 @@ absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdat
     }
     const pqxx::result rows = tx.exec_prepared(
         "heartbeat", update.run_id, Seconds(update.ttl), static_cast<int64_t>(update.step),
-        CheckpointStep(update.checkpoint), CheckpointUri(update.checkpoint));
+        CheckpointStep(update.checkpoint), CheckpointUri(update.checkpoint), update.worker_id);
     if (run->state == v1::RUN_STATE_LEASED) {
       InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_RUNNING, run->attempt, "started");
     }
@@ -186,12 +222,6 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
     MetricsAppendResult result;
     result.accepted = inserted[0][0].as<uint32_t>();
     result.duplicates = static_cast<uint32_t>(points.size()) - result.accepted;
-    if (result.accepted > 0) {
-      tx.exec_prepared(
-          "record_metrics_progress", run_id,
-          inserted[0][1].is_null() ? std::nullopt : std::optional(inserted[0][1].as<double>()),
-          inserted[0][2].as<int64_t>());
-    }
     return result;
   });
 }

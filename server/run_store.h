@@ -1,7 +1,7 @@
 // RunStore: the scheduler's durable state as domain operations (not a key-value blob).
 //
 // Every method is one transaction. Errors are absl::Status, chosen by what the caller should do:
-//   NOT_FOUND            the sweep, run or worker does not exist;
+//   NOT_FOUND            the sweep, run or worker does not exist (payload: ResourceInfo);
 //   FAILED_PRECONDITION  a stale fencing token or a lost lease (payload: PreconditionFailure);
 //   ALREADY_EXISTS       an idempotency key reused with a different spec;
 //   ABORTED              a lost race (serialization failure, deadlock): re-read and retry;
@@ -136,6 +136,11 @@ struct ResultsQuery {
   PageRequest page;
 };
 
+struct WorkersQuery {
+  absl::Duration seen_within = absl::Seconds(300);  // last lease, heartbeat or registration
+  PageRequest page;
+};
+
 // One row of the events table.
 struct RunEvent {
   int64_t event_id = 0;
@@ -174,6 +179,10 @@ class RunStore {
   virtual absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) = 0;
 
   virtual absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) = 0;
+  // Workers seen within `seen_within`, most recently seen first (keyset paging on
+  // (last_seen_at, worker_id); a worker seen again while a client pages may move to an earlier
+  // page and be missed by that listing), each with its count of LEASED/RUNNING runs.
+  virtual absl::StatusOr<Page<v1::Worker>> ListWorkers(const WorkersQuery& query) = 0;
 
   // Leases the best PENDING run that fits the offer: highest priority, then the sweep with the
   // fewest live runs (fair share), then the oldest. Bumps the fencing token. nullopt = no work.

@@ -222,6 +222,26 @@ absl::StatusOr<v1::QueryResultsResponse> Scheduler::QueryResults(
   return response;
 }
 
+absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(
+    const v1::ListWorkersRequest& request) {
+  Violations violations;
+  WorkersQuery query;
+  query.page = {violations.PageSize("page_size", request.page_size(), 100, 1000),
+                request.page_token()};
+  query.seen_within = absl::Seconds(request.seen_within_seconds() == 0
+                                        ? 300
+                                        : static_cast<int64_t>(request.seen_within_seconds()));
+  if (absl::Status status = violations.ToStatus("invalid ListWorkers request"); !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<Page<v1::Worker>> workers = store_.ListWorkers(query);
+  if (!workers.ok()) return workers.status();
+  v1::ListWorkersResponse response;
+  for (v1::Worker& worker : workers->items) *response.add_workers() = std::move(worker);
+  response.set_next_page_token(workers->next_page_token);
+  return response;
+}
+
 absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
     const v1::RegisterWorkerRequest& request) {
   Violations violations;

@@ -72,6 +72,13 @@ class Scheduler {
   absl::StatusOr<v1::ListRunsResponse> ListRuns(const v1::ListRunsRequest& request);
   absl::StatusOr<v1::GetRunResponse> GetRun(const v1::GetRunRequest& request);
   absl::StatusOr<v1::QueryResultsResponse> QueryResults(const v1::QueryResultsRequest& request);
+  // The dense law, per-MoE-run efficiency leverage and optimal activation rates of a sweep's
+  // SUCCEEDED runs (core::AnalyzeFinishedRuns; scheduler_analysis.cc). NOT_FOUND for an unknown
+  // sweep; FAILED_PRECONDITION with a PreconditionFailure when the dense law cannot be fitted
+  // (fewer than 2 finished dense baselines, or all at one compute budget).
+  absl::StatusOr<v1::AnalyzeSweepResponse> AnalyzeSweep(const v1::AnalyzeSweepRequest& request);
+  // Workers seen within seen_within_seconds (0 = 300), most recently seen first, paged.
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);
   // Streams until the sweep/run ends (OK), the control says stop (CANCELLED) or an error.
   absl::Status WatchSweep(const v1::WatchSweepRequest& request, const WatchControl& control,
                           const std::function<bool(const v1::WatchSweepResponse&)>& write);

@@ -249,7 +249,7 @@ TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
 }
 
 TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
-  const std::string sweep = Submit(SweepYaml("e2e-cancel", 2, /*baselines=*/false, "1e13"));
+  const std::string sweep = Submit(SweepYaml("e2e-cancel", 2, /*baselines=*/false, "3e11"));
   ASSERT_FALSE(sweep.empty());
   ASSERT_TRUE(stack_->StartWorker(0).ok());
   ASSERT_TRUE(stack_->StartWorker(1).ok());

@@ -310,6 +310,96 @@ TEST_F(GrpcApiTest, ReaperThreadRequeuesExpiredLease) {
   EXPECT_EQ(run.run().attempt(), 2u);
 }
 
+TEST_F(GrpcApiTest, ListWorkersShowsRegisteredWorkersWithActiveRuns) {
+  SubmitSweep(1);
+  const std::string idle = RegisterWorker();
+  const std::string busy = RegisterWorker();
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_worker_id(busy);
+  *lease_request.add_free_devices() = CpuDevice();
+  v1::LeaseRunResponse leased;
+  ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+  ASSERT_TRUE(leased.has_lease());
+  v1::ListWorkersResponse listed;
+  const grpc::Status status =
+      sweeps_->ListWorkers(Context().get(), v1::ListWorkersRequest(), &listed);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  ASSERT_EQ(listed.workers_size(), 2);
+  EXPECT_EQ(listed.workers(0).worker_id(), busy);  // seen last (its lease)
+  EXPECT_EQ(listed.workers(0).active_runs(), 1u);
+  EXPECT_EQ(listed.workers(1).worker_id(), idle);
+  EXPECT_EQ(listed.workers(1).active_runs(), 0u);
+  EXPECT_EQ(listed.workers(1).hostname(), "grpc-test");
+  ASSERT_EQ(listed.workers(1).devices_size(), 1);
+  EXPECT_EQ(listed.workers(1).devices(0).kind(), v1::DEVICE_KIND_CPU);
+
+  v1::ListWorkersRequest bad;
+  bad.set_page_size(5000);
+  const grpc::Status invalid = sweeps_->ListWorkers(Context().get(), bad, &listed);
+  EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ViolatedFields(invalid), ElementsAre("page_size"));
+}
+
+TEST_F(GrpcApiTest, AnalyzeSweepOverGrpc) {
+  v1::SubmitSweepRequest submit;
+  *submit.mutable_spec() = AnalysisSweepSpec("grpc-analysis");
+  v1::SubmitSweepResponse submitted;
+  ASSERT_TRUE(sweeps_->SubmitSweep(Context().get(), submit, &submitted).ok());
+  ASSERT_EQ(submitted.run_ids_size(), kAnalysisSweepRuns);
+  v1::AnalyzeSweepRequest request;
+  request.set_sweep_id(submitted.sweep().sweep_id());
+  v1::AnalyzeSweepResponse analysis;
+
+  const std::string worker = RegisterWorker();
+  for (int i = 0; i < kAnalysisSweepRuns; ++i) {
+    if (i == 1) {
+      // Only dense-1C has finished: no law can be fitted yet.
+      const grpc::Status early = sweeps_->AnalyzeSweep(Context().get(), request, &analysis);
+      EXPECT_EQ(early.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+      google::rpc::PreconditionFailure failure;
+      ASSERT_EQ(DetailsOf(early).details_size(), 1);
+      ASSERT_TRUE(DetailsOf(early).details(0).UnpackTo(&failure));
+      EXPECT_EQ(failure.violations(0).type(), "DENSE_BASELINES");
+    }
+    v1::LeaseRunRequest lease_request;
+    lease_request.set_worker_id(worker);
+    *lease_request.add_free_devices() = CpuDevice();
+    v1::LeaseRunResponse leased;
+    ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+    ASSERT_TRUE(leased.has_lease());
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(leased.run().run_id());
+    complete.set_lease_epoch(leased.lease().lease_epoch());
+    complete.mutable_success()->set_final_val_bpc(SyntheticBpc(leased.run().spec()));
+    v1::CompleteRunResponse done;
+    ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
+  }
+  const grpc::Status status = sweeps_->AnalyzeSweep(Context().get(), request, &analysis);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+  EXPECT_NEAR(analysis.dense_fit().b(), kLawB, 1e-9);
+  EXPECT_EQ(analysis.leverage_size(), 4);
+  for (const v1::RunLeverage& run : analysis.leverage()) {
+    if (run.name() == "moe-r0.2") {
+      EXPECT_NEAR(run.efficiency_leverage(), 2.0, 1e-6);
+    }
+  }
+  ASSERT_EQ(analysis.optimal_activation_size(), 1);
+  EXPECT_NEAR(analysis.optimal_activation(0).activation_rate(), 0.2, 1e-6);
+}
+
+TEST_F(GrpcApiTest, NotFoundCarriesResourceInfo) {
+  v1::GetSweepRequest get;
+  get.set_sweep_id("00000000-0000-0000-0000-000000000009");
+  v1::GetSweepResponse sweep;
+  const grpc::Status status = sweeps_->GetSweep(Context().get(), get, &sweep);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  google::rpc::ResourceInfo info;
+  ASSERT_EQ(DetailsOf(status).details_size(), 1);
+  ASSERT_TRUE(DetailsOf(status).details(0).UnpackTo(&info));
+  EXPECT_EQ(info.resource_type(), "parity.v1.Sweep");
+  EXPECT_EQ(info.resource_name(), "sweeps/00000000-0000-0000-0000-000000000009");
+}
+
 TEST_F(GrpcApiTest, HealthServiceReportsServing) {
   grpc::ClientContext context;
   grpc::ByteBuffer response;

@@ -3,6 +3,7 @@
 // a Scheduler wired the way SchedulerServer wires them.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
@@ -60,7 +61,51 @@ inline v1::SweepSpec MakeSweepSpec(const std::string& name, int runs = 4, int gp
   return spec;
 }
 
+// A sweep whose analysis has a known answer (the stub planner expands it when the spec has the
+// label "analysis"): dense baselines at C = 1e15 and 2e15 FLOPs, MoE runs at C = 1e15 with
+// r_a = 0.1, 0.2, 0.4 (data variant "unique") and one at r_a = 0.2 with data variant "strict".
+// Finished with SyntheticBpc(), the dense law is L(C) = 10·C^-0.05 exactly, each MoE run at
+// r_a = 0.2 reaches the dense loss of 2·C (EL = 2), and the "unique" group's BPC is a parabola
+// in ln r_a with its minimum at r_a = 0.2.
+inline v1::SweepSpec AnalysisSweepSpec(const std::string& name) {
+  v1::SweepSpec spec;
+  spec.set_name(name);
+  (*spec.mutable_labels())["analysis"] = "1";
+  return spec;
+}
+constexpr int kAnalysisSweepRuns = 6;
+constexpr double kLawA = 10, kLawB = 0.05;
+inline double DenseLaw(double compute) { return kLawA * std::pow(compute, -kLawB); }
+inline double SyntheticBpc(const v1::RunSpec& run) {
+  const double c = run.accounting().compute_flops();
+  if (run.role() == v1::RUN_ROLE_DENSE_BASELINE) return DenseLaw(c);
+  const double t = std::log(run.accounting().activation_rate() / 0.2);
+  return DenseLaw(2 * c) + 0.05 * t * t;
+}
+
+inline std::vector<v1::RunSpec> AnalysisRuns() {
+  std::vector<v1::RunSpec> runs;
+  auto add = [&](const std::string& name, v1::RunRole role, double compute, double rate,
+                 const std::string& variant) {
+    v1::RunSpec run = MakeRunSpec(name, role);
+    run.mutable_accounting()->set_compute_flops(compute);
+    run.mutable_accounting()->set_activation_rate(rate);
+    run.set_compute_multiple(compute / 1e15);
+    run.set_data_variant(variant);
+    run.set_predicted_efficiency_leverage(role == v1::RUN_ROLE_MOE ? 1.5 : 0);
+    runs.push_back(std::move(run));
+  };
+  add("dense-1C", v1::RUN_ROLE_DENSE_BASELINE, 1e15, 1.0, "unique");
+  add("dense-2C", v1::RUN_ROLE_DENSE_BASELINE, 2e15, 1.0, "unique");
+  add("moe-r0.1", v1::RUN_ROLE_MOE, 1e15, 0.1, "unique");
+  add("moe-r0.2", v1::RUN_ROLE_MOE, 1e15, 0.2, "unique");
+  add("moe-r0.4", v1::RUN_ROLE_MOE, 1e15, 0.4, "unique");
+  add("moe-r0.2-strict", v1::RUN_ROLE_MOE, 1e15, 0.2, "strict");
+  return runs;
+}
+
 inline absl::StatusOr<std::vector<v1::RunSpec>> StubPlanner(const v1::SweepSpec& spec) {
+  if (spec.labels().count("analysis") > 0) return AnalysisRuns();
   if (spec.name().empty()) {
     core::FieldViolation violation{"name", "required"};
     return core::InvalidArgumentWithViolations("invalid sweep spec", {&violation, 1});
@@ -156,6 +201,20 @@ class SchedulerTest : public ::testing::Test {
     absl::StatusOr<v1::SubmitSweepResponse> response = scheduler_->SubmitSweep(request);
     EXPECT_TRUE(response.ok()) << response.status();
     return response.ok() ? *response : v1::SubmitSweepResponse();
+  }
+
+  // Leases up to `count` runs with one worker and completes each with SyntheticBpc().
+  void FinishRuns(int count) {
+    const std::string worker = Register();
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+      ASSERT_TRUE(leased.ok() && leased->has_lease()) << leased.status();
+      v1::CompleteRunRequest complete;
+      complete.set_run_id(leased->run().run_id());
+      complete.set_lease_epoch(leased->lease().lease_epoch());
+      complete.mutable_success()->set_final_val_bpc(SyntheticBpc(leased->run().spec()));
+      ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
+    }
   }
 
   // One lease attempt without waiting.
