@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 using google::protobuf::util::TimeUtil;
 
 bool LeaseGone(const absl::Status& s) {
-  return s.code() == absl::StatusCode::kFailedPrecondition || s.code() == absl::StatusCode::kNotFound;
+  return s.code() == absl::StatusCode::kFailedPrecondition ||
+         s.code() == absl::StatusCode::kNotFound;
 }
 
 parity::v1::Run WithRunId(parity::v1::LeaseRunResponse lease) {
@@ -34,7 +35,8 @@ std::string Tail(const std::string& path, size_t bytes) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";
   const std::streamoff size = in.tellg();
-  const std::streamoff start = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(bytes));
+  const std::streamoff start =
+      std::max<std::streamoff>(0, size - static_cast<std::streamoff>(bytes));
   in.seekg(start);
   std::string out(static_cast<size_t>(size - start), '\0');
   in.read(out.data(), static_cast<std::streamsize>(out.size()));
@@ -44,10 +46,14 @@ std::string Tail(const std::string& path, size_t bytes) {
 // google.rpc.Code for a failure class (what the caller of the run should think happened).
 int RpcCodeFor(parity::v1::FailureClass c) {
   switch (c) {
-    case parity::v1::FAILURE_CLASS_USER_ERROR: return static_cast<int>(absl::StatusCode::kInvalidArgument);
-    case parity::v1::FAILURE_CLASS_OUT_OF_MEMORY: return static_cast<int>(absl::StatusCode::kResourceExhausted);
-    case parity::v1::FAILURE_CLASS_PREEMPTED: return static_cast<int>(absl::StatusCode::kAborted);
-    default: return static_cast<int>(absl::StatusCode::kInternal);
+    case parity::v1::FAILURE_CLASS_USER_ERROR:
+      return static_cast<int>(absl::StatusCode::kInvalidArgument);
+    case parity::v1::FAILURE_CLASS_OUT_OF_MEMORY:
+      return static_cast<int>(absl::StatusCode::kResourceExhausted);
+    case parity::v1::FAILURE_CLASS_PREEMPTED:
+      return static_cast<int>(absl::StatusCode::kAborted);
+    default:
+      return static_cast<int>(absl::StatusCode::kInternal);
   }
 }
 
@@ -55,13 +61,20 @@ int RpcCodeFor(parity::v1::FailureClass c) {
 
 const char* RunOutcomeName(RunOutcome o) {
   switch (o) {
-    case RunOutcome::kRunning: return "running";
-    case RunOutcome::kSucceeded: return "succeeded";
-    case RunOutcome::kFailed: return "failed";
-    case RunOutcome::kCancelled: return "cancelled";
-    case RunOutcome::kPreempted: return "preempted";
-    case RunOutcome::kLeaseLost: return "lease-lost";
-    case RunOutcome::kAbandoned: return "abandoned";
+    case RunOutcome::kRunning:
+      return "running";
+    case RunOutcome::kSucceeded:
+      return "succeeded";
+    case RunOutcome::kFailed:
+      return "failed";
+    case RunOutcome::kCancelled:
+      return "cancelled";
+    case RunOutcome::kPreempted:
+      return "preempted";
+    case RunOutcome::kLeaseLost:
+      return "lease-lost";
+    case RunOutcome::kAbandoned:
+      return "abandoned";
   }
   return "?";
 }
@@ -84,7 +97,9 @@ RunSupervisor::~RunSupervisor() {
   Join();
 }
 
-void RunSupervisor::Start() { thread_ = std::thread([this] { Supervise(); }); }
+void RunSupervisor::Start() {
+  thread_ = std::thread([this] { Supervise(); });
+}
 
 void RunSupervisor::Preempt() {
   absl::MutexLock lock(&mu_);
@@ -102,8 +117,11 @@ RunOutcome RunSupervisor::outcome() const {
 }
 
 void RunSupervisor::SetOutcome(RunOutcome o) {
-  absl::MutexLock lock(&mu_);
-  outcome_ = o;
+  {
+    absl::MutexLock lock(&mu_);
+    outcome_ = o;
+  }
+  if (o != RunOutcome::kRunning && options_.on_finished) options_.on_finished();
 }
 
 void RunSupervisor::Join() {
@@ -140,7 +158,8 @@ absl::Status RunSupervisor::PrepareFiles(std::string* spec_path, bool* resume) {
   if (!out.good()) return absl::InternalError(absl::StrCat("write ", *spec_path));
   // Resume whenever the store holds a checkpoint of this run: a re-lease (attempt > 1) or a run
   // the scheduler knows a checkpoint of. A first attempt with leftovers starts over.
-  *resume = (run_.attempt() > 1 || run_.has_checkpoint()) && LatestCheckpointIn(checkpoint_dir_).has_value();
+  *resume = (run_.attempt() > 1 || run_.has_checkpoint()) &&
+            LatestCheckpointIn(checkpoint_dir_).has_value();
   return absl::OkStatus();
 }
 
@@ -171,8 +190,8 @@ void RunSupervisor::ReadOutput(int fd) {
       absl::MutexLock lock(&mu_);
       engine_error_ = *error;
     } else {
-      spdlog::debug("run {}: engine line ignored ({}): {}", run_.run_id(), std::get<EngineIgnored>(event).reason,
-                    line.substr(0, 200));
+      spdlog::debug("run {}: engine line ignored ({}): {}", run_.run_id(),
+                    std::get<EngineIgnored>(event).reason, line.substr(0, 200));
     }
   };
   // Ends at end of file, which comes once every process holding the pipe has exited (the group's
@@ -183,7 +202,8 @@ void RunSupervisor::ReadOutput(int fd) {
     LineReader::Result r = reader.ReadSome(absl::Milliseconds(500), on_line);
     if (r == LineReader::Result::kEof) break;
     if (r == LineReader::Result::kTimeout && engine_reaped_.load() && ++idle_after_exit >= 10) {
-      spdlog::warn("run {}: engine output still open after exit; a process escaped its group", run_.run_id());
+      spdlog::warn("run {}: engine output still open after exit; a process escaped its group",
+                   run_.run_id());
       break;
     }
   }
@@ -289,7 +309,8 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
       } else if (LeaseGone(s)) {
         lose_lease(s);
       } else {
-        next_heartbeat = now + std::min(heartbeat_backoff_.NextDelay(), options_.heartbeat_interval);
+        next_heartbeat =
+            now + std::min(heartbeat_backoff_.NextDelay(), options_.heartbeat_interval);
         spdlog::warn("run {}: heartbeat failed ({}), retrying", run_.run_id(), s.ToString());
       }
     }
@@ -301,14 +322,16 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
         lose_lease(s);
       } else {
         next_metrics = now + metrics_backoff_.NextDelay();
-        spdlog::warn("run {}: metrics not delivered ({}), {} waiting", run_.run_id(), s.ToString(), buffer_.size());
+        spdlog::warn("run {}: metrics not delivered ({}), {} waiting", run_.run_id(), s.ToString(),
+                     buffer_.size());
       }
     }
     // No word from the scheduler for a whole TTL past the last expiry it granted: the reaper has
     // (or will have) handed the run to someone else. Stop, letting the engine checkpoint first.
     if (!end.lease_lost && !end.cancelled && now > lease_expiry_ + options_.lease_ttl) {
-      spdlog::warn("run {}: no heartbeat accepted since the lease expired at {}; stopping the engine", run_.run_id(),
-                   absl::FormatTime(lease_expiry_));
+      spdlog::warn(
+          "run {}: no heartbeat accepted since the lease expired at {}; stopping the engine",
+          run_.run_id(), absl::FormatTime(lease_expiry_));
       end.lease_lost = true;
       terminate(now);
     }
@@ -346,20 +369,22 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
     }
     *req.mutable_success() = *summary;
   } else {
-    const parity::v1::FailureClass cls =
-        end.preempted ? parity::v1::FAILURE_CLASS_PREEMPTED : ClassifyEngineExit(exit, end.killed_by_us);
+    const parity::v1::FailureClass cls = end.preempted ? parity::v1::FAILURE_CLASS_PREEMPTED
+                                                       : ClassifyEngineExit(exit, end.killed_by_us);
     parity::v1::RunFailure* f = req.mutable_failure();
     f->set_failure_class(cls);
     f->mutable_status()->set_code(RpcCodeFor(cls));
     std::string msg = absl::StrCat("engine ", exit.ToString());
     if (engine_error) absl::StrAppend(&msg, ": ", engine_error->code, ": ", engine_error->message);
-    if (std::string tail = Tail(work_dir_ + "/engine.log", 1500); !tail.empty()) absl::StrAppend(&msg, "; log tail:\n", tail);
+    if (std::string tail = Tail(work_dir_ + "/engine.log", 1500); !tail.empty())
+      absl::StrAppend(&msg, "; log tail:\n", tail);
     f->mutable_status()->set_message(msg);
   }
   NewCheckpoint();
   if (last_checkpoint_) *req.mutable_checkpoint() = *last_checkpoint_;
 
-  const absl::Time deadline = absl::Now() + (end.preempted ? options_.preempt_report_timeout : options_.report_timeout);
+  const absl::Time deadline =
+      absl::Now() + (end.preempted ? options_.preempt_report_timeout : options_.report_timeout);
   absl::Time next_heartbeat = absl::Now() + options_.heartbeat_interval;
   Backoff backoff(options_.backoff);
   while (absl::Now() < deadline) {
@@ -368,9 +393,10 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
       absl::StatusOr<parity::v1::CompleteRunResponse> resp = client_.CompleteRun(req);
       s = resp.status();
       if (s.ok()) {
-        spdlog::info("run {}: completed ({}), run is now {}", run_.run_id(),
-                     success ? "success" : parity::v1::FailureClass_Name(req.failure().failure_class()),
-                     parity::v1::RunState_Name(resp->run().state()));
+        spdlog::info(
+            "run {}: completed ({}), run is now {}", run_.run_id(),
+            success ? "success" : parity::v1::FailureClass_Name(req.failure().failure_class()),
+            parity::v1::RunState_Name(resp->run().state()));
         if (success) return RunOutcome::kSucceeded;
         return end.preempted ? RunOutcome::kPreempted : RunOutcome::kFailed;
       }
@@ -390,16 +416,20 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
       if (LeaseGone(h)) return RunOutcome::kLeaseLost;
       next_heartbeat = absl::Now() + options_.heartbeat_interval;
     }
-    absl::SleepFor(std::min(backoff.NextDelay(), std::max(absl::ZeroDuration(), deadline - absl::Now())));
+    absl::SleepFor(
+        std::min(backoff.NextDelay(), std::max(absl::ZeroDuration(), deadline - absl::Now())));
   }
-  spdlog::error("run {}: scheduler unreachable for {}; leaving the run to the lease reaper", run_.run_id(),
-                absl::FormatDuration(end.preempted ? options_.preempt_report_timeout : options_.report_timeout));
+  spdlog::error("run {}: scheduler unreachable for {}; leaving the run to the lease reaper",
+                run_.run_id(),
+                absl::FormatDuration(end.preempted ? options_.preempt_report_timeout
+                                                   : options_.report_timeout));
   return RunOutcome::kAbandoned;
 }
 
 void RunSupervisor::Supervise() {
-  spdlog::info("run {} ({}): attempt {}, epoch {}, {} threads, GPUs [{}]", run_.run_id(), run_.spec().name(),
-               run_.attempt(), lease_.lease_epoch(), grant_.threads, absl::StrJoin(grant_.gpu_indices, ","));
+  spdlog::info("run {} ({}): attempt {}, epoch {}, {} threads, GPUs [{}]", run_.run_id(),
+               run_.spec().name(), run_.attempt(), lease_.lease_epoch(), grant_.threads,
+               absl::StrJoin(grant_.gpu_indices, ","));
   lease_expiry_ = lease_.has_expire_time()
                       ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(lease_.expire_time()))
                       : absl::Now() + options_.lease_ttl;
@@ -424,7 +454,8 @@ void RunSupervisor::Supervise() {
     spawn.working_dir = work_dir_;
     spawn.log_path = work_dir_ + "/engine.log";
     spawn.output_fd = options_.metrics_fd;
-    spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "), resume ? " (resuming)" : "");
+    spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "),
+                 resume ? " (resuming)" : "");
     absl::StatusOr<std::unique_ptr<ChildProcess>> spawned = ChildProcess::Spawn(spawn);
     if (spawned.ok()) {
       child = std::move(*spawned);

@@ -4,11 +4,12 @@
 // Knows the scheduler only through SchedulerClient (no gRPC) and the engine only through
 // engine_protocol.h. A scheduler that cannot be reached does not stop training: heartbeats and
 // metric batches are retried with backoff while the lease may still be valid (until one lease TTL
-// after the last known expiry); the first FAILED_PRECONDITION or NOT_FOUND means another worker owns
-// the run, and the engine is killed at once.
+// after the last known expiry); the first FAILED_PRECONDITION or NOT_FOUND means another worker
+// owns the run, and the engine is killed at once.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,7 +42,8 @@ struct RunSupervisorOptions {
   std::string corpus_dir;
   absl::Duration heartbeat_interval = absl::Seconds(10);
   absl::Duration lease_ttl = absl::Seconds(60);
-  // SIGTERM → SIGKILL grace after a cancellation or a preemption (the engine checkpoints meanwhile).
+  // SIGTERM → SIGKILL grace after a cancellation or a preemption (the engine checkpoints
+  // meanwhile).
   absl::Duration kill_grace = absl::Seconds(30);
   // How long to keep trying to deliver the last metrics and CompleteRun when preempted.
   absl::Duration preempt_report_timeout = absl::Seconds(15);
@@ -53,6 +55,9 @@ struct RunSupervisorOptions {
   int metrics_fd = 3;
   MetricBufferOptions metrics;
   BackoffOptions backoff;
+  // Called on the supervisor thread once the outcome is final, so the lease loop can take the
+  // next run at once instead of polling for a free slot. Must not block.
+  std::function<void()> on_finished;
 };
 
 enum class RunOutcome {
@@ -71,8 +76,8 @@ const char* RunOutcomeName(RunOutcome outcome);
 // engine's output into the metric buffer.
 class RunSupervisor {
  public:
-  RunSupervisor(SchedulerClient& client, RunSupervisorOptions options, parity::v1::LeaseRunResponse lease,
-                DeviceGrant grant);
+  RunSupervisor(SchedulerClient& client, RunSupervisorOptions options,
+                parity::v1::LeaseRunResponse lease, DeviceGrant grant);
   ~RunSupervisor();  // Preempts if still running, then joins
   RunSupervisor(const RunSupervisor&) = delete;
   RunSupervisor& operator=(const RunSupervisor&) = delete;
@@ -117,14 +122,14 @@ class RunSupervisor {
   const DeviceGrant grant_;
   const std::string checkpoint_dir_;
   const std::string work_dir_;
-  MetricBuffer buffer_;  // thread-safe itself
-  std::atomic<uint64_t> latest_step_{0};  // written by the reader thread
+  MetricBuffer buffer_;                     // thread-safe itself
+  std::atomic<uint64_t> latest_step_{0};    // written by the reader thread
   std::atomic<bool> engine_reaped_{false};  // set by the supervisor thread, read by the reader
   std::thread thread_;
   Backoff heartbeat_backoff_;  // supervisor thread only
   Backoff metrics_backoff_;    // supervisor thread only
   absl::Time lease_expiry_;    // supervisor thread only: the latest expiry the scheduler granted
-  uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
+  uint64_t reported_checkpoint_step_ = 0;                  // supervisor thread only
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
   mutable absl::Mutex mu_;

@@ -22,7 +22,8 @@ std::string DescribeDevices(const std::vector<parity::v1::Device>& devices) {
     if (d.kind() == parity::v1::DEVICE_KIND_CPU) {
       parts.push_back(absl::StrCat("cpu(", d.threads(), " threads)"));
     } else {
-      parts.push_back(absl::StrCat("cuda:", d.index(), "(", d.name(), ", ", d.memory_bytes() >> 20, " MiB)"));
+      parts.push_back(
+          absl::StrCat("cuda:", d.index(), "(", d.name(), ", ", d.memory_bytes() >> 20, " MiB)"));
     }
   }
   return absl::StrJoin(parts, " ");
@@ -32,6 +33,10 @@ std::string DescribeDevices(const std::vector<parity::v1::Device>& devices) {
 
 WorkerDaemon::WorkerDaemon(SchedulerClient& client, DeviceSlots& slots, WorkerOptions options)
     : client_(client), slots_(slots), options_(std::move(options)) {
+  options_.run.on_finished = [this] {
+    absl::MutexLock lock(&mu_);
+    ++finished_runs_;
+  };
   if (options_.worker_id.empty() && !options_.worker_id_file.empty()) {
     std::ifstream in(options_.worker_id_file);
     std::getline(in, options_.worker_id);
@@ -51,6 +56,19 @@ void WorkerDaemon::Shutdown() {
 bool WorkerDaemon::shutting_down() const {
   absl::MutexLock lock(&mu_);
   return shutdown_;
+}
+
+uint64_t WorkerDaemon::finished_runs() const {
+  absl::MutexLock lock(&mu_);
+  return finished_runs_;
+}
+
+void WorkerDaemon::WaitForFreeSlot(uint64_t seen, absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutdown_ || finished_runs_ != seen;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&woken), d);
 }
 
 bool WorkerDaemon::SleepUnlessShutdown(absl::Duration d) {
@@ -73,10 +91,13 @@ absl::Status WorkerDaemon::Register() {
       options_.worker_id = resp->worker_id();
       options_.run.worker_id = resp->worker_id();
       if (resp->has_lease_ttl()) options_.run.lease_ttl = FromProto(resp->lease_ttl());
-      if (resp->has_heartbeat_interval()) options_.run.heartbeat_interval = FromProto(resp->heartbeat_interval());
-      if (!options_.worker_id_file.empty()) std::ofstream(options_.worker_id_file, std::ios::trunc) << options_.worker_id << "\n";
-      spdlog::info("worker: registered as {} (lease ttl {}, heartbeat every {}); devices {}", options_.worker_id,
-                   absl::FormatDuration(options_.run.lease_ttl), absl::FormatDuration(options_.run.heartbeat_interval),
+      if (resp->has_heartbeat_interval())
+        options_.run.heartbeat_interval = FromProto(resp->heartbeat_interval());
+      if (!options_.worker_id_file.empty())
+        std::ofstream(options_.worker_id_file, std::ios::trunc) << options_.worker_id << "\n";
+      spdlog::info("worker: registered as {} (lease ttl {}, heartbeat every {}); devices {}",
+                   options_.worker_id, absl::FormatDuration(options_.run.lease_ttl),
+                   absl::FormatDuration(options_.run.heartbeat_interval),
                    DescribeDevices(slots_.devices()));
       return absl::OkStatus();
     }
@@ -88,15 +109,19 @@ absl::Status WorkerDaemon::Register() {
       return resp.status();
     }
     const absl::Duration delay = backoff.NextDelay();
-    spdlog::warn("worker: register failed ({}), retrying in {}", resp.status().ToString(), absl::FormatDuration(delay));
+    spdlog::warn("worker: register failed ({}), retrying in {}", resp.status().ToString(),
+                 absl::FormatDuration(delay));
     if (SleepUnlessShutdown(delay)) return absl::CancelledError("shut down before registering");
   }
 }
 
 void WorkerDaemon::StartRun(parity::v1::LeaseRunResponse lease) {
-  const std::string run_id = lease.lease().run_id().empty() ? lease.run().run_id() : lease.lease().run_id();
-  std::vector<uint32_t> indices(lease.lease().device_indices().begin(), lease.lease().device_indices().end());
-  absl::StatusOr<DeviceGrant> grant = slots_.Acquire(run_id, lease.run().spec().resources(), indices);
+  const std::string run_id =
+      lease.lease().run_id().empty() ? lease.run().run_id() : lease.lease().run_id();
+  std::vector<uint32_t> indices(lease.lease().device_indices().begin(),
+                                lease.lease().device_indices().end());
+  absl::StatusOr<DeviceGrant> grant =
+      slots_.Acquire(run_id, lease.run().spec().resources(), indices);
   if (!grant.ok()) {
     // The scheduler gave us a run that does not fit: hand it back as an infrastructure failure.
     spdlog::error("worker: leased run {} does not fit: {}", run_id, grant.status().ToString());
@@ -104,7 +129,8 @@ void WorkerDaemon::StartRun(parity::v1::LeaseRunResponse lease) {
     req.set_run_id(run_id);
     req.set_lease_epoch(lease.lease().lease_epoch());
     req.mutable_failure()->set_failure_class(parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
-    req.mutable_failure()->mutable_status()->set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+    req.mutable_failure()->mutable_status()->set_code(
+        static_cast<int>(absl::StatusCode::kFailedPrecondition));
     req.mutable_failure()->mutable_status()->set_message(std::string(grant.status().message()));
     (void)client_.CompleteRun(req);
     return;
@@ -134,26 +160,32 @@ absl::Status WorkerDaemon::Run() {
   }
   Backoff backoff(options_.backoff);
   while (!shutting_down()) {
+    // Read before reaping, so a run finishing in between still wakes the wait below.
+    const uint64_t finished_before = finished_runs();
     ReapFinished();
     std::vector<parity::v1::Device> free = slots_.FreeDevices();
     if (free.empty()) {
-      SleepUnlessShutdown(absl::Milliseconds(200));
+      WaitForFreeSlot(finished_before, absl::Seconds(1));
       continue;
     }
     parity::v1::LeaseRunRequest req;
     req.set_worker_id(options_.worker_id);
     for (parity::v1::Device& d : free) *req.add_free_devices() = std::move(d);
-    *req.mutable_wait_time() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.lease_wait));
+    *req.mutable_wait_time() =
+        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.lease_wait));
     absl::StatusOr<parity::v1::LeaseRunResponse> resp = client_.LeaseRun(req);
     if (!resp.ok()) {
       if (shutting_down()) break;
       if (resp.status().code() == absl::StatusCode::kNotFound) {
-        spdlog::warn("worker: scheduler does not know worker {}; registering again", options_.worker_id);
-        if (absl::Status s = Register(); !s.ok() && s.code() != absl::StatusCode::kCancelled) return s;
+        spdlog::warn("worker: scheduler does not know worker {}; registering again",
+                     options_.worker_id);
+        if (absl::Status s = Register(); !s.ok() && s.code() != absl::StatusCode::kCancelled)
+          return s;
         continue;
       }
       const absl::Duration delay = backoff.NextDelay();
-      spdlog::warn("worker: lease failed ({}), retrying in {}", resp.status().ToString(), absl::FormatDuration(delay));
+      spdlog::warn("worker: lease failed ({}), retrying in {}", resp.status().ToString(),
+                   absl::FormatDuration(delay));
       SleepUnlessShutdown(delay);
       continue;
     }

@@ -52,6 +52,9 @@ class WorkerDaemon {
   void ReapFinished();
   // Sleeps up to `d`, waking early on Shutdown(). Returns whether shutting down.
   bool SleepUnlessShutdown(absl::Duration d);
+  // Sleeps up to `d`, waking early on Shutdown() or once finished_runs() has moved past `seen`.
+  void WaitForFreeSlot(uint64_t seen, absl::Duration d);
+  uint64_t finished_runs() const;
 
   SchedulerClient& client_;
   DeviceSlots& slots_;
@@ -60,6 +63,8 @@ class WorkerDaemon {
   std::map<std::string, std::unique_ptr<RunSupervisor>> runs_;
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Bumped by supervisors (on their threads) each time a run finishes.
+  uint64_t finished_runs_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace parity::worker
