@@ -39,8 +39,8 @@ class Backoff {
   int attempts_ = 0;
 };
 
-// Whether a failed scheduler call may succeed if simply tried again later: UNAVAILABLE (scheduler or
-// database down), DEADLINE_EXCEEDED, ABORTED (lost a race), RESOURCE_EXHAUSTED (throttled), and
+// Whether a failed scheduler call may succeed if simply tried again later: UNAVAILABLE (scheduler
+// or database down), DEADLINE_EXCEEDED, ABORTED (lost a race), RESOURCE_EXHAUSTED (throttled), and
 // UNKNOWN / INTERNAL (a connection reset surfaces as these). Everything else needs a decision.
 bool IsRetryable(const absl::Status& status);
 

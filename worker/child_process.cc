@@ -28,7 +28,8 @@ absl::Status ErrnoStatus(const std::string& what, int err) {
 // argv[0] as an executable path: as given when it has a '/', else the first match on PATH.
 absl::StatusOr<std::string> ResolveProgram(const std::string& name) {
   if (name.find('/') != std::string::npos) {
-    if (access(name.c_str(), X_OK) != 0) return absl::NotFoundError(absl::StrCat("not executable: ", name));
+    if (access(name.c_str(), X_OK) != 0)
+      return absl::NotFoundError(absl::StrCat("not executable: ", name));
     return name;
   }
   const char* path = getenv("PATH");
@@ -55,7 +56,8 @@ ExitStatus FromWaitStatus(int status) {
 }  // namespace
 
 std::string ExitStatus::ToString() const {
-  if (kind == Kind::kSignaled) return absl::StrCat("killed by signal ", signal, " (", strsignal(signal), ")");
+  if (kind == Kind::kSignaled)
+    return absl::StrCat("killed by signal ", signal, " (", strsignal(signal), ")");
   return absl::StrCat("exited with code ", code);
 }
 
@@ -77,7 +79,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
   }
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
-    if (!overridden.contains(std::string(entry.substr(0, entry.find('='))))) env_strings.emplace_back(entry);
+    if (!overridden.contains(std::string(entry.substr(0, entry.find('=')))))
+      env_strings.emplace_back(entry);
   }
   std::vector<char*> envp;
   for (const std::string& s : env_strings) envp.push_back(const_cast<char*>(s.c_str()));
@@ -143,7 +146,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
     // Keep only 0..max(2,target_out) and the exec-report pipe (close-on-exec).
     for (int fd : {src_in, src_log, src_out}) close(fd);
     const int keep_to = std::max(2, target_out);
-    if (src_exec > keep_to + 1) close_range(static_cast<unsigned>(keep_to + 1), static_cast<unsigned>(src_exec - 1), 0);
+    if (src_exec > keep_to + 1)
+      close_range(static_cast<unsigned>(keep_to + 1), static_cast<unsigned>(src_exec - 1), 0);
     close_range(static_cast<unsigned>(src_exec + 1), ~0U, 0);
     if (cwd != nullptr && chdir(cwd) != 0) {
       int err = errno;
@@ -203,7 +207,8 @@ std::optional<ExitStatus> ChildProcess::TryWait() {
   siginfo_t info;
   std::memset(&info, 0, sizeof info);
   // WNOWAIT: look without reaping, so the group id stays ours while we clear out stragglers.
-  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) {
+  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      info.si_pid == 0) {
     return std::nullopt;
   }
   killpg(pid_, SIGKILL);  // grandchildren left behind by the leader

@@ -1,9 +1,9 @@
 // A child process in its own process group: spawn, signal the group, reap, read its output lines.
 //
 // No gRPC and no knowledge of runs: this is plain POSIX process supervision. The child gets a new
-// process group (so a signal reaches its grandchildren too), SIGKILL when the thread that spawned it
-// dies (PR_SET_PDEATHSIG: a kill -9 of the worker does not leave engines training unsupervised; so
-// spawn from a thread that outlives the child), default signal dispositions and an empty signal
+// process group (so a signal reaches its grandchildren too), SIGKILL when the thread that spawned
+// it dies (PR_SET_PDEATHSIG: a kill -9 of the worker does not leave engines training unsupervised;
+// so spawn from a thread that outlives the child), default signal dispositions and an empty signal
 // mask, and only the file descriptors we hand it. Linux only.
 #pragma once
 
@@ -43,7 +43,8 @@ struct SpawnOptions {
   std::vector<std::pair<std::string, std::string>> env = {};
   // Directory the child starts in; empty = the worker's.
   std::string working_dir = {};
-  // File that receives the child's stderr (and stdout when output_fd != 1), appended; empty = /dev/null.
+  // File that receives the child's stderr (and stdout when output_fd != 1), appended; empty =
+  // /dev/null.
   std::string log_path = {};
   // The descriptor number in the child whose writes we read line by line (1 = stdout).
   int output_fd = 1;
@@ -86,7 +87,8 @@ class ChildProcess {
 // Splits a descriptor's bytes into lines. Not thread-safe: one reader thread.
 class LineReader {
  public:
-  explicit LineReader(int fd, size_t max_line_bytes = 1 << 20) : fd_(fd), max_line_(max_line_bytes) {}
+  explicit LineReader(int fd, size_t max_line_bytes = 1 << 20)
+      : fd_(fd), max_line_(max_line_bytes) {}
 
   enum class Result { kLines, kTimeout, kEof };
   // Waits up to `timeout` for bytes; calls on_line for each complete line (without '\n'). At end of

@@ -62,7 +62,8 @@ std::vector<parity::v1::Device> DiscoverDevices(const InventoryOptions& options)
   cpu.set_index(0);
   cpu.set_name("cpu");
   cpu.set_memory_bytes(HostMemoryBytes());
-  cpu.set_threads(options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency()));
+  cpu.set_threads(options.threads > 0 ? options.threads
+                                      : std::max(1u, std::thread::hardware_concurrency()));
   out.push_back(cpu);
   if (options.discover_gpus) {
     for (parity::v1::Device& d : DiscoverCudaDevices()) out.push_back(std::move(d));
@@ -107,7 +108,8 @@ absl::StatusOr<DeviceGrant> DeviceSlots::Acquire(const std::string& run_id,
                                                  const parity::v1::ResourceRequest& request,
                                                  const std::vector<uint32_t>& device_indices) {
   absl::MutexLock lock(&mu_);
-  if (grants_.contains(run_id)) return absl::AlreadyExistsError(absl::StrCat("run ", run_id, " already holds devices"));
+  if (grants_.contains(run_id))
+    return absl::AlreadyExistsError(absl::StrCat("run ", run_id, " already holds devices"));
   if (grants_.size() >= max_runs_) return absl::FailedPreconditionError("worker is at --max-runs");
   std::set<uint32_t> busy;
   for (const auto& [id, g] : grants_) busy.insert(g.gpu_indices.begin(), g.gpu_indices.end());
@@ -116,26 +118,31 @@ absl::StatusOr<DeviceGrant> DeviceSlots::Acquire(const std::string& run_id,
   std::vector<uint32_t> wanted = request.gpus() > 0 ? device_indices : std::vector<uint32_t>{};
   if (wanted.empty() && request.gpus() > 0) {
     for (const parity::v1::Device& d : devices_) {
-      if (d.kind() == parity::v1::DEVICE_KIND_CUDA && !busy.contains(d.index()) && wanted.size() < request.gpus()) {
+      if (d.kind() == parity::v1::DEVICE_KIND_CUDA && !busy.contains(d.index()) &&
+          wanted.size() < request.gpus()) {
         wanted.push_back(d.index());
       }
     }
   }
   if (wanted.size() < request.gpus()) {
-    return absl::FailedPreconditionError(absl::StrCat("run needs ", request.gpus(), " GPUs, ", wanted.size(), " free"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("run needs ", request.gpus(), " GPUs, ", wanted.size(), " free"));
   }
   for (uint32_t idx : wanted) {
-    const bool exists = std::any_of(devices_.begin(), devices_.end(), [&](const parity::v1::Device& d) {
-      return d.kind() == parity::v1::DEVICE_KIND_CUDA && d.index() == idx;
-    });
+    const bool exists =
+        std::any_of(devices_.begin(), devices_.end(), [&](const parity::v1::Device& d) {
+          return d.kind() == parity::v1::DEVICE_KIND_CUDA && d.index() == idx;
+        });
     if (!exists || busy.contains(idx)) {
-      return absl::FailedPreconditionError(absl::StrCat("GPU ", idx, " is not free on this worker"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("GPU ", idx, " is not free on this worker"));
     }
   }
   grant.gpu_indices = std::move(wanted);
   const uint32_t free_threads = FreeThreadsLocked();
   const uint32_t share = std::max(1u, total_threads_ / max_runs_);
-  uint32_t want = request.cpu_threads() > 0 ? request.cpu_threads() : (request.gpus() > 0 ? 1u : share);
+  uint32_t want =
+      request.cpu_threads() > 0 ? request.cpu_threads() : (request.gpus() > 0 ? 1u : share);
   grant.threads = std::max(1u, std::min(want, std::max(free_threads, 1u)));
   grants_[run_id] = grant;
   return grant;

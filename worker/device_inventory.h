@@ -49,7 +49,8 @@ class DeviceSlots {
   // Books devices for `run_id`. `device_indices` are the lease's: for a GPU run the CUDA ordinals
   // granted (empty: take the first free ones); for a CPU run the CPU device's index, ignored.
   // FAILED_PRECONDITION when the GPUs are not free.
-  absl::StatusOr<DeviceGrant> Acquire(const std::string& run_id, const parity::v1::ResourceRequest& request,
+  absl::StatusOr<DeviceGrant> Acquire(const std::string& run_id,
+                                      const parity::v1::ResourceRequest& request,
                                       const std::vector<uint32_t>& device_indices);
   void Release(const std::string& run_id);
   size_t active_runs() const;

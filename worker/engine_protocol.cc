@@ -74,7 +74,8 @@ parity::v1::MetricPoint ToMetric(const json& j) {
       const json& l = (*load)[i];
       if (!l.is_object()) continue;
       parity::v1::ExpertLoadStats* s = p.add_expert_load();
-      s->set_layer(Number(l, "layer") ? static_cast<uint32_t>(U64(l, "layer")) : static_cast<uint32_t>(i));
+      s->set_layer(Number(l, "layer") ? static_cast<uint32_t>(U64(l, "layer"))
+                                      : static_cast<uint32_t>(i));
       s->set_min_share(Num(l, "min_share"));
       s->set_max_share(Num(l, "max_share"));
       s->set_coefficient_of_variation(Number(l, "coefficient_of_variation").value_or(Num(l, "cv")));
@@ -87,12 +88,14 @@ parity::v1::MetricPoint ToMetric(const json& j) {
     }
   }
   if (std::optional<double> t = Number(j, "time_unix_seconds")) {
-    *p.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(static_cast<int64_t>(*t * 1e9));
+    *p.mutable_time() =
+        google::protobuf::util::TimeUtil::NanosecondsToTimestamp(static_cast<int64_t>(*t * 1e9));
   } else if (const json* t = Field(j, "time"); t != nullptr && t->is_string()) {
     google::protobuf::util::TimeUtil::FromString(t->get<std::string>(), p.mutable_time());
   }
   if (!p.has_time()) {
-    *p.mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+    *p.mutable_time() =
+        google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
   }
   return p;
 }
@@ -104,10 +107,14 @@ parity::v1::RunSummary ToSummary(const json& j) {
   s.set_tokens(U64(j, "tokens"));
   s.set_steps(Number(j, "steps") ? U64(j, "steps") : U64(j, "step"));
   s.set_measured_flops_per_token(Num(j, "measured_flops_per_token"));
-  double wall = Number(j, "wall_time_seconds").value_or(Number(j, "wall_seconds").value_or(Num(j, "train_seconds")));
-  if (const json* w = Field(j, "wall_time"); w != nullptr && w->is_number()) wall = w->get<double>();
-  *s.mutable_wall_time() = google::protobuf::util::TimeUtil::NanosecondsToDuration(static_cast<int64_t>(wall * 1e9));
-  s.set_peak_memory_bytes(Number(j, "peak_memory_bytes") ? U64(j, "peak_memory_bytes") : U64(j, "peak_rss_bytes"));
+  double wall = Number(j, "wall_time_seconds")
+                    .value_or(Number(j, "wall_seconds").value_or(Num(j, "train_seconds")));
+  if (const json* w = Field(j, "wall_time"); w != nullptr && w->is_number())
+    wall = w->get<double>();
+  *s.mutable_wall_time() =
+      google::protobuf::util::TimeUtil::NanosecondsToDuration(static_cast<int64_t>(wall * 1e9));
+  s.set_peak_memory_bytes(Number(j, "peak_memory_bytes") ? U64(j, "peak_memory_bytes")
+                                                         : U64(j, "peak_rss_bytes"));
   s.set_tokens_per_second(Num(j, "tokens_per_second"));
   return s;
 }
@@ -133,8 +140,9 @@ EngineEvent ParseEngineLine(std::string_view line) {
   if (type == "error") {
     const json* code = Field(j, "code");
     const json* message = Field(j, "message");
-    return EngineError{code != nullptr && code->is_string() ? code->get<std::string>() : "",
-                       message != nullptr && message->is_string() ? message->get<std::string>() : ""};
+    return EngineError{
+        code != nullptr && code->is_string() ? code->get<std::string>() : "",
+        message != nullptr && message->is_string() ? message->get<std::string>() : ""};
   }
   if (type == "checkpoint") {
     const json* path = Field(j, "path");
@@ -150,9 +158,15 @@ EngineEvent ParseEngineLine(std::string_view line) {
 }
 
 std::vector<std::string> EngineArgv(const EngineInvocation& in) {
-  std::vector<std::string> argv = {in.binary,        "--run",         in.run_json_path,
-                                   "--out",          in.checkpoint_dir, "--metrics-fd",
-                                   absl::StrCat(in.metrics_fd), "--threads", absl::StrCat(in.threads)};
+  std::vector<std::string> argv = {in.binary,
+                                   "--run",
+                                   in.run_json_path,
+                                   "--out",
+                                   in.checkpoint_dir,
+                                   "--metrics-fd",
+                                   absl::StrCat(in.metrics_fd),
+                                   "--threads",
+                                   absl::StrCat(in.threads)};
   if (in.resume) argv.push_back("--resume");
   return argv;
 }

@@ -2,8 +2,9 @@
 // lines mean, and what its exit statuses mean. The only file that knows the engine's formats, so
 // a change in the engine is absorbed here.
 //
-// Written against kernels/tools/train_main.cc and kernels/train/trainer.cc ("parity-train interface").
-// Invocation: parity-train --run RUN.json --out CKPT_DIR --metrics-fd FD --threads N [--resume]
+// Written against kernels/tools/train_main.cc and kernels/train/trainer.cc ("parity-train
+// interface"). Invocation: parity-train --run RUN.json --out CKPT_DIR --metrics-fd FD --threads N
+// [--resume]
 //   (RUN.json is a parity.v1.RunSpec in proto JSON; data.corpus must be a path: the worker resolves
 //   names through --corpus-dir. CKPT_DIR is the run's directory in the checkpoint store.)
 // Output: one JSON object per line on FD, told apart by "event" (or "type"/"kind"):
@@ -15,10 +16,11 @@
 //     {"summary":{...}} too;
 //   - "error": {"code":"INVALID_ARGUMENT","message":".."}, the reason for a non-zero exit;
 //   - anything else (not JSON, other events): ignored.
-// Checkpoints: CKPT_DIR/step-NNNNNNNN.ckpt and CKPT_DIR/LATEST naming the newest, written atomically.
-// Exit: 0 completed; 2 bad spec (USER_ERROR); 3 stopped by SIGTERM after checkpointing (PREEMPTED);
-// 4 incompatible or corrupt checkpoint (INFRASTRUCTURE); 5 out of memory (OUT_OF_MEMORY); SIGKILL
-// not sent by the worker → OUT_OF_MEMORY (the kernel's OOM killer); anything else INFRASTRUCTURE.
+// Checkpoints: CKPT_DIR/step-NNNNNNNN.ckpt and CKPT_DIR/LATEST naming the newest, written
+// atomically. Exit: 0 completed; 2 bad spec (USER_ERROR); 3 stopped by SIGTERM after checkpointing
+// (PREEMPTED); 4 incompatible or corrupt checkpoint (INFRASTRUCTURE); 5 out of memory
+// (OUT_OF_MEMORY); SIGKILL not sent by the worker → OUT_OF_MEMORY (the kernel's OOM killer);
+// anything else INFRASTRUCTURE.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +48,8 @@ struct EngineError {
 struct EngineIgnored {
   std::string reason;
 };
-using EngineEvent =
-    std::variant<EngineIgnored, parity::v1::MetricPoint, EngineCheckpoint, parity::v1::RunSummary, EngineError>;
+using EngineEvent = std::variant<EngineIgnored, parity::v1::MetricPoint, EngineCheckpoint,
+                                 parity::v1::RunSummary, EngineError>;
 
 // Decodes one output line. Never fails: unknown lines come back as EngineIgnored with the reason.
 EngineEvent ParseEngineLine(std::string_view line);
@@ -67,8 +69,8 @@ std::vector<std::string> EngineArgv(const EngineInvocation& invocation);
 parity::v1::FailureClass ClassifyEngineExit(const ExitStatus& exit, bool killed_by_worker);
 
 // The newest checkpoint in `dir` by the step number in its file name ("step-000120.ckpt",
-// "ckpt_120.bin", a "latest" file naming one), or nullopt when there is none. Fallback for an engine
-// that does not print checkpoint notices; used to decide --resume too.
+// "ckpt_120.bin", a "latest" file naming one), or nullopt when there is none. Fallback for an
+// engine that does not print checkpoint notices; used to decide --resume too.
 std::optional<EngineCheckpoint> LatestCheckpointIn(const std::string& dir);
 
 }  // namespace parity::worker

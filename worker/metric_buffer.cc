@@ -17,7 +17,8 @@ void MetricBuffer::Add(parity::v1::MetricPoint point, absl::Time now) {
 bool MetricBuffer::FlushDue(absl::Time now) const {
   absl::MutexLock lock(&mu_);
   if (pending_.empty()) return false;
-  return pending_.size() >= options_.batch_points || now - pending_.front().added >= options_.max_delay;
+  return pending_.size() >= options_.batch_points ||
+         now - pending_.front().added >= options_.max_delay;
 }
 
 std::vector<parity::v1::MetricPoint> MetricBuffer::PeekBatch() const {

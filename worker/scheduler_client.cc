@@ -34,22 +34,31 @@ class GrpcSchedulerClient final : public SchedulerClient {
     stub_ = parity::v1::WorkerService::NewStub(channel_);
   }
 
-  absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(const parity::v1::RegisterWorkerRequest& r) override {
-    return Unary(r, &parity::v1::WorkerService::Stub::RegisterWorker, parity::v1::RegisterWorkerResponse{});
+  absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(
+      const parity::v1::RegisterWorkerRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::RegisterWorker,
+                 parity::v1::RegisterWorkerResponse{});
   }
-  absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(const parity::v1::HeartbeatRequest& r) override {
+  absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(
+      const parity::v1::HeartbeatRequest& r) override {
     return Unary(r, &parity::v1::WorkerService::Stub::Heartbeat, parity::v1::HeartbeatResponse{});
   }
-  absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(const parity::v1::ReportMetricsRequest& r) override {
-    return Unary(r, &parity::v1::WorkerService::Stub::ReportMetrics, parity::v1::ReportMetricsResponse{});
+  absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(
+      const parity::v1::ReportMetricsRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::ReportMetrics,
+                 parity::v1::ReportMetricsResponse{});
   }
-  absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(const parity::v1::CompleteRunRequest& r) override {
-    return Unary(r, &parity::v1::WorkerService::Stub::CompleteRun, parity::v1::CompleteRunResponse{});
+  absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(
+      const parity::v1::CompleteRunRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::CompleteRun,
+                 parity::v1::CompleteRunResponse{});
   }
 
-  absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(const parity::v1::LeaseRunRequest& r) override {
+  absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(
+      const parity::v1::LeaseRunRequest& r) override {
     grpc::ClientContext ctx;
-    const absl::Duration wait = absl::Seconds(r.wait_time().seconds()) + absl::Nanoseconds(r.wait_time().nanos());
+    const absl::Duration wait =
+        absl::Seconds(r.wait_time().seconds()) + absl::Nanoseconds(r.wait_time().nanos());
     ctx.set_deadline(DeadlineIn(wait + options_.long_poll_slack));
     {
       absl::MutexLock lock(&mu_);
@@ -86,19 +95,21 @@ class GrpcSchedulerClient final : public SchedulerClient {
   std::shared_ptr<grpc::Channel> channel_;  // shared: gRPC's API hands channels out as shared_ptr
   std::unique_ptr<parity::v1::WorkerService::Stub> stub_;
   absl::Mutex mu_;
-  std::set<grpc::ClientContext*> long_polls_ ABSL_GUARDED_BY(mu_);  // contexts of LeaseRun in flight
+  std::set<grpc::ClientContext*> long_polls_
+      ABSL_GUARDED_BY(mu_);  // contexts of LeaseRun in flight
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
 absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration timeout) {
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
-  ctx.set_wait_for_ready(true);  // wait for the port to open within the deadline
+  ctx.set_wait_for_ready(true);               // wait for the port to open within the deadline
   grpc::Slice empty(static_cast<size_t>(0));  // HealthCheckRequest{service: ""} encodes to no bytes
   grpc::ByteBuffer request(&empty, 1);
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
@@ -117,14 +128,16 @@ absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration time
   std::vector<grpc::Slice> slices;
   std::string bytes;
   if (response.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    for (const grpc::Slice& s : slices)
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
   // HealthCheckResponse{status: SERVING (1)} is field 1, varint 1: bytes 08 01.
   if (bytes == std::string("\x08\x01", 2)) return absl::OkStatus();
   return absl::UnavailableError("scheduler health: not SERVING");
 }
 
-std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target, GrpcClientOptions options) {
+std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target,
+                                                         GrpcClientOptions options) {
   return std::make_unique<GrpcSchedulerClient>(target, options);
 }
 

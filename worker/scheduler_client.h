@@ -18,12 +18,17 @@ namespace parity::worker {
 class SchedulerClient {
  public:
   virtual ~SchedulerClient() = default;
-  virtual absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(const parity::v1::RegisterWorkerRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(
+      const parity::v1::RegisterWorkerRequest&) = 0;
   // Long poll: blocks up to the request's wait_time (plus the call deadline).
-  virtual absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(const parity::v1::LeaseRunRequest&) = 0;
-  virtual absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(const parity::v1::HeartbeatRequest&) = 0;
-  virtual absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(const parity::v1::ReportMetricsRequest&) = 0;
-  virtual absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(const parity::v1::CompleteRunRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(
+      const parity::v1::LeaseRunRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(
+      const parity::v1::HeartbeatRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(
+      const parity::v1::ReportMetricsRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(
+      const parity::v1::CompleteRunRequest&) = 0;
   // Ends any LeaseRun long poll in flight now (it returns CANCELLED); used at shutdown.
   virtual void CancelLongPolls() {}
 };
@@ -41,6 +46,7 @@ struct GrpcClientOptions {
 absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration timeout);
 
 // A client over an insecure channel to `target` (host:port). The channel reconnects by itself.
-std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target, GrpcClientOptions options = {});
+std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target,
+                                                         GrpcClientOptions options = {});
 
 }  // namespace parity::worker

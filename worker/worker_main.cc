@@ -6,7 +6,8 @@
 //   --checkpoint-dir DIR     checkpoint store (PARITY_CHECKPOINT_DIR; default .parity/checkpoints)
 //   --work-dir DIR           scratch: specs, engine logs (PARITY_WORK_DIR; default .parity/work)
 //   --corpus-dir DIR         where corpus names resolve (PARITY_CORPUS_DIR; default data)
-//   --train-binary PATH      the engine (PARITY_TRAIN_BINARY; default: next to this binary, else PATH)
+//   --train-binary PATH      the engine (PARITY_TRAIN_BINARY; default: next to this binary, else
+//   PATH)
 //   --label k=v              repeated; worker labels
 //   --no-gpus                do not look for CUDA GPUs
 //   --kill-grace SECONDS     SIGTERM → SIGKILL grace for engines (default 30)
@@ -49,8 +50,9 @@ std::string DefaultTrainBinary() {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (const fs::path& candidate : {self.parent_path() / "parity-train",
-                                      self.parent_path().parent_path() / "kernels" / "parity-train"}) {
+    for (const fs::path& candidate :
+         {self.parent_path() / "parity-train",
+          self.parent_path().parent_path() / "kernels" / "parity-train"}) {
       if (fs::exists(candidate, ec)) return candidate.string();
     }
   }
@@ -66,7 +68,8 @@ std::string Hostname() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"parity-worker: leases runs from the Parity scheduler and trains them with parity-train"};
+  CLI::App app{
+      "parity-worker: leases runs from the Parity scheduler and trains them with parity-train"};
   std::string scheduler = Env("PARITY_SCHEDULER", "localhost:50051");
   uint32_t threads = static_cast<uint32_t>(std::atoi(Env("PARITY_WORKER_THREADS", "0").c_str()));
   uint32_t max_runs = static_cast<uint32_t>(std::atoi(Env("PARITY_WORKER_MAX_RUNS", "0").c_str()));
@@ -82,13 +85,20 @@ int main(int argc, char** argv) {
   double kill_grace_s = 30, lease_wait_s = 20;
   app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
   app.add_option("--threads", threads, "CPU threads to offer; 0 = all (env PARITY_WORKER_THREADS)");
-  app.add_option("--max-runs", max_runs, "Concurrent runs; 0 = one per GPU, else one per thread (env PARITY_WORKER_MAX_RUNS)");
-  app.add_option("--checkpoint-dir", checkpoint_dir, "Checkpoint store (env PARITY_CHECKPOINT_DIR)");
-  app.add_option("--work-dir", work_dir, "Scratch directory for specs and engine logs (env PARITY_WORK_DIR)");
-  app.add_option("--corpus-dir", corpus_dir, "Where corpus names resolve: NAME → DIR/NAME.txt (env PARITY_CORPUS_DIR)");
-  app.add_option("--train-binary", train_binary, "The parity-train engine (env PARITY_TRAIN_BINARY)");
+  app.add_option(
+      "--max-runs", max_runs,
+      "Concurrent runs; 0 = one per GPU, else one per thread (env PARITY_WORKER_MAX_RUNS)");
+  app.add_option("--checkpoint-dir", checkpoint_dir,
+                 "Checkpoint store (env PARITY_CHECKPOINT_DIR)");
+  app.add_option("--work-dir", work_dir,
+                 "Scratch directory for specs and engine logs (env PARITY_WORK_DIR)");
+  app.add_option("--corpus-dir", corpus_dir,
+                 "Where corpus names resolve: NAME → DIR/NAME.txt (env PARITY_CORPUS_DIR)");
+  app.add_option("--train-binary", train_binary,
+                 "The parity-train engine (env PARITY_TRAIN_BINARY)");
   app.add_option("--label", labels, "Worker label k=v (repeatable)");
-  app.add_option("--worker-id", worker_id, "Reuse this worker id (default: the one saved in --work-dir)");
+  app.add_option("--worker-id", worker_id,
+                 "Reuse this worker id (default: the one saved in --work-dir)");
   app.add_flag("--no-gpus", no_gpus, "Do not look for CUDA GPUs");
   app.add_flag("--probe", probe, "Check the scheduler's gRPC health (SERVING → exit 0) and exit");
   app.add_option("--kill-grace", kill_grace_s, "Seconds between SIGTERM and SIGKILL for an engine");
@@ -138,8 +148,8 @@ int main(int argc, char** argv) {
       parity::worker::DiscoverDevices({.threads = threads, .discover_gpus = !no_gpus});
   size_t gpus = devices.size() - 1;
   for (const parity::v1::Device& d : devices) {
-    spdlog::info("device {}:{} {} threads={} memory={} MiB", parity::v1::DeviceKind_Name(d.kind()), d.index(), d.name(),
-                 d.threads(), d.memory_bytes() >> 20);
+    spdlog::info("device {}:{} {} threads={} memory={} MiB", parity::v1::DeviceKind_Name(d.kind()),
+                 d.index(), d.name(), d.threads(), d.memory_bytes() >> 20);
   }
   // Capacity: one run per GPU on a GPU host, else as many runs as threads (each run books at
   // least one thread, or its ResourceRequest.cpu_threads).
@@ -158,10 +168,12 @@ int main(int argc, char** argv) {
   options.run.work_root = fs::absolute(work_dir).string();
   options.run.corpus_dir = corpus_dir.empty() ? "" : fs::absolute(corpus_dir).string();
   options.run.kill_grace = absl::Seconds(kill_grace_s);
-  spdlog::info("parity-worker {} → scheduler {}; engine {}; checkpoints {}; max {} runs", PARITY_VERSION, scheduler,
-               options.run.train_binary, options.run.checkpoint_root, max_runs);
+  spdlog::info("parity-worker {} → scheduler {}; engine {}; checkpoints {}; max {} runs",
+               PARITY_VERSION, scheduler, options.run.train_binary, options.run.checkpoint_root,
+               max_runs);
 
-  std::unique_ptr<parity::worker::SchedulerClient> client = parity::worker::MakeGrpcSchedulerClient(scheduler);
+  std::unique_ptr<parity::worker::SchedulerClient> client =
+      parity::worker::MakeGrpcSchedulerClient(scheduler);
   parity::worker::WorkerDaemon daemon(*client, slots, options);
   std::thread signals([&daemon, stop_signals] {
     int sig = 0;

@@ -35,7 +35,8 @@ int FreePort() {
 std::string PgBin() {
   const char* env = std::getenv("PARITY_PG_BIN");
   if (env != nullptr && *env != '\0') return env;
-  for (const char* v : {"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"}) {
+  for (const char* v :
+       {"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"}) {
     if (fs::exists(fs::path(v) / "pg_ctl")) return v;
   }
   return "/usr/lib/postgresql/15/bin";
@@ -69,9 +70,10 @@ std::string Quote(const std::string& s) {
 }  // namespace
 
 std::string SyntheticCorpus(size_t bytes) {
-  static const char* kWords[] = {"and", "the", "of", "that", "he", "unto", "in", "shall", "for", "lord",
-                                 "his", "they", "be", "is", "him", "not", "them", "it", "with", "all",
-                                 "thou", "thy", "was", "god", "which", "my", "me", "said", "but", "ye"};
+  static const char* kWords[] = {"and",   "the",  "of",   "that", "he",   "unto", "in",  "shall",
+                                 "for",   "lord", "his",  "they", "be",   "is",   "him", "not",
+                                 "them",  "it",   "with", "all",  "thou", "thy",  "was", "god",
+                                 "which", "my",   "me",   "said", "but",  "ye"};
   std::string out;
   uint64_t x = 88172645463325252ull;
   while (out.size() < bytes) {
@@ -84,9 +86,11 @@ std::string SyntheticCorpus(size_t bytes) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions options, std::string database_url,
+absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions options,
+                                                              std::string database_url,
                                                               std::string root) {
-  std::unique_ptr<LocalStack> s(new LocalStack(std::move(options), std::move(database_url), std::move(root)));
+  std::unique_ptr<LocalStack> s(
+      new LocalStack(std::move(options), std::move(database_url), std::move(root)));
   fs::create_directories(fs::path(s->root_) / "corpus");
   std::ofstream(fs::path(s->root_) / "corpus" / "kjv.txt") << SyntheticCorpus(2 << 20);
   s->port_ = FreePort();
@@ -101,7 +105,8 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
   s->pg_socket_dir_ = (*sock)[0];
   s->pg_port_ = (*port)[0];
   if (absl::Status st = s->StartScheduler(); !st.ok()) return st;
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", s->port_), grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", s->port_), grpc::InsecureChannelCredentials());
   s->sweeps_ = parity::v1::SweepService::NewStub(channel);
   return s;
 }
@@ -133,7 +138,8 @@ absl::Status LocalStack::StartScheduler() {
     if (scheduler_->TryWait().has_value()) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
-  return absl::UnavailableError(absl::StrCat("scheduler not healthy; log:\n", LogTail("scheduler.log")));
+  return absl::UnavailableError(
+      absl::StrCat("scheduler not healthy; log:\n", LogTail("scheduler.log")));
 }
 
 void LocalStack::StopScheduler() {
@@ -145,10 +151,28 @@ absl::Status LocalStack::StartWorker(int index) {
   if (static_cast<int>(workers_.size()) <= index) workers_.resize(static_cast<size_t>(index) + 1);
   const std::string work = absl::StrCat(root_, "/work-", index);
   absl::StatusOr<std::unique_ptr<worker::ChildProcess>> c = worker::ChildProcess::Spawn({
-      .argv = {options_.worker_bin, "--scheduler", absl::StrCat("127.0.0.1:", port_), "--checkpoint-dir",
-               root_ + "/checkpoints", "--work-dir", work, "--corpus-dir", root_ + "/corpus", "--train-binary",
-               options_.engine_bin, "--threads", "1", "--max-runs", "1", "--lease-wait", "2", "--kill-grace", "5",
-               "--no-gpus", "--label", absl::StrCat("e2e=", index)},
+      .argv = {options_.worker_bin,
+               "--scheduler",
+               absl::StrCat("127.0.0.1:", port_),
+               "--checkpoint-dir",
+               root_ + "/checkpoints",
+               "--work-dir",
+               work,
+               "--corpus-dir",
+               root_ + "/corpus",
+               "--train-binary",
+               options_.engine_bin,
+               "--threads",
+               "1",
+               "--max-runs",
+               "1",
+               "--lease-wait",
+               "2",
+               "--kill-grace",
+               "5",
+               "--no-gpus",
+               "--label",
+               absl::StrCat("e2e=", index)},
       .env = options_.worker_env,
       .working_dir = root_,
       .log_path = absl::StrCat(root_, "/worker-", index, ".log"),
@@ -175,21 +199,24 @@ worker::ExitStatus LocalStack::StopWorker(int index) {
 
 absl::Status LocalStack::StopPostgres() {
   const std::string as = getuid() == 0 ? "runuser -u postgres -- " : "";
-  return Shell(absl::StrCat(as, PgBin(), "/pg_ctl -D ", Quote(pg_data_dir_), " -m fast -w stop 2>&1")).status();
+  return Shell(
+             absl::StrCat(as, PgBin(), "/pg_ctl -D ", Quote(pg_data_dir_), " -m fast -w stop 2>&1"))
+      .status();
 }
 
 absl::Status LocalStack::StartPostgres() {
   const std::string as = getuid() == 0 ? "runuser -u postgres -- " : "";
-  const std::string opts =
-      absl::StrCat("-k ", pg_socket_dir_, " -p ", pg_port_, " -c listen_addresses=127.0.0.1 -c fsync=off");
-  return Shell(absl::StrCat(as, PgBin(), "/pg_ctl -D ", Quote(pg_data_dir_), " -l ", Quote(pg_data_dir_ + "/restart.log"),
-                            " -w -o ", Quote(opts), " start 2>&1"))
+  const std::string opts = absl::StrCat("-k ", pg_socket_dir_, " -p ", pg_port_,
+                                        " -c listen_addresses=127.0.0.1 -c fsync=off");
+  return Shell(absl::StrCat(as, PgBin(), "/pg_ctl -D ", Quote(pg_data_dir_), " -l ",
+                            Quote(pg_data_dir_ + "/restart.log"), " -w -o ", Quote(opts),
+                            " start 2>&1"))
       .status();
 }
 
 absl::StatusOr<std::vector<std::string>> LocalStack::Query(const std::string& sql) const {
-  absl::StatusOr<std::string> out =
-      Shell(absl::StrCat(PgBin(), "/psql ", Quote(database_url_), " -tAX -c ", Quote(sql), " 2>&1"));
+  absl::StatusOr<std::string> out = Shell(
+      absl::StrCat(PgBin(), "/psql ", Quote(database_url_), " -tAX -c ", Quote(sql), " 2>&1"));
   if (!out.ok()) return out.status();
   std::vector<std::string> lines = absl::StrSplit(*out, '\n', absl::SkipEmpty());
   return lines;

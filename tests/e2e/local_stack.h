@@ -32,7 +32,8 @@ struct StackOptions {
 class LocalStack {
  public:
   // `database_url`: a migrated database; `root`: an empty scratch directory.
-  static absl::StatusOr<std::unique_ptr<LocalStack>> Start(StackOptions options, std::string database_url,
+  static absl::StatusOr<std::unique_ptr<LocalStack>> Start(StackOptions options,
+                                                           std::string database_url,
                                                            std::string root);
   ~LocalStack();
 
@@ -57,7 +58,9 @@ class LocalStack {
 
  private:
   LocalStack(StackOptions options, std::string database_url, std::string root)
-      : options_(std::move(options)), database_url_(std::move(database_url)), root_(std::move(root)) {}
+      : options_(std::move(options)),
+        database_url_(std::move(database_url)),
+        root_(std::move(root)) {}
 
   StackOptions options_;
   std::string database_url_;

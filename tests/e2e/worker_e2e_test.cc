@@ -39,10 +39,12 @@ std::string EngineBinary() {
 bool FakeEngine() { return EngineBinary() == PARITY_FAKE_ENGINE; }
 
 // The micro example cut down: MoE points × one budget × unique data, seed 0, plus baselines.
-std::string SweepYaml(const std::string& name, int moe_points, bool baselines, const std::string& compute) {
+std::string SweepYaml(const std::string& name, int moe_points, bool baselines,
+                      const std::string& compute) {
   std::string moe;
   const char* rates[] = {"0.25", "0.4", "0.6"};
-  for (int i = 0; i < moe_points; ++i) absl::StrAppend(&moe, "    - {target_activation_rate: ", rates[i], "}\n");
+  for (int i = 0; i < moe_points; ++i)
+    absl::StrAppend(&moe, "    - {target_activation_rate: ", rates[i], "}\n");
   return absl::StrCat(R"(name: )", name, R"(
 moe:
   d_model: 64
@@ -75,12 +77,17 @@ data:
   validation_fraction: 0.01
 grid:
   moe:
-)", moe, R"(  compute:
-    - {name: C1, compute_flops: )", compute, R"(}
+)",
+                      moe, R"(  compute:
+    - {name: C1, compute_flops: )",
+                      compute, R"(}
   data:
     - {name: unique, reuse: unique}
   seeds: [0]
-)", baselines ? "baselines:\n  - {name: dense-1C, compute_multiple: 1}\n  - {name: dense-2C, compute_multiple: 2}\n" : "",
+)",
+                      baselines ? "baselines:\n  - {name: dense-1C, compute_multiple: 1}\n  - "
+                                  "{name: dense-2C, compute_multiple: 2}\n"
+                                : "",
                       "resources:\n  cpu_threads: 1\n");
 }
 
@@ -93,16 +100,19 @@ class WorkerE2ETest : public ::testing::Test {
                       "set PARITY_E2E_SCHEDULER to a binary to run the end-to-end tests";
     }
 #if !PARITY_HAVE_TEST_SUPPORT
-    GTEST_SKIP() << "tests/support (parity_test_support, the throwaway PostgreSQL) is not in this build";
+    GTEST_SKIP()
+        << "tests/support (parity_test_support, the throwaway PostgreSQL) is not in this build";
 #else
     PARITY_REQUIRE_POSTGRES();
     const std::string url = parity::testing::PostgresEnvironment::FreshDatabase();
     ASSERT_FALSE(url.empty());
     root_ = fs::path(::testing::TempDir()) /
-            absl::StrCat("e2e_", ::testing::UnitTest::GetInstance()->current_test_info()->name(), "_", getpid());
+            absl::StrCat("e2e_", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                         "_", getpid());
     fs::remove_all(root_);
     fs::create_directories(root_);
-    StackOptions options{.scheduler_bin = sched, .worker_bin = PARITY_WORKER_BIN, .engine_bin = EngineBinary()};
+    StackOptions options{
+        .scheduler_bin = sched, .worker_bin = PARITY_WORKER_BIN, .engine_bin = EngineBinary()};
     options.worker_env = {{"FAKE_STEP_MS", "20"}};
     absl::StatusOr<std::unique_ptr<LocalStack>> s = LocalStack::Start(options, url, root_.string());
     ASSERT_TRUE(s.ok()) << s.status();
@@ -124,7 +134,8 @@ class WorkerE2ETest : public ::testing::Test {
 
   // Submits; returns the sweep id.
   std::string Submit(const std::string& yaml) {
-    absl::StatusOr<parity::v1::SweepSpec> spec = core::ParseSweepSpec(yaml, core::SpecFormat::kYaml);
+    absl::StatusOr<parity::v1::SweepSpec> spec =
+        core::ParseSweepSpec(yaml, core::SpecFormat::kYaml);
     EXPECT_TRUE(spec.ok()) << spec.status();
     parity::v1::SubmitSweepRequest req;
     *req.mutable_spec() = *spec;
@@ -154,43 +165,51 @@ class WorkerE2ETest : public ::testing::Test {
     parity::v1::GetSweepResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (!stack_->sweeps().GetSweep(&ctx, req, &resp).ok()) return parity::v1::SWEEP_STATE_UNSPECIFIED;
+    if (!stack_->sweeps().GetSweep(&ctx, req, &resp).ok())
+      return parity::v1::SWEEP_STATE_UNSPECIFIED;
     return resp.sweep().state();
   }
 
   bool WaitSweepEnded(const std::string& sweep_id, absl::Duration timeout) {
-    return WaitUntil([&] {
-      parity::v1::SweepState s = SweepState(sweep_id);
-      return s != parity::v1::SWEEP_STATE_ACTIVE && s != parity::v1::SWEEP_STATE_UNSPECIFIED;
-    }, timeout);
+    return WaitUntil(
+        [&] {
+          parity::v1::SweepState s = SweepState(sweep_id);
+          return s != parity::v1::SWEEP_STATE_ACTIVE && s != parity::v1::SWEEP_STATE_UNSPECIFIED;
+        },
+        timeout);
   }
 
   // Waits until some run of the sweep is RUNNING with at least `min_step` reported.
-  bool WaitRunning(const std::string& sweep_id, uint64_t min_step, absl::Duration timeout, bool need_checkpoint = false) {
-    return WaitUntil([&] {
-      for (const parity::v1::Run& r : Runs(sweep_id)) {
-        if (r.state() == parity::v1::RUN_STATE_RUNNING && r.latest_step() >= min_step &&
-            (!need_checkpoint || r.checkpoint().step() > 0)) {
-          return true;
-        }
-      }
-      return false;
-    }, timeout);
+  bool WaitRunning(const std::string& sweep_id, uint64_t min_step, absl::Duration timeout,
+                   bool need_checkpoint = false) {
+    return WaitUntil(
+        [&] {
+          for (const parity::v1::Run& r : Runs(sweep_id)) {
+            if (r.state() == parity::v1::RUN_STATE_RUNNING && r.latest_step() >= min_step &&
+                (!need_checkpoint || r.checkpoint().step() > 0)) {
+              return true;
+            }
+          }
+          return false;
+        },
+        timeout);
   }
 
   // Every (run, step) of the sweep's metrics: count per step must be 1, and a finished run's
   // steps must reach its summary's step count.
   void ExpectMetricsOncePerStep(const std::vector<parity::v1::Run>& runs) {
     for (const parity::v1::Run& r : runs) {
-      absl::StatusOr<std::vector<std::string>> dup = stack_->Query(absl::StrCat(
-          "SELECT step FROM metrics WHERE run_id = '", r.run_id(), "' GROUP BY step HAVING count(*) > 1"));
+      absl::StatusOr<std::vector<std::string>> dup =
+          stack_->Query(absl::StrCat("SELECT step FROM metrics WHERE run_id = '", r.run_id(),
+                                     "' GROUP BY step HAVING count(*) > 1"));
       ASSERT_TRUE(dup.ok()) << dup.status();
       EXPECT_TRUE(dup->empty()) << "run " << r.run_id() << " has steps stored twice";
-      absl::StatusOr<std::vector<std::string>> max = stack_->Query(
-          absl::StrCat("SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = '", r.run_id(), "'"));
+      absl::StatusOr<std::vector<std::string>> max = stack_->Query(absl::StrCat(
+          "SELECT coalesce(max(step), 0) FROM metrics WHERE run_id = '", r.run_id(), "'"));
       ASSERT_TRUE(max.ok() && !max->empty());
       if (r.state() == parity::v1::RUN_STATE_SUCCEEDED) {
-        EXPECT_EQ(std::stoull((*max)[0]), r.summary().steps()) << "the last step's metrics must be stored";
+        EXPECT_EQ(std::stoull((*max)[0]), r.summary().steps())
+            << "the last step's metrics must be stored";
       }
     }
   }
@@ -209,7 +228,8 @@ TEST_F(WorkerE2ETest, SmallSweepCompletesOnTwoWorkers) {
   ASSERT_EQ(runs.size(), 3u);
   std::set<std::string> workers;
   for (const parity::v1::Run& r : runs) {
-    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED) << r.spec().name() << ": " << r.failure().message();
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED)
+        << r.spec().name() << ": " << r.failure().message();
     EXPECT_GT(r.summary().final_val_bpc(), 0) << r.spec().name();
   }
   EXPECT_EQ(SweepState(sweep), parity::v1::SWEEP_STATE_SUCCEEDED);
@@ -221,7 +241,8 @@ TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
   const std::string sweep = Submit(SweepYaml("e2e-kill", 1, /*baselines=*/false, compute));
   ASSERT_FALSE(sweep.empty());
   ASSERT_TRUE(stack_->StartWorker(0).ok());
-  ASSERT_TRUE(WaitRunning(sweep, 1, absl::Minutes(3), /*need_checkpoint=*/true)) << "no checkpoint reported";
+  ASSERT_TRUE(WaitRunning(sweep, 1, absl::Minutes(3), /*need_checkpoint=*/true))
+      << "no checkpoint reported";
   const uint64_t killed_at = Runs(sweep)[0].latest_step();
   stack_->KillWorker(0);  // kill -9 of the worker's group; its engine dies with it
   ASSERT_TRUE(stack_->StartWorker(1).ok());
@@ -235,8 +256,8 @@ TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
   absl::StatusOr<std::vector<std::string>> second = stack_->Query(absl::StrCat(
       "SELECT min(step) FROM metrics WHERE run_id = '", resumed.run_id(), "' AND attempt >= 2"));
   ASSERT_TRUE(second.ok() && !second->empty());
-  EXPECT_GT(std::stoull((*second)[0]), 1u) << "attempt 2 resumed from a checkpoint, not from step 1 (killed at "
-                                           << killed_at << ")";
+  EXPECT_GT(std::stoull((*second)[0]), 1u)
+      << "attempt 2 resumed from a checkpoint, not from step 1 (killed at " << killed_at << ")";
 
   // The same spec uninterrupted ends at exactly the same validation BPC (bit-identical resume).
   const std::string again = Submit(SweepYaml("e2e-kill-reference", 1, false, compute));
@@ -253,11 +274,15 @@ TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
   ASSERT_FALSE(sweep.empty());
   ASSERT_TRUE(stack_->StartWorker(0).ok());
   ASSERT_TRUE(stack_->StartWorker(1).ok());
-  ASSERT_TRUE(WaitUntil([&] {
-    int running = 0;
-    for (const auto& r : Runs(sweep)) running += r.state() == parity::v1::RUN_STATE_RUNNING && r.latest_step() > 0;
-    return running == 2;
-  }, absl::Minutes(3))) << "both runs should be training";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        int running = 0;
+        for (const auto& r : Runs(sweep))
+          running += r.state() == parity::v1::RUN_STATE_RUNNING && r.latest_step() > 0;
+        return running == 2;
+      },
+      absl::Minutes(3)))
+      << "both runs should be training";
   parity::v1::CancelSweepRequest req;
   req.set_sweep_id(sweep);
   req.set_reason("e2e");
@@ -266,15 +291,20 @@ TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
   ASSERT_TRUE(stack_->sweeps().CancelSweep(&ctx, req, &resp).ok());
   const absl::Time cancelled = absl::Now();
   // Two heartbeats (500 ms each) for the workers to hear of it, then SIGTERM reaches the engine.
-  ASSERT_TRUE(WaitUntil([&] {
-    for (const auto& r : Runs(sweep)) {
-      if (r.state() != parity::v1::RUN_STATE_CANCELLED) return false;
-    }
-    return true;
-  }, absl::Seconds(2))) << "runs not CANCELLED within two heartbeats (500 ms each) plus a second of slack";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& r : Runs(sweep)) {
+          if (r.state() != parity::v1::RUN_STATE_CANCELLED) return false;
+        }
+        return true;
+      },
+      absl::Seconds(2)))
+      << "runs not CANCELLED within two heartbeats (500 ms each) plus a second of slack";
   // The engines stop: no metric step is written a little after that.
   absl::SleepFor(std::max(absl::ZeroDuration(), cancelled + absl::Seconds(3) - absl::Now()));
-  const std::string q = "SELECT count(*) FROM metrics m JOIN runs r USING (run_id) WHERE r.sweep_id = '" + sweep + "'";
+  const std::string q =
+      "SELECT count(*) FROM metrics m JOIN runs r USING (run_id) WHERE r.sweep_id = '" + sweep +
+      "'";
   absl::StatusOr<std::vector<std::string>> before = stack_->Query(q);
   absl::SleepFor(absl::Seconds(2));
   absl::StatusOr<std::vector<std::string>> after = stack_->Query(q);
@@ -293,7 +323,8 @@ TEST_F(WorkerE2ETest, SweepSurvivesASchedulerRestart) {
   ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(6)));
   std::vector<parity::v1::Run> runs = Runs(sweep);
   for (const auto& r : runs) {
-    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED) << r.spec().name() << ": " << r.failure().message();
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED)
+        << r.spec().name() << ": " << r.failure().message();
   }
   ExpectMetricsOncePerStep(runs);
 }
@@ -310,7 +341,8 @@ TEST_F(WorkerE2ETest, SweepSurvivesPostgresDownForTenSeconds) {
   ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(6)));
   std::vector<parity::v1::Run> runs = Runs(sweep);
   for (const auto& r : runs) {
-    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED) << r.spec().name() << ": " << r.failure().message();
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED)
+        << r.spec().name() << ": " << r.failure().message();
   }
   ExpectMetricsOncePerStep(runs);
 }

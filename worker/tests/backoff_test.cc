@@ -6,7 +6,10 @@ namespace parity::worker {
 namespace {
 
 TEST(BackoffTest, GrowsGeometricallyUpToTheCap) {
-  Backoff b({.initial = absl::Milliseconds(100), .max = absl::Milliseconds(700), .multiplier = 2.0, .jitter = 0});
+  Backoff b({.initial = absl::Milliseconds(100),
+             .max = absl::Milliseconds(700),
+             .multiplier = 2.0,
+             .jitter = 0});
   EXPECT_EQ(b.NextDelay(), absl::Milliseconds(100));
   EXPECT_EQ(b.NextDelay(), absl::Milliseconds(200));
   EXPECT_EQ(b.NextDelay(), absl::Milliseconds(400));
@@ -16,7 +19,8 @@ TEST(BackoffTest, GrowsGeometricallyUpToTheCap) {
 }
 
 TEST(BackoffTest, ResetStartsOver) {
-  Backoff b({.initial = absl::Milliseconds(50), .max = absl::Seconds(5), .multiplier = 3.0, .jitter = 0});
+  Backoff b(
+      {.initial = absl::Milliseconds(50), .max = absl::Seconds(5), .multiplier = 3.0, .jitter = 0});
   b.NextDelay();
   b.NextDelay();
   b.Reset();
@@ -25,7 +29,9 @@ TEST(BackoffTest, ResetStartsOver) {
 }
 
 TEST(BackoffTest, JitterStaysWithinItsBandAndVaries) {
-  Backoff b({.initial = absl::Seconds(1), .max = absl::Seconds(1), .multiplier = 2.0, .jitter = 0.25}, /*seed=*/42);
+  Backoff b(
+      {.initial = absl::Seconds(1), .max = absl::Seconds(1), .multiplier = 2.0, .jitter = 0.25},
+      /*seed=*/42);
   absl::Duration lo = absl::InfiniteDuration(), hi = absl::ZeroDuration();
   for (int i = 0; i < 200; ++i) {
     absl::Duration d = b.NextDelay();

@@ -29,9 +29,10 @@ bool Alive(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
-std::unique_ptr<ChildProcess> Sh(const std::string& script, int output_fd = 1, std::string log = "") {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> c =
-      ChildProcess::Spawn({.argv = {"/bin/sh", "-c", script}, .log_path = log, .output_fd = output_fd});
+std::unique_ptr<ChildProcess> Sh(const std::string& script, int output_fd = 1,
+                                 std::string log = "") {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> c = ChildProcess::Spawn(
+      {.argv = {"/bin/sh", "-c", script}, .log_path = log, .output_fd = output_fd});
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }
@@ -50,7 +51,8 @@ TEST(ChildProcessTest, MetricsOnItsOwnDescriptorAndStderrToTheLog) {
   std::filesystem::remove(log);
   auto c = Sh("echo metric >&3; echo noise; echo oops >&2", /*output_fd=*/3, log);
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(ReadAllLines(*c), std::vector<std::string>{"metric"}) << "only fd 3 is the metrics stream";
+  EXPECT_EQ(ReadAllLines(*c), std::vector<std::string>{"metric"})
+      << "only fd 3 is the metrics stream";
   ASSERT_TRUE(c->WaitFor(absl::Seconds(5)).has_value());
   std::ifstream in(log);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -88,7 +90,8 @@ TEST(ChildProcessTest, TerminateReachesGrandchildren) {
   ASSERT_NE(c, nullptr);
   LineReader reader(c->output_fd());
   pid_t grandchild = 0;
-  reader.ReadSome(absl::Seconds(5), [&](std::string_view l) { grandchild = std::stoi(std::string(l)); });
+  reader.ReadSome(absl::Seconds(5),
+                  [&](std::string_view l) { grandchild = std::stoi(std::string(l)); });
   ASSERT_GT(grandchild, 0);
   EXPECT_TRUE(Alive(grandchild));
   c->Terminate(absl::Milliseconds(300));
@@ -101,7 +104,8 @@ TEST(ChildProcessTest, StragglersDieWhenTheLeaderExits) {
   ASSERT_NE(c, nullptr);
   LineReader reader(c->output_fd());
   pid_t grandchild = 0;
-  reader.ReadSome(absl::Seconds(5), [&](std::string_view l) { grandchild = std::stoi(std::string(l)); });
+  reader.ReadSome(absl::Seconds(5),
+                  [&](std::string_view l) { grandchild = std::stoi(std::string(l)); });
   ASSERT_GT(grandchild, 0);
   std::optional<ExitStatus> e = c->WaitFor(absl::Seconds(5));
   ASSERT_TRUE(e.has_value());
@@ -121,7 +125,8 @@ TEST(ChildProcessTest, SigtermIgnoredEscalatesToSigkill) {
 }
 
 TEST(ChildProcessTest, MissingProgramIsAnError) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> c = ChildProcess::Spawn({.argv = {"/nonexistent/parity-train"}});
+  absl::StatusOr<std::unique_ptr<ChildProcess>> c =
+      ChildProcess::Spawn({.argv = {"/nonexistent/parity-train"}});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   c = ChildProcess::Spawn({.argv = {"no-such-program-on-path-xyz"}});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
@@ -144,8 +149,10 @@ TEST(ChildProcessTest, SignalMaskIsNotInherited) {
 }
 
 TEST(ChildProcessTest, EnvironmentAndWorkingDirectory) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> c = ChildProcess::Spawn(
-      {.argv = {"/bin/sh", "-c", "echo $PARITY_X; pwd"}, .env = {{"PARITY_X", "42"}}, .working_dir = "/"});
+  absl::StatusOr<std::unique_ptr<ChildProcess>> c =
+      ChildProcess::Spawn({.argv = {"/bin/sh", "-c", "echo $PARITY_X; pwd"},
+                           .env = {{"PARITY_X", "42"}},
+                           .working_dir = "/"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ReadAllLines(**c), (std::vector<std::string>{"42", "/"}));
 }

@@ -37,7 +37,8 @@ TEST(DeviceInventoryTest, CpuFirstWithTheThreadsAsked) {
 
 TEST(DeviceInventoryTest, NoDriverMeansNoGpusAndNoCrash) {
   std::vector<parity::v1::Device> gpus = DiscoverCudaDevices();
-  if (!gpus.empty()) GTEST_SKIP() << "a CUDA driver and GPU are present (" << gpus.size() << " GPUs)";
+  if (!gpus.empty())
+    GTEST_SKIP() << "a CUDA driver and GPU are present (" << gpus.size() << " GPUs)";
   EXPECT_EQ(DiscoverDevices({.threads = 2, .discover_gpus = true}).size(), 1u) << "just the CPU";
 }
 
@@ -45,7 +46,8 @@ TEST(DeviceInventoryTest, GpusReportNameAndMemory) {
   std::vector<parity::v1::Device> gpus = DiscoverCudaDevices();
   if (gpus.empty()) GTEST_SKIP() << "no CUDA driver or GPU on this machine";
   for (const parity::v1::Device& g : gpus) {
-    std::cout << "cuda:" << g.index() << " " << g.name() << " " << (g.memory_bytes() >> 20) << " MiB\n";
+    std::cout << "cuda:" << g.index() << " " << g.name() << " " << (g.memory_bytes() >> 20)
+              << " MiB\n";
     EXPECT_EQ(g.kind(), parity::v1::DEVICE_KIND_CUDA);
     EXPECT_FALSE(g.name().empty());
     EXPECT_GT(g.memory_bytes(), 1ull << 30) << "a GPU reports its memory";
@@ -56,7 +58,8 @@ TEST(DeviceSlotsTest, FairShareAndMaxRuns) {
   DeviceSlots slots({Cpu(8)}, /*max_runs=*/2);
   ASSERT_EQ(slots.FreeDevices().size(), 1u);
   EXPECT_EQ(slots.FreeDevices()[0].threads(), 8u);
-  absl::StatusOr<DeviceGrant> a = slots.Acquire("a", Threads(0), {0});  // the lease names the CPU, index 0
+  absl::StatusOr<DeviceGrant> a =
+      slots.Acquire("a", Threads(0), {0});  // the lease names the CPU, index 0
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->threads, 4u) << "0 threads asked = the fair share 8/2";
   EXPECT_EQ(slots.FreeDevices()[0].threads(), 4u);
@@ -64,7 +67,8 @@ TEST(DeviceSlotsTest, FairShareAndMaxRuns) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->threads, 2u);
   EXPECT_TRUE(slots.FreeDevices().empty()) << "at max_runs nothing is offered";
-  EXPECT_EQ(slots.Acquire("c", Threads(1), {}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(slots.Acquire("c", Threads(1), {}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   slots.Release("a");
   EXPECT_EQ(slots.active_runs(), 1u);
   EXPECT_EQ(slots.FreeDevices()[0].threads(), 6u);

@@ -33,7 +33,8 @@ TEST(EngineProtocolTest, MetricLine) {
 }
 
 TEST(EngineProtocolTest, CamelCaseAndMissingValidation) {
-  EngineEvent e = ParseEngineLine(R"({"type":"metric","step":3,"trainBpc":4.0,"val_bpc":null,"learningRate":0.5})");
+  EngineEvent e = ParseEngineLine(
+      R"({"type":"metric","step":3,"trainBpc":4.0,"val_bpc":null,"learningRate":0.5})");
   auto* p = std::get_if<parity::v1::MetricPoint>(&e);
   ASSERT_NE(p, nullptr);
   EXPECT_DOUBLE_EQ(p->train_bpc(), 4.0);
@@ -42,7 +43,8 @@ TEST(EngineProtocolTest, CamelCaseAndMissingValidation) {
 }
 
 TEST(EngineProtocolTest, CheckpointAndSummaryLines) {
-  EngineEvent c = ParseEngineLine(R"({"type":"checkpoint","step":200,"path":"/ck/step-00000200.ckpt"})");
+  EngineEvent c =
+      ParseEngineLine(R"({"type":"checkpoint","step":200,"path":"/ck/step-00000200.ckpt"})");
   auto* ck = std::get_if<EngineCheckpoint>(&c);
   ASSERT_NE(ck, nullptr);
   EXPECT_EQ(ck->step, 200u);
@@ -81,7 +83,8 @@ TEST(EngineProtocolTest, ParityTrainLines) {
   EXPECT_EQ(sum->peak_memory_bytes(), 123456u);
   EXPECT_EQ(sum->wall_time().seconds(), 3);
   EXPECT_DOUBLE_EQ(sum->measured_flops_per_token(), 2.5e5);
-  EngineEvent e = ParseEngineLine(R"({"event":"error","run_id":"r","code":"INVALID_ARGUMENT","message":"bad corpus"})");
+  EngineEvent e = ParseEngineLine(
+      R"({"event":"error","run_id":"r","code":"INVALID_ARGUMENT","message":"bad corpus"})");
   auto* err = std::get_if<EngineError>(&e);
   ASSERT_NE(err, nullptr);
   EXPECT_EQ(err->code, "INVALID_ARGUMENT");
@@ -89,19 +92,25 @@ TEST(EngineProtocolTest, ParityTrainLines) {
 }
 
 TEST(EngineProtocolTest, OtherLinesAreIgnored) {
-  for (const char* line : {"", "loading corpus...", "{not json", R"({"type":"log","msg":"hi"})", R"({"x":1})", "[1,2]"}) {
+  for (const char* line : {"", "loading corpus...", "{not json", R"({"type":"log","msg":"hi"})",
+                           R"({"x":1})", "[1,2]"}) {
     EXPECT_TRUE(std::holds_alternative<EngineIgnored>(ParseEngineLine(line))) << line;
   }
 }
 
 TEST(EngineProtocolTest, ExitClasses) {
   using K = ExitStatus::Kind;
-  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 2}, false), parity::v1::FAILURE_CLASS_USER_ERROR);
-  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 3}, false), parity::v1::FAILURE_CLASS_PREEMPTED)
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 2}, false),
+            parity::v1::FAILURE_CLASS_USER_ERROR);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 3}, false),
+            parity::v1::FAILURE_CLASS_PREEMPTED)
       << "3 = stopped by SIGTERM after a checkpoint";
-  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 4}, false), parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
-  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 5}, false), parity::v1::FAILURE_CLASS_OUT_OF_MEMORY);
-  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 1}, false), parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 4}, false),
+            parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 5}, false),
+            parity::v1::FAILURE_CLASS_OUT_OF_MEMORY);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 1}, false),
+            parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
   EXPECT_EQ(ClassifyEngineExit({.kind = K::kSignaled, .signal = SIGSEGV}, false),
             parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
   EXPECT_EQ(ClassifyEngineExit({.kind = K::kSignaled, .signal = SIGKILL}, false),
@@ -112,10 +121,14 @@ TEST(EngineProtocolTest, ExitClasses) {
 }
 
 TEST(EngineProtocolTest, Argv) {
-  std::vector<std::string> argv = EngineArgv(
-      {.binary = "pt", .run_json_path = "r.json", .checkpoint_dir = "ck", .metrics_fd = 3, .threads = 4, .resume = true});
-  EXPECT_EQ(argv, (std::vector<std::string>{"pt", "--run", "r.json", "--out", "ck", "--metrics-fd", "3", "--threads",
-                                            "4", "--resume"}));
+  std::vector<std::string> argv = EngineArgv({.binary = "pt",
+                                              .run_json_path = "r.json",
+                                              .checkpoint_dir = "ck",
+                                              .metrics_fd = 3,
+                                              .threads = 4,
+                                              .resume = true});
+  EXPECT_EQ(argv, (std::vector<std::string>{"pt", "--run", "r.json", "--out", "ck", "--metrics-fd",
+                                            "3", "--threads", "4", "--resume"}));
 }
 
 TEST(EngineProtocolTest, LatestCheckpointInADirectory) {

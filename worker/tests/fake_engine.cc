@@ -80,11 +80,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--run") run_path = next();
-    else if (a == "--out") out_dir = next();
-    else if (a == "--resume") resume = true;
-    else if (a == "--metrics-fd") metrics_fd = std::atoi(next().c_str());
-    else if (a == "--threads") next();
+    if (a == "--run")
+      run_path = next();
+    else if (a == "--out")
+      out_dir = next();
+    else if (a == "--resume")
+      resume = true;
+    else if (a == "--metrics-fd")
+      metrics_fd = std::atoi(next().c_str());
+    else if (a == "--threads")
+      next();
   }
   std::ifstream in(run_path);
   nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);
@@ -128,8 +133,12 @@ int main(int argc, char** argv) {
   std::fprintf(out, "fake engine starting at step %ld of %ld\n", step, steps);  // a non-JSON line
   while (step < steps) {
     if (exit_code >= 0) {
-      std::fprintf(out, "%s\n", nlohmann::json({{"event", "error"}, {"code", "INVALID_ARGUMENT"},
-                                                 {"message", "fake engine told to fail"}}).dump().c_str());
+      std::fprintf(out, "%s\n",
+                   nlohmann::json({{"event", "error"},
+                                   {"code", "INVALID_ARGUMENT"},
+                                   {"message", "fake engine told to fail"}})
+                       .dump()
+                       .c_str());
       return static_cast<int>(exit_code);
     }
     usleep(static_cast<useconds_t>(step_ms * 1000));
@@ -157,19 +166,29 @@ int main(int argc, char** argv) {
     }
     if ((ckpt_every > 0 && step % ckpt_every == 0) || step == steps) {
       std::string path = Checkpoint(out_dir, step);
-      std::fprintf(out, "%s\n", nlohmann::json({{"type", "checkpoint"}, {"step", step}, {"path", path}}).dump().c_str());
+      std::fprintf(
+          out, "%s\n",
+          nlohmann::json({{"type", "checkpoint"}, {"step", step}, {"path", path}}).dump().c_str());
     }
     if (g_term) {
       std::string path = Checkpoint(out_dir, step);
-      std::fprintf(out, "%s\n", nlohmann::json({{"type", "checkpoint"}, {"step", step}, {"path", path}}).dump().c_str());
+      std::fprintf(
+          out, "%s\n",
+          nlohmann::json({{"type", "checkpoint"}, {"step", step}, {"path", path}}).dump().c_str());
       std::fprintf(stderr, "fake engine: SIGTERM, checkpointed step %ld\n", step);
-      std::fprintf(out, "%s\n", nlohmann::json({{"event", "summary"}, {"status", "stopped"}, {"steps", step}}).dump().c_str());
+      std::fprintf(out, "%s\n",
+                   nlohmann::json({{"event", "summary"}, {"status", "stopped"}, {"steps", step}})
+                       .dump()
+                       .c_str());
       return 3;
     }
   }
-  nlohmann::json summary = {{"event", "summary"},       {"final_train_bpc", TrainBpc(steps)},
-                            {"final_val_bpc", ValBpc(steps)}, {"tokens", steps * 1024},
-                            {"steps", steps},          {"wall_time_seconds", 0.5},
+  nlohmann::json summary = {{"event", "summary"},
+                            {"final_train_bpc", TrainBpc(steps)},
+                            {"final_val_bpc", ValBpc(steps)},
+                            {"tokens", steps * 1024},
+                            {"steps", steps},
+                            {"wall_time_seconds", 0.5},
                             {"tokens_per_second", 5e4}};
   std::fprintf(out, "%s\n", summary.dump().c_str());
   return 0;

@@ -15,20 +15,23 @@ namespace parity::worker {
 class FakeSchedulerClient : public SchedulerClient {
  public:
   // Fault knobs, set before the run starts.
-  int fail_heartbeats = 0;        // the next N heartbeats fail UNAVAILABLE
-  int fail_metrics = 0;           // the next N ReportMetrics fail UNAVAILABLE
-  int fail_completes = 0;         // the next N CompleteRun fail UNAVAILABLE
-  int cancel_after_heartbeats = -1;  // heartbeat number (1-based) from which cancel_requested is set
+  int fail_heartbeats = 0;  // the next N heartbeats fail UNAVAILABLE
+  int fail_metrics = 0;     // the next N ReportMetrics fail UNAVAILABLE
+  int fail_completes = 0;   // the next N CompleteRun fail UNAVAILABLE
+  int cancel_after_heartbeats =
+      -1;  // heartbeat number (1-based) from which cancel_requested is set
   int lose_lease_after_heartbeats = -1;  // from this heartbeat on: FAILED_PRECONDITION everywhere
 
-  absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(const parity::v1::RegisterWorkerRequest& r) override {
+  absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(
+      const parity::v1::RegisterWorkerRequest& r) override {
     absl::MutexLock l(&mu);
     registrations.push_back(r);
     parity::v1::RegisterWorkerResponse resp;
     resp.set_worker_id("worker-1");
     return resp;
   }
-  absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(const parity::v1::LeaseRunRequest& r) override {
+  absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(
+      const parity::v1::LeaseRunRequest& r) override {
     absl::MutexLock l(&mu);
     lease_requests.push_back(r);
     if (leases.empty()) {
@@ -41,7 +44,8 @@ class FakeSchedulerClient : public SchedulerClient {
     leases.erase(leases.begin());
     return lease;
   }
-  absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(const parity::v1::HeartbeatRequest& r) override {
+  absl::StatusOr<parity::v1::HeartbeatResponse> Heartbeat(
+      const parity::v1::HeartbeatRequest& r) override {
     absl::MutexLock l(&mu);
     ++heartbeat_calls;
     if (lost) return absl::FailedPreconditionError("stale lease epoch");
@@ -50,7 +54,8 @@ class FakeSchedulerClient : public SchedulerClient {
       return absl::UnavailableError("scheduler down");
     }
     heartbeats.push_back(r);
-    if (lose_lease_after_heartbeats > 0 && static_cast<int>(heartbeats.size()) >= lose_lease_after_heartbeats) {
+    if (lose_lease_after_heartbeats > 0 &&
+        static_cast<int>(heartbeats.size()) >= lose_lease_after_heartbeats) {
       lost = true;
       return absl::FailedPreconditionError("stale lease epoch");
     }
@@ -59,7 +64,8 @@ class FakeSchedulerClient : public SchedulerClient {
                               static_cast<int>(heartbeats.size()) >= cancel_after_heartbeats);
     return resp;
   }
-  absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(const parity::v1::ReportMetricsRequest& r) override {
+  absl::StatusOr<parity::v1::ReportMetricsResponse> ReportMetrics(
+      const parity::v1::ReportMetricsRequest& r) override {
     absl::MutexLock l(&mu);
     ++metric_calls;
     if (lost) return absl::FailedPreconditionError("stale lease epoch");
@@ -79,7 +85,8 @@ class FakeSchedulerClient : public SchedulerClient {
     }
     return resp;
   }
-  absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(const parity::v1::CompleteRunRequest& r) override {
+  absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(
+      const parity::v1::CompleteRunRequest& r) override {
     absl::MutexLock l(&mu);
     if (lost) return absl::FailedPreconditionError("stale lease epoch");
     if (fail_completes > 0) {

@@ -87,7 +87,8 @@ TEST_F(RunSupervisorTest, BadSpecIsAUserError) {
   absl::MutexLock l(&fake_.mu);
   ASSERT_EQ(fake_.completes.size(), 1u);
   EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_USER_ERROR);
-  EXPECT_EQ(fake_.completes[0].failure().status().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(fake_.completes[0].failure().status().code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(RunSupervisorTest, CrashIsAnInfrastructureFailureWithTheLogTail) {
@@ -175,7 +176,8 @@ TEST_F(RunSupervisorTest, PreemptedRunCheckpointsAndResumesToTheSameResult) {
   EXPECT_NEAR(fake_.completes[0].success().final_val_bpc(), 2.0 + 6.0 / 7.0 + 0.05, 1e-12);
   EXPECT_EQ(fake_.steps.size(), 60u);
   bool resumed_points = false;
-  for (const auto& p : fake_.points) resumed_points |= p.attempt() == 2 && p.step() == stopped_at + 1;
+  for (const auto& p : fake_.points)
+    resumed_points |= p.attempt() == 2 && p.step() == stopped_at + 1;
   EXPECT_TRUE(resumed_points) << "attempt 2 continued at step " << stopped_at + 1;
 }
 

@@ -29,8 +29,9 @@ parity::v1::LeaseRunResponse Lease(const std::string& id, uint64_t steps) {
 class WorkerDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) /
-            ("daemon_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    root_ =
+        fs::path(::testing::TempDir()) /
+        ("daemon_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(root_);
     options_.hostname = "test-host";
     options_.worker_id_file = (root_ / "worker-id").string();
@@ -85,7 +86,8 @@ TEST_F(WorkerDaemonTest, RunsLeasedRunsConcurrentlyAndStopsOnShutdown) {
   size_t max_offered = 0;
   for (const auto& r : fake_.lease_requests) {
     EXPECT_EQ(r.worker_id(), "worker-1");
-    max_offered = std::max<size_t>(max_offered, r.free_devices_size() > 0 ? r.free_devices(0).threads() : 0);
+    max_offered =
+        std::max<size_t>(max_offered, r.free_devices_size() > 0 ? r.free_devices(0).threads() : 0);
   }
   EXPECT_EQ(max_offered, 2u);
   std::ifstream id(options_.worker_id_file);
