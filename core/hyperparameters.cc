@@ -41,7 +41,10 @@ absl::Status ResolveTraining(TrainingSpec& t, uint64_t params, uint64_t tokens) 
     return absl::FailedPreconditionError(
         "learning_rate, batch_tokens and sequence_length must be set by now");
   }
-  t.set_steps(std::max<uint64_t>(1, (tokens + t.batch_tokens() - 1) / t.batch_tokens()));
+  // Whole optimizer steps nearest to the budget: the run then consumes exactly steps·B tokens,
+  // which the planner records as D (and C = M·D), off the nominal budget by under half a batch.
+  t.set_steps(std::max<uint64_t>(
+      1, static_cast<uint64_t>(std::llround(double(tokens) / double(t.batch_tokens())))));
   if (t.warmup_steps() == 0) {
     t.set_warmup_steps(t.warmup_fraction() > 0
                            ? static_cast<uint64_t>(std::llround(t.warmup_fraction() * t.steps()))

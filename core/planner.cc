@@ -135,8 +135,16 @@ absl::StatusOr<std::vector<RunSpec>> PlanSweep(const SweepSpec& spec) {
     const double compute = budget.compute_flops() > 0 ? budget.compute_flops()
                                                       : dense->accounting.flops_per_token() *
                                                             double(budget.dense_tokens());
-    const uint64_t dense_1c_tokens =
-        dense ? TokensFor(compute, dense->accounting.flops_per_token()) : 0;
+    // Strict reuse's default D̂ is what the 1C dense run actually consumes (whole batches).
+    uint64_t dense_1c_tokens = 0;
+    if (dense) {
+      dense_1c_tokens = TokensFor(compute, dense->accounting.flops_per_token());
+      parity::v1::TrainingSpec dense_training = spec.training();
+      if (ResolveTraining(dense_training, dense->accounting.active_params(), dense_1c_tokens)
+              .ok()) {
+        dense_1c_tokens = dense_training.steps() * dense_training.batch_tokens();
+      }
+    }
     for (const auto& variant : variants) {
       // One entry per model row of this budget and variant: MoE points, then baselines.
       struct Row {
@@ -177,7 +185,6 @@ absl::StatusOr<std::vector<RunSpec>> PlanSweep(const SweepSpec& spec) {
             run.set_sweep_name(spec.name());
             *run.mutable_model() = row.planned->model;
             Accounting& acc = *run.mutable_accounting() = base;
-            SetTokens(tokens, unique, acc);
             auto& training = *run.mutable_training() = spec.training();
             training.set_seed(seed);
             for (const auto& [field, value] : setting) {
@@ -187,6 +194,16 @@ absl::StatusOr<std::vector<RunSpec>> PlanSweep(const SweepSpec& spec) {
               violations.push_back({"training", std::string(s.message())});
               continue;
             }
+            // D is what the engine consumes: whole steps of batch_tokens.
+            const uint64_t consumed = training.steps() * training.batch_tokens();
+            uint64_t consumed_unique = unique;
+            if (variant.reuse() == parity::v1::REUSE_MODE_LOOSE) {
+              consumed_unique =
+                  std::max<uint64_t>(1, std::llround(double(consumed) / variant.epochs()));
+            } else if (variant.reuse() != parity::v1::REUSE_MODE_STRICT) {
+              consumed_unique = consumed;
+            }
+            SetTokens(consumed, consumed_unique, acc);
             auto& data = *run.mutable_data() = spec.data();
             data.set_reuse(variant.reuse());
             data.set_unique_tokens(unique);

@@ -79,11 +79,12 @@ TEST(PlannerTest, TokensAreComputeMatchedAndComputeIsMTimesD) {
   for (const RunSpec& r : runs) {
     const auto& a = r.accounting();
     EXPECT_DOUBLE_EQ(a.compute_flops(), a.flops_per_token() * double(a.tokens())) << r.name();
-    EXPECT_NEAR(a.compute_flops(), 1e11 * r.compute_multiple(), a.flops_per_token())
-        << r.name() << ": C must match the budget to within one token";
-    EXPECT_EQ(r.training().steps(),
-              (a.tokens() + r.training().batch_tokens() - 1) / r.training().batch_tokens())
-        << r.name() << ": steps = ceil(D/B)";
+    const double half_batch = 0.5 * double(r.training().batch_tokens());
+    EXPECT_NEAR(a.compute_flops(), 1e11 * r.compute_multiple(),
+                (half_batch + 1) * a.flops_per_token())
+        << r.name() << ": C must match the budget to within half a batch of tokens";
+    EXPECT_EQ(a.tokens(), r.training().steps() * r.training().batch_tokens())
+        << r.name() << ": D is whole steps of B, exactly what the engine consumes";
   }
   const RunSpec* dense1 = Find(runs, "dense-1C-C1-unique-s0");
   const RunSpec* dense2 = Find(runs, "dense-2C-C1-unique-s0");
@@ -119,8 +120,11 @@ TEST(PlannerTest, StepLawAndWarmup) {
   for (const RunSpec& r : MustPlan(spec)) {
     const double n = double(r.accounting().active_params());
     const double d = double(r.accounting().tokens());
-    EXPECT_NEAR(r.training().learning_rate(), 1.79 * std::pow(n, -0.713) * std::pow(d, 0.307),
-                1e-12)
+    // The rule sees the nominal D = C/M; the recorded D is rounded to whole batches, so η may
+    // differ by the 0.307th power of under half a batch.
+    const double eta = 1.79 * std::pow(n, -0.713) * std::pow(d, 0.307);
+    const double rounding = 0.307 * 0.5 * double(r.training().batch_tokens()) / d;
+    EXPECT_NEAR(r.training().learning_rate(), eta, eta * rounding * 1.01 + 1e-12)
         << r.name() << ": η = 1.79·N_a^-0.713·D^0.307";
     EXPECT_EQ(r.training().batch_tokens() % 64, 0u) << "B rounded to a multiple of S";
     EXPECT_NEAR(double(r.training().batch_tokens()), 0.58 * std::pow(d, 0.571), 32.0 + 1e-9);
@@ -166,7 +170,10 @@ TEST(PlannerTest, DenseTokensBudgetSetsComputeFromTheDenseModel) {
   const auto runs = MustPlan(spec);
   const RunSpec* dense1 = Find(runs, "dense-1C-C1-unique-s0");
   ASSERT_TRUE(dense1);
-  EXPECT_EQ(dense1->accounting().tokens(), 1000000u) << "C = M_dense·D, so dense 1C gets D back";
+  const uint64_t batch = dense1->training().batch_tokens();
+  EXPECT_NEAR(double(dense1->accounting().tokens()), 1e6, 0.5 * double(batch))
+      << "C = M_dense·D, so dense 1C gets D back, rounded to whole batches";
+  EXPECT_EQ(dense1->accounting().tokens() % batch, 0u);
 }
 
 TEST(PlannerTest, UnreachableActivationRateNamesTheGridPoint) {
