@@ -256,19 +256,25 @@ std::vector<float>& Transformer<T>::BalanceBias(int64_t i) {
 }
 
 template <typename T>
+AttentionShape Transformer<T>::AttentionShapeFor(int64_t batch) const {
+  const ModelConfig& m = config_;
+  return {.batch = batch,
+          .seq = m.seq_len,
+          .heads = m.n_heads,
+          .kv_heads = m.n_kv_heads,
+          .head_dim = m.head_dim(),
+          .positions = m.positions,
+          .rope_theta = m.rope_theta};
+}
+
+template <typename T>
 ForwardResult Transformer<T>::Forward(const int32_t* tokens, const int32_t* targets,
                                       int64_t batch) {
   const ModelConfig& m = config_;
   const OpContext& ctx = device_.Context();
   const int64_t S = m.seq_len, Tn = batch * S, D = m.d_model, Dh = m.head_dim();
   const int64_t qkv_width = (m.n_heads + 2 * m.n_kv_heads) * Dh;
-  const AttentionShape as{.batch = batch,
-                          .seq = S,
-                          .heads = m.n_heads,
-                          .kv_heads = m.n_kv_heads,
-                          .head_dim = Dh,
-                          .positions = m.positions,
-                          .rope_theta = m.rope_theta};
+  const AttentionShape as = AttentionShapeFor(batch);
   batch_ = batch;
   T* p = params_;
   device_.FromHost(g_->tokens, tokens, Tn * sizeof(int32_t));
@@ -359,13 +365,7 @@ void Transformer<T>::Backward(double ce_scale, double aux_scale) {
   const OpContext& ctx = device_.Context();
   const int64_t S = m.seq_len, Tn = batch_ * S, D = m.d_model, Dh = m.head_dim();
   const int64_t qkv_width = (m.n_heads + 2 * m.n_kv_heads) * Dh;
-  const AttentionShape as{.batch = batch_,
-                          .seq = S,
-                          .heads = m.n_heads,
-                          .kv_heads = m.n_kv_heads,
-                          .head_dim = Dh,
-                          .positions = m.positions,
-                          .rope_theta = m.rope_theta};
+  const AttentionShape as = AttentionShapeFor(batch_);
   T* p = params_;
   T* dp = grads_;
   aux_scale_ = aux_scale;

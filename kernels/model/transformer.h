@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend/device.h"
+#include "kernels/backend/op_table.h"
 #include "kernels/model/config.h"
 #include "kernels/model/rng.h"
 
@@ -77,6 +78,8 @@ class Transformer {
   struct Layer;  // per-layer parameter offsets and activations (transformer.cc)
 
  private:
+  // The attention shape of a forward or backward over `batch` sequences.
+  AttentionShape AttentionShapeFor(int64_t batch) const;
   Transformer(const ModelConfig& config, Device& device, const OpTable<T>& ops, int64_t max_batch);
   absl::Status Allocate();
   void MoeForward(Layer& layer, int64_t tokens, T* x_resid);
