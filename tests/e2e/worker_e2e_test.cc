@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -236,6 +238,13 @@ TEST_F(WorkerE2ETest, SmallSweepCompletesOnTwoWorkers) {
   ExpectMetricsOncePerStep(runs);
 }
 
+// The whole file, or "<unreadable PATH>" so a comparison fails with the path in its message.
+std::string ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "<unreadable " + path + ">";
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
   const std::string compute = FakeEngine() ? "2e10" : "6e10";
   const std::string sweep = Submit(SweepYaml("e2e-kill", 1, /*baselines=*/false, compute));
@@ -267,6 +276,15 @@ TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
   ASSERT_EQ(ref[0].state(), parity::v1::RUN_STATE_SUCCEEDED);
   EXPECT_EQ(ref[0].summary().final_val_bpc(), resumed.summary().final_val_bpc())
       << "resumed and uninterrupted runs of one spec must agree exactly";
+  if (!FakeEngine()) {
+    // And at exactly the same weights: the final checkpoints (weights, AdamW moments, data
+    // cursor, RNG) are byte-identical.
+    ASSERT_FALSE(ref[0].checkpoint().uri().empty());
+    ASSERT_FALSE(resumed.checkpoint().uri().empty());
+    EXPECT_EQ(ReadFileBytes(ref[0].checkpoint().uri()), ReadFileBytes(resumed.checkpoint().uri()))
+        << "final checkpoints differ: " << ref[0].checkpoint().uri() << " vs "
+        << resumed.checkpoint().uri();
+  }
 }
 
 TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
