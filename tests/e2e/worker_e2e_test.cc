@@ -42,9 +42,9 @@ bool FakeEngine() { return EngineBinary() == PARITY_FAKE_ENGINE; }
 
 // The micro example cut down: MoE points × one budget × unique data, seed 0, plus baselines.
 std::string SweepYaml(const std::string& name, int moe_points, bool baselines,
-                      const std::string& compute) {
+                      const std::string& compute, int seeds = 1) {
   std::string moe;
-  const char* rates[] = {"0.25", "0.4", "0.6"};
+  const char* rates[] = {"0.25", "0.4", "0.6", "0.15"};
   for (int i = 0; i < moe_points; ++i)
     absl::StrAppend(&moe, "    - {target_activation_rate: ", rates[i], "}\n");
   return absl::StrCat(R"(name: )", name, R"(
@@ -85,7 +85,8 @@ grid:
                       compute, R"(}
   data:
     - {name: unique, reuse: unique}
-  seeds: [0]
+  seeds: [)",
+                      seeds == 2 ? "0, 1" : "0", R"(]
 )",
                       baselines ? "baselines:\n  - {name: dense-1C, compute_multiple: 1}\n  - "
                                   "{name: dense-2C, compute_multiple: 2}\n"
@@ -221,18 +222,22 @@ class WorkerE2ETest : public ::testing::Test {
 };
 
 TEST_F(WorkerE2ETest, SmallSweepCompletesOnTwoWorkers) {
-  const std::string sweep = Submit(SweepYaml("e2e-small", 1, /*baselines=*/true, "2e10"));
+  // The micro study's shape: 4 MoE points and dense 1C/2C, two seeds = 12 runs.
+  const std::string sweep =
+      Submit(SweepYaml("e2e-small", 4, /*baselines=*/true, "2e10", /*seeds=*/2));
   ASSERT_FALSE(sweep.empty());
   ASSERT_TRUE(stack_->StartWorker(0).ok());
   ASSERT_TRUE(stack_->StartWorker(1).ok());
   ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(6))) << "sweep did not finish";
   std::vector<parity::v1::Run> runs = Runs(sweep);
-  ASSERT_EQ(runs.size(), 3u);
-  std::set<std::string> workers;
+  ASSERT_EQ(runs.size(), 12u);
   for (const parity::v1::Run& r : runs) {
     EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED)
         << r.spec().name() << ": " << r.failure().message();
     EXPECT_GT(r.summary().final_val_bpc(), 0) << r.spec().name();
+    EXPECT_GT(r.spec().accounting().params(), 0u) << r.spec().name() << ": accounting missing";
+    EXPECT_EQ(r.summary().tokens(), r.spec().accounting().tokens())
+        << r.spec().name() << ": the engine consumes exactly the planned D";
   }
   EXPECT_EQ(SweepState(sweep), parity::v1::SWEEP_STATE_SUCCEEDED);
   ExpectMetricsOncePerStep(runs);
