@@ -119,17 +119,9 @@ int RunStatus(const SweepIdOptions& options) {
   parity::v1::GetSweepResponse sweep;
   grpc::Status status = stub->GetSweep(UnaryContext(options.scheduler).get(), get, &sweep);
   if (!status.ok()) return ReportRpcError(status, "status " + options.id, options.scheduler);
-  std::vector<parity::v1::Run> runs;
-  parity::v1::ListRunsRequest list;
-  list.set_sweep_id(options.id);
-  list.set_page_size(1000);
-  do {
-    parity::v1::ListRunsResponse page;
-    status = stub->ListRuns(UnaryContext(options.scheduler).get(), list, &page);
-    if (!status.ok()) return ReportRpcError(status, "status " + options.id, options.scheduler);
-    runs.insert(runs.end(), page.runs().begin(), page.runs().end());
-    list.set_page_token(page.next_page_token());
-  } while (!list.page_token().empty());
+  const std::vector<parity::v1::Run> runs =
+      ListAllRuns(*stub, options.id, options.scheduler, status);
+  if (!status.ok()) return ReportRpcError(status, "status " + options.id, options.scheduler);
   std::cout << FormatSweepRuns(sweep.sweep(), runs);
   return kExitOk;
 }

@@ -35,6 +35,23 @@ std::unique_ptr<grpc::ClientContext> UnaryContext(const SchedulerOptions& option
   return context;
 }
 
+std::vector<parity::v1::Run> ListAllRuns(parity::v1::SweepService::Stub& stub,
+                                         const std::string& sweep_id,
+                                         const SchedulerOptions& options, grpc::Status& status) {
+  std::vector<parity::v1::Run> runs;
+  parity::v1::ListRunsRequest request;
+  request.set_sweep_id(sweep_id);
+  request.set_page_size(1000);
+  do {
+    parity::v1::ListRunsResponse page;
+    status = stub.ListRuns(UnaryContext(options).get(), request, &page);
+    if (!status.ok()) return runs;
+    runs.insert(runs.end(), page.runs().begin(), page.runs().end());
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty());
+  return runs;
+}
+
 int ReportRpcError(const grpc::Status& status, std::string_view what,
                    const SchedulerOptions& options) {
   google::rpc::Status details;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "grpcpp/grpcpp.h"
@@ -32,6 +33,11 @@ std::unique_ptr<parity::v1::SweepService::Stub> ConnectSweepService(
 
 // A client context with the unary deadline set.
 std::unique_ptr<grpc::ClientContext> UnaryContext(const SchedulerOptions& options);
+
+// Every run of a sweep in grid order, following the pages; `status` is the first failed call's.
+std::vector<parity::v1::Run> ListAllRuns(parity::v1::SweepService::Stub& stub,
+                                         const std::string& sweep_id,
+                                         const SchedulerOptions& options, grpc::Status& status);
 
 // Prints a failed call to stderr — each google.rpc.BadRequest field violation as
 // "error: FIELD: REASON", else "error: WHAT: MESSAGE" — and returns the exit code for its code.

@@ -44,19 +44,11 @@ bool LoadSnapshot(parity::v1::SweepService::Stub& stub, const std::string& sweep
   view.sweep = got.sweep();
   view.runs.clear();
   view.order.clear();
-  parity::v1::ListRunsRequest list;
-  list.set_sweep_id(sweep_id);
-  list.set_page_size(1000);
-  do {
-    parity::v1::ListRunsResponse page;
-    error = stub.ListRuns(UnaryContext(options).get(), list, &page);
-    if (!error.ok()) return false;
-    for (const auto& run : page.runs()) {
-      view.order.push_back(run.run_id());
-      view.runs[run.run_id()] = run;
-    }
-    list.set_page_token(page.next_page_token());
-  } while (!list.page_token().empty());
+  for (parity::v1::Run& run : ListAllRuns(stub, sweep_id, options, error)) {
+    view.order.push_back(run.run_id());
+    view.runs[run.run_id()] = std::move(run);
+  }
+  if (!error.ok()) return false;
   return true;
 }
 
