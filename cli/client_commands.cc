@@ -36,24 +36,6 @@ int PrintSpecErrors(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? kExitInvalidSpec : kExitFailure;
 }
 
-std::vector<parity::v1::ResultRow> AllResults(parity::v1::SweepService::Stub& stub,
-                                              const std::string& sweep_id,
-                                              const SchedulerOptions& options,
-                                              grpc::Status& status) {
-  std::vector<parity::v1::ResultRow> rows;
-  parity::v1::QueryResultsRequest request;
-  request.mutable_filter()->set_sweep_id(sweep_id);
-  request.set_page_size(1000);
-  do {
-    parity::v1::QueryResultsResponse page;
-    status = stub.QueryResults(UnaryContext(options).get(), request, &page);
-    if (!status.ok()) return rows;
-    rows.insert(rows.end(), page.rows().begin(), page.rows().end());
-    request.set_page_token(page.next_page_token());
-  } while (!request.page_token().empty());
-  return rows;
-}
-
 struct SubmitOptions {
   SchedulerOptions scheduler;
   std::string spec_path;
@@ -87,7 +69,7 @@ int RunSubmit(const SubmitOptions& options) {
   const int code = WatchSweepUntilDone(*stub, response.sweep().sweep_id(), options.scheduler);
   if (code != kExitOk && code != kExitRunsFailed) return code;
   grpc::Status results_status;
-  auto rows = AllResults(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
+  auto rows = ListAllResults(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
   if (!results_status.ok()) return ReportRpcError(results_status, "results", options.scheduler);
   std::cout << "\n" << FormatResults(rows, ResultsFormat::kTable);
   return code;
@@ -142,7 +124,7 @@ int RunWatch(const SweepIdOptions& options) {
 int RunResults(const SweepIdOptions& options) {
   auto stub = ConnectSweepService(options.scheduler);
   grpc::Status status;
-  auto rows = AllResults(*stub, options.id, options.scheduler, status);
+  auto rows = ListAllResults(*stub, options.id, options.scheduler, status);
   if (!status.ok()) return ReportRpcError(status, "results " + options.id, options.scheduler);
   std::cout << FormatResults(rows, options.format);
   return kExitOk;

@@ -31,4 +31,7 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code);
 // (env PARITY_SCHEDULER).
 void RegisterClientCommands(CLI::App& app, int& exit_code);
 
+// `report SWEEP --out DIR`: a static HTML report (the dashboard offline) and runs.csv.
+void RegisterReportCommand(CLI::App& app, int& exit_code);
+
 }  // namespace parity::cli

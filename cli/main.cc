@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   int exit_code = parity::cli::kExitOk;
   using Register = void (*)(CLI::App&, int&);
   for (Register register_command :
-       {&parity::cli::RegisterPlanCommand, &parity::cli::RegisterClientCommands}) {
+       {&parity::cli::RegisterPlanCommand, &parity::cli::RegisterClientCommands,
+        &parity::cli::RegisterReportCommand}) {
     register_command(app, exit_code);
   }
   try {

@@ -52,6 +52,24 @@ std::vector<parity::v1::Run> ListAllRuns(parity::v1::SweepService::Stub& stub,
   return runs;
 }
 
+std::vector<parity::v1::ResultRow> ListAllResults(parity::v1::SweepService::Stub& stub,
+                                                  const std::string& sweep_id,
+                                                  const SchedulerOptions& options,
+                                                  grpc::Status& status) {
+  std::vector<parity::v1::ResultRow> rows;
+  parity::v1::QueryResultsRequest request;
+  request.mutable_filter()->set_sweep_id(sweep_id);
+  request.set_page_size(1000);
+  do {
+    parity::v1::QueryResultsResponse page;
+    status = stub.QueryResults(UnaryContext(options).get(), request, &page);
+    if (!status.ok()) return rows;
+    rows.insert(rows.end(), page.rows().begin(), page.rows().end());
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty());
+  return rows;
+}
+
 int ReportRpcError(const grpc::Status& status, std::string_view what,
                    const SchedulerOptions& options) {
   google::rpc::Status details;

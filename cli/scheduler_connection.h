@@ -39,6 +39,12 @@ std::vector<parity::v1::Run> ListAllRuns(parity::v1::SweepService::Stub& stub,
                                          const std::string& sweep_id,
                                          const SchedulerOptions& options, grpc::Status& status);
 
+// Every results row of a sweep in grid order, following the pages; `status` as above.
+std::vector<parity::v1::ResultRow> ListAllResults(parity::v1::SweepService::Stub& stub,
+                                                  const std::string& sweep_id,
+                                                  const SchedulerOptions& options,
+                                                  grpc::Status& status);
+
 // Prints a failed call to stderr — each google.rpc.BadRequest field violation as
 // "error: FIELD: REASON", else "error: WHAT: MESSAGE" — and returns the exit code for its code.
 int ReportRpcError(const grpc::Status& status, std::string_view what,

@@ -2,7 +2,8 @@
 # The main job: a study end to end on the embedded local stack. Brings up a private PostgreSQL,
 # the scheduler and two CPU workers (deploy/local/up.sh, idempotent), submits the micro example
 # sweep, follows it live, and prints the results table with ΔBPC against the 1C dense baseline.
-# The stack stays up afterwards so the results can be explored; deploy/local/down.sh stops it.
+# The stack stays up afterwards so the results can be explored — in the web dashboard
+# (http://127.0.0.1:8080/) or a static report (`parity report`); deploy/local/down.sh stops it.
 #
 #   deploy/demo.sh [BUILD_DIR]        (default build/; PARITY_DEMO_SPEC overrides the spec)
 set -euo pipefail
@@ -11,6 +12,7 @@ build="${1:-${PARITY_BUILD_DIR:-build}}"
 spec="${PARITY_DEMO_SPEC:-examples/micro.yaml}"
 stack_dir="${PARITY_STACK_DIR:-$PWD/.parity}"
 port="${PARITY_DEMO_PORT:-50051}"
+http_port="${PARITY_DEMO_HTTP_PORT:-8080}"
 parity="$build/cli/parity"
 
 echo "== 1/3 the plan: every run with its exact N/C/D accounting"
@@ -18,7 +20,8 @@ echo "== 1/3 the plan: every run with its exact N/C/D accounting"
 
 echo
 echo "== 2/3 the local stack: PostgreSQL, scheduler, 2 workers (state in $stack_dir)"
-deploy/local/up.sh --dir "$stack_dir" --build-dir "$build" --workers 2 --port "$port"
+deploy/local/up.sh --dir "$stack_dir" --build-dir "$build" --workers 2 --port "$port" \
+  --http-port "$http_port"
 export PARITY_SCHEDULER="127.0.0.1:$port"
 
 echo
@@ -31,9 +34,13 @@ set -e
 echo
 echo "demo finished in $(( $(date +%s) - start )) s (exit $code)"
 . "$stack_dir/stack.env"
+# The newest sweep is the one just submitted (`parity status` lists newest first).
+sweep_id="$("$parity" status 2>/dev/null | awk 'NR == 3 { print $1 }' || true)"
 cat <<TXT
 
 Where things are:
+  dashboard         http://127.0.0.1:${http_port}/sweeps/${sweep_id}
+  static report     $parity report ${sweep_id:-SWEEP_ID} --out report/   (then open report/index.html)
   scheduler (gRPC)  127.0.0.1:$port     e.g. PARITY_SCHEDULER=127.0.0.1:$port $parity status
   database          psql "$db_url" -c 'SELECT * FROM results'
   logs              $stack_dir/logs/

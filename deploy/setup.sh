@@ -27,7 +27,14 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3
+  chromium  # the dashboard's browser tests (tests/dashboard) drive it headless
+  prometheus  # promtool: the deploy/ tests lint the metrics, config, alert rules and dashboard
 )
+# The build vendors the dashboard's JavaScript with npm (web/CMakeLists.txt); Debian's Node is
+# enough, and a newer one already on the machine is kept.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 if [ "$bench" = 1 ]; then
   packages+=(python3-torch python3-numpy)
 fi

@@ -161,28 +161,8 @@ void PrepareStatements(pqxx::connection& c) {
             "lease_expires_at = NULL, ended_at = now(), updated_at = now() WHERE run_id = $1");
 
   // --- metrics ---
-  // $1 run, $2 JSON array of points. Points already stored for (run, step) are skipped; the
-  // run's latest step and validation BPC follow the points stored. Returns the count stored.
-  c.prepare("insert_metrics",
-            "WITH input AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(step bigint, "
-            "  attempt integer, tokens bigint, unique_tokens bigint, epoch float8, train_bpc "
-            "  float8, val_bpc float8, learning_rate float8, grad_norm float8, aux_loss float8, "
-            "  z_loss float8, tokens_per_second float8, flops_per_second float8, flops float8, "
-            "  expert_load jsonb, logged_us bigint)), "
-            "ins AS (INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, "
-            "  train_bpc, val_bpc, learning_rate, grad_norm, aux_loss, z_loss, "
-            "  tokens_per_second, flops_per_second, flops, expert_load, logged_at) "
-            "  SELECT $1::uuid, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, "
-            "  learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, "
-            "  flops, expert_load, CASE WHEN logged_us IS NULL THEN NULL ELSE "
-            "  to_timestamp(logged_us / 1000000.0) END FROM input "
-            "  ON CONFLICT DO NOTHING RETURNING step, val_bpc), "
-            // The run's progress columns, in the same statement (one round trip less).
-            "progress AS (UPDATE runs SET latest_val_bpc = coalesce((SELECT val_bpc FROM ins "
-            "  WHERE val_bpc IS NOT NULL ORDER BY step DESC LIMIT 1), latest_val_bpc), "
-            "  latest_step = greatest(latest_step, (SELECT max(step) FROM ins)) "
-            "  WHERE run_id = $1::uuid AND EXISTS (SELECT 1 FROM ins)) "
-            "SELECT count(*) FROM ins");
+  // $1 run, $2 lease epoch, $3 JSON array of points (migration 0004): the count stored.
+  c.prepare("append_metrics", "SELECT append_metrics($1::uuid, $2::bigint, $3::jsonb)");
   c.prepare("list_metrics",
             "SELECT step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, "
             "learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, "
@@ -191,17 +171,14 @@ void PrepareStatements(pqxx::connection& c) {
                              "ORDER BY step LIMIT $3");
 
   // --- completion ---
-  // $1 run, $2 train bpc, $3 val bpc, $4 tokens, $5 steps, $6 measured M, $7 wall s,
-  // $8 peak memory, $9 tokens/s, $10 checkpoint step (NULL), $11 checkpoint uri (NULL)
-  c.prepare("complete_success",
-            "UPDATE runs SET state = 'SUCCEEDED', final_train_bpc = $2, final_val_bpc = $3, "
-            "summary_tokens = $4, summary_steps = $5, measured_flops_per_token = $6, "
-            "wall_seconds = $7, peak_memory_bytes = $8, tokens_per_second = $9, "
-            "checkpoint_step = coalesce($10, checkpoint_step), checkpoint_uri = coalesce($11, "
-            "checkpoint_uri), latest_step = greatest(latest_step, coalesce($5::bigint, 0)), "
-            "lease_owner = NULL, lease_expires_at = NULL, cancel_requested = false, "
-            "started_at = coalesce(started_at, now()), ended_at = now(), updated_at = now() "
-            "WHERE run_id = $1");
+  // $1 run, $2 lease epoch, $3..$10 train and validation BPC, tokens, steps, measured M, wall
+  // seconds, peak memory, tokens/s, $11 checkpoint step, $12 checkpoint uri (migration 0004): the
+  // run as it ends up, in kRunColumns.
+  c.prepare("complete_run_success",
+            "SELECT " + run_columns +
+                " FROM complete_run_success($1::uuid, $2::bigint, $3::float8, $4::float8, "
+                "$5::bigint, $6::bigint, $7::float8, $8::float8, $9::bigint, $10::float8, "
+                "$11::bigint, $12::text) r");
   // $1 run, $2 next state, $3 next attempt, $4 delay seconds, $5 class, $6 code, $7 message,
   // $8 checkpoint step (NULL), $9 checkpoint uri (NULL)
   c.prepare("complete_failure",
@@ -238,6 +215,23 @@ void PrepareStatements(pqxx::connection& c) {
             "  lease_epoch, worker_id, reason) SELECT run_id, sweep_id, old_state, state, "
             "  attempt, lease_epoch, old_owner, 'lease expired' FROM upd) "
             "SELECT sweep_id::text, state FROM upd");
+
+  // --- dashboards (CountRunsByState) ---
+  // $1 how many unfinished sweeps to count one by one (newest first). Every other sweep's runs
+  // fall into the row with sweep_id ''. One grouped scan of runs.
+  c.prepare("count_runs_by_state",
+            "WITH shown AS (SELECT sweep_id, name FROM sweeps WHERE ended_at IS NULL "
+            "  ORDER BY created_at DESC, sweep_id DESC LIMIT $1) "
+            "SELECT coalesce(shown.sweep_id::text, '') AS sweep_id, coalesce(shown.name, '') AS "
+            "sweep_name, r.state, count(*) AS runs FROM runs r LEFT JOIN shown ON "
+            "shown.sweep_id = r.sweep_id GROUP BY 1, 2, 3");
+  // $1 live-worker window (seconds). What lease_next_run (migration 0003) could hand out now,
+  // ignoring whether a worker's devices fit; and the workers seen within the window.
+  c.prepare("count_queue_and_workers",
+            "SELECT (SELECT count(*) FROM runs r JOIN sweeps s ON s.sweep_id = r.sweep_id "
+            "  WHERE r.state = 'PENDING' AND r.not_before <= now() AND s.ended_at IS NULL) "
+            "  AS ready, (SELECT count(*) FROM workers WHERE last_seen_at >= now() - "
+            "  make_interval(secs => $1)) AS live_workers");
 
   // --- events ---
   const std::string event_columns =

@@ -43,6 +43,16 @@ absl::Status StatusFromException(const std::exception& e) {
   return absl::InternalError(absl::StrCat("database error: ", what));
 }
 
+std::string PrimaryMessage(const pqxx::sql_error& e) {
+  std::string_view text = e.what();
+  if (const size_t end = text.find('\n'); end != std::string_view::npos) text = text.substr(0, end);
+  for (std::string_view prefix : {"ERROR:", "FATAL:"}) {
+    if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
+  }
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  return std::string(text);
+}
+
 std::string RunStateText(v1::RunState state) {
   return StripPrefix<v1::RunState>(v1::RunState_Name(state), "RUN_STATE_");
 }

@@ -23,6 +23,9 @@ namespace parity::server::pg {
 
 // Maps a libpqxx/libpq failure to the code that tells the caller what to do.
 absl::Status StatusFromException(const std::exception& e);
+// The primary line of a server error ("ERROR:  text\nCONTEXT: ..." → "text"): what a
+// RAISE EXCEPTION said, without its severity and PL/pgSQL context.
+std::string PrimaryMessage(const pqxx::sql_error& e);
 
 // Runs `body(pqxx::work&)` → absl::StatusOr<T> (or absl::Status) in one transaction, committed
 // only when the body succeeds; any exception becomes a status.

@@ -50,10 +50,16 @@ class PostgresRunStore final : public RunStore {
                                                  uint64_t horizon) override;
   absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
                                                       int64_t after_event_id, int limit) override;
+  absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
                                                            uint64_t from_step, int limit) override;
+  // Web dashboard (postgres_run_store_dashboard.cc).
+  absl::StatusOr<std::vector<v1::MetricPoint>> SampleMetrics(
+      const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;
 
  private:
+  absl::StatusOr<CompletionResult> CompleteRunSucceeded(const Completion& completion);
+
   const PostgresRunStoreOptions options_;
   PgConnectionPool pool_;
 };

@@ -72,6 +72,14 @@ void EndSweepIfDone(pqxx::work& tx, const std::string& sweep_id) {
   tx.exec_prepared("refresh_sweep_state", sweep_id);
 }
 
+// The errors migration 0004's one-statement functions raise: P0002 for an unknown run, PR001
+// for a stale or lost lease (its message says which). OK for any other error (rethrown).
+absl::Status FencingError(const pqxx::sql_error& e, const std::string& run_id) {
+  if (e.sqlstate() == "P0002") return pg::NotFoundError("run", run_id);
+  if (e.sqlstate() == "PR001") return pg::LeaseEpochError(run_id, pg::PrimaryMessage(e));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistration& worker) {
@@ -206,27 +214,54 @@ absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdat
 absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
     const std::string& run_id, int64_t lease_epoch, const std::vector<v1::MetricPoint>& points) {
   const std::string json = pg::MetricsJson(points);
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<MetricsAppendResult> {
-    absl::StatusOr<LockedRun> run = LockRun(tx, run_id);
-    if (!run.ok()) return run.status();
-    if (run->lease_epoch != lease_epoch) {
-      return pg::LeaseEpochError(run_id, absl::StrCat("lease epoch ", lease_epoch,
-                                                      " is stale; current is ", run->lease_epoch));
-    }
-    // Points may still arrive for a run that just ended under this same lease (the last batch
-    // races CompleteRun); they are kept. A run back in PENDING has no writer.
-    if (run->state == v1::RUN_STATE_PENDING) {
-      return pg::LeaseEpochError(run_id, "the lease was lost (run is PENDING)");
-    }
-    const pqxx::result inserted = tx.exec_prepared("insert_metrics", run_id, json);
-    MetricsAppendResult result;
-    result.accepted = inserted[0][0].as<uint32_t>();
-    result.duplicates = static_cast<uint32_t>(points.size()) - result.accepted;
-    return result;
-  });
+  // One statement (migration 0004's append_metrics): lock, fencing check and insert together.
+  return pg::WithSingleStatement(
+      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<MetricsAppendResult> {
+        pqxx::result stored;
+        try {
+          stored = tx.exec_prepared("append_metrics", run_id, lease_epoch, json);
+        } catch (const pqxx::sql_error& e) {
+          if (absl::Status status = FencingError(e, run_id); !status.ok()) return status;
+          throw;
+        }
+        MetricsAppendResult result;
+        result.accepted = stored[0][0].as<uint32_t>();
+        result.duplicates = static_cast<uint32_t>(points.size()) - result.accepted;
+        return result;
+      });
+}
+
+// A success needs no retry decision, so all of it runs in PostgreSQL in one statement
+// (complete_run_success, migration 0004): fencing check, update, event, sweep end, read back.
+absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunSucceeded(
+    const Completion& completion) {
+  const v1::RunSummary& s = *completion.success;
+  return pg::WithSingleStatement(
+      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<CompletionResult> {
+        pqxx::result rows;
+        try {
+          rows = tx.exec_prepared(
+              "complete_run_success", completion.run_id, completion.lease_epoch,
+              s.final_train_bpc(), s.final_val_bpc(), static_cast<int64_t>(s.tokens()),
+              static_cast<int64_t>(s.steps()), s.measured_flops_per_token(),
+              absl::ToDoubleSeconds(absl::Seconds(s.wall_time().seconds()) +
+                                    absl::Nanoseconds(s.wall_time().nanos())),
+              static_cast<int64_t>(s.peak_memory_bytes()), s.tokens_per_second(),
+              CheckpointStep(completion.checkpoint), CheckpointUri(completion.checkpoint));
+        } catch (const pqxx::sql_error& e) {
+          if (absl::Status status = FencingError(e, completion.run_id); !status.ok()) {
+            return status;
+          }
+          throw;
+        }
+        CompletionResult result;
+        result.run = pg::RunFromRow(rows[0]);
+        return result;
+      });
 }
 
 absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRun(const Completion& completion) {
+  if (completion.success) return CompleteRunSucceeded(completion);
   return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
     absl::StatusOr<LockedRun> run = LockRun(tx, completion.run_id);
     if (!run.ok()) return run.status();
@@ -237,36 +272,18 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRun(const Completion&
     }
     CompletionResult result;
     if (IsLive(run->state)) {
-      v1::RunState to;
-      uint32_t attempt = run->attempt;
-      std::string reason;
-      if (completion.success) {
-        const v1::RunSummary& s = *completion.success;
-        tx.exec_prepared("complete_success", completion.run_id, s.final_train_bpc(),
-                         s.final_val_bpc(), static_cast<int64_t>(s.tokens()),
-                         static_cast<int64_t>(s.steps()), s.measured_flops_per_token(),
-                         absl::ToDoubleSeconds(absl::Seconds(s.wall_time().seconds()) +
-                                               absl::Nanoseconds(s.wall_time().nanos())),
-                         static_cast<int64_t>(s.peak_memory_bytes()), s.tokens_per_second(),
-                         CheckpointStep(completion.checkpoint),
-                         CheckpointUri(completion.checkpoint));
-        to = v1::RUN_STATE_SUCCEEDED;
-        reason = "succeeded";
-      } else {
-        RetryDecision decision = DecideRetry(options_.retry_policy, completion.failure_class,
-                                             run->attempt, run->max_attempts);
-        if (run->cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run->attempt, {}};
-        to = decision.next_state;
-        attempt = decision.next_attempt;
-        result.retry_delay = decision.delay;
-        tx.exec_prepared("complete_failure", completion.run_id, pg::RunStateText(to), attempt,
-                         Seconds(decision.delay), pg::FailureClassText(completion.failure_class),
-                         completion.failure_status.code(), completion.failure_status.message(),
-                         CheckpointStep(completion.checkpoint),
-                         CheckpointUri(completion.checkpoint));
-        reason = absl::StrCat(pg::FailureClassText(completion.failure_class), ": ",
-                              completion.failure_status.message());
-      }
+      RetryDecision decision = DecideRetry(options_.retry_policy, completion.failure_class,
+                                           run->attempt, run->max_attempts);
+      if (run->cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run->attempt, {}};
+      const v1::RunState to = decision.next_state;
+      const uint32_t attempt = decision.next_attempt;
+      result.retry_delay = decision.delay;
+      tx.exec_prepared("complete_failure", completion.run_id, pg::RunStateText(to), attempt,
+                       Seconds(decision.delay), pg::FailureClassText(completion.failure_class),
+                       completion.failure_status.code(), completion.failure_status.message(),
+                       CheckpointStep(completion.checkpoint), CheckpointUri(completion.checkpoint));
+      const std::string reason = absl::StrCat(pg::FailureClassText(completion.failure_class), ": ",
+                                              completion.failure_status.message());
       InsertEvent(tx, completion.run_id, *run, to, attempt, reason);
       if (IsFinal(to)) EndSweepIfDone(tx, run->sweep_id);
     }

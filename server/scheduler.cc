@@ -408,7 +408,10 @@ absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases() {
   ReapResult total;
   while (true) {
     absl::StatusOr<ReapResult> batch = store_.ReapExpiredLeases(options_.reap_batch);
-    if (!batch.ok()) return batch.status();
+    if (!batch.ok()) {
+      if (observer_ != nullptr) observer_->OnReapFailed(batch.status());
+      return batch.status();
+    }
     total.requeued += batch->requeued;
     total.failed += batch->failed;
     total.cancelled += batch->cancelled;

@@ -38,7 +38,7 @@ struct SchedulerOptions {
 // Plans a spec into runs; parity::core::PlanSweep in production, a stub in tests.
 using Planner = std::function<absl::StatusOr<std::vector<v1::RunSpec>>(const v1::SweepSpec&)>;
 
-// A seam for metrics and dashboards (a later issue): told what happened, never asked anything.
+// A seam for metrics and dashboards (SchedulerMetrics): told what happened, never asked anything.
 // Called on RPC threads, concurrently; implementations must be thread-safe and quick.
 class SchedulerObserver {
  public:
@@ -48,6 +48,8 @@ class SchedulerObserver {
   virtual void OnMetricsStored(const MetricsAppendResult& result) {}
   virtual void OnRunCompleted(const v1::Run& run) {}
   virtual void OnLeasesReaped(const ReapResult& result) {}
+  // A reaper pass failed (the database was away); expired leases wait for the next pass.
+  virtual void OnReapFailed(const absl::Status& status) {}
 };
 
 // How a streaming call is told to stop, and how it hands messages back.

@@ -3,14 +3,19 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <prometheus/exposer.h>
 
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "server/grpc_services.h"
+#include "server/http_server.h"
 #include "server/migrations.h"
 #include "server/pg_listener.h"
 #include "server/postgres_run_store.h"
+#include "server/rpc_metrics_interceptor.h"
+#include "server/scheduler_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace parity::server {
@@ -28,6 +33,25 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->options_ = options;
   server->store_ = std::make_unique<PostgresRunStore>(
       PostgresRunStoreOptions{options.database_url, options.pool_size, options.retry_policy});
+  if (observer == nullptr) {
+    // Live workers: a worker that has not called for a whole lease TTL has lost its leases too.
+    server->metrics_ = std::make_unique<SchedulerMetrics>(
+        *server->store_, server->clock_,
+        SchedulerMetricsOptions{.counts = {.live_worker_window = options.scheduler.lease_ttl}});
+    observer = server->metrics_.get();
+  }
+  if (!options.metrics_listen.empty()) {
+    if (server->metrics_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "metrics_listen needs the built-in metrics, not an observer");
+    }
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+        server->metrics_->Expose(options.metrics_listen);
+    if (!exposer.ok()) return exposer.status();
+    server->exposer_ = std::move(*exposer);
+    const std::vector<int> ports = server->exposer_->GetListeningPorts();
+    server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  }
   server->listener_ = std::make_unique<PgListener>(options.database_url, server->work_signal_);
   server->scheduler_ =
       std::make_unique<Scheduler>(*server->store_, server->work_signal_, server->clock_,
@@ -45,12 +69,29 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.RegisterService(server->sweep_service_.get());
   builder.RegisterService(server->worker_service_.get());
+  if (server->metrics_ != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(std::make_unique<RpcMetricsInterceptorFactory>(*server->metrics_));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
   }
+  if (!options.http_listen.empty()) {
+    HttpServerOptions http{.listen = options.http_listen, .metrics_text = options.metrics_text};
+    if (!http.metrics_text && server->metrics_ != nullptr) {
+      http.metrics_text = [metrics = server->metrics_.get()] { return metrics->Render(); };
+    }
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(std::move(http), *server->scheduler_, *server->store_);
+    if (!started.ok()) return started.status();
+    server->http_server_ = std::move(*started);
+    server->http_port_ = server->http_server_->port();
+  }
   server->reaper_ = std::thread([s = server.get()] { s->ReapLoop(); });
-  spdlog::info("event=serving address={} port={}", options.listen_address, server->port_);
+  spdlog::info("event=serving address={} port={} metrics_port={}", options.listen_address,
+               server->port_, server->metrics_port_);
   return server;
 }
 
@@ -73,9 +114,15 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
     spdlog::info("event=shutting_down grace_ms={}", absl::ToInt64Milliseconds(grace));
     stopping_ = true;
     work_signal_.Notify();  // wake long polls so they answer empty now
+    // Stopping civetweb waits out its listener's poll (up to 2 s): let it run while gRPC drains.
+    // Freed here rather than at destruction so a restart in the same process can bind the port.
+    std::thread stop_exposer([this] { exposer_.reset(); });
+    // Dashboard requests end first: their handlers call the scheduler and the store.
+    if (http_server_ != nullptr) http_server_->Stop();
     if (grpc_server_ != nullptr) grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     stop_reaper_.Notify();
     if (reaper_.joinable()) reaper_.join();
+    stop_exposer.join();
     listener_.reset();
     shut_down_.Notify();
     spdlog::info("event=stopped");

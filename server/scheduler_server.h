@@ -1,9 +1,12 @@
 // SchedulerServer: the assembled scheduler process — store, LISTEN thread, scheduler, reaper
-// thread and the gRPC server with health checking and reflection. `parity-scheduler serve`, the
-// end-to-end tests and the benchmarks all start it the same way.
+// thread, the gRPC server with health checking and reflection, and Prometheus metrics
+// (SchedulerMetrics, optionally served on their own port), and the web dashboard with its JSON
+// API (HttpServer, when http_listen is set). `parity-scheduler serve`, the end-to-end tests and
+// the benchmarks all start it the same way.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,11 +20,16 @@
 namespace grpc {
 class Server;
 }
+namespace prometheus {
+class Exposer;
+}
 
 namespace parity::server {
 
 class PostgresRunStore;
 class PgListener;
+class HttpServer;
+class SchedulerMetrics;
 class SweepServiceImpl;
 class WorkerServiceImpl;
 
@@ -34,12 +42,23 @@ struct ServerOptions {
   int max_message_bytes = 32 << 20;
   RetryPolicy retry_policy;
   SchedulerOptions scheduler;
+  // Prometheus GET /metrics on this "ip:port" (port 0 = pick a free one, see metrics_port());
+  // empty = no separate endpoint (metrics()->Render() still works).
+  std::string metrics_listen;
+  // The web dashboard and its JSON API (server/http_server.h) on this "host:port" (port 0 = pick
+  // a free one, see http_port()); empty = off.
+  std::string http_listen;
+  // The dashboard port's GET /metrics body; unset = the built-in metrics()->Render() when there
+  // are built-in metrics, else no /metrics there.
+  std::function<std::string()> metrics_text;
 };
 
 class SchedulerServer {
  public:
   // Migrates (when asked), connects and starts serving. UNAVAILABLE when the database cannot be
-  // reached or the address cannot be bound. `observer` may be null; it must outlive the server.
+  // reached or an address cannot be bound. `observer` may be null, and then the server keeps its
+  // own SchedulerMetrics (metrics()); one passed in must outlive the server and excludes
+  // metrics_listen (INVALID_ARGUMENT).
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
       ServerOptions options, Planner planner, SchedulerObserver* observer = nullptr);
   // Shuts down (see Shutdown) if still running.
@@ -48,6 +67,12 @@ class SchedulerServer {
   // The bound port (useful when listen_address asked for port 0).
   int port() const { return port_; }
   Scheduler& scheduler() { return *scheduler_; }
+  // The built-in metrics; null when Start() was given an observer. Render() gives /metrics.
+  SchedulerMetrics* metrics() { return metrics_.get(); }
+  // The port of the metrics endpoint; 0 when metrics_listen was empty.
+  int metrics_port() const { return metrics_port_; }
+  // The bound port of the web dashboard; 0 when http_listen was empty.
+  int http_port() const { return http_port_; }
 
   // Stops taking calls, ends long polls and watch streams, waits up to `grace` for calls in
   // flight, then stops the reaper and the listener. Idempotent.
@@ -64,12 +89,20 @@ class SchedulerServer {
   WorkSignal work_signal_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<PostgresRunStore> store_;
+  // Declared after the store it reads and before everything that reports to it (scheduler, gRPC
+  // interceptors, exposer), so it is destroyed after them.
+  std::unique_ptr<SchedulerMetrics> metrics_;
+  std::unique_ptr<prometheus::Exposer> exposer_;  // reset in Shutdown(): frees the port
+  int metrics_port_ = 0;
   std::unique_ptr<PgListener> listener_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<SweepServiceImpl> sweep_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
+  // Declared after the scheduler and store its handlers call, so it is destroyed before them.
+  std::unique_ptr<HttpServer> http_server_;
+  int http_port_ = 0;
   absl::Notification stop_reaper_;
   absl::Notification shut_down_;
   std::thread reaper_;

@@ -158,4 +158,23 @@ size_t DeviceSlots::active_runs() const {
   return grants_.size();
 }
 
+std::vector<DeviceUsage> DeviceSlots::Usage() const {
+  absl::MutexLock lock(&mu_);
+  std::set<uint32_t> busy_gpus;
+  uint32_t threads_booked = 0;
+  for (const auto& [id, g] : grants_) {
+    busy_gpus.insert(g.gpu_indices.begin(), g.gpu_indices.end());
+    threads_booked += g.threads;
+  }
+  std::vector<DeviceUsage> usage;
+  for (const parity::v1::Device& d : devices_) {
+    if (d.kind() == parity::v1::DEVICE_KIND_CPU) {
+      usage.push_back({d, threads_booked > 0, threads_booked});
+    } else {
+      usage.push_back({d, busy_gpus.contains(d.index()), 0});
+    }
+  }
+  return usage;
+}
+
 }  // namespace parity::worker

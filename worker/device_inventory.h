@@ -37,6 +37,13 @@ struct DeviceGrant {
   std::vector<uint32_t> gpu_indices = {};
 };
 
+// One device the worker offers and whether a run holds it now.
+struct DeviceUsage {
+  parity::v1::Device device;
+  bool busy = false;            // a GPU granted to a run; the CPU while any run books threads
+  uint32_t threads_booked = 0;  // CPU only: threads booked by runs (threads)
+};
+
 // Books devices to runs. Thread-safe: the lease loop acquires, supervisor completions release.
 class DeviceSlots {
  public:
@@ -54,6 +61,8 @@ class DeviceSlots {
                                       const std::vector<uint32_t>& device_indices);
   void Release(const std::string& run_id);
   size_t active_runs() const;
+  // Every device with what is booked on it now (for metrics).
+  std::vector<DeviceUsage> Usage() const;
   const std::vector<parity::v1::Device>& devices() const { return devices_; }
 
  private:

@@ -12,6 +12,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
+#include "worker/worker_metrics.h"
 
 namespace parity::worker {
 namespace {
@@ -121,6 +122,12 @@ void RunSupervisor::SetOutcome(RunOutcome o) {
     absl::MutexLock lock(&mu_);
     outcome_ = o;
   }
+  if (o != RunOutcome::kRunning && options_.worker_metrics != nullptr) {
+    if (const size_t left = buffer_.size(); left > 0) {
+      options_.worker_metrics->PointsDropped("undelivered", left);
+    }
+    options_.worker_metrics->RunFinished(run_.run_id(), RunOutcomeName(o));
+  }
   if (o != RunOutcome::kRunning && options_.on_finished) options_.on_finished();
 }
 
@@ -178,7 +185,15 @@ void RunSupervisor::ReadOutput(int fd) {
         last_point_ = *point;
         if (point->has_val_bpc()) last_val_bpc_ = point->val_bpc();
       }
+      if (options_.worker_metrics != nullptr) {
+        options_.worker_metrics->RunProgress(run_.run_id(), *point);
+      }
       buffer_.Add(std::move(*point), absl::Now());
+      if (const uint64_t dropped = buffer_.dropped();
+          options_.worker_metrics != nullptr && dropped > dropped_counted_) {
+        options_.worker_metrics->PointsDropped("buffer_full", dropped - dropped_counted_);
+        dropped_counted_ = dropped;
+      }
     } else if (auto* ckpt = std::get_if<EngineCheckpoint>(&event)) {
       absl::MutexLock lock(&mu_);
       if (!engine_checkpoint_ || ckpt->step >= engine_checkpoint_->step) engine_checkpoint_ = *ckpt;
@@ -237,6 +252,7 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
   std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint();
   if (ckpt) *req.mutable_checkpoint() = *ckpt;
   absl::StatusOr<parity::v1::HeartbeatResponse> resp = client_.Heartbeat(req);
+  if (options_.worker_metrics != nullptr) options_.worker_metrics->HeartbeatSent(resp.ok());
   if (!resp.ok()) return resp.status();
   if (ckpt) reported_checkpoint_step_ = ckpt->step();
   if (resp->has_expire_time()) {
@@ -257,6 +273,9 @@ absl::Status RunSupervisor::FlushMetrics(bool force) {
   absl::StatusOr<parity::v1::ReportMetricsResponse> resp = client_.ReportMetrics(req);
   if (!resp.ok()) return resp.status();
   buffer_.Acknowledge(static_cast<size_t>(req.points_size()));
+  if (options_.worker_metrics != nullptr) {
+    options_.worker_metrics->PointsForwarded(req.points_size());
+  }
   return absl::OkStatus();
 }
 
@@ -430,6 +449,9 @@ void RunSupervisor::Supervise() {
   spdlog::info("run {} ({}): attempt {}, epoch {}, {} threads, GPUs [{}]", run_.run_id(),
                run_.spec().name(), run_.attempt(), lease_.lease_epoch(), grant_.threads,
                absl::StrJoin(grant_.gpu_indices, ","));
+  if (options_.worker_metrics != nullptr) {
+    options_.worker_metrics->RunStarted(run_.run_id(), run_.spec().name());
+  }
   lease_expiry_ = lease_.has_expire_time()
                       ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(lease_.expire_time()))
                       : absl::Now() + options_.lease_ttl;

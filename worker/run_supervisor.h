@@ -30,6 +30,8 @@
 
 namespace parity::worker {
 
+class WorkerMetrics;
+
 struct RunSupervisorOptions {
   std::string worker_id;
   // The engine executable (path or name on PATH).
@@ -58,6 +60,9 @@ struct RunSupervisorOptions {
   // Called on the supervisor thread once the outcome is final, so the lease loop can take the
   // next run at once instead of polling for a free slot. Must not block.
   std::function<void()> on_finished;
+  // Where the run's progress and the scheduler calls are counted (Prometheus); may be null, else
+  // must outlive the supervisor.
+  WorkerMetrics* worker_metrics = nullptr;
 };
 
 enum class RunOutcome {
@@ -124,6 +129,7 @@ class RunSupervisor {
   const std::string work_dir_;
   MetricBuffer buffer_;                     // thread-safe itself
   std::atomic<uint64_t> latest_step_{0};    // written by the reader thread
+  uint64_t dropped_counted_ = 0;            // reader thread only: buffer drops already counted
   std::atomic<bool> engine_reaped_{false};  // set by the supervisor thread, read by the reader
   std::thread thread_;
   Backoff heartbeat_backoff_;  // supervisor thread only

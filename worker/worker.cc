@@ -33,6 +33,7 @@ std::string DescribeDevices(const std::vector<parity::v1::Device>& devices) {
 
 WorkerDaemon::WorkerDaemon(SchedulerClient& client, DeviceSlots& slots, WorkerOptions options)
     : client_(client), slots_(slots), options_(std::move(options)) {
+  options_.run.worker_metrics = options_.metrics;
   options_.run.on_finished = [this] {
     absl::MutexLock lock(&mu_);
     ++finished_runs_;
@@ -138,6 +139,11 @@ void WorkerDaemon::StartRun(parity::v1::LeaseRunResponse lease) {
   auto sup = std::make_unique<RunSupervisor>(client_, options_.run, std::move(lease), *grant);
   sup->Start();
   runs_[run_id] = std::move(sup);
+  PublishDevices();
+}
+
+void WorkerDaemon::PublishDevices() {
+  if (options_.metrics != nullptr) options_.metrics->SetDevices(slots_.Usage());
 }
 
 void WorkerDaemon::ReapFinished() {
@@ -147,6 +153,7 @@ void WorkerDaemon::ReapFinished() {
       spdlog::info("worker: run {} ended: {}", it->first, RunOutcomeName(it->second->outcome()));
       slots_.Release(it->first);
       it = runs_.erase(it);
+      PublishDevices();
     } else {
       ++it;
     }
@@ -158,6 +165,7 @@ absl::Status WorkerDaemon::Run() {
     if (s.code() == absl::StatusCode::kCancelled) return absl::OkStatus();
     return s;
   }
+  PublishDevices();
   Backoff backoff(options_.backoff);
   while (!shutting_down()) {
     // Read before reaping, so a run finishing in between still wakes the wait below.
@@ -174,6 +182,12 @@ absl::Status WorkerDaemon::Run() {
     *req.mutable_wait_time() =
         TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.lease_wait));
     absl::StatusOr<parity::v1::LeaseRunResponse> resp = client_.LeaseRun(req);
+    // A long poll ended by our own shutdown is no error worth counting.
+    if (options_.metrics != nullptr && (resp.ok() || !shutting_down())) {
+      options_.metrics->LeaseAttempt(!resp.ok()          ? LeaseAttemptResult::kError
+                                     : resp->has_lease() ? LeaseAttemptResult::kLeased
+                                                         : LeaseAttemptResult::kEmpty);
+    }
     if (!resp.ok()) {
       if (shutting_down()) break;
       if (resp.status().code() == absl::StatusCode::kNotFound) {
@@ -200,6 +214,7 @@ absl::Status WorkerDaemon::Run() {
     slots_.Release(id);
   }
   runs_.clear();
+  PublishDevices();
   spdlog::info("worker: stopped");
   return absl::OkStatus();
 }

@@ -15,6 +15,7 @@
 #include "worker/device_inventory.h"
 #include "worker/run_supervisor.h"
 #include "worker/scheduler_client.h"
+#include "worker/worker_metrics.h"
 
 namespace parity::worker {
 
@@ -31,6 +32,9 @@ struct WorkerOptions {
   // Template for every run; worker_id, heartbeat_interval and lease_ttl come from registration.
   RunSupervisorOptions run;
   BackoffOptions backoff;
+  // Where the lease loop and every run report (run.worker_metrics is set from it); may be null,
+  // else must outlive the daemon.
+  WorkerMetrics* metrics = nullptr;
 };
 
 // Run() is called on one thread (the lease loop); Shutdown() from any other thread (signals).
@@ -50,6 +54,8 @@ class WorkerDaemon {
   absl::Status Register();
   void StartRun(parity::v1::LeaseRunResponse lease);
   void ReapFinished();
+  // Tells the metrics which devices runs hold now.
+  void PublishDevices();
   // Sleeps up to `d`, waking early on Shutdown(). Returns whether shutting down.
   bool SleepUnlessShutdown(absl::Duration d);
   // Sleeps up to `d`, waking early on Shutdown() or once finished_runs() has moved past `seen`.

@@ -12,7 +12,10 @@
 //   --no-gpus                do not look for CUDA GPUs
 //   --kill-grace SECONDS     SIGTERM → SIGKILL grace for engines (default 30)
 //   --lease-wait SECONDS     LeaseRun long-poll wait (default 20)
+//   --metrics-listen IP:PORT Prometheus /metrics (PARITY_WORKER_METRICS_LISTEN; default empty =
+//                            off, since several workers may share a host; port 0 = any)
 //   --probe                  check the scheduler's gRPC health and exit (0 = SERVING)
+//   --list-devices           print the devices this worker would register (JSON) and exit
 //   --log-level LEVEL        trace|debug|info|warn|error (PARITY_LOG_LEVEL; default info)
 // SIGTERM/SIGINT: engines get SIGTERM, their runs are reported PREEMPTED, exit 0.
 #include <limits.h>
@@ -26,10 +29,13 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+#include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
 #include "worker/device_inventory.h"
 #include "worker/scheduler_client.h"
 #include "worker/worker.h"
+#include "worker/worker_metrics.h"
 
 #ifndef PARITY_VERSION
 #define PARITY_VERSION "dev"
@@ -78,10 +84,12 @@ int main(int argc, char** argv) {
   std::string corpus_dir = Env("PARITY_CORPUS_DIR", "data");
   std::string train_binary = Env("PARITY_TRAIN_BINARY", "");
   std::string log_level = Env("PARITY_LOG_LEVEL", "info");
+  std::string metrics_listen = Env("PARITY_WORKER_METRICS_LISTEN", "");
   std::string worker_id;
   std::vector<std::string> labels;
   bool no_gpus = false;
   bool probe = false;
+  bool list_devices = false;
   double kill_grace_s = 30, lease_wait_s = 20;
   app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
   app.add_option("--threads", threads, "CPU threads to offer; 0 = all (env PARITY_WORKER_THREADS)");
@@ -100,7 +108,12 @@ int main(int argc, char** argv) {
   app.add_option("--worker-id", worker_id,
                  "Reuse this worker id (default: the one saved in --work-dir)");
   app.add_flag("--no-gpus", no_gpus, "Do not look for CUDA GPUs");
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Prometheus /metrics address ip:port, port 0 = any; empty = off (env "
+                 "PARITY_WORKER_METRICS_LISTEN)");
   app.add_flag("--probe", probe, "Check the scheduler's gRPC health (SERVING → exit 0) and exit");
+  app.add_flag("--list-devices", list_devices,
+               "Print the devices this worker would register (JSON, one per line) and exit");
   app.add_option("--kill-grace", kill_grace_s, "Seconds between SIGTERM and SIGKILL for an engine");
   app.add_option("--lease-wait", lease_wait_s, "Seconds one LeaseRun long poll waits");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
@@ -113,6 +126,18 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("%s: SERVING\n", scheduler.c_str());
+    return 0;
+  }
+  if (list_devices) {
+    // What RegisterWorker would send, for operators and the GPU check (bench/gpu_check.sh).
+    google::protobuf::util::JsonPrintOptions json;
+    json.always_print_primitive_fields = true;
+    for (const parity::v1::Device& d :
+         parity::worker::DiscoverDevices({.threads = threads, .discover_gpus = !no_gpus})) {
+      std::string line;
+      if (!google::protobuf::util::MessageToJsonString(d, &line, json).ok()) return 1;
+      std::printf("%s\n", line.c_str());
+    }
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -171,6 +196,21 @@ int main(int argc, char** argv) {
   spdlog::info("parity-worker {} → scheduler {}; engine {}; checkpoints {}; max {} runs",
                PARITY_VERSION, scheduler, options.run.train_binary, options.run.checkpoint_root,
                max_runs);
+
+  parity::worker::WorkerMetrics metrics;
+  options.metrics = &metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;  // declared after metrics: destroyed first
+  if (!metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposed = metrics.Expose(metrics_listen);
+    if (!exposed.ok()) {
+      spdlog::error("worker: {}", exposed.status().ToString());
+      return 1;
+    }
+    exposer = std::move(*exposed);
+    const std::vector<int> ports = exposer->GetListeningPorts();
+    spdlog::info("worker: metrics on {} (port {})", metrics_listen,
+                 ports.empty() ? 0 : ports.front());
+  }
 
   std::unique_ptr<parity::worker::SchedulerClient> client =
       parity::worker::MakeGrpcSchedulerClient(scheduler);

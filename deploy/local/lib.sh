@@ -12,6 +12,9 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dir="${PARITY_STACK_DIR:-$repo/.parity}"
 workers=2
 port="${PARITY_PORT:-50051}"
+http_port="${PARITY_HTTP_PORT:-8080}"
+# Prometheus /metrics: the scheduler on this port, worker-N on this port + N.
+metrics_port="${PARITY_METRICS_PORT:-9464}"
 pg_port="${PARITY_PG_PORT:-54329}"
 build="${PARITY_BUILD_DIR:-$repo/build}"
 threads=""
@@ -25,6 +28,8 @@ parse_args() {
       --dir) dir="$2"; shift 2 ;;
       --workers) workers="$2"; shift 2 ;;
       --port) port="$2"; shift 2 ;;
+      --http-port) http_port="$2"; shift 2 ;;
+      --metrics-port) metrics_port="$2"; shift 2 ;;
       --pg-port) pg_port="$2"; shift 2 ;;
       --build-dir) build="$2"; shift 2 ;;
       --threads) threads="$2"; shift 2 ;;

@@ -3,12 +3,15 @@
 # `parity-scheduler migrate`, `parity-scheduler serve`, and N `parity-worker`s, all in the
 # background with logs and pid files under DIR. Waits until the scheduler is healthy.
 #
-#   deploy/local/up.sh [--dir DIR] [--workers N] [--port P] [--pg-port P] [--build-dir B]
-#                      [--threads T] [--lease-ttl 60s] [--heartbeat-interval 15s]
-# Defaults: DIR=<repo>/.parity, 2 workers, scheduler on 127.0.0.1:50051, PostgreSQL on 54329,
-# binaries from <repo>/build (PARITY_BUILD_DIR). Running it again starts only what is not running.
+#   deploy/local/up.sh [--dir DIR] [--workers N] [--port P] [--http-port P] [--metrics-port P]
+#                      [--pg-port P] [--build-dir B] [--threads T] [--lease-ttl 60s]
+#                      [--heartbeat-interval 15s]
+# Defaults: DIR=<repo>/.parity, 2 workers, scheduler on 127.0.0.1:50051 with its web dashboard on
+# http://127.0.0.1:8080/ and Prometheus metrics on 127.0.0.1:9464 (worker-N on 9464+N),
+# PostgreSQL on 54329, binaries from <repo>/build (PARITY_BUILD_DIR).
+# Running it again starts only what is not running.
 set -euo pipefail
-usage() { sed -n '2,10p' "$0"; }
+usage() { sed -n '2,13p' "$0"; }
 . "$(dirname "$0")/lib.sh"
 parse_args "$@"
 
@@ -48,6 +51,8 @@ fi
 
 cat >"$dir/stack.env" <<ENV
 port=$port
+http_port=$http_port
+metrics_port=$metrics_port
 pg_port=$pg_port
 build=$build
 workers=$workers
@@ -56,6 +61,7 @@ ENV
 
 # 2. The scheduler: migrate, then serve.
 export PARITY_DATABASE_URL="$db_url" PARITY_LISTEN="127.0.0.1:$port"
+export PARITY_HTTP_LISTEN="127.0.0.1:$http_port" PARITY_METRICS_LISTEN="127.0.0.1:$metrics_port"
 [ -n "$lease_ttl" ] && export PARITY_LEASE_TTL="$lease_ttl"
 [ -n "$heartbeat" ] && export PARITY_HEARTBEAT_INTERVAL="$heartbeat"
 if pid_alive "$dir/pids/scheduler.pid"; then
@@ -63,7 +69,7 @@ if pid_alive "$dir/pids/scheduler.pid"; then
 else
   "$sched_bin" migrate >>"$dir/logs/scheduler.log" 2>&1 || {
     echo "up.sh: migration failed; see $dir/logs/scheduler.log" >&2; exit 1; }
-  echo "up: starting scheduler on 127.0.0.1:$port"
+  echo "up: starting scheduler on 127.0.0.1:$port (dashboard http://127.0.0.1:$http_port/)"
   setsid "$sched_bin" serve >>"$dir/logs/scheduler.log" 2>&1 </dev/null &
   echo $! >"$dir/pids/scheduler.pid"
 fi
@@ -84,7 +90,7 @@ for i in $(seq 1 "$workers"); do
   fi
   args=(--scheduler "127.0.0.1:$port" --checkpoint-dir "$dir/checkpoints" --work-dir "$dir/work/worker-$i"
         --corpus-dir "$repo/data" --label "local=worker-$i")
-  args+=(--threads "$threads")
+  args+=(--threads "$threads" --metrics-listen "127.0.0.1:$((metrics_port + i))")
   setsid "$worker_bin" "${args[@]}" >>"$dir/logs/worker-$i.log" 2>&1 </dev/null &
   echo $! >"$pidf"
   echo "up: started worker-$i (pid $!)"
@@ -94,6 +100,8 @@ cat <<INFO
 
 Parity local stack is up.
   scheduler   127.0.0.1:$port  (export PARITY_SCHEDULER=127.0.0.1:$port)
+  dashboard   http://127.0.0.1:$http_port/
+  metrics     http://127.0.0.1:$metrics_port/metrics (scheduler), ports $((metrics_port + 1))-$((metrics_port + workers)) (workers)
   database    $db_url
   logs        $dir/logs/
   checkpoints $dir/checkpoints/

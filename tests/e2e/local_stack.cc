@@ -125,7 +125,11 @@ absl::Status LocalStack::StartScheduler() {
               {"PARITY_DATABASE_URL", database_url_},
               {"PARITY_LEASE_TTL", options_.lease_ttl},
               {"PARITY_HEARTBEAT_INTERVAL", options_.heartbeat_interval},
-              {"PARITY_REAP_INTERVAL", options_.reap_interval}},
+              {"PARITY_REAP_INTERVAL", options_.reap_interval},
+              // Any free port: tests run side by side, and the default 9464 would collide.
+              {"PARITY_METRICS_LISTEN", "127.0.0.1:0"},
+              // Likewise the web dashboard (default 8080).
+              {"PARITY_HTTP_LISTEN", "127.0.0.1:0"}},
       .working_dir = root_,
       .log_path = root_ + "/scheduler.log",
       .output_fd = 3,  // unused: stdout and stderr both go to the log

@@ -1,0 +1,47 @@
+// A static HTML report of one sweep (`parity report`): the dashboard's own front end (compiled in
+// from web/) with its API documents written into data.js, so the same pages render offline from
+// file:// with the same figures and tables, plus runs.csv for a spreadsheet or a paper.
+//
+//   DIR/index.html  DIR/data.js  DIR/assets/{app.js,styles.css,chart.umd.js,favicon.svg}
+//   DIR/runs.csv
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "parity/v1/run.pb.h"
+#include "parity/v1/sweep_service.pb.h"
+
+namespace parity::cli {
+
+// One run of the report with its (already sampled) metric history.
+struct ReportRun {
+  parity::v1::Run run;
+  // Validation points for the sweep's curves, sampled (web::SampleEvenly).
+  std::vector<parity::v1::MetricPoint> curve;
+  // Every kind of point for the run page, sampled; expert load without shares is enough.
+  std::vector<parity::v1::MetricPoint> history;
+  // The last point whole (per-expert shares); unset when the run has none.
+  std::optional<parity::v1::MetricPoint> latest;
+};
+
+struct ReportData {
+  parity::v1::Sweep sweep;
+  std::vector<ReportRun> runs;  // grid order
+  std::vector<parity::v1::ResultRow> results;
+  // The analysis, or why there is none (e.g. FAILED_PRECONDITION: too few dense runs).
+  std::optional<parity::v1::AnalyzeSweepResponse> analysis;
+  absl::Status analysis_error;
+  std::string scheduler;     // where the data came from, shown in the footer
+  std::string generated_at;  // RFC 3339
+};
+
+// Writes the report into `dir` (created if missing; existing report files are replaced).
+absl::Status WriteReport(const ReportData& data, const std::string& dir);
+
+// runs.csv: one row per run with its grid coordinates, accounting and outcome.
+std::string RunsCsv(const ReportData& data);
+
+}  // namespace parity::cli

@@ -1,0 +1,290 @@
+// The dashboard in headless Chromium (Debian's chromium, driven by playwright-core), started by
+// dashboard_test.cc against a seeded scheduler or a `parity report` directory. Exits 0 when every
+// check passed; otherwise prints "FAIL: what was expected" and exits 1. Screenshots of every page
+// go to --screenshots for inspection.
+//
+//   node dashboard_browser.mjs --mode live --base-url http://127.0.0.1:PORT --handshake DIR ...
+//   node dashboard_browser.mjs --mode report --report DIR/index.html ...
+// Common: --node-modules DIR --chromium PATH --screenshots DIR --sweep ID --sweep-name NAME
+//         --runs N --moe-run ID (a RUNNING MoE run) --dense-run ID
+//
+// Live update handshake (live mode): once the MoE run's page is drawn the script writes
+// HANDSHAKE/live-ready; the test then reports more metrics for that run, and the script waits
+// for the page's charts to grow without a reload.
+import fs from 'node:fs';
+import {createRequire} from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import {pathToFileURL} from 'node:url';
+
+function parseArgs(argv) {
+  const args = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith('--')) throw new Error(`unexpected argument ${argv[i]}`);
+    args[argv[i].slice(2)] = argv[i + 1];
+  }
+  return args;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const TIMEOUT = 20000;
+
+class CheckFailed extends Error {}
+function check(condition, message) {
+  if (!condition) throw new CheckFailed(message);
+}
+function log(message) {
+  console.log(`[browser] ${message}`);
+}
+
+function loadPlaywright() {
+  const modules = args['node-modules'];
+  check(modules && fs.existsSync(path.join(modules, 'playwright-core')),
+        `playwright-core is not installed in ${modules} (the build runs npm ci in web/; ` +
+        'is the build complete?)');
+  return createRequire(path.join(modules, 'resolve.js'))('playwright-core');
+}
+
+// The chart cards of a page and their drawn point counts: {testId: points}.
+async function chartPoints(page) {
+  return page.$$eval('[data-chart]', (cards) => Object.fromEntries(
+      cards.map((card) => [card.dataset.chart, Number(card.dataset.points || 0)])));
+}
+
+async function waitForCharts(page, testIds, what) {
+  try {
+    await page.waitForFunction((ids) => ids.every((id) => {
+      const card = document.querySelector(`[data-chart="${id}"]`);
+      return card && Number(card.dataset.points) > 0;
+    }), testIds, {timeout: TIMEOUT});
+  } catch {
+    const points = await chartPoints(page);
+    throw new CheckFailed(`${what}: every chart should draw points; drawn: ${JSON.stringify(points)}`);
+  }
+  const points = await chartPoints(page);
+  log(`${what}: ${JSON.stringify(points)}`);
+  return points;
+}
+
+// Text a rendering bug leaves behind: an object or a missing value printed as text.
+async function checkNoBrokenText(page, what) {
+  const text = await page.evaluate(() => document.getElementById('app').innerText);
+  for (const broken of ['[object ', 'undefined', 'NaN']) {
+    const at = text.indexOf(broken);
+    check(at < 0, `${what} shows "${broken}": …${text.slice(Math.max(0, at - 60), at + 60)}…`);
+  }
+}
+
+async function rowCount(page, table) {
+  return page.$$eval(`[data-testid="${table}"] tbody tr[data-row-key]`, (rows) => rows.length);
+}
+
+async function waitForRows(page, table, expected, what) {
+  try {
+    await page.waitForFunction(([t, n]) =>
+        document.querySelectorAll(`[data-testid="${t}"] tbody tr[data-row-key]`).length === n,
+        [table, expected], {timeout: TIMEOUT});
+  } catch {
+    throw new CheckFailed(`${what}: expected ${expected} rows in ${table}, found ${await rowCount(page, table)}`);
+  }
+}
+
+async function columnTexts(page, key) {
+  return page.$$eval(`[data-testid="runs-table"] tbody tr[data-row-key] td[data-key="${key}"]`,
+                     (cells) => cells.map((cell) => cell.textContent.trim()));
+}
+
+// Sorting by a header reorders the rows: ascending, then descending; rows without a value last.
+async function checkSorting(page) {
+  const before = await page.$$eval('[data-testid="runs-table"] tbody tr[data-row-key]',
+                                   (rows) => rows.map((row) => row.dataset.rowKey));
+  for (const [clicks, direction] of [[1, 'ascending'], [2, 'descending']]) {
+    await page.click('[data-testid="runs-table"] th[data-key="val_bpc"] button');
+    const sortState = await page.getAttribute('[data-testid="runs-table"] th[data-key="val_bpc"]', 'aria-sort');
+    check(sortState === direction, `after ${clicks} click(s) on "Val BPC" the header should be ${direction}, is ${sortState}`);
+    const texts = await columnTexts(page, 'val_bpc');
+    const firstMissing = texts.indexOf('—');
+    const values = (firstMissing < 0 ? texts : texts.slice(0, firstMissing)).map(Number);
+    check(firstMissing < 0 || texts.slice(firstMissing).every((t) => t === '—'),
+          `rows without a BPC should come last when sorting ${direction}: ${texts.join(' ')}`);
+    check(values.length >= 20 && values.every((v) => Number.isFinite(v)),
+          `the Val BPC column should hold numbers: ${texts.join(' ')}`);
+    for (let i = 1; i < values.length; i++) {
+      check(direction === 'ascending' ? values[i - 1] <= values[i] : values[i - 1] >= values[i],
+            `Val BPC should be sorted ${direction}: ${values.join(' ')}`);
+    }
+  }
+  const after = await page.$$eval('[data-testid="runs-table"] tbody tr[data-row-key]',
+                                  (rows) => rows.map((row) => row.dataset.rowKey));
+  check(after.join() !== before.join(), 'sorting by Val BPC should reorder the rows');
+  log('sorting by Val BPC reorders the rows (ascending, then descending)');
+}
+
+async function checkEqualResourceFigure(page) {
+  const labels = JSON.parse(await page.getAttribute('[data-chart="chart-equal-resource"]', 'data-series-labels'));
+  const dense1 = labels.filter((l) => l.startsWith('dense 1C'));
+  const dense2 = labels.filter((l) => l.startsWith('dense 2C'));
+  const moe = labels.filter((l) => l.startsWith('MoE'));
+  check(dense1.length > 0 && dense2.length > 0,
+        `the equal-resource figure should have dense 1C and 2C lines; series: ${labels.join(' | ')}`);
+  check(moe.length > 0, `the equal-resource figure should have MoE series; series: ${labels.join(' | ')}`);
+  log(`equal-resource figure: ${moe.length} MoE series, ${dense1.length} dense 1C and ${dense2.length} dense 2C lines`);
+}
+
+async function checkSweepPage(page, shots, prefix) {
+  await page.waitForSelector('[data-testid="runs-table"]', {timeout: TIMEOUT});
+  await waitForRows(page, 'runs-table', Number(args.runs), 'sweep page');
+  const title = await page.textContent('h1');
+  check(title.includes(args['sweep-name']), `the sweep page should be titled ${args['sweep-name']}: ${title}`);
+  await waitForCharts(page, ['chart-curves-tokens', 'chart-curves-flops', 'chart-equal-resource'], 'sweep page');
+  await checkEqualResourceFigure(page);
+  await checkNoBrokenText(page, 'the sweep page');
+  await page.screenshot({path: path.join(shots, `${prefix}sweep.png`), fullPage: true});
+  await checkSorting(page);
+  await page.selectOption('[data-testid="state-filter"]', 'RUNNING');
+  const running = await rowCount(page, 'runs-table');
+  check(running === 2, `filtering by RUNNING should leave the 2 running runs, left ${running}`);
+  await page.selectOption('[data-testid="state-filter"]', 'all');
+  await page.screenshot({path: path.join(shots, `${prefix}sweep-sorted.png`), fullPage: true});
+}
+
+async function openRunFromTable(page, runId) {
+  await page.click(`[data-testid="runs-table"] tr[data-row-key="${runId}"] td[data-key="name"] a`);
+  await page.waitForSelector('[data-testid="run-summary"] .stat', {timeout: TIMEOUT});
+}
+
+const RUN_CHARTS = ['chart-run-bpc', 'chart-run-lr', 'chart-run-grad-norm', 'chart-run-epochs'];
+const EXPERT_CHARTS = ['chart-expert-shares', 'chart-expert-imbalance'];
+
+async function checkMoeRunPage(page, shots, prefix) {
+  const points = await waitForCharts(page, [...RUN_CHARTS, ...EXPERT_CHARTS], 'MoE run page');
+  const layers = JSON.parse(await page.getAttribute('[data-chart="chart-expert-shares"]', 'data-series-labels'));
+  check(layers.some((l) => l.startsWith('layer')), `the expert-load chart should have one bar series per layer: ${layers}`);
+  await checkNoBrokenText(page, 'the MoE run page');
+  await page.screenshot({path: path.join(shots, `${prefix}run-moe.png`), fullPage: true});
+  return points;
+}
+
+async function checkDenseRunPage(page, shots, prefix) {
+  await waitForCharts(page, RUN_CHARTS, 'dense run page');
+  const note = await page.textContent('[data-testid="expert-note"]');
+  check(note.includes('no experts'), `a dense run page should say it has no experts: ${note}`);
+  await checkNoBrokenText(page, 'the dense run page');
+  await page.screenshot({path: path.join(shots, `${prefix}run-dense.png`), fullPage: true});
+}
+
+async function waitForFile(file, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new CheckFailed(`${file} did not appear: the test did not report the live update`);
+}
+
+async function live(page, shots) {
+  const base = args['base-url'];
+  await page.goto(`${base}/`);
+  await waitForRows(page, 'sweeps-table', 1, 'sweeps page');
+  const row = `[data-testid="sweeps-table"] tr[data-row-key="${args.sweep}"]`;
+  const rowText = await page.textContent(row);
+  check(rowText.includes(args['sweep-name']) && rowText.includes('ACTIVE'),
+        `the sweeps page should list ${args['sweep-name']} as ACTIVE: ${rowText}`);
+  check(rowText.includes('2 running') && rowText.includes('20 succeeded'),
+        `the sweep row should count its runs by state: ${rowText}`);
+  await checkNoBrokenText(page, 'the sweeps page');
+  await page.screenshot({path: path.join(shots, 'sweeps.png'), fullPage: true});
+
+  await page.click(`${row} a`);  // client-side navigation to the sweep page
+  await page.waitForURL(`**/sweeps/${args.sweep}`);
+  await checkSweepPage(page, shots, '');
+  const indicator = await page.getAttribute('#live-indicator', 'data-state');
+  check(indicator === 'live', `a sweep with running runs should be polled live; indicator: ${indicator}`);
+
+  await openRunFromTable(page, args['dense-run']);
+  await checkDenseRunPage(page, shots, '');
+  await page.goBack();
+  await waitForRows(page, 'runs-table', Number(args.runs), 'back on the sweep page');
+
+  await openRunFromTable(page, args['moe-run']);
+  const before = await checkMoeRunPage(page, shots, '');
+  fs.writeFileSync(path.join(args.handshake, 'live-ready'), JSON.stringify(before));
+  const answer = await waitForFile(path.join(args.handshake, 'live-reported'), 30000);
+  check(answer.startsWith('ok'), `the test failed to report more metrics: ${answer}`);
+  try {
+    await page.waitForFunction((count) =>
+        Number(document.querySelector('[data-chart="chart-run-bpc"]').dataset.points) > count,
+        before['chart-run-bpc'], {timeout: 30000});
+  } catch {
+    const now = await chartPoints(page);
+    throw new CheckFailed(`the run page should grow after more metrics arrived (no reload): ` +
+                          `before ${JSON.stringify(before)}, now ${JSON.stringify(now)}`);
+  }
+  const after = await chartPoints(page);
+  log(`live update: ${before['chart-run-bpc']} → ${after['chart-run-bpc']} points on the BPC chart`);
+  check(after['chart-expert-imbalance'] > before['chart-expert-imbalance'],
+        `the expert-load chart should grow too: ${before['chart-expert-imbalance']} → ${after['chart-expert-imbalance']}`);
+  await page.screenshot({path: path.join(shots, 'run-moe-live-update.png'), fullPage: true});
+}
+
+async function report(page, shots) {
+  const file = pathToFileURL(path.resolve(args.report)).href;
+  await page.goto(file);
+  await checkSweepPage(page, shots, 'report-');
+  const indicator = await page.getAttribute('#live-indicator', 'data-state');
+  check(indicator === 'report', `a report should say it is static; indicator: ${indicator}`);
+  await openRunFromTable(page, args['moe-run']);
+  check(page.url().startsWith('file://') && page.url().includes(`#/runs/${args['moe-run']}`),
+        `a report's run page should be a hash route of the same file: ${page.url()}`);
+  await checkMoeRunPage(page, shots, 'report-');
+  await page.goBack();
+  await waitForRows(page, 'runs-table', Number(args.runs), 'back on the report sweep page');
+  await openRunFromTable(page, args['dense-run']);
+  await checkDenseRunPage(page, shots, 'report-');
+}
+
+async function main() {
+  const shots = args.screenshots;
+  fs.mkdirSync(shots, {recursive: true});
+  check(fs.existsSync(args.chromium), `Chromium not found at ${args.chromium} (apt-get install chromium)`);
+  const {chromium} = loadPlaywright();
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'parity-chromium-'));
+  // Without the background-networking flags Chromium's own connections are refused in sandboxes.
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: args.chromium,
+    headless: true,
+    viewport: {width: 1440, height: 900},
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const page = context.pages()[0] || await context.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(message.text());
+  });
+  let failed = null;
+  try {
+    if (args.mode === 'live') await live(page, shots);
+    else if (args.mode === 'report') await report(page, shots);
+    else throw new CheckFailed(`unknown --mode ${args.mode}`);
+    check(errors.length === 0, `the pages logged errors: ${errors.join(' | ')}`);
+  } catch (error) {
+    failed = error;
+    await page.screenshot({path: path.join(shots, `${args.mode}-failure.png`), fullPage: true}).catch(() => {});
+  } finally {
+    await context.close();
+    fs.rmSync(profile, {recursive: true, force: true});
+  }
+  if (failed) {
+    console.log(`FAIL: ${failed instanceof CheckFailed ? failed.message : failed.stack}`);
+    if (errors.length) console.log(`page errors: ${errors.join(' | ')}`);
+    process.exit(1);
+  }
+  log(`all ${args.mode} checks passed; screenshots in ${shots}`);
+}
+
+main().catch((error) => {
+  console.log(`FAIL: ${error.stack || error}`);
+  process.exit(1);
+});

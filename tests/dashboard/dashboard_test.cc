@@ -1,0 +1,297 @@
+// The web dashboard end to end: a throwaway PostgreSQL, a real SchedulerServer with its HTTP
+// port on a free port, a 24-run sweep seeded through the real gRPC API by fake workers
+// (study_seeder.h), then
+//   - the /api/v1 JSON API and its errors over real HTTP;
+//   - the pages in headless Chromium driven by Playwright (dashboard_browser.mjs): tables have
+//     their rows, sorting reorders them, every chart drew its points, and a live update (more
+//     metrics reported while the page is open) shows up without a reload;
+//   - `parity report` against the same scheduler, opened from file:// in Chromium.
+// Screenshots land in the build tree (PARITY_SCREENSHOT_DIR) for inspection. Missing Chromium or
+// node modules fail the test: deploy/setup.sh installs them.
+#include <httplib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/planner.h"
+#include "core/spec_loader.h"
+#include "gtest/gtest.h"
+#include "server/scheduler_server.h"
+#include "tests/dashboard/child_runner.h"
+#include "tests/dashboard/study_seeder.h"
+#include "tests/support/postgres_environment.h"
+
+namespace parity::dashboard_testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kUnknownId[] = "7f0c2a4e-5b1d-4c3e-9a8f-0123456789ab";
+
+std::string Chromium() {
+  const char* path = std::getenv("PARITY_CHROMIUM");
+  return path != nullptr ? path : "/usr/bin/chromium";
+}
+
+class DashboardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PARITY_REQUIRE_POSTGRES();
+    server::ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.http_listen = "127.0.0.1:0";
+    options.database_url = parity::testing::PostgresEnvironment::FreshDatabase();
+    options.pool_size = 6;
+    options.scheduler.lease_ttl = absl::Minutes(10);  // the RUNNING runs stay leased throughout
+    options.scheduler.heartbeat_interval = absl::Seconds(30);
+    options.scheduler.idle_poll_interval = absl::Milliseconds(100);
+    absl::StatusOr<std::unique_ptr<server::SchedulerServer>> started =
+        server::SchedulerServer::Start(options, &core::PlanSweep);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = std::move(*started);
+    ASSERT_GT(server_->http_port(), 0);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    absl::StatusOr<v1::SweepSpec> spec =
+        core::LoadSweepSpecFile("tests/dashboard/dashboard_sweep.yaml");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    seeder_ = std::make_unique<StudySeeder>(channel_);
+    absl::StatusOr<SeededStudy> study = seeder_->Seed(*spec);
+    ASSERT_TRUE(study.ok()) << study.status();
+    study_ = std::move(*study);
+    http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->http_port());
+    screenshots_ = PARITY_SCREENSHOT_DIR;
+    std::filesystem::create_directories(screenshots_);
+    scratch_ = std::filesystem::path(::testing::TempDir()) /
+               absl::StrCat("dashboard-", ::testing::UnitTest::GetInstance()->random_seed(), "-",
+                            getpid());
+    std::filesystem::remove_all(scratch_);
+    std::filesystem::create_directories(scratch_);
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown(absl::Seconds(2));
+    std::filesystem::remove_all(scratch_);
+  }
+
+  struct Reply {
+    int status = 0;
+    std::string content_type;
+    std::string body;
+    json doc;  // parsed when the body is JSON
+  };
+
+  Reply Get(const std::string& path) {
+    Reply reply;
+    httplib::Result result = http_->Get(path.c_str());
+    if (!result) {
+      ADD_FAILURE() << "GET " << path << " failed: " << httplib::to_string(result.error());
+      return reply;
+    }
+    reply.status = result->status;
+    reply.content_type = result->get_header_value("Content-Type");
+    reply.body = result->body;
+    if (reply.content_type == "application/json") reply.doc = json::parse(reply.body);
+    return reply;
+  }
+
+  const SeededRun& Run(const std::string& name) { return study_.runs.at(name); }
+  std::string BaseUrl() const { return absl::StrCat("http://127.0.0.1:", server_->http_port()); }
+
+  // node dashboard_browser.mjs with the common arguments; `extra` appended.
+  std::vector<std::string> BrowserCommand(const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {PARITY_NODE_BIN,  PARITY_BROWSER_SCRIPT,
+                                     "--node-modules", PARITY_NODE_MODULES,
+                                     "--chromium",     Chromium(),
+                                     "--screenshots",  screenshots_.string(),
+                                     "--sweep",        study_.sweep_id,
+                                     "--sweep-name",   "dashboard-study",
+                                     "--runs",         std::to_string(study_.runs.size()),
+                                     "--moe-run",      Run(kRunningRuns[0]).run.run_id(),
+                                     "--dense-run",    Run("dense-1C-C1-unique-s0").run.run_id()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  std::unique_ptr<server::SchedulerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<StudySeeder> seeder_;
+  SeededStudy study_;
+  std::unique_ptr<httplib::Client> http_;
+  std::filesystem::path screenshots_;
+  std::filesystem::path scratch_;
+};
+
+TEST_F(DashboardTest, ApiServesTheSeededSweep) {
+  const std::string sweep = absl::StrCat("/api/v1/sweeps/", study_.sweep_id);
+  Reply sweeps = Get("/api/v1/sweeps");
+  ASSERT_EQ(sweeps.status, 200) << sweeps.body;
+  ASSERT_EQ(sweeps.doc["sweeps"].size(), 1u);
+  EXPECT_EQ(sweeps.doc["sweeps"][0]["spec"]["name"], "dashboard-study");
+  EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["running"], 2);
+  EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["pending"], 2);
+  EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["succeeded"], 20);
+
+  Reply runs = Get(sweep + "/runs?page_size=1000");
+  ASSERT_EQ(runs.status, 200) << runs.body;
+  EXPECT_EQ(runs.doc["runs"].size(), 24u);
+  Reply running = Get(sweep + "/runs?state=running");
+  EXPECT_EQ(running.doc["runs"].size(), 2u) << running.body;
+  Reply results = Get(sweep + "/results");
+  ASSERT_EQ(results.status, 200);
+  EXPECT_EQ(results.doc["rows"].size(), 24u);
+  Reply analysis = Get(sweep + "/analysis");
+  ASSERT_EQ(analysis.status, 200) << analysis.body;
+  EXPECT_GE(analysis.doc["dense_fit"]["points"].get<int>(), 4);
+
+  Reply curves = Get(sweep + "/curves?points=5");
+  ASSERT_EQ(curves.status, 200) << curves.body;
+  EXPECT_GE(curves.doc["runs"].size(), 20u);
+  for (const json& curve : curves.doc["runs"]) {
+    EXPECT_LE(curve["val_bpc"].size(), 6u) << "sampled to about 5 points: " << curve.dump();
+    EXPECT_EQ(curve["tokens"].size(), curve["val_bpc"].size());
+  }
+  const std::string moe = Run("moe-ra15-C2-unique-s0").run.run_id();
+  Reply one = Get(sweep + "/curves?run_id=" + moe);
+  ASSERT_EQ(one.doc["runs"].size(), 1u);
+  EXPECT_EQ(one.doc["runs"][0]["run_id"], moe);
+  EXPECT_NEAR(one.doc["runs"][0]["val_bpc"].back().get<double>(),
+              SyntheticFinalBpc(Run("moe-ra15-C2-unique-s0").run.spec()), 1e-9);
+
+  Reply history = Get(absl::StrCat("/api/v1/runs/", moe, "/history?points=8"));
+  ASSERT_EQ(history.status, 200) << history.body;
+  EXPECT_LE(history.doc["step"].size(), 9u);
+  EXPECT_EQ(history.doc["step"].back(), Run("moe-ra15-C2-unique-s0").run.spec().training().steps());
+  ASSERT_FALSE(history.doc["expert_load"].empty());
+  EXPECT_EQ(history.doc["latest_expert_load"]["layers"][0]["shares"].size(),
+            Run("moe-ra15-C2-unique-s0").run.spec().model().moe().num_experts());
+
+  // Raw points page by page: after_step is exclusive, next_after_step the cursor.
+  const std::string metrics = absl::StrCat("/api/v1/runs/", moe, "/metrics");
+  Reply first = Get(metrics + "?limit=3");
+  ASSERT_EQ(first.doc["points"].size(), 3u) << first.body;
+  const std::string cursor = first.doc["next_after_step"];
+  EXPECT_EQ(cursor, first.doc["points"][2]["step"]);
+  Reply second = Get(metrics + "?limit=3&after_step=" + cursor);
+  ASSERT_EQ(second.doc["points"].size(), 3u);
+  EXPECT_GT(std::stoll(second.doc["points"][0]["step"].get<std::string>()), std::stoll(cursor));
+  Reply last = Get(metrics + "?limit=10000");
+  EXPECT_TRUE(last.doc["next_after_step"].is_null());
+}
+
+TEST_F(DashboardTest, ApiErrorsAreJsonWithTheirHttpStatus) {
+  struct Case {
+    std::string path;
+    int status;
+    std::string code;
+  };
+  const std::string run = Run("dense-1C-C1-unique-s0").run.run_id();
+  for (const Case& c : std::vector<Case>{
+           {absl::StrCat("/api/v1/sweeps/", kUnknownId), 404, "NOT_FOUND"},
+           {absl::StrCat("/api/v1/sweeps/", kUnknownId, "/runs"), 404, "NOT_FOUND"},
+           {absl::StrCat("/api/v1/sweeps/", kUnknownId, "/curves"), 404, "NOT_FOUND"},
+           {absl::StrCat("/api/v1/runs/", kUnknownId), 404, "NOT_FOUND"},
+           {absl::StrCat("/api/v1/runs/", kUnknownId, "/history"), 404, "NOT_FOUND"},
+           {"/api/v1/sweeps/not-a-uuid", 400, "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/runs/", run, "/metrics?limit=0"), 400, "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/runs/", run, "/metrics?after_step=x"), 400, "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/runs?state=BOGUS"), 400,
+            "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/curves?run_id=", kUnknownId), 400,
+            "INVALID_ARGUMENT"},
+           {"/api/v1/nothing-here", 404, "NOT_FOUND"},
+       }) {
+    Reply reply = Get(c.path);
+    EXPECT_EQ(reply.status, c.status) << c.path << ": " << reply.body;
+    ASSERT_EQ(reply.content_type, "application/json") << c.path;
+    EXPECT_EQ(reply.doc["error"]["code"], c.code) << c.path;
+    EXPECT_EQ(reply.doc["error"]["http_status"], c.status) << c.path;
+  }
+  Reply bad_limit = Get(absl::StrCat("/api/v1/runs/", run, "/metrics?limit=0"));
+  EXPECT_EQ(bad_limit.doc["error"]["violations"][0]["field"], "limit") << bad_limit.body;
+}
+
+TEST_F(DashboardTest, ServesTheAppAssetsAndMetrics) {
+  for (const std::string& path : {std::string("/"), "/sweeps/" + study_.sweep_id,
+                                  "/runs/" + Run(kRunningRuns[0]).run.run_id()}) {
+    Reply page = Get(path);
+    EXPECT_EQ(page.status, 200) << path;
+    EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+    EXPECT_NE(page.body.find("<base href=\"/\">"), std::string::npos) << path;
+  }
+  Reply chart = Get("/assets/chart.umd.js");
+  EXPECT_EQ(chart.status, 200);
+  EXPECT_EQ(chart.content_type, "text/javascript; charset=utf-8");
+  EXPECT_NE(chart.body.find("Chart.js v4."), std::string::npos);
+  EXPECT_EQ(Get("/assets/missing.js").status, 404);
+  EXPECT_EQ(Get("/no/such/page").status, 404);
+  Reply metrics = Get("/metrics");
+  EXPECT_EQ(metrics.status, 200) << metrics.body;
+  EXPECT_EQ(metrics.content_type, "text/plain; version=0.0.4");
+  EXPECT_NE(metrics.body.find("# TYPE"), std::string::npos) << metrics.body.substr(0, 300);
+}
+
+TEST_F(DashboardTest, DashboardInChromiumWithALiveUpdate) {
+  ASSERT_TRUE(std::filesystem::exists(Chromium()))
+      << Chromium() << " is missing: install Debian's chromium (deploy/setup.sh does)";
+  const std::filesystem::path handshake = scratch_ / "handshake";
+  std::filesystem::create_directories(handshake);
+  bool reported = false;
+  std::string report_error;
+  // The script writes live-ready once the run page is drawn; more points then arrive, as a
+  // training worker would send them, and the script waits for its charts to grow.
+  auto answer_handshake = [&] {
+    if (reported || !std::filesystem::exists(handshake / "live-ready")) return;
+    reported = true;
+    absl::Status more = seeder_->ReportMore(study_, kRunningRuns[0], 0.8);
+    if (!more.ok()) report_error = more.ToString();
+    std::ofstream(handshake / "live-reported") << (more.ok() ? "ok\n" : report_error);
+  };
+  const ChildResult result =
+      RunChild(BrowserCommand(
+                   {"--mode", "live", "--base-url", BaseUrl(), "--handshake", handshake.string()}),
+               (scratch_ / "browser-live.log").string(), absl::Seconds(240), answer_handshake);
+  EXPECT_TRUE(reported) << "the browser script never asked for the live update";
+  EXPECT_TRUE(report_error.empty()) << report_error;
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+TEST_F(DashboardTest, ReportRendersOfflineInChromium) {
+  ASSERT_TRUE(std::filesystem::exists(Chromium()))
+      << Chromium() << " is missing: install Debian's chromium (deploy/setup.sh does)";
+  const std::string scheduler = absl::StrCat("127.0.0.1:", server_->port());
+  const std::filesystem::path out = std::filesystem::path(screenshots_).parent_path() / "report";
+  std::filesystem::remove_all(out);
+  const ChildResult report = RunChild(
+      {PARITY_CLI_BIN, "report", study_.sweep_id, "--out", out.string(), "--scheduler", scheduler},
+      (scratch_ / "report.log").string(), absl::Seconds(120));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  for (const char* file : {"index.html", "data.js", "runs.csv", "assets/app.js",
+                           "assets/chart.umd.js", "assets/styles.css"}) {
+    EXPECT_TRUE(std::filesystem::exists(out / file)) << file;
+  }
+  std::ifstream csv(out / "runs.csv");
+  int lines = 0;
+  for (std::string line; std::getline(csv, line);) ++lines;
+  EXPECT_EQ(lines, 25) << "a header and one line per run";
+
+  const ChildResult unknown = RunChild({PARITY_CLI_BIN, "report", kUnknownId, "--out",
+                                        (scratch_ / "x").string(), "--scheduler", scheduler},
+                                       (scratch_ / "unknown.log").string(), absl::Seconds(60));
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
+  EXPECT_FALSE(std::filesystem::exists(scratch_ / "x" / "index.html"));
+
+  const ChildResult browser =
+      RunChild(BrowserCommand({"--mode", "report", "--report", (out / "index.html").string()}),
+               (scratch_ / "browser-report.log").string(), absl::Seconds(180));
+  EXPECT_FALSE(browser.timed_out) << browser.output;
+  EXPECT_EQ(browser.exit_code, 0) << browser.output;
+}
+
+}  // namespace
+}  // namespace parity::dashboard_testing

@@ -1,0 +1,162 @@
+#include "web/dashboard_documents.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace parity::web {
+namespace {
+
+using nlohmann::json;
+
+// A value of a column, or null: charts leave a gap rather than plot a made-up zero.
+json Number(bool present, double value) { return present ? json(value) : json(nullptr); }
+
+json ParsedMessage(const google::protobuf::Message& message) {
+  return json::parse(MessageJson(message));
+}
+
+}  // namespace
+
+std::string MessageJson(const google::protobuf::Message& message) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  options.always_print_enums_as_ints = false;
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  return text;
+}
+
+std::string ErrorJson(int http_status, std::string_view code, std::string_view message,
+                      std::span<const ParameterViolation> violations) {
+  json list = json::array();
+  for (const ParameterViolation& v : violations) {
+    list.push_back({{"field", v.field}, {"description", v.description}});
+  }
+  return json{{"error",
+               {{"http_status", http_status},
+                {"code", code},
+                {"message", message},
+                {"violations", std::move(list)}}}}
+      .dump();
+}
+
+std::vector<v1::MetricPoint> SampleEvenly(std::span<const v1::MetricPoint> points,
+                                          size_t max_points) {
+  std::vector<v1::MetricPoint> sampled;
+  if (points.empty()) return sampled;
+  max_points = std::max<size_t>(max_points, 1);
+  const uint64_t last_step = points.back().step();
+  const uint64_t stride = std::max<uint64_t>(1, (last_step + max_points) / max_points);
+  size_t next = 0;  // first point not yet considered
+  for (uint64_t target = 0; target <= last_step && next < points.size(); target += stride) {
+    while (next < points.size() && points[next].step() < target) ++next;
+    if (next == points.size()) break;
+    if (sampled.empty() || sampled.back().step() != points[next].step()) {
+      sampled.push_back(points[next]);
+    }
+  }
+  if (sampled.back().step() != last_step) sampled.push_back(points.back());
+  return sampled;
+}
+
+std::string CurvesJson(std::span<const v1::MetricPoint> points) {
+  json runs = json::array();
+  std::map<std::string, size_t> index_of;
+  for (const v1::MetricPoint& point : points) {
+    if (!point.has_val_bpc()) continue;
+    auto [it, inserted] = index_of.emplace(point.run_id(), runs.size());
+    if (inserted) {
+      runs.push_back({{"run_id", point.run_id()},
+                      {"step", json::array()},
+                      {"tokens", json::array()},
+                      {"flops", json::array()},
+                      {"val_bpc", json::array()}});
+    }
+    json& run = runs[it->second];
+    run["step"].push_back(point.step());
+    run["tokens"].push_back(point.tokens());
+    run["flops"].push_back(point.flops());
+    run["val_bpc"].push_back(point.val_bpc());
+  }
+  return json{{"runs", std::move(runs)}}.dump();
+}
+
+std::string HistoryJson(std::string_view run_id, std::span<const v1::MetricPoint> sampled,
+                        const v1::MetricPoint* latest) {
+  json doc = {{"run_id", run_id}};
+  for (const char* column :
+       {"step", "tokens", "flops", "epoch", "train_bpc", "val_bpc", "learning_rate", "grad_norm",
+        "aux_loss", "z_loss", "tokens_per_second", "flops_per_second"}) {
+    doc[column] = json::array();
+  }
+  // Per MoE layer, one value per sampled point (null where that point lacks the layer).
+  std::map<uint32_t, json> layers;
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    for (const v1::ExpertLoadStats& load : sampled[i].expert_load()) {
+      auto [it, inserted] = layers.emplace(load.layer(), json::object());
+      if (inserted) {
+        for (const char* column : {"max_min_ratio", "coefficient_of_variation", "dead_experts"}) {
+          it->second[column] = json::array();
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const v1::MetricPoint& p = sampled[i];
+    doc["step"].push_back(p.step());
+    doc["tokens"].push_back(p.tokens());
+    doc["flops"].push_back(p.flops());
+    doc["epoch"].push_back(p.epoch());
+    doc["train_bpc"].push_back(p.train_bpc());
+    doc["val_bpc"].push_back(Number(p.has_val_bpc(), p.val_bpc()));
+    doc["learning_rate"].push_back(p.learning_rate());
+    doc["grad_norm"].push_back(p.grad_norm());
+    doc["aux_loss"].push_back(p.aux_loss());
+    doc["z_loss"].push_back(p.z_loss());
+    doc["tokens_per_second"].push_back(p.tokens_per_second());
+    doc["flops_per_second"].push_back(p.flops_per_second());
+    for (auto& [layer, columns] : layers) {
+      const v1::ExpertLoadStats* found = nullptr;
+      for (const v1::ExpertLoadStats& load : p.expert_load()) {
+        if (load.layer() == layer) found = &load;
+      }
+      // A dead expert makes max/min infinite: a gap, with dead_experts telling why.
+      columns["max_min_ratio"].push_back(Number(found != nullptr && found->min_share() > 0,
+                                                found != nullptr && found->min_share() > 0
+                                                    ? found->max_share() / found->min_share()
+                                                    : 0.0));
+      columns["coefficient_of_variation"].push_back(
+          Number(found != nullptr, found ? found->coefficient_of_variation() : 0.0));
+      columns["dead_experts"].push_back(found ? json(found->dead_experts()) : json(nullptr));
+    }
+  }
+  json expert_load = json::array();
+  for (auto& [layer, columns] : layers) {
+    columns["layer"] = layer;
+    expert_load.push_back(std::move(columns));
+  }
+  doc["expert_load"] = std::move(expert_load);
+  if (latest != nullptr && latest->expert_load_size() > 0) {
+    json per_layer = json::array();
+    for (const v1::ExpertLoadStats& load : latest->expert_load()) {
+      per_layer.push_back(ParsedMessage(load));
+    }
+    doc["latest_expert_load"] = {{"step", latest->step()}, {"layers", std::move(per_layer)}};
+  } else {
+    doc["latest_expert_load"] = nullptr;
+  }
+  return doc.dump();
+}
+
+std::string MetricPageJson(std::span<const v1::MetricPoint> points, bool more) {
+  json doc = {{"points", json::array()}};
+  for (const v1::MetricPoint& point : points) doc["points"].push_back(ParsedMessage(point));
+  doc["next_after_step"] =
+      more && !points.empty() ? json(std::to_string(points.back().step())) : json(nullptr);
+  return doc.dump();
+}
+
+}  // namespace parity::web

@@ -1,0 +1,109 @@
+// The dashboard's JSON documents: what the front end (web/src) reads, field by field.
+#include "web/dashboard_documents.h"
+
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+
+namespace parity::web {
+namespace {
+
+using nlohmann::json;
+
+std::vector<v1::MetricPoint> Points(const std::string& run_id, uint64_t last_step, uint64_t every) {
+  std::vector<v1::MetricPoint> points;
+  for (uint64_t step = 0; step <= last_step; step += every) {
+    v1::MetricPoint p;
+    p.set_run_id(run_id);
+    p.set_step(step);
+    p.set_tokens(step * 64);
+    p.set_flops(step * 1e6);
+    p.set_train_bpc(3.0 - step * 1e-4);
+    if (step % (every * 5) == 0) p.set_val_bpc(3.1 - step * 1e-4);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+TEST(SampleEvenly, KeepsFirstAndLastAndAtMostAboutMaxPoints) {
+  const std::vector<v1::MetricPoint> points = Points("r", 99'990, 10);  // 10k points
+  const std::vector<v1::MetricPoint> sampled = SampleEvenly(points, 200);
+  ASSERT_FALSE(sampled.empty());
+  EXPECT_EQ(sampled.front().step(), 0u);
+  EXPECT_EQ(sampled.back().step(), 99'990u);
+  EXPECT_LE(sampled.size(), 201u);
+  EXPECT_GE(sampled.size(), 150u);
+  for (size_t i = 1; i < sampled.size(); ++i) {
+    EXPECT_LT(sampled[i - 1].step(), sampled[i].step());
+  }
+}
+
+TEST(SampleEvenly, ShortHistoriesAreReturnedWhole) {
+  const std::vector<v1::MetricPoint> points = Points("r", 90, 10);
+  EXPECT_EQ(SampleEvenly(points, 200).size(), points.size());
+  EXPECT_TRUE(SampleEvenly({}, 10).empty());
+}
+
+TEST(CurvesJson, ValidationPointsOnlyGroupedByRun) {
+  std::vector<v1::MetricPoint> points = Points("a", 100, 10);
+  const std::vector<v1::MetricPoint> b = Points("b", 50, 10);
+  points.insert(points.end(), b.begin(), b.end());
+  const json doc = json::parse(CurvesJson(points));
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  EXPECT_EQ(doc["runs"][0]["run_id"], "a");
+  EXPECT_EQ(doc["runs"][0]["step"], json({0, 50, 100}));
+  EXPECT_EQ(doc["runs"][0]["tokens"], json({0, 3200, 6400}));
+  EXPECT_EQ(doc["runs"][1]["val_bpc"].size(), 2u);
+}
+
+TEST(HistoryJson, ColumnsWithNullsAndExpertLoad) {
+  std::vector<v1::MetricPoint> points = Points("r", 20, 10);  // steps 0, 10, 20; val at 0
+  for (v1::MetricPoint& p : points) {
+    v1::ExpertLoadStats* load = p.add_expert_load();
+    load->set_layer(1);
+    load->set_min_share(p.step() == 20 ? 0.0 : 0.1);
+    load->set_max_share(0.4);
+    load->set_dead_experts(p.step() == 20 ? 1 : 0);
+  }
+  v1::MetricPoint latest = points.back();
+  for (double share : {0.4, 0.3, 0.3, 0.0}) latest.mutable_expert_load(0)->add_shares(share);
+  const json doc = json::parse(HistoryJson("r", points, &latest));
+  EXPECT_EQ(doc["step"], json({0, 10, 20}));
+  EXPECT_EQ(doc["val_bpc"][0], 3.1);
+  EXPECT_TRUE(doc["val_bpc"][1].is_null());
+  ASSERT_EQ(doc["expert_load"].size(), 1u);
+  EXPECT_EQ(doc["expert_load"][0]["layer"], 1);
+  EXPECT_DOUBLE_EQ(doc["expert_load"][0]["max_min_ratio"][0].get<double>(), 4.0);
+  EXPECT_TRUE(doc["expert_load"][0]["max_min_ratio"][2].is_null());  // a dead expert
+  EXPECT_EQ(doc["expert_load"][0]["dead_experts"][2], 1);
+  EXPECT_EQ(doc["latest_expert_load"]["step"], 20);
+  EXPECT_EQ(doc["latest_expert_load"]["layers"][0]["shares"].size(), 4u);
+  EXPECT_TRUE(json::parse(HistoryJson("r", points, nullptr))["latest_expert_load"].is_null());
+}
+
+TEST(MetricPageJson, NextCursorOnlyWhenThePageWasFull) {
+  const std::vector<v1::MetricPoint> points = Points("r", 30, 10);
+  const json full = json::parse(MetricPageJson(points, true));
+  EXPECT_EQ(full["points"].size(), 4u);
+  EXPECT_EQ(full["points"][3]["step"], "30");  // uint64 as a string (proto3 JSON)
+  EXPECT_EQ(full["next_after_step"], "30");
+  EXPECT_TRUE(json::parse(MetricPageJson(points, false))["next_after_step"].is_null());
+}
+
+TEST(MessageJson, ProtoFieldNamesAndZeros) {
+  v1::ExpertLoadStats load;
+  const json doc = json::parse(MessageJson(load));
+  EXPECT_EQ(doc["dead_experts"], 0);
+  EXPECT_EQ(doc["min_share"], 0);
+}
+
+TEST(ErrorJson, CodeMessageAndViolations) {
+  const ParameterViolation violations[] = {{"limit", "must be 1..10000"}};
+  const json doc = json::parse(ErrorJson(400, "INVALID_ARGUMENT", "bad", violations));
+  EXPECT_EQ(doc["error"]["http_status"], 400);
+  EXPECT_EQ(doc["error"]["code"], "INVALID_ARGUMENT");
+  EXPECT_EQ(doc["error"]["violations"][0]["field"], "limit");
+}
+
+}  // namespace
+}  // namespace parity::web

@@ -1,0 +1,165 @@
+// Chart.js (vendored from npm, loaded as the global `Chart` by index.html) behind one small
+// panel class: a titled card with a canvas, axes titled with their units, a legend that can
+// group many lines under one entry (one line per run, one entry per activation rate), and an
+// honest draw counter: after every draw the card's data-points attribute holds the number of
+// points actually drawn (data-series and data-series-labels the datasets), which the browser
+// tests and anyone inspecting the page can read.
+import {h} from './format.js';
+
+const ChartJs = window.Chart;
+
+ChartJs.defaults.animation = false;
+ChartJs.defaults.font.family =
+    'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
+ChartJs.defaults.font.size = 12;
+ChartJs.defaults.color = '#334155';
+ChartJs.defaults.borderColor = '#e2e8f0';
+
+ChartJs.register({
+  id: 'parityDrawCounter',
+  afterDraw(chart) {
+    const card = chart.canvas.closest('[data-chart]');
+    if (!card) return;
+    let points = 0;
+    const labels = [];
+    chart.data.datasets.forEach((dataset, index) => {
+      labels.push(dataset.label);
+      if (!chart.isDatasetVisible(index)) return;
+      // Elements of null values are kept by Chart.js but skipped when drawing.
+      points += chart.getDatasetMeta(index).data.filter((element) => !element.skip).length;
+    });
+    card.dataset.points = String(points);
+    card.dataset.series = String(chart.data.datasets.length);
+    card.dataset.seriesLabels = JSON.stringify(labels);
+    card.dataset.draws = String(Number(card.dataset.draws || 0) + 1);
+  },
+});
+
+// Ticks of a log axis at round values, so that r_a reads 10%, 15%, 20%, 30%, 50%, 100%: denser
+// within a decade, 1-2-5 across several.
+function logTicks(axis) {
+  const ticks = [];
+  const decades = Math.log10(axis.max / axis.min);
+  const mantissas = decades <= 1.2 ? [1, 1.5, 2, 3, 4, 5, 6, 8] : [1, 2, 5];
+  for (let exponent = Math.floor(Math.log10(axis.min)); exponent <= Math.ceil(Math.log10(axis.max));
+       exponent++) {
+    for (const mantissa of mantissas) {
+      const value = mantissa * 10 ** exponent;
+      if (value >= axis.min * 0.999 && value <= axis.max * 1.001) ticks.push({value});
+    }
+  }
+  if (ticks.length >= 2) axis.ticks = ticks;
+}
+
+function axis({title, type = 'linear', format = null, beginAtZero = false, min, max}) {
+  return {
+    type,
+    min,
+    max,
+    beginAtZero,
+    title: {display: Boolean(title), text: title, font: {weight: '600'}},
+    ticks: {maxTicksLimit: 8, callback: format ? (value) => format(value) : undefined},
+    afterBuildTicks: type === 'logarithmic' ? logTicks : undefined,
+  };
+}
+
+export class ChartPanel {
+  // options: {title, subtitle, testId, type ('line'|'bar'|'scatter'), x: axis options,
+  //           y: axis options, groupLegend (one legend entry per dataset.group), emptyText,
+  //           tooltipTitle(x), tooltipLabel(dataset, y), wide}
+  constructor(parent, options) {
+    this.options = options;
+    this.hiddenGroups = new Set();
+    this.canvas = h('canvas', {role: 'img', 'aria-label': options.title});
+    this.empty = h('p', {class: 'chart-empty', hidden: true}, options.emptyText || 'No data yet.');
+    this.card = h('figure', {class: `chart-card${options.wide ? ' wide' : ''}`,
+                             'data-chart': options.testId, 'data-testid': options.testId,
+                             'data-points': '0'},
+                  h('figcaption', {}, h('span', {class: 'chart-title'}, options.title),
+                    options.subtitle ? h('span', {class: 'chart-subtitle'}, options.subtitle) : null),
+                  h('div', {class: 'chart-box'}, this.canvas, this.empty));
+    parent.append(this.card);
+    this.chart = new ChartJs(this.canvas, this.config());
+  }
+
+  config() {
+    const o = this.options;
+    const panel = this;
+    const legend = {
+      position: 'bottom',
+      labels: {usePointStyle: true, boxWidth: 8, boxHeight: 8, padding: 12},
+    };
+    if (o.groupLegend) {
+      legend.labels.generateLabels = (chart) => {
+        const seen = new Map();
+        chart.data.datasets.forEach((dataset, index) => {
+          const group = dataset.group ?? dataset.label;
+          if (seen.has(group)) return;
+          seen.set(group, {
+            text: group,
+            fillStyle: dataset.borderColor,
+            strokeStyle: dataset.borderColor,
+            lineDash: dataset.borderDash,
+            lineWidth: 2,
+            pointStyle: 'line',
+            hidden: panel.hiddenGroups.has(group),
+            datasetIndex: index,
+          });
+        });
+        return [...seen.values()];
+      };
+      legend.onClick = (event, item) => panel.toggleGroup(item.text);
+    }
+    return {
+      type: o.type || 'line',
+      data: {datasets: []},
+      options: {
+        responsive: true,
+        maintainAspectRatio: false,
+        parsing: true,
+        normalized: true,
+        spanGaps: true,
+        interaction: {mode: o.interaction || 'nearest', intersect: false, axis: 'x'},
+        scales: {x: axis(o.x || {}), y: axis(o.y || {})},
+        elements: {line: {borderWidth: 1.6, tension: 0}, point: {radius: 0, hitRadius: 6}},
+        plugins: {
+          legend,
+          tooltip: {
+            callbacks: {
+              title: (items) => (items.length && o.tooltipTitle ? o.tooltipTitle(items[0].parsed.x) : undefined),
+              label: (item) => (o.tooltipLabel ? o.tooltipLabel(item.dataset, item.parsed.y, item.parsed.x)
+                                               : `${item.dataset.label}: ${item.formattedValue}`),
+            },
+          },
+        },
+      },
+    };
+  }
+
+  toggleGroup(group) {
+    if (this.hiddenGroups.has(group)) this.hiddenGroups.delete(group);
+    else this.hiddenGroups.add(group);
+    this.applyHidden();
+    this.chart.update('none');
+  }
+
+  applyHidden() {
+    for (const dataset of this.chart.data.datasets) {
+      dataset.hidden = this.hiddenGroups.has(dataset.group ?? dataset.label);
+    }
+  }
+
+  // Replaces the datasets (the API's documents are re-read whole on every poll).
+  update(datasets, {labels} = {}) {
+    this.chart.data.datasets = datasets;
+    if (labels) this.chart.data.labels = labels;
+    this.applyHidden();
+    const total = datasets.reduce((sum, dataset) => sum + dataset.data.length, 0);
+    this.empty.hidden = total > 0;
+    this.chart.update('none');
+  }
+
+  destroy() {
+    this.chart.destroy();
+  }
+}

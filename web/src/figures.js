@@ -1,0 +1,184 @@
+// From API documents to chart datasets: pure functions, no DOM, so each figure's rules are in
+// one place. A run's "group" is what its colour means: its activation rate for an MoE run, its
+// compute multiple for a dense baseline ("dense 1C", "dense 2C").
+import {num, percent} from './format.js';
+
+// Perceptually ordered colours for r_a (low = dark purple, high = orange).
+const RATE_PALETTE = ['#3b0f70', '#6a1c81', '#9c2e7f', '#cd4071', '#f1605d', '#fd9668'];
+// Categorical colours for the equal-resource series (one per budget × data variant).
+const SERIES_PALETTE = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#0891b2', '#ca8a04',
+                        '#db2777', '#4b5563'];
+const DENSE_COLOURS = {1: '#0f172a', 2: '#64748b'};
+
+function mix(a, b, t) {
+  const channel = (hex, i) => parseInt(hex.slice(1 + 2 * i, 3 + 2 * i), 16);
+  const out = [0, 1, 2].map((i) => Math.round(channel(a, i) + (channel(b, i) - channel(a, i)) * t));
+  return `#${out.map((v) => v.toString(16).padStart(2, '0')).join('')}`;
+}
+
+// A colour for r_a on a log scale between the sweep's smallest and largest MoE rates.
+export function rateColour(rate, minRate, maxRate) {
+  if (!(maxRate > minRate)) return RATE_PALETTE[2];
+  const t = Math.min(1, Math.max(0, Math.log(rate / minRate) / Math.log(maxRate / minRate)));
+  const position = t * (RATE_PALETTE.length - 1);
+  const i = Math.min(Math.floor(position), RATE_PALETTE.length - 2);
+  return mix(RATE_PALETTE[i], RATE_PALETTE[i + 1], position - i);
+}
+
+export function multipleLabel(multiple) {
+  const m = num(multiple) || 1;
+  return `${Number(m.toFixed(2))}C`;
+}
+
+function denseDash(multiple) {
+  return num(multiple) > 1.5 ? [7, 4] : [];
+}
+
+export function isDense(role) {
+  return role === 'RUN_ROLE_DENSE_BASELINE';
+}
+
+// {group, colour, dash, order} of a run (a Run message with its spec).
+export function runStyle(spec, rateRange) {
+  if (isDense(spec.role)) {
+    const multiple = num(spec.compute_multiple) || 1;
+    return {group: `dense ${multipleLabel(multiple)}`, colour: DENSE_COLOURS[Math.round(multiple)] ||
+            '#334155', dash: denseDash(multiple), order: 1000 + multiple};
+  }
+  const rate = num(spec.accounting?.activation_rate);
+  return {group: `MoE r_a ${percent(rate)}`, colour: rateColour(rate, rateRange[0], rateRange[1]),
+          dash: [], order: rate};
+}
+
+export function moeRateRange(specs) {
+  const rates = specs.filter((s) => !isDense(s.role)).map((s) => num(s.accounting?.activation_rate))
+                     .filter((r) => r > 0);
+  return rates.length ? [Math.min(...rates), Math.max(...rates)] : [0.1, 1];
+}
+
+// The sweep's validation curves, one line per run: x = "tokens" or "flops".
+export function curveDatasets(runs, curves, xKey) {
+  const byId = new Map(runs.map((run) => [run.run_id, run]));
+  const range = moeRateRange(runs.map((run) => run.spec));
+  const datasets = [];
+  for (const curve of curves.runs || []) {
+    const run = byId.get(curve.run_id);
+    if (!run) continue;
+    const style = runStyle(run.spec, range);
+    datasets.push({
+      label: run.spec.name,
+      group: style.group,
+      order: style.order,
+      borderColor: style.colour,
+      backgroundColor: style.colour,
+      borderDash: style.dash,
+      data: curve[xKey].map((x, i) => ({x: num(x), y: num(curve.val_bpc[i])})),
+    });
+  }
+  // Legend entries in r_a order, dense baselines last.
+  return datasets.sort((a, b) => a.order - b.order || a.label.localeCompare(b.label));
+}
+
+function mean(values) {
+  return values.reduce((sum, v) => sum + v, 0) / values.length;
+}
+
+// The equal-resource figure: final validation BPC against r_a, one series per (compute budget,
+// data variant) averaged over seeds, and each group's dense baselines (1C, 2C) as horizontal
+// lines; with the analysis, each group's fitted optimal r_a as a star.
+export function equalResourceDatasets(results, analysis) {
+  const finished = results.filter((row) => row.state === 'RUN_STATE_SUCCEEDED' &&
+                                           num(row.final_val_bpc) > 0);
+  const groups = new Map();  // "C1 · unique" → {moe: Map(rate → [bpc]), dense: Map(mult → [bpc])}
+  const groupOf = (row) => {
+    const key = `${row.compute_budget} · ${row.data_variant}`;
+    if (!groups.has(key)) groups.set(key, {moe: new Map(), dense: new Map(), budget: row.compute_budget,
+                                          variant: row.data_variant});
+    return groups.get(key);
+  };
+  // Every group gets its colour from the full results so colours do not shift as runs finish.
+  [...new Set(results.map((row) => `${row.compute_budget} · ${row.data_variant}`))].sort()
+      .forEach((key) => groups.set(key, {moe: new Map(), dense: new Map()}));
+  const moeRates = [];
+  for (const row of finished) {
+    const group = groupOf(row);
+    const bpc = num(row.final_val_bpc);
+    if (isDense(row.role)) {
+      const multiple = num(row.compute_multiple) || 1;
+      if (!group.dense.has(multiple)) group.dense.set(multiple, []);
+      group.dense.get(multiple).push(bpc);
+    } else {
+      const rate = Number(num(row.activation_rate).toPrecision(4));
+      moeRates.push(rate);
+      if (!group.moe.has(rate)) group.moe.set(rate, []);
+      group.moe.get(rate).push(bpc);
+    }
+  }
+  const xMin = moeRates.length ? Math.min(...moeRates) * 0.85 : 0.05;
+  const xMax = 1;
+  const datasets = [];
+  [...groups.entries()].forEach(([key, group], index) => {
+    const colour = SERIES_PALETTE[index % SERIES_PALETTE.length];
+    if (group.moe.size > 0) {
+      const points = [...group.moe.entries()].sort((a, b) => a[0] - b[0])
+                         .map(([rate, values]) => ({x: rate, y: mean(values), n: values.length}));
+      datasets.push({type: 'line', label: `MoE · ${key}`, group: `MoE · ${key}`, borderColor: colour,
+                     backgroundColor: colour, borderWidth: 2, pointRadius: 4, pointHoverRadius: 6,
+                     data: points});
+    }
+    for (const [multiple, values] of [...group.dense.entries()].sort((a, b) => a[0] - b[0])) {
+      const y = mean(values);
+      const label = `dense ${multipleLabel(multiple)} · ${key}`;
+      datasets.push({type: 'line', label, group: label, borderColor: colour, backgroundColor: colour,
+                     borderDash: multiple > 1.5 ? [2, 3] : [8, 4], borderWidth: 1.5, pointRadius: 0,
+                     data: [{x: xMin, y}, {x: xMax, y}]});
+    }
+    for (const optimum of analysis?.optimal_activation || []) {
+      if (`${optimum.compute_budget} · ${optimum.data_variant}` !== key) continue;
+      const label = `fitted optimum · ${key}`;
+      datasets.push({type: 'scatter', label, group: label, borderColor: colour, backgroundColor: '#fff',
+                     pointStyle: 'star', pointRadius: 9, borderWidth: 2,
+                     data: [{x: num(optimum.activation_rate), y: num(optimum.bpc)}]});
+    }
+  });
+  return {datasets, xMin, xMax};
+}
+
+// Run page: columns of the history document as {x, y} points, skipping nulls.
+export function series(history, xKey, yKey) {
+  const xs = history[xKey] || [];
+  const ys = history[yKey] || [];
+  const points = [];
+  for (let i = 0; i < xs.length; i++) {
+    if (ys[i] === null || ys[i] === undefined) continue;
+    points.push({x: num(xs[i]), y: num(ys[i])});
+  }
+  return points;
+}
+
+const LAYER_PALETTE = ['#2563eb', '#db2777', '#16a34a', '#ea580c', '#7c3aed', '#0891b2',
+                       '#ca8a04', '#475569'];
+
+export function layerColour(index) {
+  return LAYER_PALETTE[index % LAYER_PALETTE.length];
+}
+
+// Bars of each expert's share of routing slots at the latest point, one dataset per MoE layer,
+// and the uniform share 1/E as a line.
+export function expertShareDatasets(latest) {
+  const layers = latest?.layers || [];
+  const experts = Math.max(0, ...layers.map((layer) => (layer.shares || []).length));
+  const labels = Array.from({length: experts}, (_, i) => `${i}`);
+  const datasets = layers.map((layer, index) => ({
+    type: 'bar',
+    label: `layer ${layer.layer}`,
+    backgroundColor: layerColour(index),
+    borderColor: layerColour(index),
+    data: (layer.shares || []).map((share) => 100 * num(share)),
+  }));
+  if (experts > 0) {
+    datasets.push({type: 'line', label: 'uniform 1/E', borderColor: '#0f172a', borderDash: [5, 4],
+                   borderWidth: 1.5, pointRadius: 0, data: labels.map(() => 100 / experts)});
+  }
+  return {labels, datasets};
+}

@@ -1,0 +1,80 @@
+// The columns of a sweep's runs table: accounting (DESIGN.md §1 symbols), state and BPC.
+// A row is {run (Run message), result (ResultRow), leverage (RunLeverage or undefined),
+// hasBaseline (a finished dense 1C run shares its budget and data variant)}.
+import {count, fixed, flops, h, layoutName, num, percent, signed, stateBadge,
+        stateName} from '../format.js';
+import {hrefFor} from '../router.js';
+
+function progress(run) {
+  const steps = num(run.spec?.training?.steps);
+  if (stateName(run.state) === 'SUCCEEDED') return 1;
+  return steps > 0 ? Math.min(1, num(run.latest_step) / steps) : 0;
+}
+
+// Final BPC once finished, else the latest evaluation while training (shown in italics).
+function valBpc(row) {
+  const final = num(row.result.final_val_bpc);
+  if (final > 0) return {value: final, live: false};
+  const latest = num(row.run.latest_val_bpc);
+  return latest > 0 ? {value: latest, live: true} : null;
+}
+
+function delta(row) {
+  if (stateName(row.run.state) !== 'SUCCEEDED' || !row.hasBaseline) return null;
+  return num(row.result.delta_bpc_vs_dense);
+}
+
+export function runColumns() {
+  const acc = (row) => row.run.spec?.accounting || {};
+  return [
+    {key: 'name', label: 'Run', value: (row) => row.run.spec?.name,
+     render: (row) => h('a', {href: hrefFor('run', row.run.run_id), 'data-nav': true, class: 'strong'},
+                        row.run.spec?.name)},
+    {key: 'layout', label: 'Layout', value: (row) => layoutName(row.run.spec?.model)},
+    {key: 'budget', label: 'Budget', title: 'Compute budget × multiple',
+     value: (row) => `${row.run.spec?.compute_budget} ${num(row.run.spec?.compute_multiple)}`,
+     render: (row) => `${row.run.spec?.compute_budget}${num(row.run.spec?.compute_multiple) !== 1
+                                                         ? ` ×${num(row.run.spec?.compute_multiple)}` : ''}`},
+    {key: 'data', label: 'Data', title: 'Data variant (reuse mode)', value: (row) => row.run.spec?.data_variant},
+    {key: 'r_a', label: 'r_a', numeric: true, title: 'Activation rate N_a/N',
+     value: (row) => num(acc(row).activation_rate), render: (row) => percent(acc(row).activation_rate)},
+    {key: 'N', label: 'N', numeric: true, title: 'Non-embedding parameters',
+     value: (row) => num(acc(row).params), render: (row) => count(acc(row).params)},
+    {key: 'N_a', label: 'N_a', numeric: true, title: 'Parameters activated per token',
+     value: (row) => num(acc(row).active_params), render: (row) => count(acc(row).active_params)},
+    {key: 'C', label: 'C (FLOPs)', numeric: true, title: 'Training compute C = M·D',
+     value: (row) => num(acc(row).compute_flops), render: (row) => flops(acc(row).compute_flops)},
+    {key: 'D', label: 'D', numeric: true, title: 'Tokens consumed',
+     value: (row) => num(acc(row).tokens), render: (row) => count(acc(row).tokens)},
+    {key: 'D_hat', label: 'D̂', numeric: true, title: 'Unique tokens available',
+     value: (row) => num(acc(row).unique_tokens), render: (row) => count(acc(row).unique_tokens)},
+    {key: 'epochs', label: 'Epochs', numeric: true, title: 'D / D̂',
+     value: (row) => num(acc(row).epochs), render: (row) => fixed(acc(row).epochs, 2)},
+    {key: 'state', label: 'State', value: (row) => stateName(row.run.state),
+     render: (row) => stateBadge(row.run.state)},
+    {key: 'progress', label: 'Progress', numeric: true, title: 'Latest step / planned steps',
+     value: (row) => progress(row.run), render: (row) => h('span', {class: 'mini-progress', title: `step ${row.run.latest_step}`},
+                                         h('span', {style: `width:${100 * progress(row.run)}%`}),
+                                         percent(progress(row.run), 0))},
+    {key: 'val_bpc', label: 'Val BPC', numeric: true,
+     title: 'Final validation BPC; latest evaluation (italic) while training',
+     value: (row) => valBpc(row)?.value ?? null,
+     render: (row) => {
+       const bpc = valBpc(row);
+       if (!bpc) return '—';
+       return bpc.live ? h('em', {title: 'latest evaluation'}, fixed(bpc.value)) : fixed(bpc.value);
+     }},
+    {key: 'delta', label: 'ΔBPC vs 1C', numeric: true,
+     title: 'Final BPC minus the dense 1C baseline at the same budget and data variant (lower is better)',
+     value: delta,
+     render: (row) => {
+       const d = delta(row);
+       if (d === null) return '—';
+       return h('span', {class: d < 0 ? 'better' : d > 0 ? 'worse' : null}, signed(d));
+     }},
+    {key: 'el', label: 'EL', numeric: true,
+     title: 'Efficiency leverage: dense compute needed to match / compute used (> 1: MoE wins)',
+     value: (row) => (row.leverage ? num(row.leverage.efficiency_leverage) : null),
+     render: (row) => (row.leverage ? `${fixed(row.leverage.efficiency_leverage, 2)}×` : '—')},
+  ];
+}

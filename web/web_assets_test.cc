@@ -1,0 +1,48 @@
+// The embedded dashboard: every file web/CMakeLists.txt lists is in the binary, whole.
+#include "web/web_assets.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace parity::web {
+namespace {
+
+TEST(WebAssets, EveryFileIsEmbeddedWithItsContentType) {
+  for (const char* name : {"index.html", "assets/app.js", "assets/styles.css",
+                           "assets/chart.umd.js", "assets/favicon.svg"}) {
+    const std::optional<EmbeddedAsset> asset = FindAsset(name);
+    ASSERT_TRUE(asset.has_value()) << name << " is not embedded";
+    EXPECT_GT(asset->size, 100u) << name;
+    EXPECT_EQ(asset->content().size(), asset->size);
+  }
+  EXPECT_EQ(std::string(FindAsset("index.html")->content_type), "text/html; charset=utf-8");
+  EXPECT_EQ(std::string(FindAsset("assets/app.js")->content_type),
+            "text/javascript; charset=utf-8");
+  EXPECT_FALSE(FindAsset("/index.html").has_value());
+  EXPECT_FALSE(FindAsset("assets/missing.js").has_value());
+}
+
+TEST(WebAssets, ChartJsIsTheVendoredVersion4Build) {
+  const std::string chart(FindAsset("assets/chart.umd.js")->content());
+  EXPECT_NE(chart.find("Chart.js v4."), std::string::npos) << chart.substr(0, 200);
+  // The bundle is an IIFE (a classic script), which file:// reports can load.
+  const std::string app(FindAsset("assets/app.js")->content());
+  EXPECT_EQ(app.rfind("(() => {", 0), 0u) << app.substr(0, 80);
+}
+
+TEST(WebAssets, IndexHtmlTakesTheHeadSnippetAndLoadsChartJsBeforeTheApp) {
+  const std::string html = IndexHtmlWith("<base href=\"/\">");
+  EXPECT_EQ(html.find("<!--parity:head-->"), std::string::npos);
+  const size_t base = html.find("<base href=\"/\">");
+  const size_t chart = html.find("assets/chart.umd.js");
+  const size_t app = html.find("assets/app.js");
+  ASSERT_NE(base, std::string::npos);
+  ASSERT_NE(chart, std::string::npos);
+  ASSERT_NE(app, std::string::npos);
+  EXPECT_LT(base, chart);
+  EXPECT_LT(chart, app);
+}
+
+}  // namespace
+}  // namespace parity::web
