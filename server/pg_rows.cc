@@ -4,6 +4,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
@@ -208,36 +209,99 @@ std::string TextArrayLiteral(const std::vector<std::string>& values) {
   return absl::StrCat("{", absl::StrJoin(values, ","), "}");
 }
 
-std::string MetricsJson(const std::vector<v1::MetricPoint>& points) {
-  nlohmann::json array = nlohmann::json::array();
-  for (const v1::MetricPoint& p : points) {
-    nlohmann::json j = {{"step", p.step()},
-                        {"attempt", p.attempt()},
-                        {"tokens", p.tokens()},
-                        {"unique_tokens", p.unique_tokens()},
-                        {"epoch", p.epoch()},
-                        {"train_bpc", p.train_bpc()},
-                        {"learning_rate", p.learning_rate()},
-                        {"grad_norm", p.grad_norm()},
-                        {"aux_loss", p.aux_loss()},
-                        {"z_loss", p.z_loss()},
-                        {"tokens_per_second", p.tokens_per_second()},
-                        {"flops_per_second", p.flops_per_second()},
-                        {"flops", p.flops()}};
-    if (p.has_val_bpc()) j["val_bpc"] = p.val_bpc();
-    if (p.has_time()) {
-      j["logged_us"] = p.time().seconds() * 1000000 + p.time().nanos() / 1000;
-    }
-    if (p.expert_load_size() > 0) {
-      nlohmann::json loads = nlohmann::json::array();
-      for (const v1::ExpertLoadStats& load : p.expert_load()) {
-        loads.push_back(nlohmann::json::parse(JsonOf(load)));
-      }
-      j["expert_load"] = std::move(loads);
-    }
-    array.push_back(std::move(j));
+namespace {
+
+// One array literal ("{1,2,NULL}") built element by element.
+class ArrayLiteral {
+ public:
+  void Add(int64_t value) { Next().append(std::to_string(value)); }
+  void Add(uint64_t value) { Next().append(std::to_string(value)); }
+  // The shortest text that reads back as the same double.
+  void Add(double value) {
+    char buffer[32];
+    const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+    Next().append(buffer, error == std::errc() ? end : buffer);
   }
-  return array.dump();
+  void AddNull() { Next().append("NULL"); }
+  // A quoted element: JSON text for a jsonb[] array.
+  void AddQuoted(std::string_view text) {
+    std::string& out = Next();
+    out.push_back('"');
+    for (const char c : text) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  std::string Take() { return std::move(text_.append("}")); }
+
+ private:
+  std::string& Next() {
+    text_.push_back(text_.empty() ? '{' : ',');
+    return text_;
+  }
+  std::string text_;
+};
+
+}  // namespace
+
+MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points) {
+  ArrayLiteral step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
+      grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
+      logged_us;
+  MetricArrays out;
+  out.increasing = true;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const v1::MetricPoint& p = points[i];
+    if (i > 0 && p.step() <= points[i - 1].step()) out.increasing = false;
+    step.Add(static_cast<int64_t>(p.step()));
+    attempt.Add(static_cast<int64_t>(p.attempt()));
+    tokens.Add(static_cast<int64_t>(p.tokens()));
+    unique_tokens.Add(static_cast<int64_t>(p.unique_tokens()));
+    epoch.Add(p.epoch());
+    train_bpc.Add(p.train_bpc());
+    p.has_val_bpc() ? val_bpc.Add(p.val_bpc()) : val_bpc.AddNull();
+    learning_rate.Add(p.learning_rate());
+    grad_norm.Add(p.grad_norm());
+    aux_loss.Add(p.aux_loss());
+    z_loss.Add(p.z_loss());
+    tokens_per_second.Add(p.tokens_per_second());
+    flops_per_second.Add(p.flops_per_second());
+    flops.Add(p.flops());
+    if (p.expert_load_size() > 0) {
+      std::string loads = "[";
+      for (const v1::ExpertLoadStats& load : p.expert_load()) {
+        if (loads.size() > 1) loads.push_back(',');
+        loads.append(JsonOf(load));
+      }
+      loads.push_back(']');
+      expert_load.AddQuoted(loads);
+    } else {
+      expert_load.AddNull();
+    }
+    if (p.has_time()) {
+      logged_us.Add(static_cast<int64_t>(p.time().seconds() * 1000000 + p.time().nanos() / 1000));
+    } else {
+      logged_us.AddNull();
+    }
+  }
+  out.step = step.Take();
+  out.attempt = attempt.Take();
+  out.tokens = tokens.Take();
+  out.unique_tokens = unique_tokens.Take();
+  out.epoch = epoch.Take();
+  out.train_bpc = train_bpc.Take();
+  out.val_bpc = val_bpc.Take();
+  out.learning_rate = learning_rate.Take();
+  out.grad_norm = grad_norm.Take();
+  out.aux_loss = aux_loss.Take();
+  out.z_loss = z_loss.Take();
+  out.tokens_per_second = tokens_per_second.Take();
+  out.flops_per_second = flops_per_second.Take();
+  out.flops = flops.Take();
+  out.expert_load = expert_load.Take();
+  out.logged_us = logged_us.Take();
+  return out;
 }
 
 std::string DeterministicBytes(const google::protobuf::Message& message) {

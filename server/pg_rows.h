@@ -25,8 +25,15 @@ std::string IntArrayLiteral(const std::vector<uint32_t>& values);
 // {"PENDING", "RUNNING"} → "{PENDING,RUNNING}" (values must be plain words).
 std::string TextArrayLiteral(const std::vector<std::string>& values);
 
-// The JSON array of points insert_metrics reads.
-std::string MetricsJson(const std::vector<v1::MetricPoint>& points);
+// A batch of points as one PostgreSQL array literal per column, for append_metric_arrays
+// (migration 0005). `increasing`: steps strictly increase through the batch.
+struct MetricArrays {
+  std::string step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
+      grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
+      logged_us;
+  bool increasing = true;
+};
+MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points);
 
 // Deterministic protobuf bytes (map order fixed), so equal specs compare equal.
 std::string DeterministicBytes(const google::protobuf::Message& message);

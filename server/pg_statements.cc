@@ -161,8 +161,13 @@ void PrepareStatements(pqxx::connection& c) {
             "lease_expires_at = NULL, ended_at = now(), updated_at = now() WHERE run_id = $1");
 
   // --- metrics ---
-  // $1 run, $2 lease epoch, $3 JSON array of points (migration 0004): the count stored.
-  c.prepare("append_metrics", "SELECT append_metrics($1::uuid, $2::bigint, $3::jsonb)");
+  // $1 run, $2 lease epoch, $3 steps strictly increasing, $4..$19 one array per column
+  // (pg::MetricArrays, migration 0005): the count stored.
+  c.prepare("append_metric_arrays",
+            "SELECT append_metric_arrays($1::uuid, $2::bigint, $3::boolean, $4::bigint[], "
+            "$5::integer[], $6::bigint[], $7::bigint[], $8::float8[], $9::float8[], "
+            "$10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[], "
+            "$15::float8[], $16::float8[], $17::float8[], $18::jsonb[], $19::bigint[])");
   c.prepare("list_metrics",
             "SELECT step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, "
             "learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, "

@@ -213,13 +213,17 @@ absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdat
 
 absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
     const std::string& run_id, int64_t lease_epoch, const std::vector<v1::MetricPoint>& points) {
-  const std::string json = pg::MetricsJson(points);
-  // One statement (migration 0004's append_metrics): lock, fencing check and insert together.
+  const pg::MetricArrays a = pg::MetricsAsArrays(points);
+  // One statement (migration 0005's append_metric_arrays): lock, fencing check and insert.
   return pg::WithSingleStatement(
       pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<MetricsAppendResult> {
         pqxx::result stored;
         try {
-          stored = tx.exec_prepared("append_metrics", run_id, lease_epoch, json);
+          stored = tx.exec_prepared("append_metric_arrays", run_id, lease_epoch, a.increasing,
+                                    a.step, a.attempt, a.tokens, a.unique_tokens, a.epoch,
+                                    a.train_bpc, a.val_bpc, a.learning_rate, a.grad_norm,
+                                    a.aux_loss, a.z_loss, a.tokens_per_second, a.flops_per_second,
+                                    a.flops, a.expert_load, a.logged_us);
         } catch (const pqxx::sql_error& e) {
           if (absl::Status status = FencingError(e, run_id); !status.ok()) return status;
           throw;

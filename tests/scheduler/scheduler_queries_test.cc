@@ -108,6 +108,64 @@ TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
   EXPECT_THAT(states, ElementsAre(v1::RUN_STATE_LEASED, v1::RUN_STATE_SUCCEEDED));
 }
 
+TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("exact", 1));
+  ASSERT_TRUE(LeaseNow(Register())->has_lease());
+  const std::string run = submitted.run_ids(0);
+  // Values whose shortest text is long, tiny or huge; a quote in no field can reach the array
+  // literal, but the expert-load JSON is quoted inside it.
+  auto point = [](uint64_t step) {
+    v1::MetricPoint p = Point(step, step % 2 == 0 ? 1.0 / 3.0 + step : -1);
+    p.set_epoch(0.1 * step);
+    p.set_grad_norm(1e-300);
+    p.set_flops(2.5e300 + step);
+    p.set_aux_loss(-0.0);
+    p.mutable_expert_load(0)->add_shares(0.30000000000000004);
+    p.mutable_time()->set_seconds(1'700'000'000 + static_cast<int64_t>(step));
+    p.mutable_time()->set_nanos(123'456'000);
+    return p;
+  };
+  v1::ReportMetricsRequest batch;
+  batch.set_run_id(run);
+  batch.set_lease_epoch(1);
+  for (uint64_t step : {4, 5, 6}) *batch.add_points() = point(step);  // increasing: no ON CONFLICT
+  ASSERT_EQ(scheduler_->ReportMetrics(batch)->accepted(), 3u);
+  batch.clear_points();
+  for (uint64_t step : {3, 1, 5, 2}) *batch.add_points() = point(step);  // out of order, overlap
+  absl::StatusOr<v1::ReportMetricsResponse> mixed = scheduler_->ReportMetrics(batch);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->accepted(), 3u) << "steps 1-3 are new";
+  EXPECT_EQ(mixed->duplicates(), 1u) << "step 5 was stored by the first batch";
+  batch.clear_points();
+  for (uint64_t step : {6, 7}) *batch.add_points() = point(step);  // increasing, but 6 is stored
+  EXPECT_EQ(scheduler_->ReportMetrics(batch)->accepted(), 1u);
+
+  absl::StatusOr<std::vector<v1::MetricPoint>> stored = store_->ListMetrics(run, 0, 100);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 7u);
+  for (size_t i = 0; i < stored->size(); ++i) {
+    const v1::MetricPoint want = point(i + 1);
+    const v1::MetricPoint& got = (*stored)[i];
+    EXPECT_EQ(got.step(), want.step());
+    EXPECT_EQ(got.epoch(), want.epoch()) << "doubles travel as their shortest exact text";
+    EXPECT_EQ(got.grad_norm(), want.grad_norm());
+    EXPECT_EQ(got.flops(), want.flops());
+    EXPECT_EQ(got.has_val_bpc(), want.has_val_bpc()) << "step " << want.step();
+    if (want.has_val_bpc()) {
+      EXPECT_EQ(got.val_bpc(), want.val_bpc());
+    }
+    ASSERT_EQ(got.expert_load_size(), 1);
+    EXPECT_THAT(got.expert_load(0).shares(), ElementsAre(0.1, 0.30000000000000004));
+    EXPECT_EQ(got.time().seconds(), want.time().seconds());
+    EXPECT_EQ(got.time().nanos(), want.time().nanos());
+  }
+  EXPECT_EQ(Sql(database_url_, "SELECT latest_step FROM runs WHERE run_id = '" + run + "'"), "7");
+  EXPECT_EQ(Sql(database_url_,
+                "SELECT latest_val_bpc = 1.0/3 + 6 FROM runs WHERE run_id = '" + run + "'"),
+            "t")
+      << "the newest validation point stored (step 6; step 7 has none)";
+}
+
 TEST_F(SchedulerTest, RealPlannerSweepLandsInRunsWithItsAccounting) {
   absl::StatusOr<v1::SweepSpec> spec = core::LoadSweepSpecFile("examples/micro.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
