@@ -335,9 +335,10 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
   points.reserve(request.points_size());
   for (int i = 0; i < request.points_size(); ++i) {
     const v1::MetricPoint& p = request.points(i);
-    const std::string at = absl::StrCat("points[", i, "]");
+    // Field paths are built only for a violation: this loop runs for every point ingested.
+    auto at = [i](absl::string_view field) { return absl::StrCat("points[", i, "].", field); };
     if (!p.run_id().empty() && p.run_id() != request.run_id()) {
-      violations.Add(at + ".run_id", "belongs to another run than the request");
+      violations.Add(at("run_id"), "belongs to another run than the request");
     }
     for (const auto& [name, value] : {std::pair{"epoch", p.epoch()},
                                       {"train_bpc", p.train_bpc()},
@@ -349,9 +350,9 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
                                       {"flops_per_second", p.flops_per_second()},
                                       {"flops", p.flops()},
                                       {"val_bpc", p.has_val_bpc() ? p.val_bpc() : 0.0}}) {
-      violations.RequireFinite(absl::StrCat(at, ".", name), value);
+      if (!std::isfinite(value)) violations.RequireFinite(at(name), value);
     }
-    if (p.step() > static_cast<uint64_t>(INT64_MAX)) violations.Add(at + ".step", "too large");
+    if (p.step() > static_cast<uint64_t>(INT64_MAX)) violations.Add(at("step"), "too large");
     points.push_back(p);
   }
   if (absl::Status status = violations.ToStatus("invalid ReportMetrics request"); !status.ok()) {
