@@ -79,8 +79,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
   }
   if (!options.http_listen.empty()) {
-    HttpServerOptions http{.listen = options.http_listen, .metrics_text = options.metrics_text};
-    if (!http.metrics_text && server->metrics_ != nullptr) {
+    HttpServerOptions http{.listen = options.http_listen, .metrics_text = nullptr};
+    if (server->metrics_ != nullptr) {
       http.metrics_text = [metrics = server->metrics_.get()] { return metrics->Render(); };
     }
     absl::StatusOr<std::unique_ptr<HttpServer>> started =

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,10 +46,8 @@ struct ServerOptions {
   std::string metrics_listen;
   // The web dashboard and its JSON API (server/http_server.h) on this "host:port" (port 0 = pick
   // a free one, see http_port()); empty = off.
+  // The dashboard port serves GET /metrics too when there are built-in metrics (metrics()).
   std::string http_listen;
-  // The dashboard port's GET /metrics body; unset = the built-in metrics()->Render() when there
-  // are built-in metrics, else no /metrics there.
-  std::function<std::string()> metrics_text;
 };
 
 class SchedulerServer {
