@@ -209,41 +209,26 @@ std::string TextArrayLiteral(const std::vector<std::string>& values) {
   return absl::StrCat("{", absl::StrJoin(values, ","), "}");
 }
 
-namespace {
+void ArrayLiteral::Add(double value) {
+  char buffer[32];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  Next().append(buffer, error == std::errc() ? end : buffer);
+}
 
-// One array literal ("{1,2,NULL}") built element by element.
-class ArrayLiteral {
- public:
-  void Add(int64_t value) { Next().append(std::to_string(value)); }
-  void Add(uint64_t value) { Next().append(std::to_string(value)); }
-  // The shortest text that reads back as the same double.
-  void Add(double value) {
-    char buffer[32];
-    const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
-    Next().append(buffer, error == std::errc() ? end : buffer);
+void ArrayLiteral::AddQuoted(std::string_view text) {
+  std::string& out = Next();
+  out.push_back('"');
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
   }
-  void AddNull() { Next().append("NULL"); }
-  // A quoted element: JSON text for a jsonb[] array.
-  void AddQuoted(std::string_view text) {
-    std::string& out = Next();
-    out.push_back('"');
-    for (const char c : text) {
-      if (c == '"' || c == '\\') out.push_back('\\');
-      out.push_back(c);
-    }
-    out.push_back('"');
-  }
-  std::string Take() { return std::move(text_.append("}")); }
+  out.push_back('"');
+}
 
- private:
-  std::string& Next() {
-    text_.push_back(text_.empty() ? '{' : ',');
-    return text_;
-  }
-  std::string text_;
-};
-
-}  // namespace
+std::string ArrayLiteral::Take() {
+  if (text_.empty()) return "{}";
+  return std::move(text_.append("}"));
+}
 
 MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points) {
   ArrayLiteral step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,

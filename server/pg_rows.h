@@ -2,8 +2,10 @@
 // beside it in pg_statements.h.
 #pragma once
 
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "parity/v1/run.pb.h"
@@ -24,6 +26,31 @@ std::vector<uint32_t> ParseIntArray(const std::string& text);
 std::string IntArrayLiteral(const std::vector<uint32_t>& values);
 // {"PENDING", "RUNNING"} → "{PENDING,RUNNING}" (values must be plain words).
 std::string TextArrayLiteral(const std::vector<std::string>& values);
+
+// One array literal ("{1,2,NULL}") built element by element, for the functions that take a
+// batch as one typed array per column.
+class ArrayLiteral {
+ public:
+  void Add(int64_t value) { Next().append(std::to_string(value)); }
+  void Add(uint64_t value) { Next().append(std::to_string(value)); }
+  // The shortest text that reads back as the same double.
+  void Add(double value);
+  void AddNull() { Next().append("NULL"); }
+  // A quoted element (JSON for a jsonb[], a uuid, an array literal for a text[]).
+  void AddQuoted(std::string_view text);
+  template <typename T>
+  void AddOptional(const std::optional<T>& value) {
+    value ? Add(*value) : AddNull();
+  }
+  std::string Take();
+
+ private:
+  std::string& Next() {
+    text_.push_back(text_.empty() ? '{' : ',');
+    return text_;
+  }
+  std::string text_;
+};
 
 // A batch of points as one PostgreSQL array literal per column, for append_metric_arrays
 // (migration 0005). `increasing`: steps strictly increase through the batch.

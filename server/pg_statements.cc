@@ -128,17 +128,19 @@ void PrepareStatements(pqxx::connection& c) {
             "ORDER BY w.last_seen_at DESC, w.worker_id DESC LIMIT $4");
 
   // --- leasing ---
-  // One statement, one round trip, its own transaction: lease_next_run() (migration 0003) touches
-  // the worker, ranks the open sweeps with pending work (priority, then fewest live runs — fair
-  // share — then oldest; an index of open sweeps, not a sort of the queue) and in that order
-  // takes the first pending run in grid order that fits the offer (FOR UPDATE SKIP LOCKED), with
-  // a new fencing token, a lease, the granted devices and an event. $1 worker, $2 cpu threads
-  // offered, $3 host memory (0 = unknown), $4 free GPU memory largest first (bigint[]; unknown =
-  // max), $5 ttl seconds, $6 GPU indices in the order of $4 (integer[]), $7 the CPU device index.
-  c.prepare("lease_next",
-            "SELECT " + run_columns +
-                ", r.gpus FROM lease_next_run($1::uuid, $2::integer, $3::bigint, $4::bigint[], "
-                "$5::float8, $6::integer[], $7::integer) r");
+  // One statement, one round trip, its own transaction: lease_runs() (migration 0006) touches
+  // the workers, ranks the open sweeps with pending work that fits (priority, then fewest live
+  // runs — fair share — then oldest), shares the batch among them as leasing one run at a time
+  // would, and takes each sweep's share in grid order (FOR UPDATE SKIP LOCKED) with new fencing
+  // tokens, leases, the granted devices and events. $1 workers (uuid[]), $2 their CPU device
+  // indices (integer[]), $3 their GPU indices in the order of $6 (text[] of integer[]
+  // literals), $4 CPU threads offered, $5 host memory (0 = unknown), $6 free GPU memory largest
+  // first (bigint[]; unknown = max), $7 ttl seconds. One row per leased request (request is
+  // 1-based) and one with NULL run columns per unregistered worker.
+  c.prepare("lease_runs",
+            "SELECT l.request, " + run_columns +
+                ", r.gpus FROM lease_runs($1::uuid[], $2::integer[], $3::text[], $4::integer, "
+                "$5::bigint, $6::bigint[], $7::float8) l CROSS JOIN LATERAL (SELECT (l.run).*) r");
   c.prepare("lock_run",
             "SELECT run_id::text, sweep_id::text, state, lease_epoch, lease_owner::text, "
             "cancel_requested, attempt, max_attempts FROM runs WHERE run_id = $1 FOR UPDATE");
@@ -176,14 +178,17 @@ void PrepareStatements(pqxx::connection& c) {
                              "ORDER BY step LIMIT $3");
 
   // --- completion ---
-  // $1 run, $2 lease epoch, $3..$10 train and validation BPC, tokens, steps, measured M, wall
-  // seconds, peak memory, tokens/s, $11 checkpoint step, $12 checkpoint uri (migration 0004): the
-  // run as it ends up, in kRunColumns.
-  c.prepare("complete_run_success",
-            "SELECT " + run_columns +
-                " FROM complete_run_success($1::uuid, $2::bigint, $3::float8, $4::float8, "
-                "$5::bigint, $6::bigint, $7::float8, $8::float8, $9::bigint, $10::float8, "
-                "$11::bigint, $12::text) r");
+  // Successes in a batch (migration 0006): $1 runs (uuid[]), $2 lease epochs, $3..$10 train and
+  // validation BPC, tokens, steps, measured M, wall seconds, peak memory, tokens/s, $11
+  // checkpoint steps, $12 checkpoint uris (arrays, NULL = not reported). One row per request
+  // (1-based) with its outcome (completed, unchanged, stale, not_found) and the run as it ends
+  // up, in kRunColumns (NULL when not found).
+  c.prepare("complete_runs_success",
+            "SELECT l.request, l.outcome, " + run_columns +
+                " FROM complete_runs_success($1::uuid[], $2::bigint[], $3::float8[], "
+                "$4::float8[], $5::bigint[], $6::bigint[], $7::float8[], $8::float8[], "
+                "$9::bigint[], $10::float8[], $11::bigint[], $12::text[]) l "
+                "CROSS JOIN LATERAL (SELECT (l.run).*) r");
   // $1 run, $2 next state, $3 next attempt, $4 delay seconds, $5 class, $6 code, $7 message,
   // $8 checkpoint step (NULL), $9 checkpoint uri (NULL)
   c.prepare("complete_failure",

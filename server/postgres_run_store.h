@@ -39,12 +39,14 @@ class PostgresRunStore final : public RunStore {
   absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
   absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) override;
   absl::StatusOr<Page<v1::Worker>> ListWorkers(const WorkersQuery& query) override;
-  absl::StatusOr<std::optional<LeasedRun>> LeaseNextRun(const LeaseRequest& request) override;
+  std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
+      const std::vector<const LeaseRequest*>& requests) override;
   absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) override;
   absl::StatusOr<MetricsAppendResult> AppendMetrics(
       const std::string& run_id, int64_t lease_epoch,
       const std::vector<v1::MetricPoint>& points) override;
-  absl::StatusOr<CompletionResult> CompleteRun(const Completion& completion) override;
+  std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
+      const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
                                                  uint64_t horizon) override;
@@ -58,7 +60,14 @@ class PostgresRunStore final : public RunStore {
       const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;
 
  private:
-  absl::StatusOr<CompletionResult> CompleteRunSucceeded(const Completion& completion);
+  // postgres_run_store_batches.cc: requests offering the same resources, one statement.
+  void LeaseGroup(const std::vector<const LeaseRequest*>& requests,
+                  const std::vector<size_t>& members,
+                  std::vector<absl::StatusOr<std::optional<LeasedRun>>>& results);
+  void CompleteSuccesses(const std::vector<const Completion*>& completions,
+                         const std::vector<size_t>& members,
+                         std::vector<absl::StatusOr<CompletionResult>>& results);
+  absl::StatusOr<CompletionResult> CompleteRunFailed(const Completion& completion);
 
   const PostgresRunStoreOptions options_;
   PgConnectionPool pool_;

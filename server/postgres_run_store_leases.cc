@@ -136,49 +136,6 @@ absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuer
   });
 }
 
-absl::StatusOr<std::optional<LeasedRun>> PostgresRunStore::LeaseNextRun(
-    const LeaseRequest& request) {
-  // GPUs largest memory first: a run needing g GPUs fits when the g-th largest is big enough.
-  std::vector<ResourceOffer::Gpu> gpus = request.offer.gpus;
-  std::sort(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) {
-    return a.memory_bytes == b.memory_bytes
-               ? a.index < b.index
-               : (a.memory_bytes == 0   ? true
-                  : b.memory_bytes == 0 ? false
-                                        : a.memory_bytes > b.memory_bytes);
-  });
-  std::vector<std::string> gpu_memory;
-  for (const auto& gpu : gpus) {
-    gpu_memory.push_back(gpu.memory_bytes == 0 ? absl::StrCat(std::numeric_limits<int64_t>::max())
-                                               : absl::StrCat(gpu.memory_bytes));
-  }
-  std::vector<uint32_t> gpu_indices;
-  for (const auto& gpu : gpus) gpu_indices.push_back(gpu.index);
-  const std::string gpu_memory_literal = pg::TextArrayLiteral(gpu_memory);
-  const std::string gpu_indices_literal = pg::IntArrayLiteral(gpu_indices);
-  // One statement in its own transaction (no BEGIN/COMMIT round trips); see "lease_next".
-  return pg::WithSingleStatement(
-      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<std::optional<LeasedRun>> {
-        pqxx::result rows;
-        try {
-          rows = tx.exec_prepared("lease_next", request.worker_id, request.offer.cpu_threads,
-                                  static_cast<int64_t>(request.offer.host_memory_bytes),
-                                  gpu_memory_literal, Seconds(request.ttl), gpu_indices_literal,
-                                  request.offer.cpu_device_index);
-        } catch (const pqxx::sql_error& e) {
-          if (e.sqlstate() == "P0002") {
-            return pg::NotFoundError("worker", request.worker_id, "is not registered");
-          }
-          throw;
-        }
-        if (rows.empty()) return std::optional<LeasedRun>();
-        LeasedRun leased;
-        leased.run = pg::RunFromRow(rows[0]);
-        leased.lease = leased.run.lease();
-        return std::optional<LeasedRun>(std::move(leased));
-      });
-}
-
 absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
   return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
     absl::StatusOr<LockedRun> run = LockRun(tx, update.run_id);
@@ -235,37 +192,9 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
       });
 }
 
-// A success needs no retry decision, so all of it runs in PostgreSQL in one statement
-// (complete_run_success, migration 0004): fencing check, update, event, sweep end, read back.
-absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunSucceeded(
-    const Completion& completion) {
-  const v1::RunSummary& s = *completion.success;
-  return pg::WithSingleStatement(
-      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<CompletionResult> {
-        pqxx::result rows;
-        try {
-          rows = tx.exec_prepared(
-              "complete_run_success", completion.run_id, completion.lease_epoch,
-              s.final_train_bpc(), s.final_val_bpc(), static_cast<int64_t>(s.tokens()),
-              static_cast<int64_t>(s.steps()), s.measured_flops_per_token(),
-              absl::ToDoubleSeconds(absl::Seconds(s.wall_time().seconds()) +
-                                    absl::Nanoseconds(s.wall_time().nanos())),
-              static_cast<int64_t>(s.peak_memory_bytes()), s.tokens_per_second(),
-              CheckpointStep(completion.checkpoint), CheckpointUri(completion.checkpoint));
-        } catch (const pqxx::sql_error& e) {
-          if (absl::Status status = FencingError(e, completion.run_id); !status.ok()) {
-            return status;
-          }
-          throw;
-        }
-        CompletionResult result;
-        result.run = pg::RunFromRow(rows[0]);
-        return result;
-      });
-}
-
-absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRun(const Completion& completion) {
-  if (completion.success) return CompleteRunSucceeded(completion);
+// A failure's retry policy lives here, so it keeps the multi-statement transaction; successes
+// go in batches (postgres_run_store_batches.cc).
+absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Completion& completion) {
   return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
     absl::StatusOr<LockedRun> run = LockRun(tx, completion.run_id);
     if (!run.ok()) return run.status();

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -209,13 +210,29 @@ class RunStore {
 
   // Leases the best PENDING run that fits the offer: highest priority, then the sweep with the
   // fewest live runs (fair share), then the oldest. Bumps the fencing token. nullopt = no work.
-  virtual absl::StatusOr<std::optional<LeasedRun>> LeaseNextRun(const LeaseRequest& request) = 0;
+  absl::StatusOr<std::optional<LeasedRun>> LeaseNextRun(const LeaseRequest& request) {
+    return std::move(LeaseNextRuns({&request})[0]);
+  }
+  // LeaseNextRun for several requests at once, one result each, in order. Requests that offer
+  // the same resources get the runs a LeaseNextRun per request, one after another, would give;
+  // such groups go in the order of their first request. The batch is one unit of work for the
+  // database per group, which is what makes a busy fleet cheap to serve.
+  virtual std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
+      const std::vector<const LeaseRequest*>& requests) = 0;
   virtual absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) = 0;
   // All or nothing: a stale token writes no point. Points already stored are skipped.
   virtual absl::StatusOr<MetricsAppendResult> AppendMetrics(
       const std::string& run_id, int64_t lease_epoch,
       const std::vector<v1::MetricPoint>& points) = 0;
-  virtual absl::StatusOr<CompletionResult> CompleteRun(const Completion& completion) = 0;
+  // Ends the lease: SUCCEEDED, or a failure with its class's retry policy. Repeating a
+  // completion of the same epoch returns the run as it is.
+  absl::StatusOr<CompletionResult> CompleteRun(const Completion& completion) {
+    return std::move(CompleteRuns({&completion})[0]);
+  }
+  // CompleteRun for several completions at once, one result each, in order; each is checked and
+  // applied on its own (a stale token fails that completion only).
+  virtual std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
+      const std::vector<const Completion*>& completions) = 0;
   // Returns up to `limit` expired leases to the queue (or fails them past max_attempts).
   virtual absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) = 0;
 

@@ -65,7 +65,17 @@ Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& cloc
       clock_(clock),
       planner_(std::move(planner)),
       options_(std::move(options)),
-      observer_(observer) {}
+      observer_(observer),
+      leases_(
+          [this](const std::vector<const LeaseRequest*>& batch) {
+            return store_.LeaseNextRuns(batch);
+          },
+          options_.max_store_batch, options_.store_batches_in_flight),
+      completions_(
+          [this](const std::vector<const Completion*>& batch) {
+            return store_.CompleteRuns(batch);
+          },
+          options_.max_store_batch, options_.store_batches_in_flight) {}
 
 absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRequest& request) {
   absl::StatusOr<std::vector<v1::RunSpec>> runs = planner_(request.spec());
@@ -285,7 +295,7 @@ absl::StatusOr<v1::LeaseRunResponse> Scheduler::LeaseRun(const v1::LeaseRunReque
                                    options_.lease_ttl};
   while (true) {
     const uint64_t generation = work_signal_.generation();
-    absl::StatusOr<std::optional<LeasedRun>> leased = store_.LeaseNextRun(lease_request);
+    absl::StatusOr<std::optional<LeasedRun>> leased = leases_.Submit(lease_request);
     if (!leased.ok()) return leased.status();
     if (leased->has_value()) {
       if (observer_ != nullptr) observer_->OnRunLeased((*leased)->run, clock_.Now() - start);
@@ -393,7 +403,7 @@ absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
     completion.failure_status = request.failure().status();
   }
   if (request.has_checkpoint()) completion.checkpoint = request.checkpoint();
-  absl::StatusOr<CompletionResult> result = store_.CompleteRun(completion);
+  absl::StatusOr<CompletionResult> result = completions_.Submit(completion);
   if (!result.ok()) return result.status();
   if (result->run.state() == v1::RUN_STATE_PENDING) work_signal_.Notify();
   if (observer_ != nullptr) observer_->OnRunCompleted(result->run);

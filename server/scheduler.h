@@ -15,6 +15,7 @@
 #include "parity/v1/sweep_service.pb.h"
 #include "parity/v1/worker_service.pb.h"
 #include "server/clock.h"
+#include "server/request_combiner.h"
 #include "server/run_store.h"
 #include "server/work_signal.h"
 
@@ -31,6 +32,12 @@ struct SchedulerOptions {
   // Watch streams poll the database this often.
   absl::Duration watch_poll_interval = absl::Milliseconds(200);
   uint32_t max_metrics_batch = 4096;
+  // LeaseRun and successful CompleteRun calls that arrive together reach the store as one batch
+  // (RequestCombiner) of at most this many, with at most `store_batches_in_flight` batches of
+  // each kind running at once (one per core of a small database keeps both busy without
+  // contending for the same rows).
+  size_t max_store_batch = 64;
+  int store_batches_in_flight = 1;
   uint32_t max_runs_per_sweep = 10000;
   int reap_batch = 500;
 };
@@ -109,6 +116,8 @@ class Scheduler {
   const Planner planner_;
   const SchedulerOptions options_;
   SchedulerObserver* const observer_;  // may be null
+  RequestCombiner<LeaseRequest, absl::StatusOr<std::optional<LeasedRun>>> leases_;
+  RequestCombiner<Completion, absl::StatusOr<CompletionResult>> completions_;
 };
 
 }  // namespace parity::server

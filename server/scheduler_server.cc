@@ -67,6 +67,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
+                              options.grpc_min_pollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              options.grpc_max_pollers);
   builder.RegisterService(server->sweep_service_.get());
   builder.RegisterService(server->worker_service_.get());
   if (server->metrics_ != nullptr) {

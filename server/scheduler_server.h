@@ -39,6 +39,11 @@ struct ServerOptions {
   bool migrate_on_start = true;
   absl::Duration reap_interval = absl::Seconds(1);
   int max_message_bytes = 32 << 20;
+  // Threads the gRPC sync server keeps waiting for calls. gRPC's default (1 to 2) makes a busy
+  // server start and end a thread for nearly every call once 32 workers call at once; keeping
+  // a few dozen measured +10-20% lease cycles/s (bench/scheduler/RESULTS.md).
+  int grpc_min_pollers = 8;
+  int grpc_max_pollers = 40;
   RetryPolicy retry_policy;
   SchedulerOptions scheduler;
   // Prometheus GET /metrics on this "ip:port" (port 0 = pick a free one, see metrics_port());

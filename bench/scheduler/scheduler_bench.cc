@@ -2,7 +2,8 @@
 // machine. Starts its own cluster and an in-process SchedulerServer, then measures:
 //   1. submit: time to submit a 300-run sweep (planning stubbed: hand-built runs, store + RPC);
 //   2. lease: leases/s and lease latency p50/p99 with N concurrent simulated workers, each in a
-//      loop LeaseRun → CompleteRun(success) (so live runs stay ≈ N, as in production);
+//      loop LeaseRun → CompleteRun(success) (so live runs stay ≈ N, as in production), driven
+//      by the callback API so that the load generator's own threads cost little;
 //   3. ingest: metric points/s in batches of 256 from W concurrent runs, sampling the process
 //      RSS every million points (server and clients share the process; the clients hold no
 //      growing state, so the slope is the server's).
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <pqxx/pqxx>
 #include <thread>
 #include <vector>
 
@@ -99,6 +101,108 @@ std::string Register(v1::WorkerService::Stub& stub) {
   return response.worker_id();
 }
 
+// Counts leases down and remembers the first failure; workers stop when it reaches zero.
+class LeaseLoad {
+ public:
+  explicit LeaseLoad(int leases) : remaining_(leases) {}
+  bool TakeOne() {
+    absl::MutexLock lock(&mu_);
+    if (remaining_ <= 0 || !failure_.empty()) return false;
+    --remaining_;
+    ++active_;
+    return true;
+  }
+  void Done(const std::string& failure = "") {
+    absl::MutexLock lock(&mu_);
+    --active_;
+    if (!failure.empty() && failure_.empty()) failure_ = failure;
+  }
+  void WaitUntilDone() {
+    absl::MutexLock lock(&mu_);
+    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return active_ == 0 && (remaining_ <= 0 || !failure_.empty());
+    };
+    mu_.Await(absl::Condition(&done));
+  }
+  bool failed() {
+    absl::MutexLock lock(&mu_);
+    return !failure_.empty();
+  }
+  std::string failure() {
+    absl::MutexLock lock(&mu_);
+    return failure_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int remaining_ ABSL_GUARDED_BY(mu_);
+  int active_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string failure_ ABSL_GUARDED_BY(mu_);
+};
+
+// One worker looping LeaseRun (wait 0) → CompleteRun(success) through the callback API.
+class SimulatedWorker {
+ public:
+  SimulatedWorker(std::unique_ptr<v1::WorkerService::Stub> stub, std::string worker_id)
+      : stub_(std::move(stub)), worker_id_(std::move(worker_id)) {}
+
+  void Start(LeaseLoad& load) {
+    load_ = &load;
+    NextLease();
+  }
+  const std::vector<double>& lease_ms() const { return lease_ms_; }
+
+ private:
+  void NextLease() {
+    if (!load_->TakeOne()) return;
+    context_ = std::make_unique<grpc::ClientContext>();
+    lease_request_.Clear();
+    lease_request_.set_worker_id(worker_id_);
+    *lease_request_.add_free_devices() = Cpu();
+    leased_.Clear();
+    start_ = absl::Now();
+    stub_->async()->LeaseRun(context_.get(), &lease_request_, &leased_,
+                             [this](grpc::Status status) { OnLeased(std::move(status)); });
+  }
+
+  void OnLeased(grpc::Status status) {
+    lease_ms_.push_back(absl::ToDoubleMilliseconds(absl::Now() - start_));
+    if (!status.ok() || !leased_.has_lease()) {
+      load_->Done(absl::StrCat("LeaseRun: code ", status.error_code(), " ", status.error_message(),
+                               leased_.has_lease() ? "" : " (no run)"));
+      return;
+    }
+    context_ = std::make_unique<grpc::ClientContext>();
+    complete_.Clear();
+    complete_.set_run_id(leased_.run().run_id());
+    complete_.set_lease_epoch(leased_.lease().lease_epoch());
+    complete_.mutable_success()->set_final_val_bpc(1.0);
+    done_.Clear();
+    stub_->async()->CompleteRun(context_.get(), &complete_, &done_,
+                                [this](grpc::Status status) { OnCompleted(std::move(status)); });
+  }
+
+  void OnCompleted(grpc::Status status) {
+    if (!status.ok()) {
+      load_->Done(absl::StrCat("CompleteRun: ", status.error_message()));
+      return;
+    }
+    load_->Done();
+    NextLease();
+  }
+
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const std::string worker_id_;
+  LeaseLoad* load_ = nullptr;
+  std::unique_ptr<grpc::ClientContext> context_;
+  v1::LeaseRunRequest lease_request_;
+  v1::LeaseRunResponse leased_;
+  v1::CompleteRunRequest complete_;
+  v1::CompleteRunResponse done_;
+  absl::Time start_;
+  std::vector<double> lease_ms_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,6 +214,11 @@ int main(int argc, char** argv) {
   app.add_option("--points", points, "metric points to ingest");
   app.add_option("--ingest-runs", ingest_runs, "concurrent runs reporting metrics");
   app.add_option("--submits", submits, "300-run sweeps to submit");
+  bool pg_stats = false;
+  app.add_flag("--pg-stats", pg_stats,
+               "print where PostgreSQL spent the lease phase (pg_stat_statements, nested "
+               "statements too; needs PARITY_PG_EXTRA_OPTIONS='-c "
+               "shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all')");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
@@ -167,49 +276,51 @@ int main(int argc, char** argv) {
     v1::SubmitSweepResponse response;
     if (!sweeps->SubmitSweep(&context, request, &response).ok()) return 1;
   }
-  std::atomic<int> remaining{leases};
-  absl::Mutex mu;
-  std::vector<double> lease_ms;
-  std::vector<std::thread> threads;
-  const absl::Time lease_start = absl::Now();
+  // Each simulated worker is a chain of callbacks on gRPC's completion threads (LeaseRun, then
+  // CompleteRun, then the next LeaseRun), not an OS thread of its own: 32 blocked client
+  // threads would spend the two cores on context switches that belong to no scheduler.
+  std::vector<std::unique_ptr<SimulatedWorker>> simulated;
   for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      auto stub = v1::WorkerService::NewStub(channels[w % channels.size()]);
-      const std::string worker_id = Register(*stub);
-      std::vector<double> local;
-      while (remaining.fetch_sub(1) > 0) {
-        grpc::ClientContext context;
-        v1::LeaseRunRequest request;
-        request.set_worker_id(worker_id);
-        *request.add_free_devices() = Cpu();
-        v1::LeaseRunResponse leased;
-        const absl::Time start = absl::Now();
-        const grpc::Status status = stub->LeaseRun(&context, request, &leased);
-        local.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
-        if (!status.ok() || !leased.has_lease()) {
-          std::fprintf(stderr, "lease failed: %s\n", status.error_message().c_str());
-          break;
-        }
-        grpc::ClientContext complete_context;
-        v1::CompleteRunRequest complete;
-        complete.set_run_id(leased.run().run_id());
-        complete.set_lease_epoch(leased.lease().lease_epoch());
-        complete.mutable_success()->set_final_val_bpc(1.0);
-        v1::CompleteRunResponse done;
-        if (!stub->CompleteRun(&complete_context, complete, &done).ok()) break;
-      }
-      absl::MutexLock lock(&mu);
-      lease_ms.insert(lease_ms.end(), local.begin(), local.end());
-    });
+    auto stub = v1::WorkerService::NewStub(channels[w % channels.size()]);
+    const std::string worker_id = Register(*stub);
+    simulated.push_back(std::make_unique<SimulatedWorker>(std::move(stub), worker_id));
   }
-  for (std::thread& t : threads) t.join();
-  threads.clear();
+  if (pg_stats) {
+    pqxx::connection c((*cluster)->ConnectionString("bench"));
+    pqxx::nontransaction tx(c);
+    tx.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+    tx.exec("SELECT pg_stat_statements_reset()");
+  }
+  LeaseLoad load(leases);
+  const absl::Time lease_start = absl::Now();
+  for (auto& worker : simulated) worker->Start(load);
+  load.WaitUntilDone();
+  if (load.failed()) {
+    std::fprintf(stderr, "lease benchmark failed: %s\n", load.failure().c_str());
+    return 1;
+  }
+  std::vector<double> lease_ms;
+  for (auto& worker : simulated) {
+    lease_ms.insert(lease_ms.end(), worker->lease_ms().begin(), worker->lease_ms().end());
+  }
   const double lease_seconds = absl::ToDoubleSeconds(absl::Now() - lease_start);
   std::printf(
       "lease workers=%d leases=%zu cycles_per_s=%.0f (lease+complete) lease_p50_ms=%.2f "
       "lease_p99_ms=%.2f\n",
       workers, lease_ms.size(), lease_ms.size() / lease_seconds, Percentile(lease_ms, 0.5),
       Percentile(lease_ms, 0.99));
+
+  if (pg_stats) {
+    pqxx::connection c((*cluster)->ConnectionString("bench"));
+    pqxx::nontransaction tx(c);
+    for (const auto& row :
+         tx.exec("SELECT calls, total_exec_time, mean_exec_time, rows, "
+                 "left(regexp_replace(query, '\\s+', ' ', 'g'), 100) FROM pg_stat_statements "
+                 "ORDER BY total_exec_time DESC LIMIT 15")) {
+      std::printf("pg calls=%-7s total_ms=%-9.0f mean_ms=%-7.3f rows=%-7s %s\n", row[0].c_str(),
+                  row[1].as<double>(), row[2].as<double>(), row[3].c_str(), row[4].c_str());
+    }
+  }
 
   // --- 3. metrics ingestion in batches of 256 ---
   {
@@ -220,6 +331,7 @@ int main(int argc, char** argv) {
     if (!sweeps->SubmitSweep(&context, request, &response).ok()) return 1;
   }
   const int64_t per_run = points / ingest_runs;
+  std::vector<std::thread> threads;
   std::atomic<int64_t> ingested{0};
   std::vector<std::pair<int64_t, double>> rss_samples = {{0, RssMiB()}};
   std::atomic<bool> ingest_done{false};

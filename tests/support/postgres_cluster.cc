@@ -111,10 +111,14 @@ absl::Status PostgresCluster::Init() {
   if (!status.ok()) return status;
   for (int attempt = 0; attempt < 3; ++attempt) {
     port_ = FreeLoopbackPort();
-    const std::string options =
+    std::string options =
         absl::StrCat("-k ", socket_dir_, " -p ", port_,
                      " -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off"
                      " -c full_page_writes=off -c max_connections=300 -c shared_buffers=256MB");
+    // For diagnostics (e.g. "-c shared_preload_libraries=pg_stat_statements"); unset in tests.
+    if (const char* extra = std::getenv("PARITY_PG_EXTRA_OPTIONS")) {
+      options = absl::StrCat(options, " ", extra);
+    }
     status = Run({bin_dir_ + "/pg_ctl", "-D", data_dir_, "-l", log_file_, "-w", "-t", "30", "-o",
                   options, "start"},
                  as_postgres_user_, root_ + "/pg_ctl.log");
