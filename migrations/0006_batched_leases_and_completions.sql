@@ -37,11 +37,13 @@ DECLARE
   v_short uuid[] := '{}';  -- sweeps that had fewer fitting runs free than their share
   v_short_now uuid[];
 BEGIN
+  -- A worker asking again within a second is not rewritten: last_seen_at feeds a live window
+  -- of a minute, and a busy worker asks many times a second.
   WITH touched AS (UPDATE workers SET last_seen_at = now() WHERE worker_id = ANY (p_workers)
-                   RETURNING worker_id)
+                     AND last_seen_at < now() - interval '1 second')
   SELECT coalesce(array_agg(q.i::integer ORDER BY q.i), '{}') INTO v_waiting
   FROM unnest(p_workers) WITH ORDINALITY AS q(worker_id, i)
-  WHERE q.worker_id IN (SELECT worker_id FROM touched);
+  WHERE EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = q.worker_id);
   RETURN QUERY SELECT q.i::integer, NULL::runs FROM unnest(p_workers) WITH ORDINALITY AS q(w, i)
     WHERE q.i <> ALL (v_waiting);
   WHILE cardinality(v_waiting) > 0 AND v_round < 8 LOOP
@@ -186,3 +188,17 @@ BEGIN
     AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id
       AND state IN ('LEASED', 'RUNNING'));
 END $$;
+
+-- Idle long polls were woken by a statement-level trigger whose transition table copied every
+-- updated row (spec included) of every lease, heartbeat and completion only to ask whether one
+-- had become PENDING. A row-level trigger with a WHEN clause asks that of the old and new row
+-- and does nothing else; notifications with the same payload fold into one per transaction.
+DROP TRIGGER runs_pending_after_update ON runs;
+CREATE FUNCTION notify_run_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('parity_runs_pending', '');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER runs_became_pending AFTER UPDATE OF state ON runs FOR EACH ROW
+  WHEN (NEW.state = 'PENDING' AND OLD.state <> 'PENDING')
+  EXECUTE FUNCTION notify_run_pending();

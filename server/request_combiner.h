@@ -31,18 +31,17 @@ class RequestCombiner {
 
   // Blocks until the batch holding `request` has run; `request` must stay alive until then.
   Result Submit(const Request& request) {
-    Slot slot{&request, false, std::nullopt};
+    Slot slot{&request, false, std::nullopt, {}};
     absl::MutexLock lock(&mu_);
     queue_.push_back(&slot);
     while (!slot.result.has_value()) {
       // Only a caller whose own request still waits leads a batch, so nobody's answer waits
       // behind a batch its caller chose to run for others.
-      auto can_lead = [this, &slot]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return slot.result.has_value() || (!slot.taken && in_flight_ < max_in_flight_);
-      };
-      mu_.Await(absl::Condition(&can_lead));
-      if (slot.result.has_value()) break;
-      RunOneBatch();
+      if (!slot.taken && in_flight_ < max_in_flight_) {
+        RunOneBatch();
+      } else {
+        slot.wake.Wait(&mu_);
+      }
     }
     return std::move(*slot.result);
   }
@@ -50,8 +49,11 @@ class RequestCombiner {
  private:
   struct Slot {
     const Request* request;
-    bool taken = false;  // in a batch that is running
+    bool taken;  // in a batch that is running
     std::optional<Result> result;
+    // Signalled when the result is in, or when this caller should lead the next batch: one
+    // waiter woken per event, not every waiter re-checking a shared condition.
+    absl::CondVar wake;
   };
 
   void RunOneBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -70,7 +72,12 @@ class RequestCombiner {
     if (results.size() != batch.size()) std::abort();  // a BatchFunction broke its contract
     mu_.Lock();
     --in_flight_;
-    for (size_t i = 0; i < batch.size(); ++i) batch[i]->result.emplace(std::move(results[i]));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->result.emplace(std::move(results[i]));
+      batch[i]->wake.Signal();
+    }
+    // What arrived meanwhile goes next, led by the oldest waiting caller.
+    if (!queue_.empty()) queue_.front()->wake.Signal();
   }
 
   const BatchFunction run_batch_;

@@ -8,7 +8,9 @@
 //   (*cluster)->CreateDatabase("t1", "parity_template");
 //   std::string url = (*cluster)->ConnectionString("t1");       // for pqxx / the scheduler
 //
-// Binaries come from $PARITY_PG_BIN, else /usr/lib/postgresql/15/bin. Not thread-safe: create
+// Binaries come from $PARITY_PG_BIN, else /usr/lib/postgresql/15/bin; $PARITY_PG_EXTRA_OPTIONS
+// is appended to the server's options (diagnostics, e.g. preloading pg_stat_statements for
+// scheduler_bench --pg-stats). Not thread-safe: create
 // databases from one thread (tests do, in SetUp).
 #pragma once
 
