@@ -235,7 +235,7 @@ void PrepareStatements(pqxx::connection& c) {
             "SELECT coalesce(shown.sweep_id::text, '') AS sweep_id, coalesce(shown.name, '') AS "
             "sweep_name, r.state, count(*) AS runs FROM runs r LEFT JOIN shown ON "
             "shown.sweep_id = r.sweep_id GROUP BY 1, 2, 3");
-  // $1 live-worker window (seconds). What lease_next_run (migration 0003) could hand out now,
+  // $1 live-worker window (seconds). What lease_runs (migration 0006) could hand out now,
   // ignoring whether a worker's devices fit; and the workers seen within the window.
   c.prepare("count_queue_and_workers",
             "SELECT (SELECT count(*) FROM runs r JOIN sweeps s ON s.sweep_id = r.sweep_id "
