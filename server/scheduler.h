@@ -4,7 +4,8 @@
 // The gRPC adapters (sweep_service.cc, worker_service.cc) only convert and call it.
 //
 // Takes the API's request/response messages (plain protobuf, no gRPC types) so adapters stay
-// one line per call. Thread-safe: all state is in the store; many RPC threads call at once.
+// one line per call. Thread-safe: all durable state is in the store (the two RequestCombiners
+// only hold calls in flight, each with a dispatcher thread); many RPC threads call at once.
 #pragma once
 
 #include <functional>
