@@ -27,6 +27,16 @@ std::string IntArrayLiteral(const std::vector<uint32_t>& values);
 // {"PENDING", "RUNNING"} → "{PENDING,RUNNING}" (values must be plain words).
 std::string TextArrayLiteral(const std::vector<std::string>& values);
 
+// A reported checkpoint's step and URI as nullable columns (NULL = keep the stored one).
+inline std::optional<int64_t> CheckpointStep(const std::optional<v1::Checkpoint>& checkpoint) {
+  if (!checkpoint) return std::nullopt;
+  return static_cast<int64_t>(checkpoint->step());
+}
+inline std::optional<std::string> CheckpointUri(const std::optional<v1::Checkpoint>& checkpoint) {
+  if (!checkpoint) return std::nullopt;
+  return checkpoint->uri();
+}
+
 // One array literal ("{1,2,NULL}") built element by element, for the functions that take a
 // batch as one typed array per column.
 class ArrayLiteral {

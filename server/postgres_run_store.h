@@ -60,13 +60,6 @@ class PostgresRunStore final : public RunStore {
       const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;
 
  private:
-  // postgres_run_store_batches.cc: requests offering the same resources, one statement.
-  void LeaseGroup(const std::vector<const LeaseRequest*>& requests,
-                  const std::vector<size_t>& members,
-                  std::vector<absl::StatusOr<std::optional<LeasedRun>>>& results);
-  void CompleteSuccesses(const std::vector<const Completion*>& completions,
-                         const std::vector<size_t>& members,
-                         std::vector<absl::StatusOr<CompletionResult>>& results);
   absl::StatusOr<CompletionResult> CompleteRunFailed(const Completion& completion);
 
   const PostgresRunStoreOptions options_;

@@ -4,7 +4,6 @@
 // worker, a stale token or an unknown run fails that request alone); an error of the statement
 // itself (the database away) fails the requests it carried.
 #include <algorithm>
-#include <cctype>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -13,6 +12,7 @@
 #include "server/pg_rows.h"
 #include "server/pg_support.h"
 #include "server/postgres_run_store.h"
+#include "server/request_validation.h"
 
 namespace parity::server {
 namespace {
@@ -51,49 +51,12 @@ OfferKey KeyOf(const LeaseRequest& request) {
   return key;
 }
 
-// The ids PostgreSQL would refuse as uuid, refused here so they cannot fail a whole batch.
-bool LooksLikeUuid(const std::string& id) {
-  if (id.size() != 36) return false;
-  for (size_t i = 0; i < id.size(); ++i) {
-    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash != (id[i] == '-')) return false;
-    if (!dash && !std::isxdigit(static_cast<unsigned char>(id[i]))) return false;
-  }
-  return true;
-}
-
-std::optional<int64_t> CheckpointStep(const Completion& completion) {
-  if (!completion.checkpoint) return std::nullopt;
-  return static_cast<int64_t>(completion.checkpoint->step());
-}
-
-}  // namespace
-
-std::vector<absl::StatusOr<std::optional<LeasedRun>>> PostgresRunStore::LeaseNextRuns(
-    const std::vector<const LeaseRequest*>& requests) {
-  std::vector<absl::StatusOr<std::optional<LeasedRun>>> results(requests.size(),
-                                                                std::optional<LeasedRun>());
-  // Groups in the order of their first request, so that the earlier requests choose first.
-  std::map<OfferKey, size_t> group_of;
-  std::vector<std::vector<size_t>> groups;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (!LooksLikeUuid(requests[i]->worker_id)) {
-      results[i] = pg::NotFoundError("worker", requests[i]->worker_id, "is not registered");
-      continue;
-    }
-    const auto [it, added] = group_of.try_emplace(KeyOf(*requests[i]), groups.size());
-    if (added) groups.emplace_back();
-    groups[it->second].push_back(i);
-  }
-  for (const std::vector<size_t>& members : groups) LeaseGroup(requests, members, results);
-  return results;
-}
-
-void PostgresRunStore::LeaseGroup(const std::vector<const LeaseRequest*>& requests,
-                                  const std::vector<size_t>& members,
-                                  std::vector<absl::StatusOr<std::optional<LeasedRun>>>& results) {
+// Requests offering the same resources, one statement.
+void LeaseGroup(PgConnectionPool& pool, const OfferKey& key,
+                const std::vector<const LeaseRequest*>& requests,
+                const std::vector<size_t>& members,
+                std::vector<absl::StatusOr<std::optional<LeasedRun>>>& results) {
   const LeaseRequest& first = *requests[members[0]];
-  const OfferKey key = KeyOf(first);
   pg::ArrayLiteral workers, cpu_devices, gpu_indices, gpu_memory;
   for (const size_t i : members) {
     workers.AddQuoted(requests[i]->worker_id);
@@ -103,7 +66,7 @@ void PostgresRunStore::LeaseGroup(const std::vector<const LeaseRequest*>& reques
     gpu_indices.AddQuoted(pg::IntArrayLiteral(indices));
   }
   for (const uint64_t memory : key.gpu_memory) gpu_memory.Add(memory);
-  absl::Status status = pg::WithSingleStatement(pool_, [&](pqxx::nontransaction& tx) {
+  absl::Status status = pg::WithSingleStatement(pool, [&](pqxx::nontransaction& tx) {
     const pqxx::result rows = tx.exec_prepared("lease_runs", workers.Take(), cpu_devices.Take(),
                                                gpu_indices.Take(), first.offer.cpu_threads,
                                                static_cast<int64_t>(first.offer.host_memory_bytes),
@@ -126,30 +89,11 @@ void PostgresRunStore::LeaseGroup(const std::vector<const LeaseRequest*>& reques
   }
 }
 
-std::vector<absl::StatusOr<CompletionResult>> PostgresRunStore::CompleteRuns(
-    const std::vector<const Completion*>& completions) {
-  std::vector<absl::StatusOr<CompletionResult>> results(completions.size(),
-                                                        absl::InternalError("not completed"));
-  std::vector<size_t> successes;
-  for (size_t i = 0; i < completions.size(); ++i) {
-    const Completion& completion = *completions[i];
-    if (!LooksLikeUuid(completion.run_id)) {
-      results[i] = pg::NotFoundError("run", completion.run_id);
-    } else if (completion.success) {
-      successes.push_back(i);
-    } else {
-      results[i] = CompleteRunFailed(completion);
-    }
-  }
-  if (!successes.empty()) CompleteSuccesses(completions, successes, results);
-  return results;
-}
-
 // A success needs no retry decision, so the whole of it runs in PostgreSQL: fencing check,
 // update, event, sweep end and read back, for the batch at once.
-void PostgresRunStore::CompleteSuccesses(const std::vector<const Completion*>& completions,
-                                         const std::vector<size_t>& members,
-                                         std::vector<absl::StatusOr<CompletionResult>>& results) {
+void CompleteSuccesses(PgConnectionPool& pool, const std::vector<const Completion*>& completions,
+                       const std::vector<size_t>& members,
+                       std::vector<absl::StatusOr<CompletionResult>>& results) {
   pg::ArrayLiteral runs, epochs, train_bpc, val_bpc, tokens, steps, measured_m, wall_seconds,
       peak_memory, tokens_per_second, checkpoint_step, checkpoint_uri;
   for (const size_t i : members) {
@@ -166,10 +110,10 @@ void PostgresRunStore::CompleteSuccesses(const std::vector<const Completion*>& c
                                            absl::Nanoseconds(s.wall_time().nanos())));
     peak_memory.Add(static_cast<int64_t>(s.peak_memory_bytes()));
     tokens_per_second.Add(s.tokens_per_second());
-    checkpoint_step.AddOptional(CheckpointStep(c));
+    checkpoint_step.AddOptional(pg::CheckpointStep(c.checkpoint));
     c.checkpoint ? checkpoint_uri.AddQuoted(c.checkpoint->uri()) : checkpoint_uri.AddNull();
   }
-  absl::Status status = pg::WithSingleStatement(pool_, [&](pqxx::nontransaction& tx) {
+  absl::Status status = pg::WithSingleStatement(pool, [&](pqxx::nontransaction& tx) {
     const pqxx::result rows = tx.exec_prepared(
         "complete_runs_success", runs.Take(), epochs.Take(), train_bpc.Take(), val_bpc.Take(),
         tokens.Take(), steps.Take(), measured_m.Take(), wall_seconds.Take(), peak_memory.Take(),
@@ -195,6 +139,49 @@ void PostgresRunStore::CompleteSuccesses(const std::vector<const Completion*>& c
   if (!status.ok()) {
     for (const size_t i : members) results[i] = status;
   }
+}
+
+}  // namespace
+
+std::vector<absl::StatusOr<std::optional<LeasedRun>>> PostgresRunStore::LeaseNextRuns(
+    const std::vector<const LeaseRequest*>& requests) {
+  std::vector<absl::StatusOr<std::optional<LeasedRun>>> results(requests.size(),
+                                                                std::optional<LeasedRun>());
+  // Groups in the order of their first request, so that the earlier requests choose first.
+  std::map<OfferKey, size_t> group_of;
+  std::vector<std::pair<OfferKey, std::vector<size_t>>> groups;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    // An id PostgreSQL would refuse as uuid is refused here, so it cannot fail a whole batch.
+    if (!IsUuid(requests[i]->worker_id)) {
+      results[i] = pg::NotFoundError("worker", requests[i]->worker_id, "is not registered");
+      continue;
+    }
+    OfferKey key = KeyOf(*requests[i]);
+    const auto [it, added] = group_of.try_emplace(key, groups.size());
+    if (added) groups.emplace_back(std::move(key), std::vector<size_t>());
+    groups[it->second].second.push_back(i);
+  }
+  for (const auto& [key, members] : groups) LeaseGroup(pool_, key, requests, members, results);
+  return results;
+}
+
+std::vector<absl::StatusOr<CompletionResult>> PostgresRunStore::CompleteRuns(
+    const std::vector<const Completion*>& completions) {
+  std::vector<absl::StatusOr<CompletionResult>> results(completions.size(),
+                                                        absl::InternalError("not completed"));
+  std::vector<size_t> successes;
+  for (size_t i = 0; i < completions.size(); ++i) {
+    const Completion& completion = *completions[i];
+    if (!IsUuid(completion.run_id)) {
+      results[i] = pg::NotFoundError("run", completion.run_id);
+    } else if (completion.success) {
+      successes.push_back(i);
+    } else {
+      results[i] = CompleteRunFailed(completion);
+    }
+  }
+  if (!successes.empty()) CompleteSuccesses(pool_, completions, successes, results);
+  return results;
 }
 
 }  // namespace parity::server

@@ -20,15 +20,6 @@ using pg::WithTransaction;
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
-std::optional<int64_t> CheckpointStep(const std::optional<v1::Checkpoint>& checkpoint) {
-  if (!checkpoint) return std::nullopt;
-  return static_cast<int64_t>(checkpoint->step());
-}
-std::optional<std::string> CheckpointUri(const std::optional<v1::Checkpoint>& checkpoint) {
-  if (!checkpoint) return std::nullopt;
-  return checkpoint->uri();
-}
-
 // The locked row of a run a worker writes about.
 struct LockedRun {
   std::string sweep_id;
@@ -158,9 +149,10 @@ absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdat
       EndSweepIfDone(tx, run->sweep_id);
       return HeartbeatResult{absl::Now(), true};
     }
-    const pqxx::result rows = tx.exec_prepared(
-        "heartbeat", update.run_id, Seconds(update.ttl), static_cast<int64_t>(update.step),
-        CheckpointStep(update.checkpoint), CheckpointUri(update.checkpoint), update.worker_id);
+    const pqxx::result rows =
+        tx.exec_prepared("heartbeat", update.run_id, Seconds(update.ttl),
+                         static_cast<int64_t>(update.step), pg::CheckpointStep(update.checkpoint),
+                         pg::CheckpointUri(update.checkpoint), update.worker_id);
     if (run->state == v1::RUN_STATE_LEASED) {
       InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_RUNNING, run->attempt, "started");
     }
@@ -214,7 +206,8 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Compl
       tx.exec_prepared("complete_failure", completion.run_id, pg::RunStateText(to), attempt,
                        Seconds(decision.delay), pg::FailureClassText(completion.failure_class),
                        completion.failure_status.code(), completion.failure_status.message(),
-                       CheckpointStep(completion.checkpoint), CheckpointUri(completion.checkpoint));
+                       pg::CheckpointStep(completion.checkpoint),
+                       pg::CheckpointUri(completion.checkpoint));
       const std::string reason = absl::StrCat(pg::FailureClassText(completion.failure_class), ": ",
                                               completion.failure_status.message());
       InsertEvent(tx, completion.run_id, *run, to, attempt, reason);
