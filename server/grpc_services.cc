@@ -16,8 +16,16 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
   return grpc::Status::OK;
 }
 
-WatchControl ControlOf(grpc::ServerContext* context, const std::atomic<bool>& stopping) {
+WatchControl ControlOf(grpc::ServerContextBase* context, const std::atomic<bool>& stopping) {
   return {[context, &stopping] { return stopping.load() || context->IsCancelled(); }};
+}
+
+// Finishes a callback call with the Scheduler's answer; `response` is the call's own.
+template <typename T>
+auto FinishWith(grpc::ServerUnaryReactor* reactor, T* response) {
+  return [reactor, response](absl::StatusOr<T> result) {
+    reactor->Finish(Reply(std::move(result), response));
+  };
 }
 
 }  // namespace
@@ -81,11 +89,13 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
                                                v1::RegisterWorkerResponse* out) {
   return Reply(scheduler_.RegisterWorker(*r), out);
 }
-grpc::Status WorkerServiceImpl::LeaseRun(grpc::ServerContext* context, const v1::LeaseRunRequest* r,
-                                         v1::LeaseRunResponse* out) {
-  return Reply(
-      scheduler_.LeaseRun(*r, absl::FromChrono(context->deadline()), ControlOf(context, stopping_)),
-      out);
+grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseRun(grpc::CallbackServerContext* context,
+                                                      const v1::LeaseRunRequest* r,
+                                                      v1::LeaseRunResponse* out) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  scheduler_.LeaseRun(*r, absl::FromChrono(context->deadline()), ControlOf(context, stopping_),
+                      FinishWith(reactor, out));
+  return reactor;
 }
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* r,
                                           v1::HeartbeatResponse* out) {
@@ -96,9 +106,12 @@ grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext*,
                                               v1::ReportMetricsResponse* out) {
   return Reply(scheduler_.ReportMetrics(*r), out);
 }
-grpc::Status WorkerServiceImpl::CompleteRun(grpc::ServerContext*, const v1::CompleteRunRequest* r,
-                                            v1::CompleteRunResponse* out) {
-  return Reply(scheduler_.CompleteRun(*r), out);
+grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteRun(grpc::CallbackServerContext* context,
+                                                         const v1::CompleteRunRequest* r,
+                                                         v1::CompleteRunResponse* out) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  scheduler_.CompleteRun(*r, FinishWith(reactor, out));
+  return reactor;
 }
 
 }  // namespace parity::server

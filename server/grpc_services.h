@@ -1,5 +1,8 @@
 // Thin gRPC adapters: each handler hands the request to the Scheduler and maps the status with
 // ToGrpcStatus(). No logic lives here. gRPC calls the handlers on its own threads, concurrently.
+// LeaseRun and CompleteRun are callback handlers (the Scheduler answers them from its batch and
+// long-poll threads): held by a thread each, 32 busy workers cost the sync server a blocked
+// thread per call and a thread hand-off per answer, a fifth of the machine's CPU.
 #pragma once
 
 #include <atomic>
@@ -45,21 +48,23 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   const std::atomic<bool>& stopping_;
 };
 
-class WorkerServiceImpl final : public v1::WorkerService::Service {
+class WorkerServiceImpl final
+    : public v1::WorkerService::WithCallbackMethod_LeaseRun<
+          v1::WorkerService::WithCallbackMethod_CompleteRun<v1::WorkerService::Service>> {
  public:
   WorkerServiceImpl(Scheduler& scheduler, const std::atomic<bool>& stopping)
       : scheduler_(scheduler), stopping_(stopping) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
                               v1::RegisterWorkerResponse*) override;
-  grpc::Status LeaseRun(grpc::ServerContext*, const v1::LeaseRunRequest*,
-                        v1::LeaseRunResponse*) override;
+  grpc::ServerUnaryReactor* LeaseRun(grpc::CallbackServerContext*, const v1::LeaseRunRequest*,
+                                     v1::LeaseRunResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
                          v1::HeartbeatResponse*) override;
   grpc::Status ReportMetrics(grpc::ServerContext*, const v1::ReportMetricsRequest*,
                              v1::ReportMetricsResponse*) override;
-  grpc::Status CompleteRun(grpc::ServerContext*, const v1::CompleteRunRequest*,
-                           v1::CompleteRunResponse*) override;
+  grpc::ServerUnaryReactor* CompleteRun(grpc::CallbackServerContext*, const v1::CompleteRunRequest*,
+                                        v1::CompleteRunResponse*) override;
 
  private:
   Scheduler& scheduler_;

@@ -6,6 +6,13 @@
 namespace parity::server::pg {
 
 #define PARITY_US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
+// "Sweep s has no pending or live run", through the two partial indexes (runs_pending_by_sweep
+// from its last ordinal down, past the dead entries of runs leased since the last vacuum at its
+// front; runs_live_by_sweep), as complete_runs_success (migration 0006) asks it.
+#define PARITY_NO_UNFINISHED_RUNS                                                              \
+  "NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND state = "     \
+  "'PENDING' ORDER BY ordinal DESC LIMIT 1) last_pending) AND NOT EXISTS (SELECT 1 FROM runs " \
+  "WHERE sweep_id = s.sweep_id AND state IN ('LEASED', 'RUNNING'))"
 
 const char* const kRunColumns =
     "r.run_id::text AS run_id, r.sweep_id::text AS sweep_id, r.spec_bytes, r.state, r.priority, "
@@ -89,15 +96,13 @@ void PrepareStatements(pqxx::connection& c) {
             "UPDATE sweeps s SET ended_at = now(), state = CASE WHEN s.state = 'CANCELLED' "
             "THEN 'CANCELLED' WHEN EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND "
             "state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END "
-            "WHERE s.sweep_id = $1 AND s.ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM runs "
-            "WHERE sweep_id = s.sweep_id AND state IN ('PENDING', 'LEASED', 'RUNNING'))");
+            "WHERE s.sweep_id = $1 AND s.ended_at IS NULL AND " PARITY_NO_UNFINISHED_RUNS);
 
   c.prepare("finalize_sweeps",
             "UPDATE sweeps s SET ended_at = now(), state = CASE WHEN s.state = 'CANCELLED' "
             "THEN 'CANCELLED' WHEN EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND "
             "state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END "
-            "WHERE s.ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = "
-            "s.sweep_id AND state IN ('PENDING', 'LEASED', 'RUNNING'))");
+            "WHERE s.ended_at IS NULL AND " PARITY_NO_UNFINISHED_RUNS);
 
   // --- runs ---
   c.prepare("get_run", "SELECT " + run_columns + " FROM runs r WHERE r.run_id = $1");
@@ -121,9 +126,10 @@ void PrepareStatements(pqxx::connection& c) {
   c.prepare("list_workers",
             "SELECT w.worker_id::text AS worker_id, w.hostname, w.devices::text AS devices, "
             "w.labels::text AS labels, w.version, " PARITY_US("w.last_seen_at") " AS last_seen_us, "
-            "w.last_seen_at::text AS last_seen_text, (SELECT count(*) FROM runs r WHERE "
-            "r.lease_owner = w.worker_id AND r.state IN ('LEASED', 'RUNNING')) AS active_runs "
-            "FROM workers w WHERE w.last_seen_at >= now() - make_interval(secs => $1) AND "
+            "w.last_seen_at::text AS last_seen_text, coalesce(a.n, 0) AS active_runs "
+            "FROM workers w LEFT JOIN (SELECT lease_owner, count(*) AS n FROM runs WHERE state "
+            "IN ('LEASED', 'RUNNING') GROUP BY lease_owner) a ON a.lease_owner = w.worker_id "
+            "WHERE w.last_seen_at >= now() - make_interval(secs => $1) AND "
             "($2 = '' OR (w.last_seen_at, w.worker_id) < ($2::timestamptz, $3::uuid)) "
             "ORDER BY w.last_seen_at DESC, w.worker_id DESC LIMIT $4");
 
@@ -256,6 +262,7 @@ void PrepareStatements(pqxx::connection& c) {
             event_columns + "WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3");
 }
 
+#undef PARITY_NO_UNFINISHED_RUNS
 #undef PARITY_US
 
 }  // namespace parity::server::pg

@@ -1,11 +1,13 @@
-// RequestCombiner: callers that arrive while a batch is in flight wait and go out together in
-// the next one. A lone call goes straight out (one thread hand-off, tens of microseconds); under
+// RequestCombiner: requests that arrive while a batch is in flight wait and go out together in
+// the next one. A lone request goes straight out (one thread hand-off, tens of microseconds); under
 // load each batch grows to what arrived while the previous one ran, which is what lets 32
 // workers' leases and completions share one PostgreSQL statement instead of queueing 32
 // backends on the same rows. Batches are run by dispatcher threads of the combiner's own, which
 // start the next batch the moment one ends: handing the lead to a waiting caller instead (flat
 // combining) left the database idle a fifth of the time on a busy 2-core machine, waiting for
-// that caller to be scheduled. Thread-safe.
+// that caller to be scheduled. Answers go to callbacks run on the dispatcher thread, so a gRPC
+// callback handler holds no thread while its request waits (SubmitAsync); Submit blocks for
+// callers that have a thread to spare. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +20,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 namespace parity::server {
 
@@ -28,13 +32,16 @@ class RequestCombiner {
   // Runs one batch: one result per request, in order. Called by at most `max_in_flight`
   // dispatcher threads at once, never with the combiner's lock held.
   using BatchFunction = std::function<std::vector<Result>(const std::vector<const Request*>&)>;
+  // Receives one request's result, on a dispatcher thread: it should hand the result on and
+  // return (the next batch starts when every callback of this one has returned).
+  using Callback = absl::AnyInvocable<void(Result)>;
 
   RequestCombiner(BatchFunction run_batch, size_t max_batch, int max_in_flight)
       : run_batch_(std::move(run_batch)), max_batch_(max_batch) {
     for (int i = 0; i < max_in_flight; ++i) dispatchers_.emplace_back([this] { Dispatch(); });
   }
 
-  // Callers still waiting get their answers first: the dispatchers drain the queue, then stop.
+  // Requests still queued get their answers first: the dispatchers drain the queue, then stop.
   ~RequestCombiner() {
     {
       absl::MutexLock lock(&mu_);
@@ -46,20 +53,29 @@ class RequestCombiner {
   RequestCombiner(const RequestCombiner&) = delete;
   RequestCombiner& operator=(const RequestCombiner&) = delete;
 
-  // Blocks until the batch holding `request` has run; `request` must stay alive until then.
-  Result Submit(const Request& request) {
-    Slot slot{&request, std::nullopt, {}};
+  // Returns at once; `done` gets the result once the batch holding `request` has run.
+  // `request` must stay alive until then (typically `done` owns it).
+  void SubmitAsync(const Request& request, Callback done) {
     absl::MutexLock lock(&mu_);
-    queue_.push_back(&slot);
-    while (!slot.result.has_value()) slot.done.Wait(&mu_);
-    return std::move(*slot.result);
+    queue_.push_back(Queued{&request, std::move(done)});
+  }
+
+  // Blocks until the batch holding `request` has run.
+  Result Submit(const Request& request) {
+    std::optional<Result> result;
+    absl::Notification answered;
+    SubmitAsync(request, [&](Result r) {
+      result.emplace(std::move(r));
+      answered.Notify();
+    });
+    answered.WaitForNotification();
+    return std::move(*result);
   }
 
  private:
-  struct Slot {
+  struct Queued {
     const Request* request;
-    std::optional<Result> result;
-    absl::CondVar done;  // one waiter woken per answer, not every caller re-checking
+    Callback done;
   };
 
   void Dispatch() {
@@ -70,28 +86,26 @@ class RequestCombiner {
       };
       mu_.Await(absl::Condition(&has_work));
       if (queue_.empty()) return;  // stopping, and nothing left to answer
-      std::vector<Slot*> batch;
+      std::vector<Queued> batch;
       std::vector<const Request*> requests;
       while (!queue_.empty() && batch.size() < max_batch_) {
-        batch.push_back(queue_.front());
-        requests.push_back(queue_.front()->request);
+        requests.push_back(queue_.front().request);
+        batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
       mu_.Unlock();
       std::vector<Result> results = run_batch_(requests);
       if (results.size() != batch.size()) std::abort();  // a BatchFunction broke its contract
+      // Outside the lock: a callback may submit again (a long poll trying once more).
+      for (size_t i = 0; i < batch.size(); ++i) batch[i].done(std::move(results[i]));
       mu_.Lock();
-      for (size_t i = 0; i < batch.size(); ++i) {
-        batch[i]->result.emplace(std::move(results[i]));
-        batch[i]->done.Signal();
-      }
     }
   }
 
   const BatchFunction run_batch_;
   const size_t max_batch_;
   absl::Mutex mu_;
-  std::deque<Slot*> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> dispatchers_;  // last: started once everything above exists
 };

@@ -1,9 +1,12 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "server/request_validation.h"
 
 namespace parity::server {
@@ -46,6 +49,20 @@ ResourceOffer OfferOf(const google::protobuf::RepeatedPtrField<v1::Device>& devi
   return offer;
 }
 
+// Calls `start` with a callback and blocks until it has been called: the blocking form of the
+// callback-taking calls, for callers with a thread to spare (tests, tools).
+template <typename Response, typename Start>
+absl::StatusOr<Response> AwaitAnswer(Start start) {
+  std::optional<absl::StatusOr<Response>> answer;
+  absl::Notification answered;
+  start(absl::AnyInvocable<void(absl::StatusOr<Response>)>([&](absl::StatusOr<Response> result) {
+    answer.emplace(std::move(result));
+    answered.Notify();
+  }));
+  answered.WaitForNotification();
+  return std::move(*answer);
+}
+
 void CheckDevices(Violations& violations, absl::string_view field,
                   const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
   if (devices.empty()) violations.Add(std::string(field), "at least one device is required");
@@ -66,6 +83,8 @@ Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& cloc
       planner_(std::move(planner)),
       options_(std::move(options)),
       observer_(observer),
+      long_polls_(work_signal,
+                  [this](std::unique_ptr<PendingLease> lease) { TryLease(std::move(lease)); }),
       leases_(
           [this](const std::vector<const LeaseRequest*>& batch) {
             return store_.LeaseNextRuns(batch);
@@ -76,6 +95,9 @@ Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& cloc
             return store_.CompleteRuns(batch);
           },
           options_.max_store_batch, options_.store_batches_in_flight) {}
+
+// The combiners then drain what is queued; a lease that finds nothing is answered at once.
+Scheduler::~Scheduler() { long_polls_.Stop(); }
 
 absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRequest& request) {
   absl::StatusOr<std::vector<v1::RunSpec>> runs = planner_(request.spec());
@@ -276,40 +298,57 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   return response;
 }
 
-absl::StatusOr<v1::LeaseRunResponse> Scheduler::LeaseRun(const v1::LeaseRunRequest& request,
-                                                         absl::Time call_deadline,
-                                                         const WatchControl& control) {
+void Scheduler::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_deadline,
+                         WatchControl control,
+                         absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done) {
   Violations violations;
   violations.RequireUuid("worker_id", request.worker_id());
   CheckDevices(violations, "free_devices", request.free_devices());
   const absl::Duration wait = FromProto(request.wait_time());
   if (wait < absl::ZeroDuration()) violations.Add("wait_time", "must not be negative");
   if (absl::Status status = violations.ToStatus("invalid LeaseRun request"); !status.ok()) {
-    return status;
+    return done(status);
   }
-  const absl::Time start = clock_.Now();
+  auto lease = std::make_unique<PendingLease>();
+  lease->request =
+      LeaseRequest{request.worker_id(), OfferOf(request.free_devices()), options_.lease_ttl};
+  lease->start = clock_.Now();
   // Answer a little before the caller's deadline so the empty reply still reaches it.
-  const absl::Time deadline = std::min(start + std::min(wait, options_.max_lease_wait),
-                                       call_deadline - absl::Milliseconds(100));
-  const LeaseRequest lease_request{request.worker_id(), OfferOf(request.free_devices()),
-                                   options_.lease_ttl};
-  while (true) {
-    const uint64_t generation = work_signal_.generation();
-    absl::StatusOr<std::optional<LeasedRun>> leased = leases_.Submit(lease_request);
-    if (!leased.ok()) return leased.status();
+  lease->deadline = std::min(lease->start + std::min(wait, options_.max_lease_wait),
+                             call_deadline - absl::Milliseconds(100));
+  lease->cancelled = control.cancelled ? std::move(control.cancelled) : [] { return false; };
+  lease->done = std::move(done);
+  TryLease(std::move(lease));
+}
+
+void Scheduler::TryLease(std::unique_ptr<PendingLease> lease) {
+  // Read before the try: a wake-up during it sends the call straight back (LeaseLongPolls).
+  const uint64_t generation = work_signal_.generation();
+  const LeaseRequest& request = lease->request;
+  leases_.SubmitAsync(request, [this, generation, lease = std::move(lease)](
+                                   absl::StatusOr<std::optional<LeasedRun>> leased) mutable {
+    if (!leased.ok()) return lease->done(leased.status());
     if (leased->has_value()) {
-      if (observer_ != nullptr) observer_->OnRunLeased((*leased)->run, clock_.Now() - start);
+      if (observer_ != nullptr) observer_->OnRunLeased((*leased)->run, clock_.Now() - lease->start);
       v1::LeaseRunResponse response;
       *response.mutable_lease() = std::move((*leased)->lease);
       *response.mutable_run() = std::move((*leased)->run);
-      return response;
+      return lease->done(std::move(response));
     }
     const absl::Time now = clock_.Now();
-    if (now >= deadline || (control.cancelled && control.cancelled())) {
-      return v1::LeaseRunResponse();
+    if (now >= lease->deadline || lease->cancelled()) {
+      return lease->done(v1::LeaseRunResponse());
     }
-    work_signal_.WaitForChange(generation, std::min(deadline, now + options_.idle_poll_interval));
-  }
+    const absl::Time retry_at = std::min(lease->deadline, now + options_.idle_poll_interval);
+    long_polls_.Park(std::move(lease), generation, retry_at);
+  });
+}
+
+absl::StatusOr<v1::LeaseRunResponse> Scheduler::LeaseRun(const v1::LeaseRunRequest& request,
+                                                         absl::Time call_deadline,
+                                                         const WatchControl& control) {
+  return AwaitAnswer<v1::LeaseRunResponse>(
+      [&](auto done) { LeaseRun(request, call_deadline, control, std::move(done)); });
 }
 
 absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
@@ -379,8 +418,9 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
   return response;
 }
 
-absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
-    const v1::CompleteRunRequest& request) {
+void Scheduler::CompleteRun(
+    const v1::CompleteRunRequest& request,
+    absl::AnyInvocable<void(absl::StatusOr<v1::CompleteRunResponse>)> done) {
   Violations violations;
   violations.RequireUuid("run_id", request.run_id());
   if (request.lease_epoch() <= 0) violations.Add("lease_epoch", "must be positive");
@@ -391,28 +431,38 @@ absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
     violations.Add("failure.failure_class", "required");
   }
   if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {
-    return status;
+    return done(status);
   }
-  Completion completion;
-  completion.run_id = request.run_id();
-  completion.lease_epoch = request.lease_epoch();
+  auto completion = std::make_unique<Completion>();
+  completion->run_id = request.run_id();
+  completion->lease_epoch = request.lease_epoch();
   if (request.has_success()) {
-    completion.success = request.success();
+    completion->success = request.success();
   } else {
-    completion.failure_class = request.failure().failure_class();
-    completion.failure_status = request.failure().status();
+    completion->failure_class = request.failure().failure_class();
+    completion->failure_status = request.failure().status();
   }
-  if (request.has_checkpoint()) completion.checkpoint = request.checkpoint();
-  absl::StatusOr<CompletionResult> result = completions_.Submit(completion);
-  if (!result.ok()) return result.status();
-  if (result->run.state() == v1::RUN_STATE_PENDING) work_signal_.Notify();
-  if (observer_ != nullptr) observer_->OnRunCompleted(result->run);
-  v1::CompleteRunResponse response;
-  *response.mutable_run() = std::move(result->run);
-  if (result->retry_delay > absl::ZeroDuration()) {
-    *response.mutable_retry_delay() = ToProto(result->retry_delay);
-  }
-  return response;
+  if (request.has_checkpoint()) completion->checkpoint = request.checkpoint();
+  const Completion& queued = *completion;
+  completions_.SubmitAsync(
+      queued, [this, completion = std::move(completion),
+               done = std::move(done)](absl::StatusOr<CompletionResult> result) mutable {
+        if (!result.ok()) return done(result.status());
+        if (result->run.state() == v1::RUN_STATE_PENDING) work_signal_.Notify();
+        if (observer_ != nullptr) observer_->OnRunCompleted(result->run);
+        v1::CompleteRunResponse response;
+        *response.mutable_run() = std::move(result->run);
+        if (result->retry_delay > absl::ZeroDuration()) {
+          *response.mutable_retry_delay() = ToProto(result->retry_delay);
+        }
+        done(std::move(response));
+      });
+}
+
+absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
+    const v1::CompleteRunRequest& request) {
+  return AwaitAnswer<v1::CompleteRunResponse>(
+      [&](auto done) { CompleteRun(request, std::move(done)); });
 }
 
 absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases() {

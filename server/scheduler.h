@@ -5,17 +5,21 @@
 //
 // Takes the API's request/response messages (plain protobuf, no gRPC types) so adapters stay
 // one line per call. Thread-safe: all durable state is in the store (the two RequestCombiners
-// only hold calls in flight, each with a dispatcher thread); many RPC threads call at once.
+// and LeaseLongPolls only hold calls in flight, each with a thread); many RPC threads call at
+// once. LeaseRun and CompleteRun answer through callbacks so that gRPC's callback handlers hold
+// no thread while a call waits for its batch or for work.
 #pragma once
 
 #include <functional>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "parity/v1/sweep_service.pb.h"
 #include "parity/v1/worker_service.pb.h"
 #include "server/clock.h"
+#include "server/lease_long_polls.h"
 #include "server/request_combiner.h"
 #include "server/run_store.h"
 #include "server/work_signal.h"
@@ -70,6 +74,8 @@ class Scheduler {
   // `store`, `work_signal`, `clock` and `observer` must outlive the scheduler.
   Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& clock, Planner planner,
             SchedulerOptions options, SchedulerObserver* observer = nullptr);
+  // Answers every call in flight (parked long polls empty) before it returns.
+  ~Scheduler();
 
   const SchedulerOptions& options() const { return options_; }
 
@@ -99,11 +105,20 @@ class Scheduler {
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request);
   // Long poll until work, wait_time, `call_deadline` (minus a margin to answer) or cancellation.
+  // `done` is called exactly once: on a scheduler thread, or at once on this one for an invalid
+  // request. No thread waits meanwhile: the call rides a lease batch, then, if it found nothing
+  // and may wait, is parked in LeaseLongPolls until work may have appeared.
+  void LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_deadline, WatchControl control,
+                absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done);
+  // The same, blocking until the answer.
   absl::StatusOr<v1::LeaseRunResponse> LeaseRun(const v1::LeaseRunRequest& request,
                                                 absl::Time call_deadline,
                                                 const WatchControl& control);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(const v1::ReportMetricsRequest& request);
+  // Records success or failure in the next completion batch; `done` as for LeaseRun.
+  void CompleteRun(const v1::CompleteRunRequest& request,
+                   absl::AnyInvocable<void(absl::StatusOr<v1::CompleteRunResponse>)> done);
   absl::StatusOr<v1::CompleteRunResponse> CompleteRun(const v1::CompleteRunRequest& request);
 
   // --- housekeeping ---
@@ -111,12 +126,17 @@ class Scheduler {
   absl::StatusOr<ReapResult> ReapExpiredLeases();
 
  private:
+  // One try of a LeaseRun in the next lease batch; parks it if it found nothing and may wait.
+  void TryLease(std::unique_ptr<PendingLease> lease);
+
   RunStore& store_;
   WorkSignal& work_signal_;
   const Clock& clock_;
   const Planner planner_;
   const SchedulerOptions options_;
   SchedulerObserver* const observer_;  // may be null
+  // Before the combiners, so it outlives them: a batch's callback may park a call.
+  LeaseLongPolls long_polls_;
   RequestCombiner<LeaseRequest, absl::StatusOr<std::optional<LeasedRun>>> leases_;
   RequestCombiner<Completion, absl::StatusOr<CompletionResult>> completions_;
 };

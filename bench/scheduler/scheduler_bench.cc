@@ -9,6 +9,7 @@
 //      growing state, so the slope is the server's).
 // Usage: scheduler_bench [--workers 32] [--leases 20000] [--points 2000000] [--ingest-runs 8]
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -76,6 +77,21 @@ double RssMiB() {
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   }
   return 0;
+}
+
+// Machine-wide CPU time from /proc/stat (all processes: the scheduler, PostgreSQL and the load
+// generator share the machine), in milliseconds: busy (user+nice+system+irq+softirq) and steal.
+struct CpuTimes {
+  double busy_ms = 0;
+  double steal_ms = 0;
+};
+CpuTimes MachineCpu() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  const double ms_per_tick = 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return {(user + nice + system + irq + softirq) * ms_per_tick, steal * ms_per_tick};
 }
 
 double Percentile(std::vector<double> values, double p) {
@@ -207,10 +223,12 @@ class SimulatedWorker {
 
 int main(int argc, char** argv) {
   CLI::App app{"scheduler benchmarks over gRPC + PostgreSQL"};
-  int workers = 32, leases = 20000, ingest_runs = 8, submits = 10;
+  int workers = 32, leases = 20000, ingest_runs = 8, submits = 10, channel_count = 4;
   int64_t points = 2'000'000;
   app.add_option("--workers", workers, "concurrent simulated workers for the lease benchmark");
   app.add_option("--leases", leases, "leases to measure");
+  app.add_option("--channels", channel_count,
+                 "client channels (connections) the simulated workers share");
   app.add_option("--points", points, "metric points to ingest");
   app.add_option("--ingest-runs", ingest_runs, "concurrent runs reporting metrics");
   app.add_option("--submits", submits, "300-run sweeps to submit");
@@ -242,7 +260,7 @@ int main(int argc, char** argv) {
   }
   const std::string target = absl::StrCat("127.0.0.1:", (*server)->port());
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < channel_count; ++i) {
     grpc::ChannelArguments args;
     args.SetInt("bench_channel", i);  // distinct channels → distinct connections
     channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
@@ -292,7 +310,10 @@ int main(int argc, char** argv) {
     tx.exec("SELECT pg_stat_statements_reset()");
   }
   LeaseLoad load(leases);
+  // For profilers attached from outside: the lease phase starts now.
+  std::fprintf(stderr, "lease phase: starting (%d workers)\n", workers);
   const absl::Time lease_start = absl::Now();
+  const CpuTimes cpu_start = MachineCpu();
   for (auto& worker : simulated) worker->Start(load);
   load.WaitUntilDone();
   if (load.failed()) {
@@ -304,11 +325,14 @@ int main(int argc, char** argv) {
     lease_ms.insert(lease_ms.end(), worker->lease_ms().begin(), worker->lease_ms().end());
   }
   const double lease_seconds = absl::ToDoubleSeconds(absl::Now() - lease_start);
+  const CpuTimes cpu_end = MachineCpu();
   std::printf(
       "lease workers=%d leases=%zu cycles_per_s=%.0f (lease+complete) lease_p50_ms=%.2f "
-      "lease_p99_ms=%.2f\n",
+      "lease_p99_ms=%.2f machine_cpu_us_per_cycle=%.0f steal_pct=%.1f\n",
       workers, lease_ms.size(), lease_ms.size() / lease_seconds, Percentile(lease_ms, 0.5),
-      Percentile(lease_ms, 0.99));
+      Percentile(lease_ms, 0.99), 1000.0 * (cpu_end.busy_ms - cpu_start.busy_ms) / lease_ms.size(),
+      100.0 * (cpu_end.steal_ms - cpu_start.steal_ms) /
+          (lease_seconds * 1000.0 * sysconf(_SC_NPROCESSORS_ONLN)));
 
   if (pg_stats) {
     pqxx::connection c((*cluster)->ConnectionString("bench"));

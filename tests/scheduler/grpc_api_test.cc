@@ -4,11 +4,16 @@
 #include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <pqxx/pqxx>
+#include <set>
 #include <string>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -283,6 +288,94 @@ TEST_F(GrpcApiTest, IdleLongPollEndsEmptyAtItsWaitTime) {
   ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
   EXPECT_FALSE(leased.has_lease());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+}
+
+// Threads of this process, the scheduler's included (/proc/self/status).
+int ProcessThreads() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// A LeaseRun issued through the callback client, so that the test holds no thread per call.
+struct AsyncLease {
+  grpc::ClientContext context;
+  v1::LeaseRunRequest request;
+  v1::LeaseRunResponse response;
+  grpc::Status status;
+};
+
+TEST_F(GrpcApiTest, IdleLongPollsHoldNoThreadAndAllGetRunsWhenWorkArrives) {
+  constexpr int kWorkers = 64;
+  std::vector<std::unique_ptr<AsyncLease>> calls;
+  for (int i = 0; i < kWorkers; ++i) {
+    auto call = std::make_unique<AsyncLease>();
+    call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    call->request.set_worker_id(RegisterWorker());
+    *call->request.add_free_devices() = CpuDevice();
+    call->request.mutable_wait_time()->set_seconds(30);
+    calls.push_back(std::move(call));
+  }
+  const int threads_before = ProcessThreads();
+  absl::Mutex mu;
+  int answered = 0;
+  for (auto& call : calls) {
+    workers_->async()->LeaseRun(&call->context, &call->request, &call->response,
+                                [&mu, &answered, c = call.get()](grpc::Status status) {
+                                  absl::MutexLock lock(&mu);
+                                  c->status = std::move(status);
+                                  ++answered;
+                                });
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // every first try found nothing: all are parked
+  const int threads_waiting = ProcessThreads();
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(answered, 0) << "expected every long poll still waiting for work";
+  }
+  EXPECT_LT(threads_waiting - threads_before, kWorkers / 4)
+      << "expected " << kWorkers << " parked long polls to hold no thread each; the process went "
+      << "from " << threads_before << " to " << threads_waiting << " threads";
+
+  SubmitSweep(kWorkers);
+  {
+    absl::MutexLock lock(&mu);
+    auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answered == kWorkers; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all_answered), absl::Seconds(30)))
+        << "expected all " << kWorkers << " long polls answered; got " << answered;
+  }
+  std::set<std::string> runs;
+  for (const auto& call : calls) {
+    ASSERT_TRUE(call->status.ok()) << call->status.error_message();
+    EXPECT_TRUE(call->response.has_lease()) << "expected each waiting worker to get a run";
+    runs.insert(call->response.run().run_id());
+  }
+  EXPECT_EQ(runs.size(), static_cast<size_t>(kWorkers)) << "expected no run leased twice";
+}
+
+TEST_F(GrpcApiTest, ShutdownAnswersParkedLongPollsEmptyWithoutWaitingOutTheGrace) {
+  AsyncLease call;
+  call.context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  call.request.set_worker_id(RegisterWorker());
+  *call.request.add_free_devices() = CpuDevice();
+  call.request.mutable_wait_time()->set_seconds(30);
+  absl::Notification answered;
+  workers_->async()->LeaseRun(&call.context, &call.request, &call.response,
+                              [&](grpc::Status status) {
+                                call.status = std::move(status);
+                                answered.Notify();
+                              });
+  absl::SleepFor(absl::Milliseconds(300));  // parked
+  const absl::Time start = absl::Now();
+  server_->Shutdown(absl::Seconds(20));
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10))
+      << "expected the parked long poll answered at shutdown, not at the grace's end";
+  EXPECT_TRUE(call.status.ok()) << call.status.error_message();
+  EXPECT_FALSE(call.response.has_lease());
 }
 
 TEST_F(GrpcApiTest, ReaperThreadRequeuesExpiredLease) {

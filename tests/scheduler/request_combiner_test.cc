@@ -1,11 +1,15 @@
 // RequestCombiner without a database: every caller gets its own answer, batches respect their
-// limits, and callers that arrive together share a batch.
+// limits, callers that arrive together share a batch, and callbacks (SubmitAsync) are answered
+// exactly once, may submit again, and are not dropped when the combiner goes away.
 #include "server/request_combiner.h"
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -64,6 +68,58 @@ TEST(RequestCombinerTest, ConcurrentCallersEachGetTheirOwnAnswerWithinTheLimits)
   EXPECT_LE(largest.load(), static_cast<int>(kMaxBatch));
   EXPECT_GT(largest.load(), 1) << "expected callers arriving together to share a batch";
   EXPECT_LT(batches.load(), kCallers * kCallsEach) << "expected fewer batches than calls";
+}
+
+TEST(RequestCombinerTest, QueuedCallbacksAreAnsweredOnceEvenWhenTheCombinerGoesAway) {
+  constexpr int kRequests = 100;
+  std::vector<std::atomic<int>> answers(kRequests);
+  std::vector<std::atomic<int>> calls(kRequests);
+  {
+    RequestCombiner<int, int> combiner(
+        [](const std::vector<const int*>& batch) {
+          absl::SleepFor(absl::Milliseconds(2));
+          std::vector<int> out;
+          for (const int* request : batch) out.push_back(*request * 10);
+          return out;
+        },
+        /*max_batch=*/8, /*max_in_flight=*/1);
+    for (int i = 0; i < kRequests; ++i) {
+      auto request = std::make_unique<int>(i);
+      const int& queued = *request;
+      combiner.SubmitAsync(queued, [&, i, request = std::move(request)](int answer) {
+        answers[i] = answer;
+        ++calls[i];
+      });
+    }
+  }  // most requests are still queued here: the destructor must answer them
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(calls[i].load(), 1) << "expected request " << i << " to be answered exactly once";
+    EXPECT_EQ(answers[i].load(), i * 10) << "expected request " << i << " to get its own answer";
+  }
+}
+
+TEST(RequestCombinerTest, ACallbackMaySubmitAgain) {
+  RequestCombiner<int, int> combiner(
+      [](const std::vector<const int*>& batch) {
+        std::vector<int> out;
+        for (const int* request : batch) out.push_back(*request + 1);
+        return out;
+      },
+      /*max_batch=*/4, /*max_in_flight=*/1);
+  // A chain of 20 tries, each submitted from the previous one's callback (as a long poll that
+  // found nothing goes back to the queue): a callback run under the combiner's lock would hang.
+  std::atomic<int> reached{0};
+  absl::Notification finished;
+  int request = 0;
+  std::function<void(int)> next = [&](int answer) {
+    reached = answer;
+    if (answer == 20) return finished.Notify();
+    request = answer;
+    combiner.SubmitAsync(request, [&](int a) { next(a); });
+  };
+  combiner.SubmitAsync(request, [&](int a) { next(a); });
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "expected the chain to reach 20; it stopped at " << reached.load();
 }
 
 }  // namespace

@@ -1,0 +1,144 @@
+// LeaseLongPolls without a database: a parked LeaseRun goes back to the lease queue when the
+// work signal moves on (including a move during its last try) or when its retry time comes;
+// a cancelled one is answered empty; stopping answers every parked call.
+#include "server/lease_long_polls.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace parity::server {
+namespace {
+
+// What happened to the parked calls: retried (handed back) or answered, by worker id.
+class Outcomes {
+ public:
+  void Retried(std::unique_ptr<PendingLease> lease) {
+    absl::MutexLock lock(&mu_);
+    retried_.push_back(lease->request.worker_id);
+    kept_.push_back(std::move(lease));  // a retry owns the call; the test just keeps it
+  }
+  void Answered(const std::string& worker, bool has_lease) {
+    absl::MutexLock lock(&mu_);
+    answered_.push_back(worker);
+    if (has_lease) ++answered_with_lease_;
+  }
+  // Waits up to `timeout` for `worker` to show up in the retried (or answered) list.
+  bool WaitRetried(const std::string& worker, absl::Duration timeout) {
+    return WaitFor(retried_, worker, timeout);
+  }
+  bool WaitAnswered(const std::string& worker, absl::Duration timeout) {
+    return WaitFor(answered_, worker, timeout);
+  }
+  std::vector<std::string> retried() {
+    absl::MutexLock lock(&mu_);
+    return retried_;
+  }
+  std::vector<std::string> answered() {
+    absl::MutexLock lock(&mu_);
+    return answered_;
+  }
+  int answered_with_lease() {
+    absl::MutexLock lock(&mu_);
+    return answered_with_lease_;
+  }
+
+ private:
+  bool WaitFor(const std::vector<std::string>& list, const std::string& worker,
+               absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return std::find(list.begin(), list.end(), worker) != list.end();
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&present), timeout);
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::string> retried_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> answered_ ABSL_GUARDED_BY(mu_);
+  int answered_with_lease_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::unique_ptr<PendingLease>> kept_ ABSL_GUARDED_BY(mu_);
+};
+
+class LeaseLongPollsTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<PendingLease> Call(
+      const std::string& worker, std::function<bool()> cancelled = [] { return false; }) {
+    auto lease = std::make_unique<PendingLease>();
+    lease->request.worker_id = worker;
+    lease->start = absl::Now();
+    lease->deadline = absl::InfiniteFuture();
+    lease->cancelled = std::move(cancelled);
+    lease->done = [this, worker](absl::StatusOr<v1::LeaseRunResponse> response) {
+      outcomes_.Answered(worker, response.ok() && response->has_lease());
+    };
+    return lease;
+  }
+
+  WorkSignal signal_;
+  Outcomes outcomes_;
+  LeaseLongPolls polls_{signal_, [this](std::unique_ptr<PendingLease> lease) {
+                          outcomes_.Retried(std::move(lease));
+                        }};
+};
+
+TEST_F(LeaseLongPollsTest, ANotifyWakesAParkedCallBeforeItsRetryTime) {
+  polls_.Park(Call("a"), signal_.generation(), absl::Now() + absl::Hours(1));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(outcomes_.retried().empty()) << "expected the call to wait for work";
+  signal_.Notify();
+  EXPECT_TRUE(outcomes_.WaitRetried("a", absl::Seconds(10)))
+      << "expected the wake-up to send the call back to the lease queue";
+}
+
+TEST_F(LeaseLongPollsTest, AParkedCallIsRetriedAtItsRetryTimeWithoutANotify) {
+  const absl::Time start = absl::Now();
+  polls_.Park(Call("a"), signal_.generation(), start + absl::Milliseconds(200));
+  ASSERT_TRUE(outcomes_.WaitRetried("a", absl::Seconds(10)))
+      << "expected the idle re-check to retry the call";
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(190)) << "expected no retry before its time";
+}
+
+TEST_F(LeaseLongPollsTest, AWakeUpDuringTheLastTryIsNotLost) {
+  const uint64_t tried_at = signal_.generation();
+  signal_.Notify();  // work appeared while the try was in the database
+  polls_.Park(Call("a"), tried_at, absl::Now() + absl::Hours(1));
+  EXPECT_TRUE(outcomes_.WaitRetried("a", absl::Seconds(10)))
+      << "expected a call that missed a wake-up during its try to be retried at once";
+}
+
+TEST_F(LeaseLongPollsTest, ACancelledCallIsAnsweredEmptyAtTheNextWakeUp) {
+  std::atomic<bool> gone{false};
+  polls_.Park(Call("a", [&] { return gone.load(); }), signal_.generation(),
+              absl::Now() + absl::Hours(1));
+  polls_.Park(Call("b"), signal_.generation(), absl::Now() + absl::Hours(1));
+  gone = true;
+  signal_.Notify();
+  ASSERT_TRUE(outcomes_.WaitAnswered("a", absl::Seconds(10)));
+  ASSERT_TRUE(outcomes_.WaitRetried("b", absl::Seconds(10)));
+  EXPECT_EQ(outcomes_.retried(), std::vector<std::string>{"b"})
+      << "expected only the call still wanted to be retried";
+  EXPECT_EQ(outcomes_.answered_with_lease(), 0);
+}
+
+TEST_F(LeaseLongPollsTest, StopAnswersEveryParkedCallEmptyAndLaterCallsAtOnce) {
+  for (const char* worker : {"a", "b", "c"}) {
+    polls_.Park(Call(worker), signal_.generation(), absl::Now() + absl::Hours(1));
+  }
+  polls_.Stop();
+  EXPECT_EQ(outcomes_.answered().size(), 3u) << "expected Stop to answer all three parked calls";
+  polls_.Park(Call("late"), signal_.generation(), absl::Now() + absl::Hours(1));
+  EXPECT_EQ(outcomes_.answered().size(), 4u) << "expected a call parked after Stop answered";
+  EXPECT_TRUE(outcomes_.retried().empty());
+  EXPECT_EQ(outcomes_.answered_with_lease(), 0);
+}
+
+}  // namespace
+}  // namespace parity::server
