@@ -24,8 +24,10 @@ void LeaseLongPolls::Park(std::unique_ptr<PendingLease> lease, uint64_t tried_at
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
+      // Wake the thread only if this call is due before it would wake anyway: a fleet of idle
+      // workers re-parks every idle_poll_interval, and each wake looks at every parked call.
+      if (retry_at < sleeping_until_ || tried_at_generation != generation_) changed_ = true;
       parked_.push_back(Parked{std::move(lease), tried_at_generation, retry_at});
-      changed_ = true;  // its retry_at may come before the one the thread sleeps towards
       return;
     }
   }
@@ -46,8 +48,10 @@ void LeaseLongPolls::Run() {
   while (true) {
     absl::Time wake = absl::InfiniteFuture();
     for (const Parked& p : parked_) wake = std::min(wake, p.retry_at);
+    sleeping_until_ = wake;
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return changed_ || stopping_; };
     mu_.AwaitWithDeadline(absl::Condition(&woken), wake);
+    sleeping_until_ = absl::InfinitePast();  // awake: the next sleep counts calls parked now
     changed_ = false;
     const bool stopping = stopping_;
     const uint64_t generation = generation_;

@@ -68,7 +68,8 @@ class LeaseLongPolls {
   absl::Mutex mu_;
   std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // the signal's latest
-  bool changed_ ABSL_GUARDED_BY(mu_) = false;     // a Notify() or a new park since the last look
+  bool changed_ ABSL_GUARDED_BY(mu_) = false;     // a Notify() or an earlier retry_at parked
+  absl::Time sleeping_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // while it sleeps
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: started once everything above exists
 };

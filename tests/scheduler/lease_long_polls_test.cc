@@ -106,6 +106,20 @@ TEST_F(LeaseLongPollsTest, AParkedCallIsRetriedAtItsRetryTimeWithoutANotify) {
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(190)) << "expected no retry before its time";
 }
 
+TEST_F(LeaseLongPollsTest, EachParkedCallIsRetriedAtItsOwnTimeWhateverTheOrderParked) {
+  const absl::Time start = absl::Now();
+  polls_.Park(Call("late"), signal_.generation(), start + absl::Milliseconds(400));
+  polls_.Park(Call("soon"), signal_.generation(), start + absl::Milliseconds(100));
+  polls_.Park(Call("later"), signal_.generation(), start + absl::Seconds(30));
+  ASSERT_TRUE(outcomes_.WaitRetried("soon", absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(350))
+      << "expected the call parked second, due first, to wake the thread early";
+  ASSERT_TRUE(outcomes_.WaitRetried("late", absl::Seconds(10)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(390));
+  EXPECT_EQ(outcomes_.retried(), (std::vector<std::string>{"soon", "late"}))
+      << "expected the call due in 30 s to still be waiting";
+}
+
 TEST_F(LeaseLongPollsTest, AWakeUpDuringTheLastTryIsNotLost) {
   const uint64_t tried_at = signal_.generation();
   signal_.Notify();  // work appeared while the try was in the database
