@@ -29,7 +29,7 @@ struct PendingLease {
   LeaseRequest request;
   absl::Time start;                 // when the call arrived (the observer's "waited")
   absl::Time deadline;              // answer by then, empty if nothing was found
-  std::function<bool()> cancelled;  // the caller went away or the server is stopping; set
+  std::function<bool()> cancelled;  // the caller went away or the server stopped; never empty
   absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done;  // called exactly once
 };
 

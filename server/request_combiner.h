@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
-#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -22,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "server/await_callback.h"
 
 namespace parity::server {
 
@@ -62,14 +61,7 @@ class RequestCombiner {
 
   // Blocks until the batch holding `request` has run.
   Result Submit(const Request& request) {
-    std::optional<Result> result;
-    absl::Notification answered;
-    SubmitAsync(request, [&](Result r) {
-      result.emplace(std::move(r));
-      answered.Notify();
-    });
-    answered.WaitForNotification();
-    return std::move(*result);
+    return AwaitCallback<Result>([&](Callback done) { SubmitAsync(request, std::move(done)); });
   }
 
  private:

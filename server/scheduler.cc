@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "server/await_callback.h"
 #include "server/request_validation.h"
 
 namespace parity::server {
@@ -47,20 +47,6 @@ ResourceOffer OfferOf(const google::protobuf::RepeatedPtrField<v1::Device>& devi
     }
   }
   return offer;
-}
-
-// Calls `start` with a callback and blocks until it has been called: the blocking form of the
-// callback-taking calls, for callers with a thread to spare (tests, tools).
-template <typename Response, typename Start>
-absl::StatusOr<Response> AwaitAnswer(Start start) {
-  std::optional<absl::StatusOr<Response>> answer;
-  absl::Notification answered;
-  start(absl::AnyInvocable<void(absl::StatusOr<Response>)>([&](absl::StatusOr<Response> result) {
-    answer.emplace(std::move(result));
-    answered.Notify();
-  }));
-  answered.WaitForNotification();
-  return std::move(*answer);
 }
 
 void CheckDevices(Violations& violations, absl::string_view field,
@@ -347,7 +333,7 @@ void Scheduler::TryLease(std::unique_ptr<PendingLease> lease) {
 absl::StatusOr<v1::LeaseRunResponse> Scheduler::LeaseRun(const v1::LeaseRunRequest& request,
                                                          absl::Time call_deadline,
                                                          const WatchControl& control) {
-  return AwaitAnswer<v1::LeaseRunResponse>(
+  return AwaitCallback<absl::StatusOr<v1::LeaseRunResponse>>(
       [&](auto done) { LeaseRun(request, call_deadline, control, std::move(done)); });
 }
 
@@ -461,7 +447,7 @@ void Scheduler::CompleteRun(
 
 absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
     const v1::CompleteRunRequest& request) {
-  return AwaitAnswer<v1::CompleteRunResponse>(
+  return AwaitCallback<absl::StatusOr<v1::CompleteRunResponse>>(
       [&](auto done) { CompleteRun(request, std::move(done)); });
 }
 
