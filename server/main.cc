@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/planner.h"
 #include "server/migrations.h"
@@ -128,6 +129,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
   ConfigureLogging(log_format, log_level);
+  // Debian builds Abseil without NDEBUG, which leaves absl::Mutex's deadlock detector on: every
+  // lock of every mutex (gRPC's included) then goes through one process-wide graph under a
+  // global spinlock. That is a debugging aid; the test builds keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   if (migrate->parsed()) {
     absl::StatusOr<parity::server::MigrationReport> report =

@@ -239,6 +239,8 @@ int main(int argc, char** argv) {
                "shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all')");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
+  // As parity-scheduler's main does (server/main.cc says why).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   absl::StatusOr<std::unique_ptr<parity::testing::PostgresCluster>> cluster =
       parity::testing::PostgresCluster::Start();

@@ -1,4 +1,4 @@
-// Leases and completions in batches (RunStore::LeaseNextRuns / CompleteRuns, migration 0006)
+// Leases and completions in batches (RunStore::LeaseNextRuns / CompleteRuns, migrations 0006, 0008)
 // against a real PostgreSQL: a batch must answer each request as if it had come alone.
 #include <pqxx/pqxx>
 #include <set>
@@ -218,6 +218,62 @@ TEST_F(BatchedStoreTest, TheBatchThatEndsTheLastRunEndsTheSweep) {
   for (const auto& result : results) ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(Sql(database_url_, "SELECT state FROM sweeps WHERE sweep_id = '" + sweep + "'"),
             "SUCCEEDED");
+}
+
+TEST_F(BatchedStoreTest, ABatchThatLeavesARunLiveLeavesTheSweepOpen) {
+  const std::string sweep = Submit(MakeSweepSpec("batch-open", 3)).sweep().sweep_id();
+  const auto leased =
+      Lease({CpuRequest(Register()), CpuRequest(Register()), CpuRequest(Register())});
+  for (const auto& result : leased) ASSERT_TRUE(result.ok() && result->has_value());
+  const std::string ended =
+      "SELECT CASE WHEN ended_at IS NULL THEN 'open' ELSE state || ' ended' END FROM sweeps "
+      "WHERE sweep_id = '" +
+      sweep + "'";
+  for (const auto& result : Complete({Success(**leased[0], 1.1), Success(**leased[2], 1.3)})) {
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+  EXPECT_EQ(Sql(database_url_, ended), "open") << "the second run is still live";
+  for (const auto& result : Complete({Success(**leased[1], 1.2)})) {
+    ASSERT_TRUE(result.ok()) << result.status();
+  }
+  EXPECT_EQ(Sql(database_url_, ended), "SUCCEEDED ended") << "its last live run just ended";
+}
+
+// Events have no foreign key to their run (migration 0008: its check cost every lease and
+// completion a lookup), and metrics never had one; deleting a sweep must still take its runs'
+// events and metrics with it, and leave other sweeps' alone.
+TEST_F(BatchedStoreTest, DeletingASweepDeletesItsRunsWithTheirEventsAndMetrics) {
+  const std::string gone = Submit(MakeSweepSpec("deleted", 2)).sweep().sweep_id();
+  const std::string kept = Submit(MakeSweepSpec("kept", 1)).sweep().sweep_id();
+  const auto leased = Lease({CpuRequest(Register()), CpuRequest(Register())});
+  for (const auto& result : leased) ASSERT_TRUE(result.ok() && result->has_value());
+  for (const auto& result : leased) {
+    v1::ReportMetricsRequest batch;
+    batch.set_run_id((*result)->run.run_id());
+    batch.set_lease_epoch((*result)->lease.lease_epoch());
+    *batch.add_points() = Point(1, 3.5);
+    ASSERT_TRUE(scheduler_->ReportMetrics(batch).ok());
+  }
+  auto count = [&](const std::string& table, const std::string& sweep) {
+    return Sql(database_url_, "SELECT count(*) FROM " + table +
+                                  " t JOIN (SELECT run_id FROM runs WHERE sweep_id = '" + sweep +
+                                  "') r USING (run_id)");
+  };
+  const std::string kept_events = count("events", kept);
+  ASSERT_EQ(count("metrics", kept), "1") << "fair share leased one run of each sweep";
+  ASSERT_EQ(count("metrics", gone), "1");
+
+  Sql(database_url_, "DELETE FROM sweeps WHERE sweep_id = '" + gone + "'");
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM runs WHERE sweep_id = '" + gone + "'"), "0");
+  for (const std::string table : {"events", "metrics"}) {
+    EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM " + table +
+                                     " t WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id "
+                                     "= t.run_id)"),
+              "0")
+        << "expected no row of " << table << " left without its run";
+  }
+  EXPECT_EQ(count("events", kept), kept_events) << "another sweep's events must stay";
+  EXPECT_EQ(count("metrics", kept), "1") << "another sweep's metrics must stay";
 }
 
 }  // namespace
