@@ -75,6 +75,37 @@ TEST_F(BatchedStoreTest, OneBatchSharesRunsAsLeasingOneAtATimeWould) {
   EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM events WHERE to_state = 'LEASED'"), "6");
 }
 
+// Runs another transaction holds (another scheduler's batch, the reaper) are skipped: the
+// sweep's next run is taken in its place, and a sweep with none left free gives its share up
+// to the others in the same call.
+TEST_F(BatchedStoreTest, RunsHeldElsewhereAreSkippedAndAShortSweepsShareGoesToTheOthers) {
+  const std::string a = Submit(MakeSweepSpec("held-a", 3)).sweep().sweep_id();
+  const std::string b = Submit(MakeSweepSpec("held-b", 3)).sweep().sweep_id();
+  pqxx::connection holder(database_url_);
+  pqxx::work held(holder);
+  held.exec("SELECT 1 FROM runs WHERE sweep_id = '" + a + "' AND ordinal = 0 FOR UPDATE");
+
+  const auto first = Lease({CpuRequest(Register())});
+  ASSERT_TRUE(first[0].ok() && first[0]->has_value()) << "expected a run";
+  EXPECT_EQ((*first[0])->run.sweep_id(), a) << "the oldest sweep's turn";
+  EXPECT_EQ((*first[0])->run.spec().name(), "moe-1")
+      << "expected the held first run skipped for the next in grid order";
+
+  held.exec("SELECT 1 FROM runs WHERE sweep_id = '" + a + "' FOR UPDATE");
+  const auto second = Lease({CpuRequest(Register()), CpuRequest(Register())});
+  for (const auto& result : second) {
+    ASSERT_TRUE(result.ok() && result->has_value())
+        << "expected both requests served although a's runs are all held";
+    EXPECT_EQ((*result)->run.sweep_id(), b);
+  }
+  held.abort();
+
+  const auto third = Lease({CpuRequest(Register())});
+  ASSERT_TRUE(third[0].ok() && third[0]->has_value());
+  EXPECT_EQ((*third[0])->run.sweep_id(), a) << "released, a has fewer live runs than b";
+  EXPECT_EQ((*third[0])->run.spec().name(), "dense-1C-0") << "its held first run, now free";
+}
+
 TEST_F(BatchedStoreTest, UnknownWorkersFailAloneAndTheOthersAreServed) {
   Submit(MakeSweepSpec("batch-unknown", 4));
   std::vector<LeaseRequest> requests = {CpuRequest(Register()),
