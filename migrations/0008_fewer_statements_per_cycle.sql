@@ -1,13 +1,14 @@
 -- 0008: the lease path's queue scan made independent of statistics, and three statements of
--- every lease+completion cycle that bought nothing. Under 32 workers a cycle's PostgreSQL time
--- is mostly per statement (plan start-up, locks, triggers), not per row; each of these ran
--- once or eight times per batch.
+-- every lease+completion cycle that bought nothing. Under 32 workers about half of a cycle's
+-- PostgreSQL time is per statement (plan start-up, locks, triggers) rather than per row; each
+-- of these ran once or eight times per batch.
 --
 -- events.run_id's foreign key: every event insert ran its check (a lookup with a plan start-up
--- of its own, after the statement) against the run the same statement had just locked and
--- written; no other writer inserts events. What it gave beyond that check, cascading the
--- deletion of a sweep's runs to their events, a statement trigger does; for their metrics too,
--- which never had a key (a sweep deleted in psql left its curves behind).
+-- of its own, after the statement) against a run that the same transaction had just written
+-- (created, or locked and updated), as every statement that appends an event does. What it
+-- gave beyond that check, cascading the deletion of a sweep's runs to their events, a
+-- statement trigger does; for their metrics too, which never had a key (a sweep deleted in
+-- psql left its curves behind).
 ALTER TABLE events DROP CONSTRAINT events_run_id_fkey;
 -- By run_id = ANY: through each table's index on run_id whatever the planner thinks of the
 -- transition table against a metrics table of ~100M rows.
