@@ -1,5 +1,6 @@
 #include "server/migrations.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -11,10 +12,16 @@ namespace {
 // "parity" in ASCII: the advisory lock taken while migrating.
 constexpr int64_t kMigrationLockKey = 0x706172697479;
 
+// A failed file's status names the file: the SQL error alone does not say which one ran.
+absl::Status InFile(const absl::Status& status, absl::string_view file) {
+  return absl::Status(status.code(), absl::StrCat(file, ": ", status.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
-                                                std::span<const Migration> migrations) {
+                                                std::span<const Migration> migrations,
+                                                std::span<const Repeatable> repeatables) {
   try {
     pqxx::connection connection(database_url);
     pqxx::nontransaction session(connection);
@@ -24,9 +31,16 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
     session.exec(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text "
         "NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    session.exec(
+        "CREATE TABLE IF NOT EXISTS schema_repeatables (name text PRIMARY KEY, checksum text "
+        "NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
     std::map<int, std::string> applied;
     for (const auto& row : session.exec("SELECT version, checksum FROM schema_migrations")) {
       applied[row[0].as<int>()] = row[1].c_str();
+    }
+    std::map<std::string, std::string> applied_repeatables;
+    for (const auto& row : session.exec("SELECT name, checksum FROM schema_repeatables")) {
+      applied_repeatables[row[0].c_str()] = row[1].c_str();
     }
     session.commit();
 
@@ -45,7 +59,11 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
         report.current_version = std::max(report.current_version, migration.version);
         continue;
       }
-      tx.exec(sql);
+      try {
+        tx.exec(sql);
+      } catch (const pqxx::sql_error& e) {
+        return InFile(pg::StatusFromException(e), absl::StrCat("migrations/", migration.name));
+      }
       tx.exec_params("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                      migration.version, std::string(migration.name), checksum);
       tx.commit();
@@ -58,6 +76,30 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
             absl::StrCat("the database is at schema version ", version,
                          ", newer than this binary knows (", report.current_version, ")"));
       }
+    }
+
+    // Repeatables: CREATE OR REPLACE, so applying one again is harmless; skipped when unchanged
+    // so that a start-up replaces no function (and invalidates no cached plan) for nothing.
+    for (const Repeatable& repeatable : repeatables) {
+      const std::string sql(repeatable.sql);
+      const std::string name(repeatable.name);
+      pqxx::work tx(connection);
+      const std::string checksum = tx.exec_params1("SELECT md5($1)", sql)[0].c_str();
+      if (auto it = applied_repeatables.find(name);
+          it != applied_repeatables.end() && it->second == checksum) {
+        continue;
+      }
+      try {
+        tx.exec(sql);
+      } catch (const pqxx::sql_error& e) {
+        return InFile(pg::StatusFromException(e), absl::StrCat("server/sql/", name));
+      }
+      tx.exec_params(
+          "INSERT INTO schema_repeatables (name, checksum) VALUES ($1, $2) ON CONFLICT (name) DO "
+          "UPDATE SET checksum = excluded.checksum, applied_at = now()",
+          name, checksum);
+      tx.commit();
+      report.repeatables_applied.push_back(name);
     }
     return report;
   } catch (const std::exception& e) {

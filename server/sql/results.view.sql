@@ -1,0 +1,27 @@
+-- results: one row per run, read by QueryResults and AnalyzeSweep: the accounting, planned vs
+-- measured FLOPs/token, final BPC and ΔBPC against the 1C dense baseline of the same sweep,
+-- compute budget, data variant and seed (the first such baseline in grid order that SUCCEEDED;
+-- NULL when there is none). CREATE OR REPLACE VIEW can only add columns at the end: to drop,
+-- rename or retype one, see README.md.
+CREATE OR REPLACE VIEW results AS
+SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
+       r.d_model, r.num_layers, r.num_experts, r.top_k, r.expert_hidden,
+       r.params, r.active_params, r.activation_rate,
+       r.flops_per_token AS planned_flops_per_token,
+       r.measured_flops_per_token,
+       r.measured_flops_per_token / NULLIF(r.flops_per_token, 0) AS measured_over_planned_flops,
+       r.compute_flops, r.tokens, r.unique_tokens, r.epochs,
+       r.compute_budget, r.compute_multiple, r.data_variant, r.seed,
+       r.predicted_efficiency_leverage,
+       r.final_train_bpc, r.final_val_bpc, r.wall_seconds, r.attempt,
+       r.final_val_bpc - b.final_val_bpc AS delta_bpc_vs_dense
+FROM runs r
+LEFT JOIN LATERAL (
+  SELECT d.final_val_bpc
+  FROM runs d
+  WHERE d.sweep_id = r.sweep_id AND d.role = 'DENSE_BASELINE' AND d.compute_multiple = 1
+    AND d.compute_budget = r.compute_budget AND d.data_variant = r.data_variant
+    AND d.seed = r.seed AND d.state = 'SUCCEEDED'
+  ORDER BY d.ordinal
+  LIMIT 1
+) b ON true;

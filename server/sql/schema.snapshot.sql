@@ -1,0 +1,941 @@
+CREATE FUNCTION public.append_metric_arrays(p_run uuid, p_epoch bigint, p_increasing boolean, p_step bigint[], p_attempt integer[], p_tokens bigint[], p_unique_tokens bigint[], p_epochs double precision[], p_train_bpc double precision[], p_val_bpc double precision[], p_learning_rate double precision[], p_grad_norm double precision[], p_aux_loss double precision[], p_z_loss double precision[], p_tokens_per_second double precision[], p_flops_per_second double precision[], p_flops double precision[], p_expert_load jsonb[], p_logged_us bigint[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_epoch bigint;
+  v_state text;
+  v_highest bigint;
+  v_stored integer;
+BEGIN
+  SELECT lease_epoch, state INTO v_epoch, v_state FROM runs WHERE run_id = p_run FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
+  END IF;
+  IF v_epoch <> p_epoch THEN
+    RAISE EXCEPTION USING ERRCODE = 'PR001',
+      MESSAGE = format('lease epoch %s is stale; current is %s', p_epoch, v_epoch);
+  END IF;
+  IF v_state = 'PENDING' THEN
+    RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'the lease was lost (run is PENDING)';
+  END IF;
+  IF cardinality(p_step) = 0 THEN
+    RETURN 0;
+  END IF;
+  SELECT max(step) INTO v_highest FROM metrics WHERE run_id = p_run;
+  IF p_increasing AND p_step[1] > coalesce(v_highest, -1) THEN
+    INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
+                         learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
+                         flops_per_second, flops, expert_load, logged_at)
+    SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
+           grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
+           to_timestamp(us / 1000000.0)
+    FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
+                p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
+                p_flops_per_second, p_flops, p_expert_load, p_logged_us)
+      AS x(step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
+           grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
+           us);
+    GET DIAGNOSTICS v_stored = ROW_COUNT;
+  ELSE
+    INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
+                         learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
+                         flops_per_second, flops, expert_load, logged_at)
+    SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
+           grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
+           to_timestamp(us / 1000000.0)
+    FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
+                p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
+                p_flops_per_second, p_flops, p_expert_load, p_logged_us)
+      AS x(step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
+           grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
+           us)
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS v_stored = ROW_COUNT;
+  END IF;
+  -- The run's progress follows the points of this batch (as in 0004, where only stored points
+  -- counted: a batch that stored nothing was a resend of points already counted).
+  IF v_stored > 0 THEN
+    UPDATE runs SET latest_step = greatest(latest_step, (SELECT max(s) FROM unnest(p_step) s)),
+      latest_val_bpc = coalesce((SELECT v FROM unnest(p_step, p_val_bpc) AS b(s, v)
+                                 WHERE v IS NOT NULL ORDER BY s DESC LIMIT 1), latest_val_bpc)
+    WHERE run_id = p_run;
+  END IF;
+  RETURN v_stored;
+END $$;
+
+CREATE TABLE public.runs (
+    run_id uuid NOT NULL,
+    sweep_id uuid NOT NULL,
+    ordinal integer NOT NULL,
+    name text NOT NULL,
+    spec_json jsonb NOT NULL,
+    spec_bytes bytea NOT NULL,
+    role text NOT NULL,
+    layout text NOT NULL,
+    params bigint NOT NULL,
+    active_params bigint NOT NULL,
+    activation_rate double precision NOT NULL,
+    flops_per_token double precision NOT NULL,
+    compute_flops double precision NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epochs double precision NOT NULL,
+    d_model integer NOT NULL,
+    num_layers integer NOT NULL,
+    num_experts integer NOT NULL,
+    top_k integer NOT NULL,
+    expert_hidden integer NOT NULL,
+    compute_budget text NOT NULL,
+    compute_multiple double precision NOT NULL,
+    data_variant text NOT NULL,
+    seed bigint NOT NULL,
+    predicted_efficiency_leverage double precision DEFAULT 0 NOT NULL,
+    cpu_threads integer DEFAULT 1 NOT NULL,
+    gpus integer DEFAULT 0 NOT NULL,
+    memory_bytes bigint DEFAULT 0 NOT NULL,
+    gpu_memory_bytes bigint DEFAULT 0 NOT NULL,
+    state text DEFAULT 'PENDING'::text NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    attempt integer DEFAULT 1 NOT NULL,
+    max_attempts integer DEFAULT 3 NOT NULL,
+    not_before timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    lease_owner uuid,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    device_indices integer[] DEFAULT '{}'::integer[] NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    checkpoint_step bigint,
+    checkpoint_uri text,
+    checkpoint_at timestamp with time zone,
+    failure_class text,
+    failure_code integer,
+    failure_message text,
+    final_train_bpc double precision,
+    final_val_bpc double precision,
+    summary_tokens bigint,
+    summary_steps bigint,
+    measured_flops_per_token double precision,
+    wall_seconds double precision,
+    peak_memory_bytes bigint,
+    tokens_per_second double precision,
+    latest_step bigint DEFAULT 0 NOT NULL,
+    latest_val_bpc double precision,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    ended_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text]))),
+    CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
+)
+WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
+
+CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[]) RETURNS TABLE(request integer, outcome text, run public.runs)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+BEGIN
+  -- Every writer of a run locks its row first; in run_id order, so two batches cannot deadlock.
+  PERFORM 1 FROM runs WHERE run_id = ANY (p_runs) ORDER BY run_id FOR UPDATE;
+  RETURN QUERY
+  WITH input AS (
+    SELECT * FROM unnest(p_runs, p_epochs, p_train_bpc, p_val_bpc, p_tokens, p_steps,
+                         p_measured_m, p_wall_seconds, p_peak_memory, p_tokens_per_second,
+                         p_checkpoint_step, p_checkpoint_uri)
+      WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
+                           wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
+                           checkpoint_uri, i)),
+  ending AS (
+    SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
+           r.lease_owner
+    FROM input q JOIN runs r ON r.run_id = q.run_id AND r.lease_epoch = q.epoch
+    WHERE r.state IN ('LEASED', 'RUNNING') ORDER BY q.run_id, q.i),
+  done AS (
+    UPDATE runs r SET state = 'SUCCEEDED', final_train_bpc = e.train_bpc,
+      final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
+      measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
+      peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
+      checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
+      checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
+      latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,
+      lease_expires_at = NULL, cancel_requested = false,
+      started_at = coalesce(r.started_at, now()), ended_at = now(), updated_at = now()
+    FROM ending e WHERE r.run_id = e.run_id RETURNING e.i, r AS ended),
+  ev AS (
+    INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch,
+                        worker_id, reason)
+    SELECT e.run_id, e.sweep_id, e.from_state, 'SUCCEEDED', e.attempt, e.epoch, e.lease_owner,
+           'succeeded' FROM ending e),
+  -- Sweeps whose last unfinished run this batch ends (not locked: see EndSweepIfDone). This
+  -- statement's snapshot still shows the runs it ends as live, hence "live runs other than
+  -- those". A sweep's pending runs are looked for from its last ordinal down: the first ones
+  -- were leased since the last vacuum, and their dead index entries are what a scan from the
+  -- front walks over.
+  swept AS (
+    UPDATE sweeps s SET ended_at = now(), state = CASE WHEN s.state = 'CANCELLED' THEN
+      'CANCELLED' WHEN EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND
+      state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END
+    WHERE s.sweep_id IN (SELECT e.sweep_id FROM ending e) AND s.ended_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id
+        AND state = 'PENDING' ORDER BY ordinal DESC LIMIT 1) last_pending)
+      AND NOT EXISTS (SELECT 1 FROM runs l WHERE l.sweep_id = s.sweep_id
+        AND l.state IN ('LEASED', 'RUNNING') AND l.run_id NOT IN (SELECT e.run_id FROM ending e)))
+  SELECT q.i::integer,
+         CASE WHEN d.i = q.i THEN 'completed' WHEN d.i IS NOT NULL THEN 'unchanged'
+              WHEN cur.run_id IS NULL THEN 'not_found'
+              WHEN cur.lease_epoch <> q.epoch THEN 'stale' ELSE 'unchanged' END,
+         CASE WHEN d.i IS NOT NULL THEN d.ended WHEN cur.run_id IS NULL THEN NULL
+              ELSE cur END
+  FROM input q LEFT JOIN done d ON (d.ended).run_id = q.run_id
+  LEFT JOIN runs cur ON cur.run_id = q.run_id;
+END $$;
+
+CREATE FUNCTION public.delete_records_of_deleted_runs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_runs uuid[] := ARRAY(SELECT run_id FROM deleted_runs);
+BEGIN
+  DELETE FROM events WHERE run_id = ANY (v_runs);
+  DELETE FROM metrics WHERE run_id = ANY (v_runs);
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION public.lease_runs(p_workers uuid[], p_cpu_devices integer[], p_gpu_indices text[], p_cpu_threads integer, p_host_memory bigint, p_gpu_memory bigint[], p_ttl_seconds double precision) RETURNS TABLE(request integer, run public.runs)
+    LANGUAGE plpgsql
+    SET enable_bitmapscan TO 'off'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+  v_waiting integer[];  -- requests of registered workers still without a run, in order
+  v_runs uuid[];        -- the runs a round takes, in fair-share order
+  v_leased integer;
+  v_round integer := 0;
+  v_short uuid[] := '{}';  -- sweeps that had fewer fitting runs free than their share
+  v_short_now uuid[];
+BEGIN
+  -- A worker asking again within a second is not rewritten: last_seen_at feeds a live window
+  -- of a minute, and a busy worker asks many times a second.
+  WITH touched AS (UPDATE workers SET last_seen_at = now() WHERE worker_id = ANY (p_workers)
+                     AND last_seen_at < now() - interval '1 second')
+  SELECT coalesce(array_agg(q.i::integer ORDER BY q.i), '{}') INTO v_waiting
+  FROM unnest(p_workers) WITH ORDINALITY AS q(worker_id, i)
+  WHERE EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = q.worker_id);
+  IF cardinality(v_waiting) < cardinality(p_workers) THEN
+    RETURN QUERY SELECT q.i::integer, NULL::runs FROM unnest(p_workers) WITH ORDINALITY AS q(w, i)
+      WHERE q.i <> ALL (v_waiting);
+  END IF;
+  WHILE cardinality(v_waiting) > 0 AND v_round < 8 LOOP
+    v_round := v_round + 1;
+    WITH open AS (
+      SELECT s.sweep_id, s.priority, s.created_at, live.n FROM sweeps s CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM runs l WHERE l.sweep_id = s.sweep_id
+          AND l.state IN ('LEASED', 'RUNNING')) live
+      WHERE s.ended_at IS NULL AND s.sweep_id <> ALL (v_short) AND EXISTS (
+        SELECT 1 FROM (SELECT 1 FROM runs r WHERE r.sweep_id = s.sweep_id
+          AND r.state = 'PENDING' AND r.not_before <= now()
+          AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
+          AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
+            AND r.gpus <= cardinality(p_gpu_memory)
+            AND p_gpu_memory[r.gpus] >= r.gpu_memory_bytes))
+          ORDER BY r.ordinal DESC LIMIT 1) fits)
+      ORDER BY s.priority DESC, live.n, s.created_at, s.sweep_id LIMIT 32),
+    share AS (
+      SELECT sweep_id, count(*) AS runs FROM (
+        SELECT o.sweep_id FROM open o CROSS JOIN generate_series(1, cardinality(v_waiting)) j
+        ORDER BY o.priority DESC, o.n + j, o.created_at, o.sweep_id
+        LIMIT cardinality(v_waiting)) slots
+      GROUP BY sweep_id),
+    -- Each sweep's share in grid order, locked as read: a run another batch holds is skipped
+    -- and the next one taken in its place. Ordered by ordinal::bigint, which only
+    -- runs_pending_queue serves (see there).
+    locked AS (
+      SELECT c.run_id, o.priority, o.n + row_number() OVER (PARTITION BY o.sweep_id
+                                                           ORDER BY c.ordinal) AS rank_live,
+             o.created_at, o.sweep_id
+      FROM share a JOIN open o ON o.sweep_id = a.sweep_id CROSS JOIN LATERAL (
+        SELECT r.run_id, r.ordinal FROM runs r
+        WHERE r.sweep_id = o.sweep_id AND r.state = 'PENDING' AND r.not_before <= now()
+          AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
+          AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
+            AND r.gpus <= cardinality(p_gpu_memory)
+            AND p_gpu_memory[r.gpus] >= r.gpu_memory_bytes))
+        ORDER BY r.ordinal::bigint LIMIT a.runs FOR UPDATE SKIP LOCKED) c)
+    SELECT coalesce(array_agg(l.run_id ORDER BY l.priority DESC, l.rank_live, l.created_at,
+                              l.sweep_id), '{}'),
+           ARRAY(SELECT a.sweep_id FROM share a WHERE a.runs > (SELECT count(*) FROM locked l
+                   WHERE l.sweep_id = a.sweep_id))
+      INTO v_runs, v_short_now FROM locked l;
+    v_short := v_short || v_short_now;
+    v_leased := cardinality(v_runs);
+    -- Nothing taken and no sweep came up short: no pending run fits. Nothing taken but some
+    -- sweeps short (their last runs held by another batch): try the others.
+    EXIT WHEN v_leased = 0 AND cardinality(v_short_now) = 0;
+    CONTINUE WHEN v_leased = 0;
+    -- The k-th run of the order goes to the k-th waiting request. By primary key, so that the
+    -- planner never weighs a scan of the queue against a guess of the batch's size.
+    RETURN QUERY
+    WITH taken AS (
+      UPDATE runs r SET state = 'LEASED',
+        lease_owner = p_workers[v_waiting[array_position(v_runs, r.run_id)]],
+        lease_epoch = r.lease_epoch + 1,
+        lease_expires_at = now() + make_interval(secs => p_ttl_seconds),
+        cancel_requested = false, updated_at = now(),
+        device_indices = CASE WHEN r.gpus = 0
+          THEN ARRAY[p_cpu_devices[v_waiting[array_position(v_runs, r.run_id)]]]
+          ELSE (p_gpu_indices[v_waiting[array_position(v_runs, r.run_id)]]::integer[])[1:r.gpus]
+          END
+      WHERE r.run_id = ANY (v_runs) RETURNING r),
+    ev AS (
+      INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch,
+                          worker_id, reason)
+      SELECT (t.r).run_id, (t.r).sweep_id, 'PENDING', 'LEASED', (t.r).attempt,
+             (t.r).lease_epoch, (t.r).lease_owner, 'leased' FROM taken t)
+    SELECT v_waiting[array_position(v_runs, (t.r).run_id)], t.r FROM taken t;
+    -- Pairing hands runs to the waiting requests in order: the first v_leased are served.
+    v_waiting := v_waiting[v_leased + 1:];
+  END LOOP;
+END $$;
+
+CREATE FUNCTION public.notify_run_pending() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  PERFORM pg_notify('parity_runs_pending', '');
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION public.notify_runs_pending() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM changed_runs WHERE state = 'PENDING') THEN
+    PERFORM pg_notify('parity_runs_pending', '');
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE TABLE public.events (
+    event_id bigint NOT NULL,
+    run_id uuid NOT NULL,
+    sweep_id uuid NOT NULL,
+    from_state text,
+    to_state text NOT NULL,
+    attempt integer NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    worker_id uuid,
+    reason text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    xid xid8 DEFAULT pg_current_xact_id() NOT NULL
+);
+
+CREATE SEQUENCE public.events_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.events_event_id_seq OWNED BY public.events.event_id;
+
+CREATE TABLE public.metrics (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+)
+PARTITION BY HASH (run_id);
+
+CREATE TABLE public.metrics_p00 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p01 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p02 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p03 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p04 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p05 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p06 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p07 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p08 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p09 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p10 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p11 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p12 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p13 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p14 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.metrics_p15 (
+    run_id uuid NOT NULL,
+    step bigint NOT NULL,
+    attempt integer NOT NULL,
+    tokens bigint NOT NULL,
+    unique_tokens bigint NOT NULL,
+    epoch double precision NOT NULL,
+    train_bpc double precision NOT NULL,
+    val_bpc double precision,
+    learning_rate double precision NOT NULL,
+    grad_norm double precision NOT NULL,
+    aux_loss double precision NOT NULL,
+    z_loss double precision NOT NULL,
+    tokens_per_second double precision NOT NULL,
+    flops_per_second double precision NOT NULL,
+    flops double precision NOT NULL,
+    expert_load jsonb,
+    logged_at timestamp with time zone,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE VIEW public.results AS
+ SELECT r.run_id,
+    r.sweep_id,
+    r.ordinal,
+    r.name,
+    r.role,
+    r.layout,
+    r.state,
+    r.d_model,
+    r.num_layers,
+    r.num_experts,
+    r.top_k,
+    r.expert_hidden,
+    r.params,
+    r.active_params,
+    r.activation_rate,
+    r.flops_per_token AS planned_flops_per_token,
+    r.measured_flops_per_token,
+    (r.measured_flops_per_token / NULLIF(r.flops_per_token, (0)::double precision)) AS measured_over_planned_flops,
+    r.compute_flops,
+    r.tokens,
+    r.unique_tokens,
+    r.epochs,
+    r.compute_budget,
+    r.compute_multiple,
+    r.data_variant,
+    r.seed,
+    r.predicted_efficiency_leverage,
+    r.final_train_bpc,
+    r.final_val_bpc,
+    r.wall_seconds,
+    r.attempt,
+    (r.final_val_bpc - b.final_val_bpc) AS delta_bpc_vs_dense
+   FROM (public.runs r
+     LEFT JOIN LATERAL ( SELECT d.final_val_bpc
+           FROM public.runs d
+          WHERE ((d.sweep_id = r.sweep_id) AND (d.role = 'DENSE_BASELINE'::text) AND (d.compute_multiple = (1)::double precision) AND (d.compute_budget = r.compute_budget) AND (d.data_variant = r.data_variant) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text))
+          ORDER BY d.ordinal
+         LIMIT 1) b ON (true));
+
+CREATE TABLE public.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.schema_repeatables (
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.sweeps (
+    sweep_id uuid NOT NULL,
+    name text NOT NULL,
+    spec_json jsonb NOT NULL,
+    spec_bytes bytea NOT NULL,
+    state text DEFAULT 'ACTIVE'::text NOT NULL,
+    idempotency_key text,
+    owner text NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    ended_at timestamp with time zone,
+    CONSTRAINT sweeps_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
+);
+
+CREATE TABLE public.workers (
+    worker_id uuid NOT NULL,
+    hostname text NOT NULL,
+    devices jsonb NOT NULL,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    version text DEFAULT ''::text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p00 FOR VALUES WITH (modulus 16, remainder 0);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p01 FOR VALUES WITH (modulus 16, remainder 1);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p02 FOR VALUES WITH (modulus 16, remainder 2);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p03 FOR VALUES WITH (modulus 16, remainder 3);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p04 FOR VALUES WITH (modulus 16, remainder 4);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p05 FOR VALUES WITH (modulus 16, remainder 5);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p06 FOR VALUES WITH (modulus 16, remainder 6);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p07 FOR VALUES WITH (modulus 16, remainder 7);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p08 FOR VALUES WITH (modulus 16, remainder 8);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p09 FOR VALUES WITH (modulus 16, remainder 9);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p10 FOR VALUES WITH (modulus 16, remainder 10);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p11 FOR VALUES WITH (modulus 16, remainder 11);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p12 FOR VALUES WITH (modulus 16, remainder 12);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p13 FOR VALUES WITH (modulus 16, remainder 13);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p14 FOR VALUES WITH (modulus 16, remainder 14);
+
+ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p15 FOR VALUES WITH (modulus 16, remainder 15);
+
+ALTER TABLE ONLY public.events ALTER COLUMN event_id SET DEFAULT nextval('public.events_event_id_seq'::regclass);
+
+ALTER TABLE ONLY public.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (event_id);
+
+ALTER TABLE ONLY public.metrics
+    ADD CONSTRAINT metrics_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p00
+    ADD CONSTRAINT metrics_p00_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p01
+    ADD CONSTRAINT metrics_p01_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p02
+    ADD CONSTRAINT metrics_p02_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p03
+    ADD CONSTRAINT metrics_p03_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p04
+    ADD CONSTRAINT metrics_p04_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p05
+    ADD CONSTRAINT metrics_p05_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p06
+    ADD CONSTRAINT metrics_p06_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p07
+    ADD CONSTRAINT metrics_p07_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p08
+    ADD CONSTRAINT metrics_p08_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p09
+    ADD CONSTRAINT metrics_p09_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p10
+    ADD CONSTRAINT metrics_p10_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p11
+    ADD CONSTRAINT metrics_p11_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p12
+    ADD CONSTRAINT metrics_p12_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p13
+    ADD CONSTRAINT metrics_p13_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p14
+    ADD CONSTRAINT metrics_p14_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.metrics_p15
+    ADD CONSTRAINT metrics_p15_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_sweep_id_ordinal_key UNIQUE (sweep_id, ordinal);
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.schema_repeatables
+    ADD CONSTRAINT schema_repeatables_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY public.sweeps
+    ADD CONSTRAINT sweeps_idempotency_key_key UNIQUE (idempotency_key);
+
+ALTER TABLE ONLY public.sweeps
+    ADD CONSTRAINT sweeps_pkey PRIMARY KEY (sweep_id);
+
+ALTER TABLE ONLY public.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id);
+
+CREATE INDEX events_by_run ON public.events USING btree (run_id, event_id);
+
+CREATE INDEX events_by_sweep_xid ON public.events USING btree (sweep_id, xid);
+
+CREATE INDEX runs_live_by_sweep ON public.runs USING btree (sweep_id) WHERE (state = ANY (ARRAY['LEASED'::text, 'RUNNING'::text]));
+
+CREATE INDEX runs_live_leases ON public.runs USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['LEASED'::text, 'RUNNING'::text]));
+
+CREATE INDEX runs_pending_by_sweep ON public.runs USING btree (sweep_id, ordinal) WHERE (state = 'PENDING'::text);
+
+CREATE INDEX runs_pending_queue ON public.runs USING btree (sweep_id, ((ordinal)::bigint)) WHERE (state = 'PENDING'::text);
+
+CREATE INDEX sweeps_created ON public.sweeps USING btree (created_at DESC, sweep_id DESC);
+
+CREATE INDEX sweeps_open ON public.sweeps USING btree (priority DESC, created_at) WHERE (ended_at IS NULL);
+
+CREATE INDEX workers_last_seen ON public.workers USING btree (last_seen_at DESC, worker_id DESC);
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p00_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p01_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p02_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p03_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p04_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p05_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p06_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p07_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p08_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p09_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p10_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p11_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p12_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p13_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p14_pkey;
+
+ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p15_pkey;
+
+CREATE TRIGGER runs_became_pending AFTER UPDATE OF state ON public.runs FOR EACH ROW WHEN (((new.state = 'PENDING'::text) AND (old.state <> 'PENDING'::text))) EXECUTE FUNCTION public.notify_run_pending();
+
+CREATE TRIGGER runs_deleted_with_records AFTER DELETE ON public.runs REFERENCING OLD TABLE AS deleted_runs FOR EACH STATEMENT EXECUTE FUNCTION public.delete_records_of_deleted_runs();
+
+CREATE TRIGGER runs_pending_after_insert AFTER INSERT ON public.runs REFERENCING NEW TABLE AS changed_runs FOR EACH STATEMENT EXECUTE FUNCTION public.notify_runs_pending();
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_sweep_id_fkey FOREIGN KEY (sweep_id) REFERENCES public.sweeps(sweep_id) ON DELETE CASCADE;
