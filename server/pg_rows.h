@@ -63,7 +63,7 @@ class ArrayLiteral {
 };
 
 // A batch of points as one PostgreSQL array literal per column, for append_metric_arrays
-// (migration 0005). `increasing`: steps strictly increase through the batch.
+// (server/sql/). `increasing`: steps strictly increase through the batch.
 struct MetricArrays {
   std::string step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
       grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,

@@ -8,7 +8,7 @@ namespace parity::server::pg {
 #define PARITY_US(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 // "Sweep s has no pending or live run", through the two partial indexes (runs_pending_by_sweep
 // from its last ordinal down, past the dead entries of runs leased since the last vacuum at its
-// front; runs_live_by_sweep), as complete_runs_success (migration 0006) asks it.
+// front; runs_live_by_sweep), as complete_runs_success (server/sql/) asks it.
 #define PARITY_NO_UNFINISHED_RUNS                                                              \
   "NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND state = "     \
   "'PENDING' ORDER BY ordinal DESC LIMIT 1) last_pending) AND NOT EXISTS (SELECT 1 FROM runs " \
@@ -134,7 +134,7 @@ void PrepareStatements(pqxx::connection& c) {
             "ORDER BY w.last_seen_at DESC, w.worker_id DESC LIMIT $4");
 
   // --- leasing ---
-  // One statement, one round trip, its own transaction: lease_runs() (migration 0006) touches
+  // One statement, one round trip, its own transaction: lease_runs() (server/sql/) touches
   // the workers, ranks the open sweeps with pending work that fits (priority, then fewest live
   // runs — fair share — then oldest), shares the batch among them as leasing one run at a time
   // would, and takes each sweep's share in grid order (FOR UPDATE SKIP LOCKED) with new fencing
@@ -170,7 +170,7 @@ void PrepareStatements(pqxx::connection& c) {
 
   // --- metrics ---
   // $1 run, $2 lease epoch, $3 steps strictly increasing, $4..$19 one array per column
-  // (pg::MetricArrays, migration 0005): the count stored.
+  // (pg::MetricArrays, server/sql/): the count stored.
   c.prepare("append_metric_arrays",
             "SELECT append_metric_arrays($1::uuid, $2::bigint, $3::boolean, $4::bigint[], "
             "$5::integer[], $6::bigint[], $7::bigint[], $8::float8[], $9::float8[], "
@@ -184,7 +184,7 @@ void PrepareStatements(pqxx::connection& c) {
                              "ORDER BY step LIMIT $3");
 
   // --- completion ---
-  // Successes in a batch (migration 0006): $1 runs (uuid[]), $2 lease epochs, $3..$10 train and
+  // Successes in a batch (server/sql/): $1 runs (uuid[]), $2 lease epochs, $3..$10 train and
   // validation BPC, tokens, steps, measured M, wall seconds, peak memory, tokens/s, $11
   // checkpoint steps, $12 checkpoint uris (arrays, NULL = not reported). One row per request
   // (1-based) with its outcome (completed, unchanged, stale, not_found) and the run as it ends
@@ -241,7 +241,7 @@ void PrepareStatements(pqxx::connection& c) {
             "SELECT coalesce(shown.sweep_id::text, '') AS sweep_id, coalesce(shown.name, '') AS "
             "sweep_name, r.state, count(*) AS runs FROM runs r LEFT JOIN shown ON "
             "shown.sweep_id = r.sweep_id GROUP BY 1, 2, 3");
-  // $1 live-worker window (seconds). What lease_runs (migration 0006) could hand out now,
+  // $1 live-worker window (seconds). What lease_runs (server/sql/) could hand out now,
   // ignoring whether a worker's devices fit; and the workers seen within the window.
   c.prepare("count_queue_and_workers",
             "SELECT (SELECT count(*) FROM runs r JOIN sweeps s ON s.sweep_id = r.sweep_id "

@@ -1,4 +1,4 @@
-// PostgresRunStore, part 3: leases and successful completions in batches (migration 0006).
+// PostgresRunStore, part 3: leases and successful completions in batches (server/sql/).
 // A batch is one statement: lease_runs() for requests that offer the same resources,
 // complete_runs_success() for successes. Each request still gets its own answer (an unknown
 // worker, a stale token or an unknown run fails that request alone); an error of the statement

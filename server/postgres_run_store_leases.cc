@@ -63,7 +63,7 @@ void EndSweepIfDone(pqxx::work& tx, const std::string& sweep_id) {
   tx.exec_prepared("refresh_sweep_state", sweep_id);
 }
 
-// The errors migration 0004's one-statement functions raise: P0002 for an unknown run, PR001
+// The errors append_metric_arrays (server/sql/) raises: P0002 for an unknown run, PR001
 // for a stale or lost lease (its message says which). OK for any other error (rethrown).
 absl::Status FencingError(const pqxx::sql_error& e, const std::string& run_id) {
   if (e.sqlstate() == "P0002") return pg::NotFoundError("run", run_id);
@@ -163,7 +163,7 @@ absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdat
 absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
     const std::string& run_id, int64_t lease_epoch, const std::vector<v1::MetricPoint>& points) {
   const pg::MetricArrays a = pg::MetricsAsArrays(points);
-  // One statement (migration 0005's append_metric_arrays): lock, fencing check and insert.
+  // One statement (server/sql/append_metric_arrays.sql): lock, fencing check and insert.
   return pg::WithSingleStatement(
       pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<MetricsAppendResult> {
         pqxx::result stored;

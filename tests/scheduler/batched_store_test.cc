@@ -1,4 +1,4 @@
-// Leases and completions in batches (RunStore::LeaseNextRuns / CompleteRuns, migrations 0006, 0008)
+// Leases and completions in batches (RunStore::LeaseNextRuns / CompleteRuns, server/sql/)
 // against a real PostgreSQL: a batch must answer each request as if it had come alone.
 #include <pqxx/pqxx>
 #include <set>
