@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/pg_support.h"
+#include "spdlog/spdlog.h"
 
 namespace parity::server {
 namespace {
@@ -37,10 +38,6 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
     std::map<int, std::string> applied;
     for (const auto& row : session.exec("SELECT version, checksum FROM schema_migrations")) {
       applied[row[0].as<int>()] = row[1].c_str();
-    }
-    std::map<std::string, std::string> applied_repeatables;
-    for (const auto& row : session.exec("SELECT name, checksum FROM schema_repeatables")) {
-      applied_repeatables[row[0].c_str()] = row[1].c_str();
     }
     session.commit();
 
@@ -80,6 +77,14 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
 
     // Repeatables: CREATE OR REPLACE, so applying one again is harmless; skipped when unchanged
     // so that a start-up replaces no function (and invalidates no cached plan) for nothing.
+    // Read after the numbered migrations: one that drops an object deletes its file's row.
+    std::map<std::string, std::string> applied_repeatables;
+    {
+      pqxx::read_transaction tx(connection);
+      for (const auto& row : tx.exec("SELECT name, checksum FROM schema_repeatables")) {
+        applied_repeatables[row[0].c_str()] = row[1].c_str();
+      }
+    }
     for (const Repeatable& repeatable : repeatables) {
       const std::string sql(repeatable.sql);
       const std::string name(repeatable.name);
@@ -99,6 +104,8 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
           "UPDATE SET checksum = excluded.checksum, applied_at = now()",
           name, checksum);
       tx.commit();
+      // The one trace in the logs of a function replaced under running replicas.
+      spdlog::info("event=sql_applied file=server/sql/{} checksum={}", name, checksum);
       report.repeatables_applied.push_back(name);
     }
     return report;

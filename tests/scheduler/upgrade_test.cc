@@ -228,6 +228,25 @@ TEST(UpgradeTest, AChangedRepeatableIsAppliedAgainAndAloneThenRestored) {
   EXPECT_EQ(Sql(url, installed), "f");
 }
 
+// As server/sql/README.md says to do: a numbered migration that drops an object whose file did
+// not change deletes the file's row, and the file runs again after it.
+TEST(UpgradeTest, AMigrationThatDropsAViewHasItsFileAppliedAgain) {
+  PARITY_REQUIRE_POSTGRES();
+  const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
+  ASSERT_TRUE(ApplyMigrations(url, EmbeddedMigrations()).ok());
+  std::vector<Migration> migrations(EmbeddedMigrations().begin(), EmbeddedMigrations().end());
+  const int next = migrations.back().version + 1;
+  migrations.push_back(Migration{next, "NNNN_drops_results.sql",
+                                 "DROP VIEW results; DELETE FROM schema_repeatables WHERE name = "
+                                 "'results.view.sql';"});
+  absl::StatusOr<MigrationReport> report = ApplyMigrations(url, migrations);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->applied, 1);
+  EXPECT_EQ(report->current_version, next);
+  EXPECT_THAT(report->repeatables_applied, ElementsAre("results.view.sql"));
+  EXPECT_EQ(Sql(url, "SELECT count(*) FROM results"), "0") << "expected the view back";
+}
+
 TEST(UpgradeTest, AFailingRepeatableNamesItsFileAndIsTriedAgainNextTime) {
   PARITY_REQUIRE_POSTGRES();
   const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
