@@ -172,21 +172,28 @@ void Bootstrap(std::span<const Observation> runs, const DenseLawOptions& options
 
 absl::StatusOr<DenseLawFit> FitDenseComputeLaw(std::span<const Observation> runs,
                                                const DenseLawOptions& options) {
-  std::vector<double> distinct;
+  std::vector<double> computes;
   for (const Observation& o : runs) {
     if (!(o.x > 0) || !(o.y > 0) || !std::isfinite(o.x) || !std::isfinite(o.y)) {
       return absl::InvalidArgumentError(
           absl::StrCat("every dense run needs C > 0 and a positive finite loss; got C = ", o.x,
                        ", loss = ", o.y));
     }
-    if (std::find(distinct.begin(), distinct.end(), o.x) == distinct.end()) distinct.push_back(o.x);
+    computes.push_back(o.x);
+  }
+  // Runs of one budget may differ in C by token rounding (D = round(C·m/M)); a budget that is
+  // a "distinct" budget only by rounding must not let three parameters be fitted to two.
+  std::sort(computes.begin(), computes.end());
+  std::vector<double> distinct;
+  for (double c : computes) {
+    if (distinct.empty() || c > distinct.back() * 1.01) distinct.push_back(c);
   }
   if (distinct.size() < 3) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "not fitted: L(C) = a·C^-b + c has three parameters and needs dense runs at ≥ 3 distinct "
-        "compute budgets; the finished dense runs span ",
-        distinct.size(), distinct.size() == 1 ? " budget" : " budgets",
-        " (add dense baselines at more compute multiples, e.g. 0.5C and 4C)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("L(C) = a·C^-b + c has three parameters and needs dense runs at ≥ 3 distinct "
+                     "compute budgets; the finished dense runs span ",
+                     distinct.size(), distinct.size() == 1 ? " budget" : " budgets",
+                     " (add dense baselines at more compute multiples, e.g. 0.5C and 4C)"));
   }
   absl::StatusOr<DenseLawFit> fit = FitPoint(runs, options.huber_delta);
   if (!fit.ok()) return fit.status();

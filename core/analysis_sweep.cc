@@ -21,11 +21,13 @@
 namespace parity::core {
 namespace {
 
+// Runs of one budget differ in C by token rounding (D = round(C·m/M)); budgets differ by far
+// more than 1%.
 int CountDistinct(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   int distinct = 0;
   for (size_t i = 0; i < values.size(); ++i) {
-    distinct += i == 0 || values[i] > values[i - 1] * (1 + 1e-9);
+    distinct += i == 0 || values[i] > values[i - 1] * 1.01;
   }
   return distinct;
 }
@@ -138,7 +140,7 @@ absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation>
   fit.granularities = CountDistinct(granularities);
   if (fit.points < 5 || fit.budgets < 2 || fit.granularities < 3) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "not fitted: the joint law's d needs MoE runs with a measured EL at ≥ 2 compute budgets, "
+        "the joint law's d needs MoE runs with a measured EL at ≥ 2 compute budgets, "
         "γ and β need ≥ 3 granularities, and its four coefficients ≥ 5 runs; this sweep has ",
         fit.points, " runs, ", fit.budgets, " budgets and ", fit.granularities, " granularities"));
   }
@@ -162,7 +164,7 @@ absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation>
     std::swap(m[col], m[pivot]);
     if (std::fabs(m[col][col]) < 1e-12 * (1 + std::fabs(m[0][0]))) {
       return absl::FailedPreconditionError(
-          "not fitted: the runs' activation ratios, budgets and granularities do not separate "
+          "the runs' activation ratios, budgets and granularities do not separate "
           "the law's terms (singular fit)");
     }
     for (int r = 0; r < 4; ++r) {
@@ -243,7 +245,7 @@ SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> all) {
   }
   if (!analysis.dense_fit.ok()) {
     analysis.el_law = absl::FailedPreconditionError(
-        "not fitted: no MoE run has a measured EL, because the dense law was not fitted");
+        "no MoE run has a measured EL, because the dense law was not fitted");
   } else {
     analysis.el_law = FitEfficiencyLeverageLaw(el_runs);
   }

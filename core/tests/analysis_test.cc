@@ -114,6 +114,9 @@ TEST(DenseLawTest, RefusesWithFewerThanThreeBudgets) {
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_NE(status.message().find("≥ 3 distinct compute budgets"), std::string::npos) << status;
   EXPECT_NE(status.message().find("span 2 budgets"), std::string::npos) << status;
+  // Token rounding makes one budget's C differ in the sixth digit: still one budget.
+  const std::vector<Observation> rounded = {{1e20, 2.0}, {1e20 * (1 + 1e-6), 2.01}, {2e20, 1.9}};
+  EXPECT_EQ(FitDenseComputeLaw(rounded).status().code(), absl::StatusCode::kFailedPrecondition);
   const std::vector<Observation> bad = {{1e20, 2.0}, {2e20, -1}, {4e20, 1.5}};
   EXPECT_EQ(FitDenseComputeLaw(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }

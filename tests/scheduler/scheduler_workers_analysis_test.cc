@@ -152,7 +152,7 @@ TEST_F(SchedulerTest, AnalyzeSweepRecoversAKnownLawLeverageAndOptimum) {
             leverage["moe-r0.2-s0"]->efficiency_leverage())
       << "the seed with the lower loss needs more dense compute to match";
   EXPECT_LT(leverage["moe-r0.4-s0"]->efficiency_leverage(), 2.0);
-  EXPECT_THAT(analysis->efficiency_leverage_law_refusal(), ::testing::HasSubstr("not fitted"));
+  EXPECT_THAT(analysis->efficiency_leverage_law_refusal(), ::testing::HasSubstr("granularities"));
   EXPECT_FALSE(analysis->has_efficiency_leverage_law());
 
   // "unique": bracketed at 0.2 with an interval; "strict": one r_a, so no optimum and why.

@@ -49,11 +49,11 @@ function optimumRow(o) {
   const bpc = bracketed ? `${fixed(o.bpc)}${interval(o.bpc_interval, (v) => fixed(v))}` : '—';
   return h('tr', {'data-testid': 'optimum-row', 'data-status': o.status || ''},
            h('td', {}, o.compute_budget), h('td', {}, o.data_variant),
-           h('td', {class: bracketed ? 'numeric' : 'muted'}, optimum),
+           h('td', {class: bracketed ? 'numeric' : 'muted note'}, optimum),
            h('td', {class: 'numeric'}, bpc),
            h('td', {class: 'numeric'}, `${percent(o.best_grid_activation_rate)} (${fixed(o.best_grid_bpc)})`),
            h('td', {class: 'numeric'}, `${o.points} / ${o.rates}`),
-           h('td', {class: 'muted'}, o.interval_note || ''));
+           h('td', {class: 'muted note'}, o.interval_note || ''));
 }
 
 function elLaw(analysis) {
