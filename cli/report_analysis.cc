@@ -44,8 +44,9 @@ std::string DenseLaw(const parity::v1::AnalyzeSweepResponse& a) {
   const parity::v1::DenseComputeFit& f = a.dense_fit();
   std::string out = fmt::format(
       "L(C) = a·C^-b + c over {} dense runs at {} compute budgets (Huber loss, c kept in "
-      "[0, lowest loss)); RMS residual {} bits/byte.\n\n",
-      f.points(), f.budgets(), Fixed(f.rms_residual()));
+      "[0, lowest loss); {} dense runs that repeat their data left out); RMS residual {} "
+      "bits/byte.\n\n",
+      f.points(), f.budgets(), f.repeated_data_excluded(), Fixed(f.rms_residual()));
   const auto sci = [](double v) { return Sci(v); };
   const auto four = [](double v) { return Fixed(v); };
   out +=

@@ -61,7 +61,8 @@ struct DenseLawFit {
   // `interval_note` says so.
   std::optional<Interval> a_interval, b_interval, c_interval;
   std::string interval_note;
-  int resamples = 0;                              // bootstrap refits that succeeded
+  int resamples = 0;               // bootstrap refits that succeeded
+  int repeated_data_excluded = 0;  // dense runs left out for repeating data (epochs > 1)
   std::vector<std::array<double, 3>> replicates;  // (a, b, c) of each refit, for propagation
 };
 
@@ -189,8 +190,8 @@ struct ElObservation {
 };
 absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation> runs);
 
-// The whole analysis of a sweep's finished runs. Groups and grid points come out in first-seen
-// order.
+// The whole analysis of a sweep's finished runs. The dense law is fitted to the dense runs that
+// see each token once (epochs ≤ 1); groups and grid points come out in first-seen order.
 SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> runs);
 
 }  // namespace parity::core

@@ -195,10 +195,26 @@ SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> all) {
   }
   SweepAnalysis analysis;
   std::vector<Observation> dense;
+  int repeated = 0;
   for (const FinishedRun& run : runs) {
-    if (IsDense(*run.spec)) dense.push_back({run.spec->accounting().compute_flops(), run.val_bpc});
+    if (!IsDense(*run.spec)) continue;
+    // The compute law is a law of fresh data: a dense run that repeats its data (strict reuse
+    // at 2C, two epochs) pays for repetition too and would bend it.
+    if (run.spec->accounting().epochs() > 1 + 1e-6) {
+      ++repeated;
+      continue;
+    }
+    dense.push_back({run.spec->accounting().compute_flops(), run.val_bpc});
   }
   if (!dense.empty()) analysis.dense_fit = FitDenseComputeLaw(dense);
+  if (analysis.dense_fit.ok()) {
+    analysis.dense_fit->repeated_data_excluded = repeated;
+  } else if (repeated > 0) {
+    analysis.dense_fit =
+        absl::Status(analysis.dense_fit.status().code(),
+                     absl::StrCat(analysis.dense_fit.status().message(), " (", repeated,
+                                  " dense runs that repeat their data are left out of the law)"));
+  }
 
   struct Group {
     std::string budget, variant;

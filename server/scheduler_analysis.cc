@@ -91,6 +91,7 @@ void SetDenseFit(const core::DenseLawFit& fit, v1::DenseComputeFit* out) {
   out->set_budgets(static_cast<uint32_t>(fit.budgets));
   out->set_resamples(static_cast<uint32_t>(fit.resamples));
   out->set_interval_note(fit.interval_note);
+  out->set_repeated_data_excluded(static_cast<uint32_t>(fit.repeated_data_excluded));
 }
 
 void SetOptimum(const core::OptimalActivationGroup& group, v1::OptimalActivation* out) {

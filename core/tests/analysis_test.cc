@@ -383,6 +383,37 @@ TEST(SweepAnalysisTest, DeltaBpcAgainstTheSeedSpread) {
   EXPECT_NE(analysis.leverage[0].missing_reason.find("no dense law"), std::string::npos);
 }
 
+TEST(SweepAnalysisTest, DenseRunsThatRepeatDataStayOutOfTheLaw) {
+  SweepBuilder sweep;
+  for (double c : {1e20, 2e20, 4e20}) {
+    sweep.Add("dense-" + std::to_string(int(c / 1e20)) + "C", parity::v1::RUN_ROLE_DENSE_BASELINE,
+              c, 1.0, kA * std::pow(c, -kB) + kC);
+  }
+  // Strict reuse at 2C: two epochs of the 1C data, worse than the law by the cost of repeating.
+  sweep
+      .Add("dense-2C", parity::v1::RUN_ROLE_DENSE_BASELINE, 2e20, 1.0,
+           kA * std::pow(2e20, -kB) + kC + 0.3, "strict")
+      .mutable_accounting()
+      ->set_epochs(2);
+  const SweepAnalysis analysis = sweep.Analyze();
+  ASSERT_TRUE(analysis.dense_fit.ok()) << analysis.dense_fit.status();
+  EXPECT_EQ(analysis.dense_fit->points, 3);
+  EXPECT_EQ(analysis.dense_fit->repeated_data_excluded, 1);
+  EXPECT_NEAR(analysis.dense_fit->b, kB, 1e-3) << "the repeated-data run must not bend the law";
+
+  SweepBuilder two;
+  two.Add("dense-1C", parity::v1::RUN_ROLE_DENSE_BASELINE, 1e20, 1.0, 2.0);
+  two.Add("dense-2C", parity::v1::RUN_ROLE_DENSE_BASELINE, 2e20, 1.0, 1.9);
+  two.Add("dense-4C", parity::v1::RUN_ROLE_DENSE_BASELINE, 4e20, 1.0, 1.8, "strict")
+      .mutable_accounting()
+      ->set_epochs(4);
+  const absl::Status refused = two.Analyze().dense_fit.status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("1 dense runs that repeat their data are left out"),
+            std::string::npos)
+      << refused;
+}
+
 TEST(ElLawTest, RecoversTheLawFromItsOwnPredictions) {
   ElLawParams truth;
   truth.a = 1.1;

@@ -31,7 +31,9 @@ function denseLaw(analysis) {
            h('p', {}, 'Dense compute law fitted to the finished dense runs: ',
              h('span', {class: 'formula'},
                `L(C) = ${sci(fit.a)} · C^(−${four(fit.b)}) + ${three(fit.c)}`),
-             ` (${fit.points} runs at ${fit.budgets} budgets, RMS residual ` +
+             ` (${fit.points} runs at ${fit.budgets} budgets` +
+             (fit.repeated_data_excluded ? `; ${fit.repeated_data_excluded} runs that repeat data left out` : '') +
+             `, RMS residual ` +
              `${four(fit.rms_residual)} bits/byte; c kept in [0, lowest loss)).`),
            fit.b_interval
                ? h('p', {class: 'muted'}, `90% bootstrap intervals (${fit.resamples} refits): ` +
