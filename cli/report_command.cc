@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/commands.h"
+#include "cli/report_analysis.h"
 #include "cli/report_writer.h"
 #include "cli/scheduler_connection.h"
 #include "fmt/format.h"
@@ -134,8 +135,10 @@ int RunReport(const ReportOptions& options) {
       std::filesystem::absolute(std::filesystem::path(options.out_dir) / "index.html", error);
   std::cout << fmt::format("report of sweep {} ({} runs) written to {}\n", data.sweep.spec().name(),
                            data.runs.size(), options.out_dir);
-  std::cout << fmt::format("  open file://{}\n  runs table: {}/runs.csv\n", index.string(),
-                           options.out_dir);
+  std::cout << fmt::format(
+      "  open file://{}\n  runs table: {}/runs.csv\n  analysis: {}/analysis.md\n", index.string(),
+      options.out_dir, options.out_dir);
+  if (data.analysis) std::cout << OptimumLines(*data.analysis);
   return kExitOk;
 }
 
@@ -150,7 +153,7 @@ void RegisterReportCommand(CLI::App& app, int& exit_code) {
   command->add_option("sweep", options->sweep_id, "Sweep id")->required();
   command
       ->add_option("-o,--out", options->out_dir,
-                   "Directory to write index.html, data.js, assets/ and runs.csv into "
+                   "Directory to write index.html, data.js, assets/, runs.csv and analysis.md into "
                    "(created if missing)")
       ->required();
   command

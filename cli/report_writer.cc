@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/client_format.h"
+#include "cli/report_analysis.h"
 #include "cli/table.h"
 #include "fmt/format.h"
 #include "web/dashboard_documents.h"
@@ -93,9 +94,9 @@ json Documents(const ReportData& data) {
 std::string RunsCsv(const ReportData& data) {
   std::map<std::string, const parity::v1::ResultRow*> results;
   for (const parity::v1::ResultRow& row : data.results) results[row.run_id()] = &row;
-  std::map<std::string, double> leverage;
+  std::map<std::string, const parity::v1::RunLeverage*> leverage;
   if (data.analysis) {
-    for (const auto& l : data.analysis->leverage()) leverage[l.run_id()] = l.efficiency_leverage();
+    for (const auto& l : data.analysis->leverage()) leverage[l.run_id()] = &l;
   }
   auto number = [](double v) { return v == 0 ? std::string() : fmt::format("{:.6g}", v); };
   std::vector<TableRow> rows;
@@ -105,30 +106,36 @@ std::string RunsCsv(const ReportData& data) {
     const auto found = results.find(r.run.run_id());
     const parity::v1::ResultRow* result = found == results.end() ? nullptr : found->second;
     const bool finished = result != nullptr && result->final_val_bpc() > 0;
-    const auto el = leverage.find(r.run.run_id());
-    rows.push_back({r.run.run_id(),
-                    spec.name(),
-                    RoleName(spec.role()),
-                    result ? result->layout() : "",
-                    spec.compute_budget(),
-                    fmt::format("{:g}", spec.compute_multiple()),
-                    spec.data_variant(),
-                    fmt::format("{}", spec.training().seed()),
-                    RunStateName(r.run.state()),
-                    fmt::format("{:.6f}", a.activation_rate()),
-                    fmt::format("{}", a.params()),
-                    fmt::format("{}", a.active_params()),
-                    fmt::format("{:.6e}", a.flops_per_token()),
-                    result ? number(result->measured_flops_per_token()) : "",
-                    fmt::format("{:.6e}", a.compute_flops()),
-                    fmt::format("{}", a.tokens()),
-                    fmt::format("{}", a.unique_tokens()),
-                    fmt::format("{:.4f}", a.epochs()),
-                    finished ? fmt::format("{:.6f}", result->final_val_bpc()) : "",
-                    finished ? fmt::format("{:.6f}", result->delta_bpc_vs_dense()) : "",
-                    number(spec.predicted_efficiency_leverage()),
-                    el == leverage.end() ? "" : fmt::format("{:.4f}", el->second),
-                    result ? number(result->wall_seconds()) : ""});
+    const auto found_el = leverage.find(r.run.run_id());
+    const parity::v1::RunLeverage* el = found_el == leverage.end() ? nullptr : found_el->second;
+    const bool measured = el != nullptr && el->efficiency_leverage() > 0;
+    const bool interval = measured && el->has_efficiency_leverage_interval();
+    rows.push_back(
+        {r.run.run_id(),
+         spec.name(),
+         RoleName(spec.role()),
+         result ? result->layout() : "",
+         spec.compute_budget(),
+         fmt::format("{:g}", spec.compute_multiple()),
+         spec.data_variant(),
+         fmt::format("{}", spec.training().seed()),
+         RunStateName(r.run.state()),
+         fmt::format("{:.6f}", a.activation_rate()),
+         fmt::format("{}", a.params()),
+         fmt::format("{}", a.active_params()),
+         fmt::format("{:.6e}", a.flops_per_token()),
+         result ? number(result->measured_flops_per_token()) : "",
+         fmt::format("{:.6e}", a.compute_flops()),
+         fmt::format("{}", a.tokens()),
+         fmt::format("{}", a.unique_tokens()),
+         fmt::format("{:.4f}", a.epochs()),
+         finished ? fmt::format("{:.6f}", result->final_val_bpc()) : "",
+         finished ? fmt::format("{:.6f}", result->delta_bpc_vs_dense()) : "",
+         number(spec.predicted_efficiency_leverage()),
+         measured ? fmt::format("{:.4f}", el->efficiency_leverage()) : "",
+         interval ? fmt::format("{:.4f}", el->efficiency_leverage_interval().low()) : "",
+         interval ? fmt::format("{:.4f}", el->efficiency_leverage_interval().high()) : "",
+         result ? number(result->wall_seconds()) : ""});
   }
   return RenderCsv({"run_id",
                     "name",
@@ -152,6 +159,8 @@ std::string RunsCsv(const ReportData& data) {
                     "delta_bpc_vs_dense_1c",
                     "predicted_efficiency_leverage",
                     "efficiency_leverage",
+                    "efficiency_leverage_90_low",
+                    "efficiency_leverage_90_high",
                     "wall_seconds"},
                    rows);
 }
@@ -174,6 +183,9 @@ absl::Status WriteReport(const ReportData& data, const std::string& dir) {
       report.dump(-1, ' ', false, json::error_handler_t::replace), ";\n");
   if (absl::Status s = WriteFile(root / "data.js", script); !s.ok()) return s;
   if (absl::Status s = WriteFile(root / "runs.csv", RunsCsv(data)); !s.ok()) return s;
+  const std::string analysis =
+      AnalysisMarkdown(data.sweep.spec().name(), data.analysis, data.analysis_error);
+  if (absl::Status s = WriteFile(root / "analysis.md", analysis); !s.ok()) return s;
   const std::string index = web::IndexHtmlWith("<script src=\"data.js\"></script>");
   if (index.empty()) return absl::InternalError("index.html is not embedded in this binary");
   return WriteFile(root / "index.html", index);

@@ -3,7 +3,7 @@
 // file:// with the same figures and tables, plus runs.csv for a spreadsheet or a paper.
 //
 //   DIR/index.html  DIR/data.js  DIR/assets/{app.js,styles.css,chart.umd.js,favicon.svg}
-//   DIR/runs.csv
+//   DIR/runs.csv  DIR/analysis.md (cli/report_analysis.h: the analysis as paper-style tables)
 #pragma once
 
 #include <optional>
@@ -31,7 +31,7 @@ struct ReportData {
   parity::v1::Sweep sweep;
   std::vector<ReportRun> runs;  // grid order
   std::vector<parity::v1::ResultRow> results;
-  // The analysis, or why there is none (e.g. FAILED_PRECONDITION: too few dense runs).
+  // The analysis, or why there is none (FAILED_PRECONDITION: no run has finished).
   std::optional<parity::v1::AnalyzeSweepResponse> analysis;
   absl::Status analysis_error;
   std::string scheduler;     // where the data came from, shown in the footer

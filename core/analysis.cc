@@ -1,25 +1,30 @@
-// Small, dependency-free fits. The dense law is linear in (a, c) once b is fixed, so b is found by
-// a scan plus golden-section refinement and (a, c) by iteratively reweighted least squares with
-// Huber weights; C is scaled by its geometric mean so the powers stay well conditioned.
+// The dense compute law and measured EL. L(C) = a·C^-b + c is linear in (a, c) once b is fixed,
+// so b is found by a log-spaced scan plus golden-section refinement and (a, c) by iteratively
+// reweighted least squares with Huber weights, c projected onto [0, min observed loss) (for a
+// fixed b the problem is a convex quadratic, so a violated bound is active at the optimum). C is
+// scaled by its geometric mean so the powers stay well conditioned. Intervals come from a
+// residual bootstrap: the fitted curve plus residuals drawn with replacement (inflated by
+// √(n/(n−3)) for the three fitted parameters), refitted each time.
 #include "core/analysis.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <iterator>
 #include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/analysis_stats.h"
 
 namespace parity::core {
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 struct LinearFit {
   double scale = 0;      // a' of y = c + a'·u
   double intercept = 0;  // c
-  double loss = std::numeric_limits<double>::infinity();
+  double loss = kInf;
 };
 
 double Huber(double r, double delta) {
@@ -27,14 +32,16 @@ double Huber(double r, double delta) {
   return a <= delta ? 0.5 * r * r : delta * (a - 0.5 * delta);
 }
 
-// Huber-weighted fit of y = c + a'·x^-b over normalised x for one b.
-LinearFit FitForExponent(std::span<const Observation> runs, double x0, double b, double delta) {
-  std::vector<double> u(runs.size()), w(runs.size(), 1.0);
-  for (size_t i = 0; i < runs.size(); ++i) u[i] = std::pow(runs[i].x / x0, -b);
+// Huber-weighted fit of y = c + a'·x^-b over normalised x for one b, with 0 ≤ c ≤ c_max.
+LinearFit FitForExponent(std::span<const Observation> runs, double x0, double b, double delta,
+                         double c_max) {
+  const size_t n = runs.size();
+  std::vector<double> u(n), w(n, 1.0);
+  for (size_t i = 0; i < n; ++i) u[i] = std::pow(runs[i].x / x0, -b);
   LinearFit fit;
   for (int iteration = 0; iteration < 30; ++iteration) {
     double sw = 0, su = 0, sy = 0, suu = 0, suy = 0;
-    for (size_t i = 0; i < runs.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       sw += w[i];
       su += w[i] * u[i];
       sy += w[i] * runs[i].y;
@@ -42,106 +49,157 @@ LinearFit FitForExponent(std::span<const Observation> runs, double x0, double b,
       suy += w[i] * u[i] * runs[i].y;
     }
     const double det = sw * suu - su * su;
-    if (std::fabs(det) < 1e-300) return LinearFit{};
-    fit.scale = (sw * suy - su * sy) / det;
-    fit.intercept = (sy - fit.scale * su) / sw;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const double r = std::fabs(runs[i].y - fit.intercept - fit.scale * u[i]);
-      w[i] = r <= delta ? 1.0 : delta / r;
+    if (std::fabs(det) < 1e-300 || suu <= 0) return LinearFit{};
+    double scale = (sw * suy - su * sy) / det;
+    double intercept = (sy - scale * su) / sw;
+    if (intercept < 0 || intercept > c_max) {
+      intercept = std::clamp(intercept, 0.0, c_max);
+      scale = (suy - intercept * su) / suu;
     }
+    double change = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double r = std::fabs(runs[i].y - intercept - scale * u[i]);
+      const double weight = r <= delta ? 1.0 : delta / r;
+      change = std::max(change, std::fabs(weight - w[i]));
+      w[i] = weight;
+    }
+    fit.scale = scale;
+    fit.intercept = intercept;
+    if (change < 1e-12) break;
   }
   fit.loss = 0;
-  for (size_t i = 0; i < runs.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     fit.loss += Huber(runs[i].y - fit.intercept - fit.scale * u[i], delta);
   }
-  if (fit.scale <= 0) fit.loss = std::numeric_limits<double>::infinity();  // loss must fall with C
+  if (!(fit.scale > 0)) fit.loss = kInf;  // loss must fall with C
   return fit;
 }
 
-// Least squares of ln L = ln a − b·ln C (c = 0), for two budgets.
-absl::StatusOr<DenseLawFit> FitPowerLaw(std::span<const Observation> runs) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+// The point fit without intervals; runs already validated.
+absl::StatusOr<DenseLawFit> FitPoint(std::span<const Observation> runs, double delta) {
+  double log_sum = 0, min_y = kInf;
   for (const Observation& o : runs) {
-    if (!(o.y > 0)) return absl::InvalidArgumentError("a power-law fit needs positive losses");
-    const double x = std::log(o.x), y = std::log(o.y);
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
-  }
-  const double n = double(runs.size());
-  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  DenseLawFit out;
-  out.b = -slope;
-  out.a = std::exp((sy - slope * sx) / n);
-  out.c = 0;
-  out.points = static_cast<int>(runs.size());
-  if (out.b <= 0) {
-    return absl::FailedPreconditionError("dense losses do not fall with compute; no law fits");
-  }
-  double sq = 0;
-  for (const Observation& o : runs) sq += std::pow(o.y - out.a * std::pow(o.x, -out.b), 2);
-  out.rms_residual = std::sqrt(sq / n);
-  return out;
-}
-
-}  // namespace
-
-absl::StatusOr<DenseLawFit> FitDenseComputeLaw(std::span<const Observation> runs,
-                                               double huber_delta) {
-  std::vector<double> distinct;
-  double log_sum = 0;
-  for (const Observation& o : runs) {
-    if (!(o.x > 0) || !std::isfinite(o.y)) {
-      return absl::InvalidArgumentError("every dense run needs C > 0 and a finite loss");
-    }
     log_sum += std::log(o.x);
-    if (std::find(distinct.begin(), distinct.end(), o.x) == distinct.end()) distinct.push_back(o.x);
+    min_y = std::min(min_y, o.y);
   }
-  if (distinct.size() < 2) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the dense law needs runs at ≥ 2 distinct compute budgets, got ", distinct.size()));
-  }
-  if (distinct.size() == 2) return FitPowerLaw(runs);
-  const double x0 = std::exp(log_sum / runs.size());
-  double best_b = 0;
-  LinearFit best;
-  for (double b = 0.005; b <= 2.0; b += 0.005) {
-    LinearFit fit = FitForExponent(runs, x0, b, huber_delta);
-    if (fit.loss < best.loss) {
-      best = fit;
-      best_b = b;
+  const double x0 = std::exp(log_sum / static_cast<double>(runs.size()));
+  // Strictly below the lowest loss: c = min loss would put that run at infinite compute.
+  const double c_max = min_y * (1 - 1e-6);
+  auto loss_at = [&](double b) { return FitForExponent(runs, x0, b, delta, c_max).loss; };
+  constexpr int kScan = 120;
+  constexpr double kLogLo = -3, kLogHi = std::log10(3.0);  // b in [0.001, 3]
+  int best = -1;
+  double best_loss = kInf;
+  for (int i = 0; i < kScan; ++i) {
+    const double loss = loss_at(std::pow(10.0, kLogLo + (kLogHi - kLogLo) * i / (kScan - 1)));
+    if (loss < best_loss) {
+      best_loss = loss;
+      best = i;
     }
   }
-  if (!std::isfinite(best.loss)) {
+  if (best < 0) {
     return absl::FailedPreconditionError("dense losses do not fall with compute; no law fits");
   }
-  // Golden-section refinement of b around the best scan point.
-  double lo = std::max(1e-4, best_b - 0.005), hi = best_b + 0.005;
+  // Golden-section refinement of log10 b between the best scan point's neighbours.
+  const double step = (kLogHi - kLogLo) / (kScan - 1);
+  double lo = kLogLo + step * (best - 1), hi = kLogLo + step * (best + 1);
   const double phi = (std::sqrt(5.0) - 1) / 2;
-  for (int i = 0; i < 60; ++i) {
+  for (int i = 0; i < 50; ++i) {
     const double m1 = hi - phi * (hi - lo), m2 = lo + phi * (hi - lo);
-    if (FitForExponent(runs, x0, m1, huber_delta).loss <
-        FitForExponent(runs, x0, m2, huber_delta).loss) {
+    if (loss_at(std::pow(10.0, m1)) < loss_at(std::pow(10.0, m2))) {
       hi = m2;
     } else {
       lo = m1;
     }
   }
-  const double b = (lo + hi) / 2;
-  LinearFit refined = FitForExponent(runs, x0, b, huber_delta);
-  if (refined.loss > best.loss) {
-    refined = best;
+  double b = std::pow(10.0, (lo + hi) / 2);
+  LinearFit fit = FitForExponent(runs, x0, b, delta, c_max);
+  if (!(fit.loss <= best_loss)) {
+    b = std::pow(10.0, kLogLo + step * best);
+    fit = FitForExponent(runs, x0, b, delta, c_max);
   }
   DenseLawFit out;
-  out.b = refined.loss > best.loss ? best_b : b;
-  out.a = refined.scale * std::pow(x0, out.b);
-  out.c = refined.intercept;
+  out.b = b;
+  out.a = fit.scale * std::pow(x0, b);
+  out.c = fit.intercept;
   out.points = static_cast<int>(runs.size());
   double sq = 0;
   for (const Observation& o : runs) sq += std::pow(o.y - DenseLoss(out, o.x), 2);
-  out.rms_residual = std::sqrt(sq / runs.size());
+  out.rms_residual = std::sqrt(sq / static_cast<double>(runs.size()));
   return out;
+}
+
+void Bootstrap(std::span<const Observation> runs, const DenseLawOptions& options,
+               DenseLawFit& fit) {
+  const size_t n = runs.size();
+  if (n <= 3) {
+    fit.interval_note = "three runs for three parameters leave no residual to resample";
+    return;
+  }
+  std::vector<double> residual(n);
+  double mean = 0;
+  for (size_t i = 0; i < n; ++i) {
+    residual[i] = runs[i].y - DenseLoss(fit, runs[i].x);
+    mean += residual[i] / static_cast<double>(n);
+  }
+  const double inflate = std::sqrt(static_cast<double>(n) / static_cast<double>(n - 3));
+  for (double& r : residual) r = (r - mean) * inflate;
+  stats::Rng rng(options.bootstrap.seed);
+  std::vector<Observation> resample(runs.begin(), runs.end());
+  std::vector<double> as, bs, cs;
+  for (int k = 0; k < options.bootstrap.resamples; ++k) {
+    bool positive = true;
+    for (size_t i = 0; i < n; ++i) {
+      resample[i].y = DenseLoss(fit, runs[i].x) + residual[rng.Below(n)];
+      positive = positive && resample[i].y > 0;
+    }
+    if (!positive) continue;
+    absl::StatusOr<DenseLawFit> refit = FitPoint(resample, options.huber_delta);
+    if (!refit.ok()) continue;
+    fit.replicates.push_back({refit->a, refit->b, refit->c});
+    as.push_back(refit->a);
+    bs.push_back(refit->b);
+    cs.push_back(refit->c);
+  }
+  fit.resamples = static_cast<int>(fit.replicates.size());
+  fit.a_interval = stats::PercentileInterval(as);
+  fit.b_interval = stats::PercentileInterval(bs);
+  fit.c_interval = stats::PercentileInterval(cs);
+  if (fit.resamples == 0) fit.interval_note = "no bootstrap refit succeeded";
+}
+
+}  // namespace
+
+absl::StatusOr<DenseLawFit> FitDenseComputeLaw(std::span<const Observation> runs,
+                                               const DenseLawOptions& options) {
+  std::vector<double> computes;
+  for (const Observation& o : runs) {
+    if (!(o.x > 0) || !(o.y > 0) || !std::isfinite(o.x) || !std::isfinite(o.y)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("every dense run needs C > 0 and a positive finite loss; got C = ", o.x,
+                       ", loss = ", o.y));
+    }
+    computes.push_back(o.x);
+  }
+  // Runs of one budget may differ in C by token rounding (D = round(C·m/M)); a budget that is
+  // a "distinct" budget only by rounding must not let three parameters be fitted to two.
+  std::sort(computes.begin(), computes.end());
+  std::vector<double> distinct;
+  for (double c : computes) {
+    if (distinct.empty() || c > distinct.back() * 1.01) distinct.push_back(c);
+  }
+  if (distinct.size() < 3) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("L(C) = a·C^-b + c has three parameters and needs dense runs at ≥ 3 distinct "
+                     "compute budgets; the finished dense runs span ",
+                     distinct.size(), distinct.size() == 1 ? " budget" : " budgets",
+                     " (add dense baselines at more compute multiples, e.g. 0.5C and 4C)"));
+  }
+  absl::StatusOr<DenseLawFit> fit = FitPoint(runs, options.huber_delta);
+  if (!fit.ok()) return fit.status();
+  fit->budgets = static_cast<int>(distinct.size());
+  if (options.bootstrap.resamples > 0) Bootstrap(runs, options, *fit);
+  return fit;
 }
 
 double DenseLoss(const DenseLawFit& fit, double compute) {
@@ -164,121 +222,24 @@ absl::StatusOr<double> MeasuredEfficiencyLeverage(const DenseLawFit& fit, double
   return *dense_compute / moe_compute;
 }
 
-absl::StatusOr<OptimalActivationFit> FitOptimalActivation(std::span<const Observation> runs) {
-  const size_t n = runs.size();
-  std::vector<double> x(n);
-  double mean = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!(runs[i].x > 0 && runs[i].x <= 1) || !std::isfinite(runs[i].y)) {
-      return absl::InvalidArgumentError("every run needs r_a in (0, 1] and a finite BPC");
-    }
-    x[i] = std::log(runs[i].x);
-    mean += x[i] / n;
+std::optional<Interval> EfficiencyLeverageInterval(const DenseLawFit& fit, double moe_loss,
+                                                   double moe_compute) {
+  if (fit.replicates.empty() || !(moe_compute > 0)) return std::nullopt;
+  std::vector<double> values;
+  for (const auto& [a, b, c] : fit.replicates) {
+    DenseLawFit replicate;
+    replicate.a = a;
+    replicate.b = b;
+    replicate.c = c;
+    absl::StatusOr<double> el = MeasuredEfficiencyLeverage(replicate, moe_loss, moe_compute);
+    if (el.ok() && std::isfinite(*el)) values.push_back(*el);
   }
-  std::vector<double> distinct;
-  for (double v : x) {
-    if (std::find(distinct.begin(), distinct.end(), v) == distinct.end()) distinct.push_back(v);
+  // A replicate whose floor lies above the loss has EL = ∞; too many of those and the upper end
+  // is unbounded, which a finite interval would hide.
+  if (static_cast<double>(values.size()) < kIntervalLevel * fit.replicates.size()) {
+    return std::nullopt;
   }
-  if (distinct.size() < 3) {
-    return absl::FailedPreconditionError("the quadratic fit needs ≥ 3 distinct activation rates");
-  }
-  // Normal equations of y = p0 + p1·t + p2·t² with t = ln r_a − mean, solved by Gauss-Jordan
-  // on [XᵀX | XᵀY | I] so the inverse (for the covariance) comes out too.
-  std::array<std::array<double, 7>, 3> m{};
-  for (size_t i = 0; i < n; ++i) {
-    const double t = x[i] - mean;
-    const double row[3] = {1, t, t * t};
-    for (int r = 0; r < 3; ++r) {
-      for (int c = 0; c < 3; ++c) m[r][c] += row[r] * row[c];
-      m[r][3] += row[r] * runs[i].y;
-    }
-  }
-  for (int r = 0; r < 3; ++r) m[r][4 + r] = 1;
-  for (int col = 0; col < 3; ++col) {
-    int pivot = col;
-    for (int r = col + 1; r < 3; ++r) {
-      if (std::fabs(m[r][col]) > std::fabs(m[pivot][col])) pivot = r;
-    }
-    std::swap(m[col], m[pivot]);
-    if (std::fabs(m[col][col]) < 1e-300) return absl::FailedPreconditionError("singular fit");
-    const double d = m[col][col];
-    for (double& v : m[col]) v /= d;
-    for (int r = 0; r < 3; ++r) {
-      if (r == col) continue;
-      const double f = m[r][col];
-      for (int c = 0; c < 7; ++c) m[r][c] -= f * m[col][c];
-    }
-  }
-  const double p0 = m[0][3], p1 = m[1][3], p2 = m[2][3];
-  if (p2 <= 0) {
-    return absl::FailedPreconditionError(
-        "BPC is not convex in ln r_a over these runs; no interior optimum");
-  }
-  const double t_star = -p1 / (2 * p2);
-  OptimalActivationFit out;
-  out.points = static_cast<int>(n);
-  out.activation_rate = std::exp(t_star + mean);
-  out.bpc = p0 + p1 * t_star + p2 * t_star * t_star;
-  double rss = 0;
-  double best_y = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < n; ++i) {
-    const double t = x[i] - mean;
-    rss += std::pow(runs[i].y - (p0 + p1 * t + p2 * t * t), 2);
-    if (runs[i].y < best_y) {
-      best_y = runs[i].y;
-      out.best_grid_activation_rate = runs[i].x;
-    }
-  }
-  if (n > 3) {
-    const double sigma2 = rss / double(n - 3);
-    const double g1 = -1 / (2 * p2), g2 = p1 / (2 * p2 * p2);
-    // Covariance of (p1, p2) = σ²·(XᵀX)^-1, the right block of the reduced matrix.
-    const double var = sigma2 * (g1 * g1 * m[1][5] + 2 * g1 * g2 * m[1][6] + g2 * g2 * m[2][6]);
-    out.activation_rate_stderr = out.activation_rate * std::sqrt(std::max(0.0, var));
-  }
-  return out;
-}
-
-SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> runs) {
-  SweepAnalysis analysis;
-  std::vector<Observation> dense;
-  for (const FinishedRun& run : runs) {
-    if (run.spec != nullptr && run.spec->role() == parity::v1::RUN_ROLE_DENSE_BASELINE) {
-      dense.push_back({run.spec->accounting().compute_flops(), run.val_bpc});
-    }
-  }
-  if (!dense.empty()) analysis.dense_fit = FitDenseComputeLaw(dense);
-
-  struct Group {
-    std::string budget, variant;
-    std::vector<Observation> points;
-  };
-  std::vector<Group> groups;
-  for (const FinishedRun& run : runs) {
-    if (run.spec == nullptr || run.spec->role() != parity::v1::RUN_ROLE_MOE) continue;
-    const auto& a = run.spec->accounting();
-    RunLeverageResult leverage{run.run_id, run.spec->name(), a.activation_rate(), std::nullopt,
-                               run.spec->predicted_efficiency_leverage()};
-    if (analysis.dense_fit.ok()) {
-      absl::StatusOr<double> el =
-          MeasuredEfficiencyLeverage(*analysis.dense_fit, run.val_bpc, a.compute_flops());
-      if (el.ok()) leverage.efficiency_leverage = *el;
-    }
-    analysis.leverage.push_back(std::move(leverage));
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.budget == run.spec->compute_budget() && g.variant == run.spec->data_variant();
-    });
-    if (it == groups.end()) {
-      groups.push_back({run.spec->compute_budget(), run.spec->data_variant(), {}});
-      it = std::prev(groups.end());
-    }
-    it->points.push_back({a.activation_rate(), run.val_bpc});
-  }
-  for (const Group& g : groups) {
-    if (g.points.size() < 3) continue;
-    analysis.optimal_activation.push_back({g.budget, g.variant, FitOptimalActivation(g.points)});
-  }
-  return analysis;
+  return stats::PercentileInterval(values);
 }
 
 }  // namespace parity::core

@@ -1,20 +1,32 @@
-// Analysis helpers for finished sweeps (the scheduler's AnalyzeSweep calls these):
-//   * the dense compute law L(C) = a·C^-b + c, fitted with a Huber loss so one diverged run does
-//     not bend the curve;
-//   * measured efficiency leverage EL = C_dense(L_moe)/C_moe;
-//   * the optimal r_a of a group: the minimum of a quadratic fit of BPC against ln r_a, with a
-//     delta-method standard error.
+// Analysis of finished sweeps (the scheduler's AnalyzeSweep calls these). Every figure comes with
+// its uncertainty or with the reason there is none:
+//   * the dense compute law L(C) = a·C^-b + c, Huber-robust, c kept in [0, min observed loss),
+//     refused below three distinct compute budgets, with 90% residual-bootstrap intervals;
+//   * measured efficiency leverage EL = C_dense(L_moe)/C_moe with an interval propagated from the
+//     law's bootstrap replicates;
+//   * the optimal r_a of a (compute budget, data variant) group, only when an interior grid point
+//     is lower than both ends, with a 90% bootstrap interval over seeds (analysis_optimum.cc);
+//   * the joint EL law of the published paper refitted to a sweep's budgets and granularities, and
+//     ΔBPC of every grid point against the 1C dense baseline beside its seed-to-seed spread
+//     (analysis_sweep.cc).
+// Bootstraps use a fixed RNG seed so that the same runs always give the same answer.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/efficiency_leverage.h"
 #include "parity/v1/sweep.pb.h"
 
 namespace parity::core {
+
+// Coverage of every interval the analysis reports (two-sided, percentile bootstrap).
+inline constexpr double kIntervalLevel = 0.9;
 
 // One finished run: x is C (FLOPs) or r_a (fraction); y is the final validation BPC.
 struct Observation {
@@ -22,20 +34,43 @@ struct Observation {
   double y = 0;
 };
 
+// [low, high], in the unit of the value it bounds.
+struct Interval {
+  double low = 0;
+  double high = 0;
+};
+
+struct BootstrapOptions {
+  int resamples = 2000;
+  uint64_t seed = 0x5eed2026;  // fixed: the same runs give the same interval
+};
+
+struct DenseLawOptions {
+  double huber_delta = 0.01;  // bits per byte: where the loss turns from quadratic to linear
+  BootstrapOptions bootstrap{.resamples = 1000};
+};
+
 struct DenseLawFit {
   double a = 0;  // bits per byte · FLOPs^b
   double b = 0;  // dimensionless
-  double c = 0;  // irreducible loss (bits per byte)
+  double c = 0;  // irreducible loss (bits per byte), in [0, min observed loss)
   int points = 0;
+  int budgets = 0;          // distinct compute budgets
   double rms_residual = 0;  // bits per byte
+  // 90% intervals; unset with exactly three runs (no residual left to resample), and then
+  // `interval_note` says so.
+  std::optional<Interval> a_interval, b_interval, c_interval;
+  std::string interval_note;
+  int resamples = 0;               // bootstrap refits that succeeded
+  int repeated_data_excluded = 0;  // dense runs left out for repeating data (epochs > 1)
+  std::vector<std::array<double, 3>> replicates;  // (a, b, c) of each refit, for propagation
 };
 
-// Robust fit of L(C) = a·C^-b + c over dense runs at ≥ 3 distinct C. With exactly two distinct C
-// (the usual 1C and 2C baselines of one budget) c is fixed at 0 and a pure power law is fitted,
-// since three parameters cannot be identified from two budgets.
-// `huber_delta` (bits per byte) is where the loss turns from quadratic to linear.
+// Robust fit of L(C) = a·C^-b + c. FailedPrecondition (with the reason) below three distinct
+// compute budgets — three parameters are not identified by two — or when losses do not fall
+// with compute; InvalidArgument for C ≤ 0 or a loss that is not positive and finite.
 absl::StatusOr<DenseLawFit> FitDenseComputeLaw(std::span<const Observation> runs,
-                                               double huber_delta = 0.01);
+                                               const DenseLawOptions& options = {});
 
 // L(C) of a fit.
 double DenseLoss(const DenseLawFit& fit, double compute);
@@ -47,17 +82,39 @@ absl::StatusOr<double> DenseComputeForLoss(const DenseLawFit& fit, double loss);
 absl::StatusOr<double> MeasuredEfficiencyLeverage(const DenseLawFit& fit, double moe_loss,
                                                   double moe_compute);
 
-struct OptimalActivationFit {
-  double activation_rate = 0;         // r_a at the fitted minimum
-  double activation_rate_stderr = 0;  // one standard error (0 with exactly 3 points)
-  double bpc = 0;                     // fitted BPC at the minimum
-  double best_grid_activation_rate = 0;
-  int points = 0;
+// The 90% interval of EL over the law's bootstrap replicates; unset when the fit has none or
+// fewer than 90% of them can place the loss (it is at or below their floor c).
+std::optional<Interval> EfficiencyLeverageInterval(const DenseLawFit& fit, double moe_loss,
+                                                   double moe_compute);
+
+enum class OptimumStatus {
+  kBracketed,     // an interior grid point is lower than both ends: optimum and interval given
+  kNotBracketed,  // the lowest mean is at an edge of the grid: no optimum
+  kTooFewRates,   // fewer than three distinct r_a
+  kPoorFit,       // bracketed, but the quadratic's minimum is not inside the grid
 };
 
-// Quadratic fit of BPC against ln r_a over ≥ 3 runs with distinct r_a. FailedPrecondition when
-// the fit is not convex (no interior minimum).
-absl::StatusOr<OptimalActivationFit> FitOptimalActivation(std::span<const Observation> runs);
+struct OptimalActivationFit {
+  OptimumStatus status = OptimumStatus::kTooFewRates;
+  std::string reason;  // why there is no optimum; empty when bracketed
+  // Set only when bracketed; always inside [min r_a, max r_a] of the runs.
+  double activation_rate = 0;  // r_a at the minimum of BPC = q(ln r_a) (fraction)
+  double bpc = 0;              // fitted BPC there (bits per byte)
+  // 90% bootstrap intervals over seeds resampled within each r_a; unset when no r_a has two seeds.
+  std::optional<Interval> activation_rate_interval, bpc_interval;
+  std::string interval_note;  // why there is no interval, or how many resamples hit an edge
+  int resamples = 0;
+  int resamples_at_edge = 0;  // resamples whose minimum was clamped to an end of the grid
+  double best_grid_activation_rate = 0;  // r_a of the lowest mean over seeds (fraction)
+  double best_grid_bpc = 0;              // that mean (bits per byte)
+  int points = 0;                        // runs
+  int rates = 0;                         // distinct r_a
+};
+
+// The optimum of one group's runs (x = r_a in (0, 1], y = BPC). InvalidArgument for bad input;
+// otherwise the status field says whether there is an answer.
+absl::StatusOr<OptimalActivationFit> FitOptimalActivation(std::span<const Observation> runs,
+                                                          const BootstrapOptions& options = {});
 
 // One finished run of a sweep as AnalyzeSweep sees it.
 struct FinishedRun {
@@ -70,25 +127,71 @@ struct RunLeverageResult {
   std::string run_id;
   std::string name;
   double activation_rate = 0;
-  std::optional<double> efficiency_leverage;  // unset when the dense law cannot place L_moe
+  std::optional<double> efficiency_leverage;  // unset when there is no law or it cannot place L
+  std::optional<Interval> efficiency_leverage_interval;
+  std::string missing_reason;  // why efficiency_leverage is unset
   double predicted_efficiency_leverage = 0;
+  std::optional<double> joint_law_efficiency_leverage;  // the sweep's own joint-law fit
 };
 
 struct OptimalActivationGroup {
   std::string compute_budget;
   std::string data_variant;
-  absl::StatusOr<OptimalActivationFit> fit;  // FailedPrecondition when not convex
+  absl::StatusOr<OptimalActivationFit> fit;
+};
+
+// EL(A, G, C) refitted: a, d, γ, β free; A_start and A_max kept at the published values.
+struct ElLawFit {
+  ElLawParams fitted;
+  ElLawParams published;
+  int points = 0;
+  int budgets = 0;
+  int granularities = 0;
+  double rms_log_residual = 0;  // RMS of ln(EL measured / EL fitted) (dimensionless)
+};
+
+enum class DeltaVerdict {
+  kExceedsSpread,  // |ΔBPC| > seed-to-seed spread of the difference
+  kWithinSpread,   // |ΔBPC| ≤ that spread: not distinguishable from seed noise
+  kNoSpread,       // a single seed on both sides: no spread to compare against
+  kNoBaseline,     // no finished 1C dense baseline in the group
+  kIsBaseline,     // the 1C dense baseline itself: the reference of the others
+};
+
+// One grid point (a model at one budget and data variant) over its seeds: a paper-table row.
+struct GridPointSummary {
+  std::string name;  // run name without its seed suffix
+  parity::v1::RunRole role = parity::v1::RUN_ROLE_UNSPECIFIED;
+  std::string compute_budget, data_variant;
+  double compute_multiple = 0;
+  uint64_t params = 0, active_params = 0, tokens = 0, unique_tokens = 0;
+  double activation_rate = 0, epochs = 0;
+  int seeds = 0;
+  double bpc_mean = 0;
+  double bpc_spread = 0;            // sample standard deviation over seeds; 0 with one seed
+  std::optional<double> delta_bpc;  // bpc_mean − the 1C dense baseline's mean
+  double delta_spread = 0;          // √(spread² + baseline spread²)
+  DeltaVerdict verdict = DeltaVerdict::kNoBaseline;
+  std::optional<double> efficiency_leverage;  // mean over seeds of the measured EL
 };
 
 struct SweepAnalysis {
-  absl::StatusOr<DenseLawFit> dense_fit = absl::FailedPreconditionError("no dense runs");
+  absl::StatusOr<DenseLawFit> dense_fit = absl::FailedPreconditionError("no dense runs finished");
   std::vector<RunLeverageResult> leverage;                 // one per finished MoE run
-  std::vector<OptimalActivationGroup> optimal_activation;  // groups with ≥ 3 MoE runs
+  std::vector<OptimalActivationGroup> optimal_activation;  // one per group of MoE runs
+  absl::StatusOr<ElLawFit> el_law = absl::FailedPreconditionError("no measured EL");
+  std::vector<GridPointSummary> grid_points;  // grid order of first appearance
 };
 
-// The whole analysis of a sweep's finished runs: the dense law over the dense baselines, the
-// measured EL of every MoE run against it, and the optimal r_a of each (budget, data variant)
-// group of MoE runs. Groups come out in first-seen order.
+// Fits EL(A, G, C) to measured (A, G, C, EL) of MoE runs. FailedPrecondition with the reason when
+// the runs span fewer than two budgets or three granularities, or number fewer than five.
+struct ElObservation {
+  double activation_ratio = 0, granularity = 0, compute = 0, efficiency_leverage = 0;
+};
+absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation> runs);
+
+// The whole analysis of a sweep's finished runs. The dense law is fitted to the dense runs that
+// see each token once (epochs ≤ 1); groups and grid points come out in first-seen order.
 SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> runs);
 
 }  // namespace parity::core

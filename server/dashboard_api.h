@@ -7,7 +7,7 @@
 //   sweeps/ID                  GetSweep
 //   sweeps/ID/runs             ListRuns        ?state=RUNNING,PENDING&page_size=&page_token=
 //   sweeps/ID/results          QueryResults    ?order_by=&page_size=&page_token=
-//   sweeps/ID/analysis         AnalyzeSweep    (400 FAILED_PRECONDITION until it can be fitted)
+//   sweeps/ID/analysis         AnalyzeSweep    (400 FAILED_PRECONDITION until a run has finished)
 //   sweeps/ID/curves           validation curves of every run (or ?run_id=A,B), sampled to
 //                              ?points= (default 200, 2..2000) per run
 //   runs/ID                    GetRun

@@ -89,9 +89,9 @@ class Scheduler {
   absl::StatusOr<v1::GetRunResponse> GetRun(const v1::GetRunRequest& request);
   absl::StatusOr<v1::QueryResultsResponse> QueryResults(const v1::QueryResultsRequest& request);
   // The dense law, per-MoE-run efficiency leverage and optimal activation rates of a sweep's
-  // SUCCEEDED runs (core::AnalyzeFinishedRuns; scheduler_analysis.cc). NOT_FOUND for an unknown
-  // sweep; FAILED_PRECONDITION with a PreconditionFailure when the dense law cannot be fitted
-  // (fewer than 2 finished dense baselines, or all at one compute budget).
+  // SUCCEEDED runs (core::AnalyzeFinishedRuns; scheduler_analysis.cc), each with its interval or
+  // the reason it is not given. NOT_FOUND for an unknown sweep; FAILED_PRECONDITION with a
+  // PreconditionFailure (FINISHED_RUNS) when no run has finished.
   absl::StatusOr<v1::AnalyzeSweepResponse> AnalyzeSweep(const v1::AnalyzeSweepRequest& request);
   // Workers seen within seen_within_seconds (0 = 300), most recently seen first, paged.
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);

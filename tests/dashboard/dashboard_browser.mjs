@@ -131,6 +131,39 @@ async function checkEqualResourceFigure(page) {
   log(`equal-resource figure: ${moe.length} MoE series, ${dense1.length} dense 1C and ${dense2.length} dense 2C lines`);
 }
 
+// The analysis card: the dense law fitted with intervals (the seeded sweep's dense runs sit at
+// three compute budgets), one optimum row per group — an r_a inside the grid (15–60%) or the
+// reason there is none, never a bare extrapolation — and the paper-style table of grid points.
+async function checkAnalysis(page) {
+  await page.waitForSelector('[data-testid="analysis"]', {timeout: TIMEOUT});
+  const law = await page.$eval('[data-testid="dense-law"]', (e) => e.innerText).catch(() => '');
+  check(law.includes('L(C) =') && law.includes('90% bootstrap intervals'),
+        `the analysis should show the dense law with its 90% intervals: "${law}"`);
+  const optima = await page.$$eval('[data-testid="optimum-row"]',
+                                   (rows) => rows.map((r) => ({status: r.dataset.status, cells: [...r.cells].map((c) => c.innerText)})));
+  check(optima.length >= 3, `one optimum row per (budget, data variant) group: ${JSON.stringify(optima)}`);
+  for (const {status, cells} of optima) {
+    const optimum = cells[2];
+    if (status === 'OPTIMUM_STATUS_BRACKETED') {
+      const rates = [...optimum.matchAll(/([\d.]+)%/g)].map((m) => Number(m[1]));
+      check(rates.length > 0 && rates.every((r) => r >= 14 && r <= 61),
+            `a bracketed optimum must lie inside the 15–60% grid: "${optimum}"`);
+      check(cells[6].length > 0 || optimum.includes('['),
+            `an optimum comes with its interval or the reason it has none: ${JSON.stringify(cells)}`);
+    } else {
+      check(/not bracketed: lowest at the edge r_a = [\d.]+%|distinct r_a|quadratic/.test(optimum),
+            `a group without an optimum should say why: "${optimum}" (${status})`);
+    }
+  }
+  const paper = await page.$$eval('[data-testid="paper-row"]', (rows) => rows.length);
+  check(paper >= 16, `the paper-style table should list the finished grid points, has ${paper}`);
+  const refusal = await page.$eval('[data-testid="el-law-refusal"]', (e) => e.innerText).catch(() => '');
+  const law2 = await page.$('[data-testid="el-law"]');
+  check(law2 !== null || refusal.includes('not fitted'),
+        `the joint EL law should be fitted or say why not: "${refusal}"`);
+  log(`analysis: dense law with intervals, ${optima.length} optimum rows (${optima.map((o) => o.cells[2]).join(' | ')}), ${paper} grid points`);
+}
+
 async function checkSweepPage(page, shots, prefix) {
   await page.waitForSelector('[data-testid="runs-table"]', {timeout: TIMEOUT});
   await waitForRows(page, 'runs-table', Number(args.runs), 'sweep page');
@@ -138,6 +171,7 @@ async function checkSweepPage(page, shots, prefix) {
   check(title.includes(args['sweep-name']), `the sweep page should be titled ${args['sweep-name']}: ${title}`);
   await waitForCharts(page, ['chart-curves-tokens', 'chart-curves-flops', 'chart-equal-resource'], 'sweep page');
   await checkEqualResourceFigure(page);
+  await checkAnalysis(page);
   await checkNoBrokenText(page, 'the sweep page');
   await page.screenshot({path: path.join(shots, `${prefix}sweep.png`), fullPage: true});
   await checkSorting(page);

@@ -147,6 +147,20 @@ TEST_F(DashboardTest, ApiServesTheSeededSweep) {
   Reply analysis = Get(sweep + "/analysis");
   ASSERT_EQ(analysis.status, 200) << analysis.body;
   EXPECT_GE(analysis.doc["dense_fit"]["points"].get<int>(), 4);
+  EXPECT_EQ(analysis.doc["dense_fit"]["budgets"].get<int>(), 3) << "dense at 2e10, 4e10, 8e10";
+  EXPECT_TRUE(analysis.doc["dense_fit"].contains("b_interval")) << analysis.body;
+  EXPECT_GE(analysis.doc["dense_fit"]["c"].get<double>(), 0.0) << "the floor is never negative";
+  EXPECT_EQ(analysis.doc["dense_fit_refusal"], "");
+  ASSERT_GE(analysis.doc["optimal_activation"].size(), 3u) << analysis.body;
+  for (const json& optimum : analysis.doc["optimal_activation"]) {
+    if (optimum["status"] == "OPTIMUM_STATUS_BRACKETED") {
+      EXPECT_GE(optimum["activation_rate"].get<double>(), 0.14) << optimum.dump();
+      EXPECT_LE(optimum["activation_rate"].get<double>(), 0.61) << optimum.dump();
+    } else {
+      EXPECT_NE(optimum["reason"].get<std::string>(), "") << optimum.dump();
+    }
+  }
+  EXPECT_GE(analysis.doc["grid_points"].size(), 16u);
 
   Reply curves = Get(sweep + "/curves?points=5");
   ASSERT_EQ(curves.status, 200) << curves.body;

@@ -62,44 +62,51 @@ inline v1::SweepSpec MakeSweepSpec(const std::string& name, int runs = 4, int gp
 }
 
 // A sweep whose analysis has a known answer (the stub planner expands it when the spec has the
-// label "analysis"): dense baselines at C = 1e15 and 2e15 FLOPs, MoE runs at C = 1e15 with
-// r_a = 0.1, 0.2, 0.4 (data variant "unique") and one at r_a = 0.2 with data variant "strict".
-// Finished with SyntheticBpc(), the dense law is L(C) = 10·C^-0.05 exactly, each MoE run at
-// r_a = 0.2 reaches the dense loss of 2·C (EL = 2), and the "unique" group's BPC is a parabola
-// in ln r_a with its minimum at r_a = 0.2.
+// label "analysis"): dense baselines at C = 1e15, 2e15 and 4e15 FLOPs (three budgets, so the
+// dense law can be fitted), MoE runs at C = 1e15 with r_a = 0.1, 0.2, 0.4 and seeds 0 and 1
+// (data variant "unique") and one at r_a = 0.2 with data variant "strict". Finished with
+// SyntheticBpc(), the dense law is L(C) = 10·C^-0.05 + 0.5 exactly, the MoE runs' seeds sit
+// ±0.001 around a mean that at r_a = 0.2 reaches the dense loss of 2·C (EL = 2), and the
+// "unique" group's BPC is a parabola in ln r_a with its minimum at r_a = 0.2.
 inline v1::SweepSpec AnalysisSweepSpec(const std::string& name) {
   v1::SweepSpec spec;
   spec.set_name(name);
   (*spec.mutable_labels())["analysis"] = "1";
   return spec;
 }
-constexpr int kAnalysisSweepRuns = 6;
-constexpr double kLawA = 10, kLawB = 0.05;
-inline double DenseLaw(double compute) { return kLawA * std::pow(compute, -kLawB); }
+constexpr int kAnalysisSweepRuns = 10;
+constexpr double kLawA = 10, kLawB = 0.05, kLawC = 0.5, kSeedOffset = 0.001;
+inline double DenseLaw(double compute) { return kLawA * std::pow(compute, -kLawB) + kLawC; }
 inline double SyntheticBpc(const v1::RunSpec& run) {
   const double c = run.accounting().compute_flops();
   if (run.role() == v1::RUN_ROLE_DENSE_BASELINE) return DenseLaw(c);
   const double t = std::log(run.accounting().activation_rate() / 0.2);
-  return DenseLaw(2 * c) + 0.05 * t * t;
+  const double seed = run.training().seed() == 0 ? kSeedOffset : -kSeedOffset;
+  return DenseLaw(2 * c) + 0.05 * t * t + seed;
 }
 
 inline std::vector<v1::RunSpec> AnalysisRuns() {
   std::vector<v1::RunSpec> runs;
   auto add = [&](const std::string& name, v1::RunRole role, double compute, double rate,
-                 const std::string& variant) {
+                 const std::string& variant, uint64_t seed = 0) {
     v1::RunSpec run = MakeRunSpec(name, role);
     run.mutable_accounting()->set_compute_flops(compute);
     run.mutable_accounting()->set_activation_rate(rate);
     run.set_compute_multiple(compute / 1e15);
     run.set_data_variant(variant);
+    run.mutable_training()->set_seed(seed);
     run.set_predicted_efficiency_leverage(role == v1::RUN_ROLE_MOE ? 1.5 : 0);
     runs.push_back(std::move(run));
   };
   add("dense-1C", v1::RUN_ROLE_DENSE_BASELINE, 1e15, 1.0, "unique");
   add("dense-2C", v1::RUN_ROLE_DENSE_BASELINE, 2e15, 1.0, "unique");
-  add("moe-r0.1", v1::RUN_ROLE_MOE, 1e15, 0.1, "unique");
-  add("moe-r0.2", v1::RUN_ROLE_MOE, 1e15, 0.2, "unique");
-  add("moe-r0.4", v1::RUN_ROLE_MOE, 1e15, 0.4, "unique");
+  add("dense-4C", v1::RUN_ROLE_DENSE_BASELINE, 4e15, 1.0, "unique");
+  for (const char* rate : {"0.1", "0.2", "0.4"}) {
+    for (uint64_t seed : {0, 1}) {
+      add(absl::StrCat("moe-r", rate, "-s", seed), v1::RUN_ROLE_MOE, 1e15, std::stod(rate),
+          "unique", seed);
+    }
+  }
   add("moe-r0.2-strict", v1::RUN_ROLE_MOE, 1e15, 0.2, "strict");
   return runs;
 }

@@ -1,6 +1,6 @@
 // ListWorkers, AnalyzeSweep and the ResourceInfo of NOT_FOUND, called directly on the Scheduler
 // over a fresh migrated PostgreSQL database per test. The analysis sweep (scheduler_fixture.h)
-// has a known answer: dense law 10·C^-0.05, MoE runs at r_a = 0.2 worth exactly 2× compute.
+// has a known answer: dense law 10·C^-0.05 + 0.5, MoE runs at r_a = 0.2 worth 2× compute.
 #include <cmath>
 
 #include "gmock/gmock.h"
@@ -127,50 +127,91 @@ TEST_F(SchedulerTest, AnalyzeSweepRecoversAKnownLawLeverageAndOptimum) {
   absl::StatusOr<v1::AnalyzeSweepResponse> analysis = scheduler_->AnalyzeSweep(request);
   ASSERT_TRUE(analysis.ok()) << analysis.status();
 
-  // Two budgets: a pure power law, recovered exactly.
-  EXPECT_NEAR(analysis->dense_fit().a(), kLawA, 1e-6 * kLawA);
-  EXPECT_NEAR(analysis->dense_fit().b(), kLawB, 1e-9);
-  EXPECT_EQ(analysis->dense_fit().c(), 0);
-  EXPECT_EQ(analysis->dense_fit().points(), 2u);
-  EXPECT_LT(analysis->dense_fit().rms_residual(), 1e-9);
+  // Three budgets, three runs: the law is recovered, with no residual left for an interval.
+  const v1::DenseComputeFit& law = analysis->dense_fit();
+  EXPECT_TRUE(analysis->dense_fit_refusal().empty()) << analysis->dense_fit_refusal();
+  EXPECT_NEAR(law.a() / kLawA, 1.0, 0.02);
+  EXPECT_NEAR(law.b(), kLawB, 1e-3);
+  EXPECT_NEAR(law.c(), kLawC, 0.02);
+  EXPECT_EQ(law.points(), 3u);
+  EXPECT_EQ(law.budgets(), 3u);
+  EXPECT_FALSE(law.has_b_interval());
+  EXPECT_THAT(law.interval_note(), ::testing::HasSubstr("no residual"));
 
-  ASSERT_EQ(analysis->leverage_size(), 4);
-  std::map<std::string, double> leverage;
+  ASSERT_EQ(analysis->leverage_size(), 7);
+  std::map<std::string, const v1::RunLeverage*> leverage;
   for (const v1::RunLeverage& run : analysis->leverage()) {
-    leverage[run.name()] = run.efficiency_leverage();
+    leverage[run.name()] = &run;
     EXPECT_EQ(run.predicted_efficiency_leverage(), 1.5) << run.name();
+    EXPECT_GT(run.efficiency_leverage(), 0)
+        << run.name() << ": " << run.efficiency_leverage_missing();
   }
-  EXPECT_NEAR(leverage["moe-r0.2"], 2.0, 1e-6) << "loss = dense law at 2× its compute";
-  EXPECT_NEAR(leverage["moe-r0.2-strict"], 2.0, 1e-6);
-  // Off the optimum the loss is higher, so a dense model needs less compute to match it.
-  const double off = DenseLaw(2e15) + 0.05 * std::log(2.0) * std::log(2.0);
-  EXPECT_NEAR(leverage["moe-r0.1"], std::pow(kLawA / off, 1 / kLawB) / 1e15, 1e-4);
-  EXPECT_LT(leverage["moe-r0.4"], 2.0);
+  EXPECT_NEAR(leverage["moe-r0.2-strict"]->efficiency_leverage(), 2.0, 0.05)
+      << "loss = dense law at 2× its compute";
+  EXPECT_GT(leverage["moe-r0.2-s1"]->efficiency_leverage(),
+            leverage["moe-r0.2-s0"]->efficiency_leverage())
+      << "the seed with the lower loss needs more dense compute to match";
+  EXPECT_LT(leverage["moe-r0.4-s0"]->efficiency_leverage(), 2.0);
+  EXPECT_THAT(analysis->efficiency_leverage_law_refusal(), ::testing::HasSubstr("granularities"));
+  EXPECT_FALSE(analysis->has_efficiency_leverage_law());
 
-  // Only the "unique" group has ≥ 3 MoE runs; its parabola's minimum is at r_a = 0.2.
-  ASSERT_EQ(analysis->optimal_activation_size(), 1);
+  // "unique": bracketed at 0.2 with an interval; "strict": one r_a, so no optimum and why.
+  ASSERT_EQ(analysis->optimal_activation_size(), 2);
   const v1::OptimalActivation& optimum = analysis->optimal_activation(0);
   EXPECT_EQ(optimum.compute_budget(), "C1");
   EXPECT_EQ(optimum.data_variant(), "unique");
+  ASSERT_EQ(optimum.status(), v1::OPTIMUM_STATUS_BRACKETED) << optimum.reason();
   EXPECT_NEAR(optimum.activation_rate(), 0.2, 1e-6);
   EXPECT_NEAR(optimum.bpc(), DenseLaw(2e15), 1e-9);
+  ASSERT_TRUE(optimum.has_activation_rate_interval()) << optimum.interval_note();
+  EXPECT_LE(optimum.activation_rate_interval().low(), 0.2);
+  EXPECT_GE(optimum.activation_rate_interval().high(), 0.2);
+  EXPECT_GE(optimum.activation_rate_interval().low(), 0.1) << "never outside the grid";
+  EXPECT_LE(optimum.activation_rate_interval().high(), 0.4) << "never outside the grid";
+  EXPECT_EQ(optimum.activation_rate_interval().level(), 0.9);
+  EXPECT_EQ(optimum.resamples(), 2000u);
   EXPECT_DOUBLE_EQ(optimum.best_grid_activation_rate(), 0.2);
-  EXPECT_EQ(optimum.points(), 3u);
+  EXPECT_EQ(optimum.points(), 6u);
+  EXPECT_EQ(optimum.rates(), 3u);
+  const v1::OptimalActivation& strict = analysis->optimal_activation(1);
+  EXPECT_EQ(strict.status(), v1::OPTIMUM_STATUS_TOO_FEW_RATES);
+  EXPECT_THAT(strict.reason(), ::testing::HasSubstr("≥ 3 distinct r_a"));
+  EXPECT_EQ(strict.activation_rate(), 0);
+
+  // Grid points: the 1C baseline is the reference; r_a = 0.2 beats it by more than its spread.
+  ASSERT_EQ(analysis->grid_points_size(), 7);
+  EXPECT_EQ(analysis->grid_points(0).name(), "dense-1C");
+  EXPECT_EQ(analysis->grid_points(0).verdict(), v1::DELTA_VERDICT_IS_BASELINE);
+  const v1::GridPointSummary& best = analysis->grid_points(4);
+  EXPECT_EQ(best.name(), "moe-r0.2");
+  EXPECT_EQ(best.seeds(), 2u);
+  EXPECT_NEAR(best.bpc_mean(), DenseLaw(2e15), 1e-12);
+  EXPECT_NEAR(best.bpc_spread(), kSeedOffset * std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(best.delta_bpc(), DenseLaw(2e15) - DenseLaw(1e15), 1e-12);
+  EXPECT_EQ(best.verdict(), v1::DELTA_VERDICT_EXCEEDS_SPREAD);
+  EXPECT_EQ(analysis->grid_points(6).verdict(), v1::DELTA_VERDICT_NO_BASELINE)
+      << "the strict group has no dense baseline";
 }
 
-TEST_F(SchedulerTest, AnalyzeSweepWithOneFinishedDenseRunIsFailedPrecondition) {
+TEST_F(SchedulerTest, AnalyzeSweepSaysWhatItCannotFitYet) {
   const v1::SubmitSweepResponse submitted = Submit(AnalysisSweepSpec("too-early"));
-  FinishRuns(1);  // grid order: only dense-1C finishes
   v1::AnalyzeSweepRequest request;
   request.set_sweep_id(submitted.sweep().sweep_id());
-  const absl::Status status = scheduler_->AnalyzeSweep(request).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-  std::optional<google::rpc::PreconditionFailure> failure = PreconditionOf(status);
-  ASSERT_TRUE(failure.has_value()) << "expected a PreconditionFailure detail: " << status;
+  const absl::Status none = scheduler_->AnalyzeSweep(request).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition) << none;
+  std::optional<google::rpc::PreconditionFailure> failure = PreconditionOf(none);
+  ASSERT_TRUE(failure.has_value()) << "expected a PreconditionFailure detail: " << none;
   ASSERT_EQ(failure->violations_size(), 1);
-  EXPECT_EQ(failure->violations(0).type(), "DENSE_BASELINES");
+  EXPECT_EQ(failure->violations(0).type(), "FINISHED_RUNS");
   EXPECT_EQ(failure->violations(0).subject(), "sweeps/" + submitted.sweep().sweep_id());
-  EXPECT_THAT(failure->violations(0).description(), ::testing::HasSubstr("has 1"));
+
+  FinishRuns(2);  // grid order: dense-1C and dense-2C finish
+  absl::StatusOr<v1::AnalyzeSweepResponse> analysis = scheduler_->AnalyzeSweep(request);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  EXPECT_FALSE(analysis->has_dense_fit()) << "two budgets cannot identify a, b and c";
+  EXPECT_THAT(analysis->dense_fit_refusal(), ::testing::HasSubstr("span 2 budgets"));
+  EXPECT_EQ(analysis->leverage_size(), 0);
+  EXPECT_EQ(analysis->grid_points_size(), 2);
 }
 
 TEST_F(SchedulerTest, AnalyzeSweepUnknownIsNotFoundWithResourceInfo) {

@@ -85,7 +85,7 @@ function mean(values) {
 
 // The equal-resource figure: final validation BPC against r_a, one series per (compute budget,
 // data variant) averaged over seeds, and each group's dense baselines (1C, 2C) as horizontal
-// lines; with the analysis, each group's fitted optimal r_a as a star.
+// lines; with the analysis, each group's fitted optimal r_a as a star where the grid brackets one.
 export function equalResourceDatasets(results, analysis) {
   const finished = results.filter((row) => row.state === 'RUN_STATE_SUCCEEDED' &&
                                            num(row.final_val_bpc) > 0);
@@ -135,6 +135,8 @@ export function equalResourceDatasets(results, analysis) {
     }
     for (const optimum of analysis?.optimal_activation || []) {
       if (`${optimum.compute_budget} · ${optimum.data_variant}` !== key) continue;
+      // Only a bracketed optimum is a finding; otherwise the analysis card says why not.
+      if (optimum.status !== 'OPTIMUM_STATUS_BRACKETED') continue;
       const label = `fitted optimum · ${key}`;
       datasets.push({type: 'scatter', label, group: label, borderColor: colour, backgroundColor: '#fff',
                      pointStyle: 'star', pointRadius: 9, borderWidth: 2,

@@ -10,41 +10,13 @@ import {hrefFor} from '../router.js';
 import {SortableTable} from '../table.js';
 import {progressBar, stateCounts} from './sweeps.js';
 import {runColumns} from './sweep_columns.js';
+import {analysisView} from './sweep_analysis.js';
 
 const CURVE_POINTS = 200;
 
 function stat(label, value, testId) {
   return h('div', {class: 'stat', 'data-testid': testId || null},
            h('div', {class: 'stat-label'}, label), h('div', {class: 'stat-value'}, value));
-}
-
-function analysisView(analysis, analysisError) {
-  if (!analysis) {
-    const why = analysisError?.code === 'FAILED_PRECONDITION'
-        ? `Not yet available: ${analysisError.message}`
-        : `Analysis unavailable: ${analysisError?.message || 'unknown error'}`;
-    return h('p', {class: 'muted', 'data-testid': 'analysis-note'}, why);
-  }
-  const fit = analysis.dense_fit || {};
-  const optimum = (analysis.optimal_activation || []).map((o) => h('tr', {},
-      h('td', {}, o.compute_budget), h('td', {}, o.data_variant),
-      h('td', {class: 'numeric'}, `${percent(o.activation_rate)} ± ${percent(o.activation_rate_stderr)}`),
-      h('td', {class: 'numeric'}, fixed(o.bpc)), h('td', {class: 'numeric'}, percent(o.best_grid_activation_rate)),
-      h('td', {class: 'numeric'}, o.points)));
-  return h('div', {class: 'analysis', 'data-testid': 'analysis'},
-           h('p', {}, 'Dense compute law fitted to the finished dense runs: ',
-             h('span', {class: 'formula'},
-               `L(C) = ${fixed(fit.a, 3)} · C^(−${fixed(fit.b, 4)}) + ${fixed(fit.c, 3)}`),
-             ` (${fit.points} runs, RMS residual ${fixed(fit.rms_residual, 4)} bits/byte).`),
-           optimum.length
-               ? h('table', {class: 'data-table compact'},
-                   h('thead', {}, h('tr', {}, h('th', {}, 'Budget'), h('th', {}, 'Data'),
-                                    h('th', {class: 'numeric'}, 'Optimal r_a (fit)'),
-                                    h('th', {class: 'numeric'}, 'BPC at optimum'),
-                                    h('th', {class: 'numeric'}, 'Best grid r_a'),
-                                    h('th', {class: 'numeric'}, 'Runs'))),
-                   h('tbody', {}, optimum))
-               : h('p', {class: 'muted'}, 'Optimal activation rates need three finished MoE runs per group.'));
 }
 
 export function mountSweepPage(root, sweepId) {

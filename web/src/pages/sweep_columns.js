@@ -24,6 +24,11 @@ function delta(row) {
   return num(row.result.delta_bpc_vs_dense);
 }
 
+// 0 means not measured (no dense law, or a loss the law cannot reach): shown as "—", not 0×.
+function measuredLeverage(row) {
+  return row.leverage && num(row.leverage.efficiency_leverage) > 0;
+}
+
 export function runColumns() {
   const acc = (row) => row.run.spec?.accounting || {};
   return [
@@ -74,7 +79,16 @@ export function runColumns() {
      }},
     {key: 'el', label: 'EL', numeric: true,
      title: 'Efficiency leverage: dense compute needed to match / compute used (> 1: MoE wins)',
-     value: (row) => (row.leverage ? num(row.leverage.efficiency_leverage) : null),
-     render: (row) => (row.leverage ? `${fixed(row.leverage.efficiency_leverage, 2)}×` : '—')},
+     value: (row) => (measuredLeverage(row) ? num(row.leverage.efficiency_leverage) : null),
+     render: (row) => {
+       if (!measuredLeverage(row)) {
+         return row.leverage?.efficiency_leverage_missing
+             ? h('span', {class: 'muted', title: row.leverage.efficiency_leverage_missing}, '—')
+             : '—';
+       }
+       const range = row.leverage.efficiency_leverage_interval;
+       return h('span', {title: range ? `90% interval ${fixed(range.low, 2)}–${fixed(range.high, 2)}×` : null},
+                `${fixed(row.leverage.efficiency_leverage, 2)}×`);
+     }},
   ];
 }

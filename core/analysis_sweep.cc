@@ -1,0 +1,283 @@
+// A sweep's whole analysis (AnalyzeFinishedRuns) and the refit of the joint EL law.
+//
+// The joint law ln EL = ln Â · (a + d·log₁₀C + γ·(log₂G)² + β·log₂G) is linear in (a, d, γ, β)
+// once A_start and A_max fix Â, so it is an ordinary least-squares fit in log space; the
+// saturation constants stay at their published values because a sweep's few activation ratios
+// cannot identify them. d needs two budgets, γ and β three granularities, and four coefficients
+// need a fifth run to leave a residual.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/analysis.h"
+#include "core/analysis_stats.h"
+
+namespace parity::core {
+namespace {
+
+// Runs of one budget differ in C by token rounding (D = round(C·m/M)); budgets differ by far
+// more than 1%.
+int CountDistinct(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  int distinct = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    distinct += i == 0 || values[i] > values[i - 1] * 1.01;
+  }
+  return distinct;
+}
+
+// "moe-ra20-C1-unique-s1" → "moe-ra20-C1-unique": the grid point of a run.
+std::string PointName(const std::string& run_name) {
+  const size_t dash = run_name.rfind("-s");
+  if (dash == std::string::npos || dash + 2 == run_name.size()) return run_name;
+  for (size_t i = dash + 2; i < run_name.size(); ++i) {
+    if (run_name[i] < '0' || run_name[i] > '9') return run_name;
+  }
+  return run_name.substr(0, dash);
+}
+
+bool IsDense(const parity::v1::RunSpec& spec) {
+  return spec.role() == parity::v1::RUN_ROLE_DENSE_BASELINE;
+}
+
+struct PointRuns {
+  GridPointSummary summary;
+  std::vector<double> bpc, leverage;
+};
+
+std::vector<GridPointSummary> SummarizeGridPoints(std::span<const FinishedRun> runs,
+                                                  const std::vector<RunLeverageResult>& leverage) {
+  std::map<std::string, double> el_of;
+  for (const RunLeverageResult& l : leverage) {
+    if (l.efficiency_leverage) el_of[l.run_id] = *l.efficiency_leverage;
+  }
+  std::vector<PointRuns> points;
+  for (const FinishedRun& run : runs) {
+    const parity::v1::RunSpec& spec = *run.spec;
+    const std::string name = PointName(spec.name());
+    auto it = std::find_if(points.begin(), points.end(), [&](const PointRuns& p) {
+      return p.summary.name == name && p.summary.compute_budget == spec.compute_budget() &&
+             p.summary.data_variant == spec.data_variant();
+    });
+    if (it == points.end()) {
+      GridPointSummary s;
+      const parity::v1::Accounting& a = spec.accounting();
+      s.name = name;
+      s.role = spec.role();
+      s.compute_budget = spec.compute_budget();
+      s.data_variant = spec.data_variant();
+      s.compute_multiple = spec.compute_multiple();
+      s.params = a.params();
+      s.active_params = a.active_params();
+      s.tokens = a.tokens();
+      s.unique_tokens = a.unique_tokens();
+      s.activation_rate = a.activation_rate();
+      s.epochs = a.epochs();
+      points.push_back({std::move(s), {}, {}});
+      it = std::prev(points.end());
+    }
+    it->bpc.push_back(run.val_bpc);
+    if (auto el = el_of.find(run.run_id); el != el_of.end()) it->leverage.push_back(el->second);
+  }
+  std::vector<GridPointSummary> out;
+  for (PointRuns& p : points) {
+    p.summary.seeds = static_cast<int>(p.bpc.size());
+    p.summary.bpc_mean = stats::Mean(p.bpc);
+    p.summary.bpc_spread = stats::Spread(p.bpc);
+    if (!p.leverage.empty()) p.summary.efficiency_leverage = stats::Mean(p.leverage);
+  }
+  for (const PointRuns& p : points) {
+    GridPointSummary s = p.summary;
+    const auto baseline = std::find_if(points.begin(), points.end(), [&](const PointRuns& b) {
+      return b.summary.role == parity::v1::RUN_ROLE_DENSE_BASELINE &&
+             std::fabs(b.summary.compute_multiple - 1) < 1e-9 &&
+             b.summary.compute_budget == s.compute_budget &&
+             b.summary.data_variant == s.data_variant;
+    });
+    if (baseline == points.end()) {
+      s.verdict = DeltaVerdict::kNoBaseline;
+    } else if (&*baseline == &p) {
+      s.verdict = DeltaVerdict::kIsBaseline;
+    } else {
+      const GridPointSummary& base = baseline->summary;
+      s.delta_bpc = s.bpc_mean - base.bpc_mean;
+      s.delta_spread = std::hypot(s.bpc_spread, base.bpc_spread);
+      if (s.seeds < 2 && base.seeds < 2) {
+        s.verdict = DeltaVerdict::kNoSpread;
+      } else {
+        s.verdict = std::fabs(*s.delta_bpc) > s.delta_spread ? DeltaVerdict::kExceedsSpread
+                                                             : DeltaVerdict::kWithinSpread;
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation> runs) {
+  std::vector<double> budgets, granularities;
+  for (const ElObservation& o : runs) {
+    if (!(o.activation_ratio > 0 && o.activation_ratio <= 1 && o.granularity > 0 && o.compute > 0 &&
+          o.efficiency_leverage > 0 && std::isfinite(o.efficiency_leverage))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "every run needs A in (0, 1], G > 0, C > 0 and EL > 0; got A = ", o.activation_ratio,
+          ", G = ", o.granularity, ", C = ", o.compute, ", EL = ", o.efficiency_leverage));
+    }
+    budgets.push_back(o.compute);
+    granularities.push_back(o.granularity);
+  }
+  ElLawFit fit;
+  fit.points = static_cast<int>(runs.size());
+  fit.budgets = CountDistinct(budgets);
+  fit.granularities = CountDistinct(granularities);
+  if (fit.points < 5 || fit.budgets < 2 || fit.granularities < 3) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the joint law's d needs MoE runs with a measured EL at ≥ 2 compute budgets, "
+        "γ and β need ≥ 3 granularities, and its four coefficients ≥ 5 runs; this sweep has ",
+        fit.points, " runs, ", fit.budgets, " budgets and ", fit.granularities, " granularities"));
+  }
+  std::array<std::array<double, 5>, 4> m{};
+  std::vector<std::array<double, 4>> rows;
+  for (const ElObservation& o : runs) {
+    const double s = std::log(SaturatedActivationRatio(o.activation_ratio, fit.published));
+    const double g = std::log2(o.granularity);
+    const std::array<double, 4> row = {s, s * std::log10(o.compute), s * g * g, s * g};
+    rows.push_back(row);
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) m[i][j] += row[i] * row[j];
+      m[i][4] += row[i] * std::log(o.efficiency_leverage);
+    }
+  }
+  for (int col = 0; col < 4; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < 4; ++r) {
+      if (std::fabs(m[r][col]) > std::fabs(m[pivot][col])) pivot = r;
+    }
+    std::swap(m[col], m[pivot]);
+    if (std::fabs(m[col][col]) < 1e-12 * (1 + std::fabs(m[0][0]))) {
+      return absl::FailedPreconditionError(
+          "the runs' activation ratios, budgets and granularities do not separate "
+          "the law's terms (singular fit)");
+    }
+    for (int r = 0; r < 4; ++r) {
+      if (r == col) continue;
+      const double f = m[r][col] / m[col][col];
+      for (int c = col; c < 5; ++c) m[r][c] -= f * m[col][c];
+    }
+  }
+  fit.fitted = fit.published;
+  fit.fitted.a = m[0][4] / m[0][0];
+  fit.fitted.d = m[1][4] / m[1][1];
+  fit.fitted.gamma = m[2][4] / m[2][2];
+  fit.fitted.beta = m[3][4] / m[3][3];
+  double sq = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const double predicted = rows[i][0] * fit.fitted.a + rows[i][1] * fit.fitted.d +
+                             rows[i][2] * fit.fitted.gamma + rows[i][3] * fit.fitted.beta;
+    sq += std::pow(std::log(runs[i].efficiency_leverage) - predicted, 2);
+  }
+  fit.rms_log_residual = std::sqrt(sq / static_cast<double>(runs.size()));
+  return fit;
+}
+
+SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> all) {
+  std::vector<FinishedRun> runs;
+  for (const FinishedRun& run : all) {
+    if (run.spec != nullptr) runs.push_back(run);
+  }
+  SweepAnalysis analysis;
+  std::vector<Observation> dense;
+  int repeated = 0;
+  for (const FinishedRun& run : runs) {
+    if (!IsDense(*run.spec)) continue;
+    // The compute law is a law of fresh data: a dense run that repeats its data (strict reuse
+    // at 2C, two epochs) pays for repetition too and would bend it.
+    if (run.spec->accounting().epochs() > 1 + 1e-6) {
+      ++repeated;
+      continue;
+    }
+    dense.push_back({run.spec->accounting().compute_flops(), run.val_bpc});
+  }
+  if (!dense.empty()) analysis.dense_fit = FitDenseComputeLaw(dense);
+  if (analysis.dense_fit.ok()) {
+    analysis.dense_fit->repeated_data_excluded = repeated;
+  } else if (repeated > 0) {
+    analysis.dense_fit =
+        absl::Status(analysis.dense_fit.status().code(),
+                     absl::StrCat(analysis.dense_fit.status().message(), " (", repeated,
+                                  " dense runs that repeat their data are left out of the law)"));
+  }
+
+  struct Group {
+    std::string budget, variant;
+    std::vector<Observation> points;
+  };
+  std::vector<Group> groups;
+  std::vector<ElObservation> el_runs;
+  for (const FinishedRun& run : runs) {
+    const parity::v1::RunSpec& spec = *run.spec;
+    if (spec.role() != parity::v1::RUN_ROLE_MOE) continue;
+    const auto& a = spec.accounting();
+    RunLeverageResult leverage;
+    leverage.run_id = run.run_id;
+    leverage.name = spec.name();
+    leverage.activation_rate = a.activation_rate();
+    leverage.predicted_efficiency_leverage = spec.predicted_efficiency_leverage();
+    if (!analysis.dense_fit.ok()) {
+      leverage.missing_reason =
+          absl::StrCat("no dense law: ", analysis.dense_fit.status().message());
+    } else if (absl::StatusOr<double> el =
+                   MeasuredEfficiencyLeverage(*analysis.dense_fit, run.val_bpc, a.compute_flops());
+               !el.ok()) {
+      leverage.missing_reason = std::string(el.status().message());
+    } else {
+      leverage.efficiency_leverage = *el;
+      leverage.efficiency_leverage_interval =
+          EfficiencyLeverageInterval(*analysis.dense_fit, run.val_bpc, a.compute_flops());
+      if (a.expert_activation_ratio() > 0 && a.granularity() > 0) {
+        el_runs.push_back({a.expert_activation_ratio(), a.granularity(), a.compute_flops(), *el});
+      }
+    }
+    analysis.leverage.push_back(std::move(leverage));
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.budget == spec.compute_budget() && g.variant == spec.data_variant();
+    });
+    if (it == groups.end()) {
+      groups.push_back({spec.compute_budget(), spec.data_variant(), {}});
+      it = std::prev(groups.end());
+    }
+    it->points.push_back({a.activation_rate(), run.val_bpc});
+  }
+  for (const Group& g : groups) {
+    analysis.optimal_activation.push_back({g.budget, g.variant, FitOptimalActivation(g.points)});
+  }
+  if (!analysis.dense_fit.ok()) {
+    analysis.el_law = absl::FailedPreconditionError(
+        "no MoE run has a measured EL, because the dense law was not fitted");
+  } else {
+    analysis.el_law = FitEfficiencyLeverageLaw(el_runs);
+  }
+  if (analysis.el_law.ok()) {
+    for (size_t i = 0, r = 0; i < runs.size(); ++i) {
+      const parity::v1::RunSpec& spec = *runs[i].spec;
+      if (spec.role() != parity::v1::RUN_ROLE_MOE) continue;
+      const auto& a = spec.accounting();
+      const double el = PredictedEfficiencyLeverage(a.expert_activation_ratio(), a.granularity(),
+                                                    a.compute_flops(), analysis.el_law->fitted);
+      if (el > 0) analysis.leverage[r].joint_law_efficiency_leverage = el;
+      ++r;
+    }
+  }
+  analysis.grid_points = SummarizeGridPoints(runs, analysis.leverage);
+  return analysis;
+}
+
+}  // namespace parity::core
