@@ -52,6 +52,6 @@ PY
   --lease-ttl 5s --heartbeat-interval 500ms >"$dir/up.log" 2>&1 || { cat "$dir/up.log"; exit 1; }
 
 export PARITY_SCHEDULER="127.0.0.1:$port" PYTHONPATH="$pypath" MPLBACKEND=Agg
-export PARITY_CLIENT_TEST_DIR="$dir"
+export PARITY_CLIENT_TEST_DIR="$dir" PARITY_CLI="$build/cli/parity"
 cd "$repo"
 "$python" -m unittest -v clients/python/tests/test_client.py

@@ -2,14 +2,18 @@
 sweep and wait with progress, list sweeps and runs, fetch results (rows and DataFrame) and a
 run's curve, plan, cancel a second sweep, and the errors: an invalid spec (INVALID_ARGUMENT with
 field violations from the scheduler), a malformed one (the client's own loader), an unknown
-sweep (NOT_FOUND) and an unreachable scheduler (UNAVAILABLE). Last, the README's figure example
-runs on the finished sweep."""
+sweep (NOT_FOUND) and an unreachable scheduler (UNAVAILABLE); the spec loader against the CLI's
+(every example planned both ways). Last, the README's figure example runs on the finished
+sweep."""
 
 import dataclasses
+import glob
 import importlib.util
+import json
 import math
 import os
 import re
+import subprocess
 import unittest
 
 import grpc
@@ -122,6 +126,22 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([r.name for r in runs][:2],
                          ["moe-ra25-C1-unique-s0", "moe-ra60-C1-unique-s0"])
         self.assertEqual(len(runs), RUNS)
+
+    def test_spec_loader_matches_the_cli(self):
+        # The same file through this package's loader (planned by the scheduler) and through
+        # core/spec_loader.cc (`parity plan`) must give identical RunSpecs.
+        from google.protobuf import json_format
+        from parity.v1 import sweep_pb2
+        cli = os.environ["PARITY_CLI"]
+        paths = sorted(glob.glob("examples/*.yaml")) + ["core/tests/data/twin.json", SPEC]
+        for path in paths:
+            out = subprocess.run([cli, "plan", path, "--format", "json"], check=True,
+                                 capture_output=True, text=True).stdout
+            expected = [json_format.ParseDict(r, sweep_pb2.RunSpec()) for r in json.loads(out)]
+            got = self.client.plan(path)
+            self.assertEqual(len(got), len(expected), path)
+            for g, e in zip(got, expected):
+                self.assertEqual(g, e, f"{path}: {g.name} differs from the CLI's {e.name}")
 
     def test_cancel(self):
         spec = parity_client.load_spec(SPEC)
