@@ -73,7 +73,8 @@ class Client:
 
     def sweep(self, sweep_id):
         """One sweep's SweepInfo (NOT_FOUND if there is none)."""
-        return SweepInfo.from_proto(self._call("GetSweep", api.GetSweepRequest(sweep_id=sweep_id)).sweep)
+        response = self._call("GetSweep", api.GetSweepRequest(sweep_id=sweep_id))
+        return SweepInfo.from_proto(response.sweep)
 
     def list_sweeps(self, state=None):
         """Every sweep, newest first; state: "active", "succeeded", "failed" or "cancelled"."""
@@ -90,7 +91,8 @@ class Client:
 
     def cancel(self, sweep_id, reason="cancelled from parity_client"):
         """Cancels a sweep's pending and running runs. Returns (SweepInfo, runs cancelled)."""
-        response = self._call("CancelSweep", api.CancelSweepRequest(sweep_id=sweep_id, reason=reason))
+        request = api.CancelSweepRequest(sweep_id=sweep_id, reason=reason)
+        response = self._call("CancelSweep", request)
         return SweepInfo.from_proto(response.sweep), response.cancelled_runs
 
     def wait(self, sweep_id, progress=True, timeout=None):
@@ -167,7 +169,8 @@ def _print_progress(info):
     c = info.counts
     line = (f"\rsweep {info.name or info.sweep_id}: {info.done}/{c['total']} done "
             f"({c['succeeded']} succeeded, {c['running'] + c['leased']} running, "
-            f"{c['pending']} pending, {c['failed']} failed, {c['cancelled']} cancelled) {info.state}")
+            f"{c['pending']} pending, {c['failed']} failed, {c['cancelled']} cancelled) "
+            f"{info.state}")
     sys.stderr.write(line)
     sys.stderr.flush()
 

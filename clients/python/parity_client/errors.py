@@ -6,7 +6,7 @@ INVALID_ARGUMENT carries a google.rpc.BadRequest in the status details (the
 `grid.moe[0].top_k: 9 exceeds num_experts 8`.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 
@@ -51,7 +51,8 @@ def _detail_types():
                  "QuotaFailure")
         _DETAIL_TYPES = {
             cls.DESCRIPTOR.full_name: cls
-            for cls in (getattr(error_details_pb2, n) for n in names if hasattr(error_details_pb2, n))
+            for cls in (getattr(error_details_pb2, n) for n in names
+                        if hasattr(error_details_pb2, n))
         }
     return _DETAIL_TYPES
 
@@ -81,5 +82,6 @@ def from_rpc_error(error):
             any_detail.Unpack(detail)
             details.append(detail)
             if cls.DESCRIPTOR.name == "BadRequest":
-                violations += [FieldViolation(v.field, v.description) for v in detail.field_violations]
+                violations += [FieldViolation(v.field, v.description)
+                               for v in detail.field_violations]
     return ParityError(code or grpc.StatusCode.UNKNOWN, message or "", violations, details)

@@ -135,7 +135,7 @@ class RunInfo:
 
 
 def to_frame(items):
-    """A pandas DataFrame of dataclass rows; ImportError naming the package when pandas is absent."""
+    """A pandas DataFrame of dataclass rows; ImportError naming the package without pandas."""
     try:
         import pandas
     except ImportError as e:

@@ -110,7 +110,8 @@ class _Normalizer:
         self.violations.append(FieldViolation(field, description))
 
     def _is_null(self, value):
-        return value is None or (self._yaml_nulls and isinstance(value, str) and value in _YAML_NULLS)
+        return value is None or (
+            self._yaml_nulls and isinstance(value, str) and value in _YAML_NULLS)
 
     def message(self, value, desc, path):
         if not isinstance(value, dict):

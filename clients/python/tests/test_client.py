@@ -6,9 +6,11 @@ sweep (NOT_FOUND) and an unreachable scheduler (UNAVAILABLE); the spec loader ag
 (every example planned both ways). Last, the README's figure example runs on the finished
 sweep."""
 
+import contextlib
 import dataclasses
 import glob
 import importlib.util
+import io
 import json
 import math
 import os
@@ -150,8 +152,12 @@ class ClientTest(unittest.TestCase):
         sweep = self.client.submit(spec)
         info, cancelled = self.client.cancel(sweep.sweep_id, reason="test")
         self.assertGreaterEqual(cancelled, 1, "a just-submitted sweep has runs to cancel")
-        final = self.client.wait(sweep.sweep_id, progress=False, timeout=60)
+        line = io.StringIO()
+        with contextlib.redirect_stderr(line):
+            final = self.client.wait(sweep.sweep_id, progress=True, timeout=60)
         self.assertEqual(final.state, "cancelled", f"expected a cancelled sweep, got {final}")
+        self.assertRegex(line.getvalue(), r"sweep pyclient-cancel: \d+/8 done .* cancelled\n$",
+                         "progress=True should print a progress line ending in the final state")
         self.assertIn(sweep.sweep_id, [s.sweep_id for s in self.client.list_sweeps("cancelled")])
 
     def test_invalid_spec_carries_field_violations(self):
@@ -173,7 +179,8 @@ class ClientTest(unittest.TestCase):
 
     def test_malformed_spec_is_caught_by_the_loader(self):
         with self.assertRaises(parity_client.ParityError) as caught:
-            parity_client.parse_spec("name: x\ngrid: {moe: [{flavour: 1}], compute: [{compute_flops: 3Q}]}")
+            parity_client.parse_spec(
+                "name: x\ngrid: {moe: [{flavour: 1}], compute: [{compute_flops: 3Q}]}")
         fields = [v.field for v in caught.exception.violations]
         self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
         self.assertEqual(fields, ["grid.moe[0].flavour", "grid.compute[0].compute_flops"])
