@@ -29,6 +29,8 @@ packages=(
   bible-kjv python3
   chromium  # the dashboard's browser tests (tests/dashboard) drive it headless
   prometheus  # promtool: the deploy/ tests lint the metrics, config, alert rules and dashboard
+  python3-grpcio python3-protobuf python3-yaml  # the Python client (clients/python)
+  python3-pandas python3-matplotlib  # optional for its users; its test draws the README figure
 )
 # The build vendors the dashboard's JavaScript with npm (web/CMakeLists.txt); Debian's Node is
 # enough, and a newer one already on the machine is kept.

@@ -232,7 +232,7 @@ TEST(PlannerTest, EveryExamplePlans) {
     absl::StatusOr<std::vector<RunSpec>> runs = PlanSweep(*spec);
     EXPECT_TRUE(runs.ok()) << entry.path() << ": " << runs.status();
   }
-  EXPECT_GE(examples, 3) << "expected the three examples under examples/";
+  EXPECT_GE(examples, 4) << "expected the four examples under examples/";
 }
 
 TEST(PlannerTest, ExampleSizes) {
@@ -245,6 +245,7 @@ TEST(PlannerTest, ExampleSizes) {
   EXPECT_EQ(count("examples/micro.yaml"), 24u);
   EXPECT_EQ(count("examples/full_study_2b.yaml"), 243u);
   EXPECT_EQ(count("examples/equal_resources_7b.yaml"), 20u);
+  EXPECT_EQ(count("examples/published_2b.yaml"), 3u);
 }
 
 // The published equal-resources setup: at C1 = 2.86e21 the 1C dense baseline consumes ≈ 68B

@@ -1,0 +1,19 @@
+"""parity_client: submit, follow and read Parity sweeps from Python (see clients/python/README.md).
+
+    import parity_client
+    with parity_client.connect("127.0.0.1:50051") as client:
+        sweep = client.submit("examples/micro.yaml")
+        client.wait(sweep.sweep_id)
+        for row in client.results(sweep.sweep_id):
+            print(row.name, row.activation_rate, row.final_val_bpc)
+"""
+
+from .client import DEFAULT_ADDRESS, Client, connect
+from .errors import FieldViolation, ParityError
+from .rows import MetricPoint, ResultRow, RunInfo, SweepInfo, to_frame
+from .spec import load_spec, parse_spec, parse_quantity
+
+__all__ = [
+    "DEFAULT_ADDRESS", "Client", "connect", "FieldViolation", "ParityError", "MetricPoint",
+    "ResultRow", "RunInfo", "SweepInfo", "to_frame", "load_spec", "parse_spec", "parse_quantity",
+]

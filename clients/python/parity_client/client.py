@@ -1,0 +1,185 @@
+"""Client: the SweepService calls a researcher needs, as plain Python.
+
+    with parity_client.connect() as client:            # address or $PARITY_SCHEDULER
+        sweep = client.submit("examples/micro.yaml")   # plan on the scheduler, queue the runs
+        client.wait(sweep.sweep_id)                    # progress line until it ends
+        df = client.results_frame(sweep.sweep_id)      # pandas, when installed
+
+Every call raises ParityError on failure (code, message, field violations). Thread-safety: a
+Client can be shared between threads (gRPC channels are); close() it once.
+"""
+
+import os
+import sys
+
+import grpc
+
+from parity.v1 import run_pb2, sweep_pb2, sweep_service_pb2 as api, sweep_service_pb2_grpc
+
+from .errors import ParityError, from_rpc_error
+from .rows import MetricPoint, ResultRow, RunInfo, SweepInfo, to_frame
+from .spec import load_spec
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+
+def connect(address=None, timeout=30.0):
+    """A Client of the scheduler at `address`, else $PARITY_SCHEDULER, else 127.0.0.1:50051."""
+    return Client(address, timeout)
+
+
+class Client:
+    def __init__(self, address=None, timeout=30.0):
+        """timeout: seconds for each unary call (waits and curves have their own)."""
+        self.address = address or os.environ.get("PARITY_SCHEDULER") or DEFAULT_ADDRESS
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(self.address)
+        self._stub = sweep_service_pb2_grpc.SweepServiceStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, method, request, timeout=None):
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    # Sweeps -------------------------------------------------------------------------------
+
+    def submit(self, spec, idempotency_key="", owner=""):
+        """Queues a sweep. spec: a file path (YAML or JSON, read like `parity submit` does) or a
+        parity.v1.SweepSpec. Returns the SweepInfo, with .run_ids in grid order. An invalid spec
+        raises ParityError(INVALID_ARGUMENT) with one FieldViolation per problem."""
+        if not isinstance(spec, sweep_pb2.SweepSpec):
+            spec = load_spec(spec)
+        response = self._call("SubmitSweep", api.SubmitSweepRequest(
+            spec=spec, idempotency_key=idempotency_key, owner=owner))
+        info = SweepInfo.from_proto(response.sweep)
+        info.run_ids = list(response.run_ids)
+        return info
+
+    def plan(self, spec):
+        """The planned runs of a spec, without queueing it: a list of parity.v1.RunSpec."""
+        if not isinstance(spec, sweep_pb2.SweepSpec):
+            spec = load_spec(spec)
+        return list(self._call("PlanSweep", api.PlanSweepRequest(spec=spec)).runs)
+
+    def sweep(self, sweep_id):
+        """One sweep's SweepInfo (NOT_FOUND if there is none)."""
+        response = self._call("GetSweep", api.GetSweepRequest(sweep_id=sweep_id))
+        return SweepInfo.from_proto(response.sweep)
+
+    def list_sweeps(self, state=None):
+        """Every sweep, newest first; state: "active", "succeeded", "failed" or "cancelled"."""
+        request = api.ListSweepsRequest(page_size=1000)
+        if state:
+            request.state = run_pb2.SweepState.Value("SWEEP_STATE_" + state.upper())
+        sweeps = []
+        while True:
+            response = self._call("ListSweeps", request)
+            sweeps += [SweepInfo.from_proto(s) for s in response.sweeps]
+            if not response.next_page_token:
+                return sweeps
+            request.page_token = response.next_page_token
+
+    def cancel(self, sweep_id, reason="cancelled from parity_client"):
+        """Cancels a sweep's pending and running runs. Returns (SweepInfo, runs cancelled)."""
+        request = api.CancelSweepRequest(sweep_id=sweep_id, reason=reason)
+        response = self._call("CancelSweep", request)
+        return SweepInfo.from_proto(response.sweep), response.cancelled_runs
+
+    def wait(self, sweep_id, progress=True, timeout=None):
+        """Follows a sweep (WatchSweep) until it ends; returns its final SweepInfo, whatever the
+        state (check .state: "succeeded", "failed" or "cancelled").
+
+        progress: True prints a progress line to stderr; a callable gets each SweepInfo as the
+        counts change; False/None stays quiet. timeout: seconds in all (None = no limit);
+        raises ParityError(DEADLINE_EXCEEDED) when it passes."""
+        report = _print_progress if progress is True else (progress or None)
+        info = self.sweep(sweep_id)
+        if report:
+            report(info)
+        if info.finished:
+            return _end_progress(report, info)
+        stream = self._stub.WatchSweep(api.WatchSweepRequest(sweep_id=sweep_id), timeout=timeout)
+        try:
+            for event in stream:
+                if event.HasField("sweep"):
+                    info = SweepInfo.from_proto(event.sweep)
+                    if report:
+                        report(info)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        return _end_progress(report, self.sweep(sweep_id))
+
+    # Runs and results ---------------------------------------------------------------------
+
+    def runs(self, sweep_id):
+        """A sweep's runs in grid order, as RunInfo."""
+        request = api.ListRunsRequest(sweep_id=sweep_id, page_size=1000)
+        out = []
+        while True:
+            response = self._call("ListRuns", request)
+            out += [RunInfo.from_proto(r) for r in response.runs]
+            if not response.next_page_token:
+                return out
+            request.page_token = response.next_page_token
+
+    def results(self, sweep_id="", order_by=""):
+        """The results view as ResultRow dataclasses (all sweeps when sweep_id is empty).
+        order_by: a ResultRow field, optionally followed by " desc"; empty = grid order."""
+        request = api.QueryResultsRequest(filter=api.ResultsFilter(sweep_id=sweep_id),
+                                          order_by=order_by, page_size=10000)
+        rows = []
+        while True:
+            response = self._call("QueryResults", request)
+            rows += [ResultRow.from_proto(r) for r in response.rows]
+            if not response.next_page_token:
+                return rows
+            request.page_token = response.next_page_token
+
+    def results_frame(self, sweep_id="", order_by=""):
+        """results() as a pandas DataFrame (needs pandas)."""
+        return to_frame(self.results(sweep_id, order_by))
+
+    def curve(self, run_id, from_step=0, timeout=None):
+        """A run's metric points (training and validation BPC, learning rate, throughput ...)
+        from `from_step` on, as MetricPoint. For a running run this waits until it ends (the
+        stream is WatchRun's); pass a timeout (seconds) to bound that."""
+        stream = self._stub.WatchRun(api.WatchRunRequest(run_id=run_id, from_step=from_step),
+                                     timeout=timeout)
+        try:
+            return [MetricPoint.from_proto(e.metric) for e in stream if e.HasField("metric")]
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def curve_frame(self, run_id, from_step=0, timeout=None):
+        """curve() as a pandas DataFrame (needs pandas)."""
+        return to_frame(self.curve(run_id, from_step, timeout))
+
+
+def _print_progress(info):
+    c = info.counts
+    line = (f"\rsweep {info.name or info.sweep_id}: {info.done}/{c['total']} done "
+            f"({c['succeeded']} succeeded, {c['running'] + c['leased']} running, "
+            f"{c['pending']} pending, {c['failed']} failed, {c['cancelled']} cancelled) "
+            f"{info.state}")
+    sys.stderr.write(line)
+    sys.stderr.flush()
+
+
+def _end_progress(report, info):
+    if report is _print_progress:
+        _print_progress(info)
+        sys.stderr.write("\n")
+    return info
+
+
+__all__ = ["Client", "connect", "ParityError"]

@@ -1,0 +1,144 @@
+"""Plain Python views of the API's messages: dataclasses with the proto's field names, enums as
+short lower-case names ("succeeded", "moe"), and tables as pandas DataFrames when pandas is
+importable (it is optional)."""
+
+from dataclasses import asdict, dataclass, fields
+from typing import Dict, Optional
+
+from parity.v1 import run_pb2, sweep_pb2
+
+
+def enum_name(enum_type, number, prefix):
+    """RUN_STATE_SUCCEEDED → "succeeded" (unknown numbers as their number)."""
+    try:
+        return enum_type.Name(number)[len(prefix):].lower()
+    except ValueError:
+        return str(number)
+
+
+@dataclass
+class ResultRow:
+    """One row of the results view (parity.v1.ResultRow): a run's accounting and outcome.
+    Units as in the proto: N in parameters, M in FLOPs/token, C in FLOPs, D in tokens, BPC in
+    bits per byte; final_val_bpc and delta_bpc_vs_dense are 0 until they exist."""
+
+    run_id: str
+    sweep_id: str
+    name: str
+    role: str  # "moe" or "dense_baseline"
+    layout: str
+    state: str  # "pending", "running", "succeeded", ...
+    d_model: int
+    num_layers: int
+    num_experts: int
+    top_k: int
+    expert_hidden: int
+    params: int
+    active_params: int
+    activation_rate: float
+    flops_per_token: float
+    measured_flops_per_token: float
+    compute_flops: float
+    tokens: int
+    unique_tokens: int
+    epochs: float
+    final_val_bpc: float
+    wall_seconds: float
+    compute_budget: str
+    compute_multiple: float
+    data_variant: str
+    predicted_efficiency_leverage: float
+    delta_bpc_vs_dense: float
+    seed: int
+
+    @classmethod
+    def from_proto(cls, row):
+        values = {f.name: getattr(row, f.name) for f in fields(cls)}
+        values["role"] = enum_name(sweep_pb2.RunRole, row.role, "RUN_ROLE_")
+        values["state"] = enum_name(run_pb2.RunState, row.state, "RUN_STATE_")
+        return cls(**values)
+
+
+@dataclass
+class MetricPoint:
+    """One point of a run's curve (parity.v1.MetricPoint, without the expert load)."""
+
+    step: int
+    tokens: int
+    unique_tokens: int
+    epoch: float
+    train_bpc: float
+    val_bpc: Optional[float]  # set at evaluation steps only
+    learning_rate: float
+    grad_norm: float
+    aux_loss: float
+    z_loss: float
+    tokens_per_second: float
+    flops_per_second: float
+    attempt: int
+
+    @classmethod
+    def from_proto(cls, point):
+        values = {f.name: getattr(point, f.name) for f in fields(cls) if f.name != "val_bpc"}
+        values["val_bpc"] = point.val_bpc if point.HasField("val_bpc") else None
+        return cls(**values)
+
+
+@dataclass
+class SweepInfo:
+    """A sweep and its run counts (parity.v1.Sweep)."""
+
+    sweep_id: str
+    name: str
+    state: str  # "active", "succeeded", "failed", "cancelled"
+    owner: str
+    counts: Dict[str, int]  # pending, leased, running, succeeded, failed, cancelled, total
+
+    @property
+    def done(self):
+        """Runs that ended (succeeded, failed or cancelled)."""
+        return self.counts["succeeded"] + self.counts["failed"] + self.counts["cancelled"]
+
+    @property
+    def finished(self):
+        return self.state != "active"
+
+    @classmethod
+    def from_proto(cls, sweep):
+        c = sweep.counts
+        counts = {k: getattr(c, k) for k in
+                  ("pending", "leased", "running", "succeeded", "failed", "cancelled", "total")}
+        return cls(sweep_id=sweep.sweep_id, name=sweep.spec.name,
+                   state=enum_name(run_pb2.SweepState, sweep.state, "SWEEP_STATE_"),
+                   owner=sweep.owner, counts=counts)
+
+
+@dataclass
+class RunInfo:
+    """A run's state and progress (parity.v1.Run, without its spec)."""
+
+    run_id: str
+    name: str
+    state: str
+    attempt: int
+    latest_step: int
+    latest_val_bpc: float
+    final_val_bpc: float
+
+    @classmethod
+    def from_proto(cls, run):
+        return cls(run_id=run.run_id, name=run.spec.name,
+                   state=enum_name(run_pb2.RunState, run.state, "RUN_STATE_"),
+                   attempt=run.attempt, latest_step=run.latest_step,
+                   latest_val_bpc=run.latest_val_bpc,
+                   final_val_bpc=run.summary.final_val_bpc)
+
+
+def to_frame(items):
+    """A pandas DataFrame of dataclass rows; ImportError naming the package without pandas."""
+    try:
+        import pandas
+    except ImportError as e:
+        raise ImportError("a DataFrame needs pandas (apt-get install python3-pandas); "
+                          "the rows themselves need nothing") from e
+    return pandas.DataFrame([asdict(item) for item in items])

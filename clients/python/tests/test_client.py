@@ -1,0 +1,216 @@
+"""Every parity_client call against a real stack (started by run_e2e.sh): submit the 8-run tiny
+sweep and wait with progress, list sweeps and runs, fetch results (rows and DataFrame) and a
+run's curve, plan, cancel a second sweep, and the errors: an invalid spec (INVALID_ARGUMENT with
+field violations from the scheduler), a malformed one (the client's own loader), an unknown
+sweep (NOT_FOUND) and an unreachable scheduler (UNAVAILABLE); the spec loader against the CLI's
+(every example planned both ways). Last, the README's figure example runs on the finished
+sweep."""
+
+import contextlib
+import dataclasses
+import glob
+import importlib.util
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import unittest
+
+import grpc
+
+import parity_client
+from parity.v1 import sweep_service_pb2
+
+SPEC = "clients/python/tests/tiny_sweep.yaml"
+RUNS = 8
+
+
+def _installed(module):
+    return importlib.util.find_spec(module) is not None
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = parity_client.connect()  # $PARITY_SCHEDULER, set by run_e2e.sh
+        cls.progress = []
+        cls.sweep = cls.client.submit(SPEC, idempotency_key="pyclient-tiny")
+        cls.final = cls.client.wait(cls.sweep.sweep_id, progress=cls.progress.append, timeout=240)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+
+    def test_submit_and_wait(self):
+        self.assertEqual(len(self.sweep.run_ids), RUNS, "submit should return one id per run")
+        self.assertEqual(self.final.state, "succeeded",
+                         f"the tiny sweep should succeed, ended {self.final}")
+        self.assertEqual(self.final.counts["succeeded"], RUNS)
+        self.assertGreaterEqual(len(self.progress), 2, "progress should report start and end")
+        self.assertEqual(self.progress[-1].done, RUNS, "the last progress report should be final")
+        done = [p.done for p in self.progress]
+        self.assertEqual(done, sorted(done), f"progress should never go back: {done}")
+        again = self.client.submit(SPEC, idempotency_key="pyclient-tiny")
+        self.assertEqual(again.sweep_id, self.sweep.sweep_id, "same key and spec: same sweep")
+
+    def test_list_sweeps_and_runs(self):
+        ids = [s.sweep_id for s in self.client.list_sweeps()]
+        self.assertIn(self.sweep.sweep_id, ids)
+        succeeded = [s.sweep_id for s in self.client.list_sweeps(state="succeeded")]
+        self.assertIn(self.sweep.sweep_id, succeeded)
+        self.assertEqual(self.client.sweep(self.sweep.sweep_id).name, "pyclient-tiny")
+        runs = self.client.runs(self.sweep.sweep_id)
+        self.assertEqual([r.run_id for r in runs], self.sweep.run_ids, "runs in grid order")
+        for r in runs:
+            self.assertEqual(r.state, "succeeded", r)
+            self.assertGreater(r.final_val_bpc, 0, f"{r.name} should have a final BPC")
+
+    def test_results_rows(self):
+        rows = self.client.results(self.sweep.sweep_id)
+        self.assertEqual(len(rows), RUNS)
+        proto_fields = [f.name for f in sweep_service_pb2.ResultRow.DESCRIPTOR.fields]
+        self.assertEqual(sorted(f.name for f in dataclasses.fields(parity_client.ResultRow)),
+                         sorted(proto_fields), "ResultRow should mirror every proto field")
+        by_name = {r.name: r for r in rows}
+        moe = by_name["moe-ra25-C1-strict-s0"]
+        self.assertEqual((moe.role, moe.layout, moe.state), ("moe", "all-moe", "succeeded"))
+        self.assertAlmostEqual(moe.activation_rate, 0.257, delta=0.01)
+        self.assertAlmostEqual(moe.epochs, moe.tokens / moe.unique_tokens, places=6)
+        dense = by_name["dense-1C-C1-unique-s0"]
+        self.assertEqual(dense.role, "dense_baseline")
+        for r in rows:
+            self.assertTrue(0.5 < r.final_val_bpc < 8, f"{r.name}: BPC {r.final_val_bpc}")
+            self.assertAlmostEqual(r.measured_flops_per_token, r.flops_per_token,
+                                   delta=1e-6 * r.flops_per_token,
+                                   msg=f"{r.name}: the engine should count the planned M")
+        self.assertAlmostEqual(moe.delta_bpc_vs_dense,
+                               moe.final_val_bpc - by_name["dense-1C-C1-strict-s0"].final_val_bpc,
+                               places=9)
+        ordered = self.client.results(self.sweep.sweep_id, order_by="activation_rate desc")
+        self.assertEqual(ordered[0].role, "dense_baseline")
+        self.assertEqual(ordered[-1].name.split("-")[1], "ra25")
+
+    @unittest.skipUnless(_installed("pandas"), "pandas not installed (optional)")
+    def test_results_frame(self):
+        df = self.client.results_frame(self.sweep.sweep_id)
+        self.assertEqual(len(df), RUNS)
+        self.assertEqual(set(df.data_variant), {"unique", "strict"})
+
+    def test_frame_without_pandas_says_what_to_install(self):
+        import sys
+        saved = sys.modules.get("pandas")
+        sys.modules["pandas"] = None  # import pandas now raises ImportError
+        try:
+            with self.assertRaisesRegex(ImportError, "python3-pandas"):
+                parity_client.to_frame([])
+        finally:
+            if saved is None:
+                del sys.modules["pandas"]
+            else:
+                sys.modules["pandas"] = saved
+
+    def test_curve(self):
+        run_id = self.sweep.run_ids[0]  # moe-ra25-C1-unique-s0: 205 steps
+        points = self.client.curve(run_id, timeout=30)
+        self.assertGreater(len(points), 5, "a run logs every 10 steps")
+        steps = [p.step for p in points]
+        self.assertEqual(steps, sorted(steps), "points in step order")
+        evals = [p for p in points if p.val_bpc is not None]
+        self.assertGreater(len(evals), 1, "evaluations every 50 steps")
+        self.assertTrue(all(math.isfinite(p.train_bpc) and p.tokens > 0 for p in points))
+        later = self.client.curve(run_id, from_step=100, timeout=30)
+        self.assertTrue(later and all(p.step >= 100 for p in later), "from_step filters")
+
+    def test_plan(self):
+        runs = self.client.plan(SPEC)
+        self.assertEqual([r.name for r in runs][:2],
+                         ["moe-ra25-C1-unique-s0", "moe-ra60-C1-unique-s0"])
+        self.assertEqual(len(runs), RUNS)
+
+    def test_spec_loader_matches_the_cli(self):
+        # The same file through this package's loader (planned by the scheduler) and through
+        # core/spec_loader.cc (`parity plan`) must give identical RunSpecs.
+        from google.protobuf import json_format
+        from parity.v1 import sweep_pb2
+        cli = os.environ["PARITY_CLI"]
+        paths = sorted(glob.glob("examples/*.yaml")) + ["core/tests/data/twin.json", SPEC]
+        for path in paths:
+            out = subprocess.run([cli, "plan", path, "--format", "json"], check=True,
+                                 capture_output=True, text=True).stdout
+            expected = [json_format.ParseDict(r, sweep_pb2.RunSpec()) for r in json.loads(out)]
+            got = self.client.plan(path)
+            self.assertEqual(len(got), len(expected), path)
+            for g, e in zip(got, expected):
+                self.assertEqual(g, e, f"{path}: {g.name} differs from the CLI's {e.name}")
+
+    def test_cancel(self):
+        spec = parity_client.load_spec(SPEC)
+        spec.name = "pyclient-cancel"
+        spec.training.learning_rate = 1e-3  # a different spec: never deduplicated
+        sweep = self.client.submit(spec)
+        info, cancelled = self.client.cancel(sweep.sweep_id, reason="test")
+        self.assertGreaterEqual(cancelled, 1, "a just-submitted sweep has runs to cancel")
+        line = io.StringIO()
+        with contextlib.redirect_stderr(line):
+            final = self.client.wait(sweep.sweep_id, progress=True, timeout=60)
+        self.assertEqual(final.state, "cancelled", f"expected a cancelled sweep, got {final}")
+        self.assertRegex(line.getvalue(), r"sweep pyclient-cancel: \d+/8 done .* cancelled\n$",
+                         "progress=True should print a progress line ending in the final state")
+        self.assertIn(sweep.sweep_id, [s.sweep_id for s in self.client.list_sweeps("cancelled")])
+
+    def test_invalid_spec_carries_field_violations(self):
+        spec = parity_client.load_spec(SPEC)
+        spec.grid.moe[0].num_experts = 8
+        spec.grid.moe[0].top_k = 9
+        spec.grid.compute[0].compute_flops = -1
+        with self.assertRaises(parity_client.ParityError) as caught:
+            self.client.submit(spec)
+        error = caught.exception
+        self.assertEqual(error.code, grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        fields = {v.field: v.description for v in error.violations}
+        top_k = [f for f in fields if f.endswith("grid.moe[0].top_k")]
+        self.assertTrue(top_k, f"expected a violation on grid.moe[0].top_k, got {fields}")
+        self.assertIn("exceeds num_experts 8", fields[top_k[0]])
+        self.assertTrue(any(f.endswith("grid.compute[0].compute_flops") for f in fields),
+                        f"every violation should come back, got {fields}")
+        self.assertIn("top_k", str(error), "the exception's text should list the violations")
+
+    def test_malformed_spec_is_caught_by_the_loader(self):
+        with self.assertRaises(parity_client.ParityError) as caught:
+            parity_client.parse_spec(
+                "name: x\ngrid: {moe: [{flavour: 1}], compute: [{compute_flops: 3Q}]}")
+        fields = [v.field for v in caught.exception.violations]
+        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(fields, ["grid.moe[0].flavour", "grid.compute[0].compute_flops"])
+
+    def test_unknown_sweep_is_not_found(self):
+        with self.assertRaises(parity_client.ParityError) as caught:
+            self.client.sweep("00000000-0000-0000-0000-000000000000")
+        self.assertEqual(caught.exception.code, grpc.StatusCode.NOT_FOUND, str(caught.exception))
+
+    def test_unreachable_scheduler_is_unavailable(self):
+        with parity_client.connect("127.0.0.1:1", timeout=5) as client:
+            with self.assertRaises(parity_client.ParityError) as caught:
+                client.list_sweeps()
+        self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+    @unittest.skipUnless(_installed("pandas") and _installed("matplotlib"),
+                         "the README figure needs pandas and matplotlib (optional)")
+    def test_readme_figure_example(self):
+        with open("README.md", encoding="utf-8") as f:
+            readme = f.read()
+        block = re.search(r"<!-- figure-example -->\s*```python\n(.*?)```", readme, re.S)
+        self.assertIsNotNone(block, "README.md should hold the figure example")
+        out = os.path.join(os.environ.get("PARITY_CLIENT_TEST_DIR", "/tmp"), "equal_resources.png")
+        code = block.group(1).replace('"equal_resources.png"', repr(out))
+        exec(compile(code, "README.md", "exec"), {"sweep_id": self.sweep.sweep_id})
+        self.assertGreater(os.path.getsize(out), 10000, "the figure should be drawn")
+        if os.environ.get("PARITY_CLIENT_KEEP_FIGURE"):
+            import shutil
+            shutil.copy(out, os.environ["PARITY_CLIENT_KEEP_FIGURE"])
+
+
+if __name__ == "__main__":
+    unittest.main()
