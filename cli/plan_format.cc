@@ -6,6 +6,7 @@
 
 #include "cli/table.h"
 #include "core/accounting.h"
+#include "core/memory_estimate.h"
 #include "fmt/format.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -51,33 +52,42 @@ TableRow PlanRow(const RunSpec& run) {
           std::to_string(run.training().steps()),
           Sci(run.training().learning_rate()),
           HumanCount(double(run.training().batch_tokens())),
-          moe ? fmt::format("{:.2f}", run.predicted_efficiency_leverage()) : std::string("-")};
+          moe ? fmt::format("{:.2f}", run.predicted_efficiency_leverage()) : std::string("-"),
+          run.training().micro_batch_sequences() > 0
+              ? std::to_string(run.training().micro_batch_sequences())
+              : std::string("-"),
+          run.resources().gpu_memory_bytes() > 0
+              ? core::HumanBytes(run.resources().gpu_memory_bytes())
+              : std::string("-")};
 }
 
 std::string Table(const std::vector<RunSpec>& runs) {
   std::vector<TableRow> rows;
   for (const RunSpec& run : runs) rows.push_back(PlanRow(run));
   // Names and layouts read left-aligned; numbers right-aligned so magnitudes line up.
-  return RenderTable({"name", "layout", "D_m", "L", "E", "K", "D_e", "N", "N_a", "r_a", "M", "C",
-                      "D", "D̂", "epochs", "steps", "lr", "batch", "EL"},
-                     rows, {"name", "layout"});
+  return RenderTable(
+      {"name", "layout", "D_m", "L",      "E",     "K",  "D_e",   "N",  "N_a",   "r_a", "M",
+       "C",    "D",      "D̂",   "epochs", "steps", "lr", "batch", "EL", "micro", "mem"},
+      rows, {"name", "layout"});
 }
 
 std::string Csv(const std::vector<RunSpec>& runs) {
   std::string out =
       "name,layout,d_model,num_layers,num_experts,top_k,expert_hidden,params,active_params,"
       "activation_rate,flops_per_token,compute_flops,tokens,unique_tokens,epochs,steps,"
-      "learning_rate,batch_tokens,predicted_efficiency_leverage\n";
+      "learning_rate,batch_tokens,predicted_efficiency_leverage,micro_batch_sequences,"
+      "gpu_memory_bytes\n";
   for (const RunSpec& run : runs) {
     const auto& a = run.accounting();
     const auto& m = run.model();
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{:.6g},{:.6e},{:.6e},{},{},{:.6g},{},{:.6g},{},{:.6g}\n",
+        "{},{},{},{},{},{},{},{},{},{:.6g},{:.6e},{:.6e},{},{},{:.6g},{},{:.6g},{},{:.6g},{},{}\n",
         run.name(), Layout(run), m.d_model(), m.num_layers(), m.moe().num_experts(),
         m.moe().top_k(), m.moe().expert_hidden(), a.params(), a.active_params(),
         a.activation_rate(), a.flops_per_token(), a.compute_flops(), a.tokens(), a.unique_tokens(),
         a.epochs(), run.training().steps(), run.training().learning_rate(),
-        run.training().batch_tokens(), run.predicted_efficiency_leverage());
+        run.training().batch_tokens(), run.predicted_efficiency_leverage(),
+        run.training().micro_batch_sequences(), run.resources().gpu_memory_bytes());
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include "core/accounting.h"
 #include "core/efficiency_leverage.h"
 #include "core/field_violation.h"
+#include "core/gpu_sizing.h"
 #include "core/grid.h"
 #include "core/hyperparameters.h"
 #include "core/shape_solver.h"
@@ -227,6 +228,7 @@ absl::StatusOr<std::vector<RunSpec>> PlanSweep(const SweepSpec& spec) {
                   acc.expert_activation_ratio(), acc.granularity(), acc.compute_flops()));
             }
             *run.mutable_resources() = spec.resources();
+            if (!SizeRunForGpu(run, violations)) continue;
             run.mutable_labels()->insert(spec.labels().begin(), spec.labels().end());
             if (!names.insert(run.name()).second) {
               violations.push_back({"grid", absl::StrCat("run name '", run.name(),

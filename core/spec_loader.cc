@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -303,6 +305,18 @@ std::optional<double> ParseQuantity(std::string_view raw) {
   std::string text = absl::StrReplaceAll(
       absl::StripAsciiWhitespace(absl::string_view(raw.data(), raw.size())), {{"_", ""}});
   if (text.empty()) return std::nullopt;
+  // Byte sizes: "141GB" (decimal) and "80GiB" (binary); a bare "B" stays billions ("68B").
+  static constexpr std::pair<std::string_view, double> kByteUnits[] = {
+      {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"kB", 1e3},
+      {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12},    {"PB", 1e15}};
+  for (const auto& [unit, bytes] : kByteUnits) {
+    if (text.size() > unit.size() && text.ends_with(unit)) {
+      double value;
+      const std::string number = text.substr(0, text.size() - unit.size());
+      if (!absl::SimpleAtod(number, &value) || !std::isfinite(value)) return std::nullopt;
+      return value * bytes;
+    }
+  }
   double scale = 1.0;
   switch (text.back()) {
     case 'k':

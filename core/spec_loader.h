@@ -43,8 +43,8 @@ absl::Status ParseMessage(std::string_view text, SpecFormat format,
 std::optional<int> ParseEnumValue(const google::protobuf::EnumDescriptor& type,
                                   std::string_view text);
 
-// A number with optional scientific notation, suffix and '_' separators; nullopt when malformed
-// or not finite.
+// A number with optional scientific notation, suffix (k M B/G T P; byte units kB MB GB TB PB and
+// KiB MiB GiB TiB) and '_' separators; nullopt when malformed or not finite.
 std::optional<double> ParseQuantity(std::string_view text);
 
 }  // namespace parity::core

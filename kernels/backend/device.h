@@ -44,6 +44,9 @@ class Device {
   virtual ~Device() = default;
   virtual std::string_view Name() const = 0;
   virtual absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) = 0;
+  // Bytes requested through Allocate so far, freed or not (0 where a backend does not count);
+  // what core/memory_estimate.h is checked against.
+  virtual size_t AllocatedBytes() const { return 0; }
   virtual Stream& DefaultStream() = 0;
   // Raw-pointer transfers on the default stream (pointers come from this device's buffers).
   virtual void Copy(void* dst, const void* src, size_t bytes) = 0;  // device → device

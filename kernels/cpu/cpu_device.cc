@@ -85,8 +85,10 @@ class CpuDevice final : public Device {
       return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
     }
     std::memset(p, 0, rounded);
+    allocated_ += bytes;
     return std::make_unique<CpuBuffer>(p, bytes);
   }
+  size_t AllocatedBytes() const override { return allocated_; }
   Stream& DefaultStream() override { return stream_; }
   void Copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void Zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
@@ -103,6 +105,7 @@ class CpuDevice final : public Device {
   CpuStream stream_;
   OpTable<float> f32_;
   OpTable<double> f64_;
+  size_t allocated_ = 0;  // Allocate is called from the one thread that drives the model
 };
 
 }  // namespace

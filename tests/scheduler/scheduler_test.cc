@@ -312,6 +312,39 @@ TEST_F(SchedulerTest, RunsGoOnlyToWorkersWithTheDevicesTheyNeed) {
   EXPECT_THAT(leased->lease().device_indices(), ElementsAre(5u, 3u));
 }
 
+// A run the planner sized for a GPU (resources.gpu_memory_bytes per GPU, core/gpu_sizing.h) goes
+// only to a worker offering that many free GPUs, each with at least that much memory; the lease
+// names the GPUs that have it.
+TEST_F(SchedulerTest, GpuRunsGoOnlyToWorkersWithEnoughMemoryOnEnoughFreeGpus) {
+  constexpr uint64_t kNeeds = 100ull << 30;
+  constexpr uint64_t kH200 = 141'000'000'000, kA100 = 80ull << 30;
+  scheduler_ = std::make_unique<Scheduler>(
+      *store_, signal_, clock_,
+      [](const v1::SweepSpec& spec) {
+        absl::StatusOr<std::vector<v1::RunSpec>> runs = StubPlanner(spec);
+        for (v1::RunSpec& run : *runs) run.mutable_resources()->set_gpu_memory_bytes(kNeeds);
+        return runs;
+      },
+      options_, nullptr);
+  Submit(MakeSweepSpec("gpu-memory", 1, /*gpus=*/2));
+  const std::string small = Register({GpuDevice(0, kA100), GpuDevice(1, kA100)});
+  EXPECT_FALSE(LeaseNow(small, {GpuDevice(0, kA100), GpuDevice(1, kA100)})->has_lease())
+      << "two GPUs, neither with 100 GiB";
+  const std::string mixed = Register({GpuDevice(0, kH200), GpuDevice(1, kA100)});
+  EXPECT_FALSE(LeaseNow(mixed, {GpuDevice(0, kH200), GpuDevice(1, kA100)})->has_lease())
+      << "only one of the two GPUs has 100 GiB";
+  const std::string busy = Register({GpuDevice(0, kH200), GpuDevice(1, kH200)});
+  EXPECT_FALSE(LeaseNow(busy, {GpuDevice(1, kH200)})->has_lease())
+      << "one of its two H200s is busy: one free GPU is not two";
+  const std::string big = Register({GpuDevice(0, kH200), GpuDevice(1, kA100), GpuDevice(2, kH200)});
+  absl::StatusOr<v1::LeaseRunResponse> leased =
+      LeaseNow(big, {GpuDevice(0, kH200), GpuDevice(1, kA100), GpuDevice(2, kH200)});
+  ASSERT_TRUE(leased.ok() && leased->has_lease()) << leased.status();
+  EXPECT_EQ(leased->run().spec().resources().gpu_memory_bytes(), kNeeds);
+  EXPECT_THAT(leased->lease().device_indices(), ElementsAre(0u, 2u))
+      << "the run gets the two GPUs with enough memory, not the A100";
+}
+
 TEST_F(SchedulerTest, FairShareAlternatesBetweenSweepsOfEqualPriority) {
   const v1::SubmitSweepResponse a = Submit(MakeSweepSpec("fair-a", 3));
   const v1::SubmitSweepResponse b = Submit(MakeSweepSpec("fair-b", 3));

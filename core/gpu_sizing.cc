@@ -1,0 +1,122 @@
+#include "core/gpu_sizing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/accounting.h"
+
+namespace parity::core {
+namespace {
+
+using parity::v1::RunSpec;
+
+constexpr char kBudgetField[] = "resources.gpu_memory_budget_bytes";
+
+// The model a run trains, as its grid point names it ("moe ra20", "baseline dense-1C").
+std::string ModelLabel(const RunSpec& run) {
+  for (const char* key : {"moe", "baseline"}) {
+    if (auto it = run.grid_point().find(key); it != run.grid_point().end()) {
+      return absl::StrCat(key, " ", it->second);
+    }
+  }
+  return absl::StrCat("run ", run.name());
+}
+
+void AddOnce(std::vector<FieldViolation>& violations, std::string description) {
+  for (const FieldViolation& v : violations) {
+    if (v.field == kBudgetField && v.description == description) return;
+  }
+  violations.push_back({kBudgetField, std::move(description)});
+}
+
+}  // namespace
+
+absl::StatusOr<MemoryShape> MemoryShapeOf(const parity::v1::ModelSpec& model, uint32_t seq_len) {
+  // The engine derives D_h = D_m/H when a spec leaves it 0; planned specs always set it.
+  parity::v1::ModelSpec resolved = model;
+  if (resolved.head_dim() == 0 && resolved.num_heads() > 0) {
+    resolved.set_head_dim(resolved.d_model() / resolved.num_heads());
+  }
+  absl::StatusOr<Shape> s = ShapeOf(resolved);
+  if (!s.ok()) return s.status();
+  if (model.vocab_size() != 0 && model.vocab_size() != 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.vocab_size: the engine is byte-level (256), got ", model.vocab_size()));
+  }
+  MemoryShape m;
+  m.d_model = s->d_model;
+  m.n_heads = s->num_heads;
+  m.n_kv_heads = s->num_kv_heads;
+  m.head_dim = s->head_dim;
+  m.d_ffn = s->ffn_hidden;
+  for (uint32_t l = 0; l < model.num_layers(); ++l) m.moe_layer.push_back(IsMoeLayer(model, l));
+  m.n_experts = s->num_experts;
+  m.top_k = s->top_k;
+  m.d_expert = s->expert_hidden;
+  m.d_shared = s->shared_expert_hidden;
+  if (m.d_shared == 0 && model.architecture() == parity::v1::ARCHITECTURE_MOE &&
+      model.moe().layout() == parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT) {
+    m.d_shared = m.top_k * m.d_expert;
+  }
+  m.tied_head = model.tie_embeddings();
+  m.seq_len = seq_len;
+  return m;
+}
+
+MemoryPrecision PrecisionOf(const RunSpec&) { return MemoryPrecision::kFp32; }
+
+bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {
+  auto& resources = *run.mutable_resources();
+  const uint64_t budget = resources.gpu_memory_budget_bytes();
+  if (budget == 0 || resources.gpus() == 0) return true;
+  auto& training = *run.mutable_training();
+  const uint32_t seq = training.sequence_length();
+  absl::StatusOr<MemoryShape> shape = MemoryShapeOf(run.model(), seq);
+  if (!shape.ok()) {
+    AddOnce(violations, absl::StrCat(ModelLabel(run), ": ", shape.status().message()));
+    return false;
+  }
+  const uint64_t usable = static_cast<uint64_t>(std::floor(double(budget) * kUsableBudgetFraction));
+  const MemoryPrecision precision = PrecisionOf(run);
+  const uint64_t sequences = seq == 0 ? 0 : training.batch_tokens() / seq;
+  const uint64_t per_gpu =
+      sequences % resources.gpus() == 0 ? sequences / resources.gpus() : sequences;
+  auto estimate = [&](uint64_t micro) {
+    return EstimateTrainingMemory(*shape, static_cast<int64_t>(micro), precision);
+  };
+  uint64_t chosen = training.micro_batch_sequences();
+  if (chosen == 0) {
+    // Memory grows with the micro-batch, so the largest fitting divisor is found from the top.
+    for (uint64_t m = per_gpu; m >= 1; --m) {
+      if (per_gpu % m == 0 && estimate(m).total <= usable) {
+        chosen = m;
+        break;
+      }
+    }
+  } else if (estimate(chosen).total > usable) {
+    const MemoryEstimate e = estimate(chosen);
+    AddOnce(violations,
+            absl::StrFormat("%s: micro_batch_sequences %d of S = %d needs %s (%s), over %g%% of "
+                            "the %s budget (%s)",
+                            ModelLabel(run), chosen, seq, HumanBytes(e.total), e.Describe(),
+                            kUsableBudgetFraction * 100, HumanBytes(budget), HumanBytes(usable)));
+    return false;
+  }
+  if (chosen == 0) {
+    const MemoryEstimate e = estimate(1);
+    AddOnce(violations,
+            absl::StrFormat("%s: one sequence of S = %d needs %s (%s), over %g%% of the %s budget "
+                            "(%s); use a larger GPU, a shorter sequence or a smaller model",
+                            ModelLabel(run), seq, HumanBytes(e.total), e.Describe(),
+                            kUsableBudgetFraction * 100, HumanBytes(budget), HumanBytes(usable)));
+    return false;
+  }
+  training.set_micro_batch_sequences(static_cast<uint32_t>(chosen));
+  resources.set_gpu_memory_bytes(std::max(resources.gpu_memory_bytes(), estimate(chosen).total));
+  return true;
+}
+
+}  // namespace parity::core

@@ -1,0 +1,181 @@
+// GPU sizing in the planner: the largest micro-batch whose memory estimate fits the GPU the spec
+// names, the memory a run then asks for, the violation when one sequence does not fit, CPU specs
+// left alone, and byte sizes in specs.
+#include "core/gpu_sizing.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "core/field_violation.h"
+#include "core/memory_estimate.h"
+#include "core/planner.h"
+#include "core/spec_loader.h"
+#include "gtest/gtest.h"
+
+namespace parity::core {
+namespace {
+
+using parity::v1::RunSpec;
+using parity::v1::SweepSpec;
+
+// One dense run: batch 4096 tokens = 64 sequences of S = 64.
+constexpr char kSpec[] = R"(
+name: sized
+dense: {d_model: 128, num_layers: 4, num_heads: 8, ffn_hidden: 384}
+training: {learning_rate: 1e-3, batch_tokens: 4096, sequence_length: 64}
+data: {corpus: kjv}
+grid:
+  compute: [{name: C1, compute_flops: 1e12}]
+baselines: [{compute_multiple: 1}]
+)";
+
+SweepSpec Spec(uint32_t gpus, uint64_t budget) {
+  absl::StatusOr<SweepSpec> spec = ParseSweepSpec(kSpec, SpecFormat::kYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_resources()->set_gpus(gpus);
+  spec->mutable_resources()->set_gpu_memory_budget_bytes(budget);
+  return *spec;
+}
+
+RunSpec PlanOne(const SweepSpec& spec) {
+  absl::StatusOr<std::vector<RunSpec>> runs = PlanSweep(spec);
+  EXPECT_TRUE(runs.ok()) << "expected the spec to plan, got: " << runs.status();
+  if (!runs.ok() || runs->size() != 1) {
+    ADD_FAILURE() << "expected one run";
+    return {};
+  }
+  return runs->front();
+}
+
+MemoryEstimate EstimateOf(const RunSpec& run, int64_t micro) {
+  absl::StatusOr<MemoryShape> shape = MemoryShapeOf(run.model(), run.training().sequence_length());
+  EXPECT_TRUE(shape.ok()) << shape.status();
+  return EstimateTrainingMemory(*shape, micro, MemoryPrecision::kFp32);
+}
+
+// The smallest budget under which `micro` sequences fit.
+uint64_t BudgetFor(const RunSpec& run, int64_t micro) {
+  return static_cast<uint64_t>(
+             std::ceil(double(EstimateOf(run, micro).total) / kUsableBudgetFraction)) +
+         1;
+}
+
+TEST(GpuSizingTest, AmpleBudgetTakesTheWholeBatchAndAsksForItsEstimate) {
+  const RunSpec run = PlanOne(Spec(1, 141'000'000'000));
+  EXPECT_EQ(run.training().micro_batch_sequences(), 64u);
+  EXPECT_EQ(run.resources().gpu_memory_bytes(), EstimateOf(run, 64).total)
+      << "the run asks a worker for what it was sized to use";
+}
+
+TEST(GpuSizingTest, SmallerBudgetPicksASmallerMicroBatch) {
+  const RunSpec reference = PlanOne(Spec(1, 141'000'000'000));
+  // Room for 16 sequences but not 32: 16 is the largest divisor of 64 that fits.
+  const uint64_t budget = BudgetFor(reference, 16);
+  ASSERT_LT(budget, BudgetFor(reference, 32));
+  const RunSpec run = PlanOne(Spec(1, budget));
+  EXPECT_EQ(run.training().micro_batch_sequences(), 16u);
+  EXPECT_EQ(run.resources().gpu_memory_bytes(), EstimateOf(run, 16).total);
+  EXPECT_LE(run.resources().gpu_memory_bytes(), budget * kUsableBudgetFraction);
+  // Room for 47 sequences: 47 does not divide 64, so 32.
+  EXPECT_EQ(PlanOne(Spec(1, BudgetFor(reference, 47))).training().micro_batch_sequences(), 32u);
+}
+
+TEST(GpuSizingTest, MultiGpuRunsSizeEachRanksShare) {
+  const RunSpec reference = PlanOne(Spec(1, 141'000'000'000));
+  // 8 GPUs: each takes 8 of the 64 sequences per step, whatever the room.
+  EXPECT_EQ(PlanOne(Spec(8, 141'000'000'000)).training().micro_batch_sequences(), 8u);
+  EXPECT_EQ(PlanOne(Spec(8, BudgetFor(reference, 5))).training().micro_batch_sequences(), 4u);
+}
+
+TEST(GpuSizingTest, OneSequenceThatDoesNotFitNamesTheField) {
+  const SweepSpec spec = Spec(1, 1'000'000'000);  // below the workspace constant alone
+  absl::StatusOr<std::vector<RunSpec>> runs = PlanSweep(spec);
+  ASSERT_EQ(runs.status().code(), absl::StatusCode::kInvalidArgument)
+      << "expected INVALID_ARGUMENT, got: " << runs.status();
+  const std::vector<FieldViolation> violations = FieldViolationsOf(runs.status());
+  ASSERT_EQ(violations.size(), 1u) << runs.status();
+  EXPECT_EQ(violations[0].field, "resources.gpu_memory_budget_bytes");
+  EXPECT_NE(violations[0].description.find("one sequence of S = 64 needs"), std::string::npos)
+      << violations[0].description;
+  EXPECT_NE(violations[0].description.find("1 GB budget"), std::string::npos)
+      << violations[0].description;
+}
+
+TEST(GpuSizingTest, AFixedMicroBatchIsCheckedNotChanged) {
+  const RunSpec reference = PlanOne(Spec(1, 141'000'000'000));
+  SweepSpec spec = Spec(1, BudgetFor(reference, 16));
+  spec.mutable_training()->set_micro_batch_sequences(8);
+  EXPECT_EQ(PlanOne(spec).training().micro_batch_sequences(), 8u);
+  spec.mutable_training()->set_micro_batch_sequences(32);
+  absl::StatusOr<std::vector<RunSpec>> runs = PlanSweep(spec);
+  const std::vector<FieldViolation> violations = FieldViolationsOf(runs.status());
+  ASSERT_EQ(violations.size(), 1u) << runs.status();
+  EXPECT_EQ(violations[0].field, "resources.gpu_memory_budget_bytes");
+  EXPECT_NE(violations[0].description.find("micro_batch_sequences 32"), std::string::npos)
+      << violations[0].description;
+}
+
+TEST(GpuSizingTest, CpuSpecsAreUnchanged) {
+  for (const uint64_t budget : {uint64_t{0}, uint64_t{1'000'000'000}}) {
+    const RunSpec run = PlanOne(Spec(0, budget));
+    EXPECT_EQ(run.training().micro_batch_sequences(), 0u) << "budget " << budget;
+    EXPECT_EQ(run.resources().gpu_memory_bytes(), 0u) << "budget " << budget;
+  }
+  const RunSpec unsized = PlanOne(Spec(1, 0));
+  EXPECT_EQ(unsized.training().micro_batch_sequences(), 0u) << "no budget, no sizing";
+}
+
+TEST(GpuSizingTest, SpecsTakeByteSizes) {
+  EXPECT_EQ(ParseQuantity("141GB"), 141e9);
+  EXPECT_EQ(ParseQuantity("80GiB"), 80.0 * (1 << 30));
+  EXPECT_EQ(ParseQuantity("1.5TB"), 1.5e12);
+  EXPECT_EQ(ParseQuantity("68B"), 68e9) << "a bare B stays billions (tokens)";
+  EXPECT_EQ(ParseQuantity("12QB"), std::nullopt);
+  absl::StatusOr<SweepSpec> spec =
+      ParseSweepSpec(std::string(kSpec) + "resources: {gpus: 1, gpu_memory_budget_bytes: 141GB}\n",
+                     SpecFormat::kYaml);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->resources().gpu_memory_budget_bytes(), 141'000'000'000u);
+}
+
+// The 2B study on H200s: every run fits, and the figures of the dense baseline and r_a = 20% at
+// S = 2048 (printed for the record) are what sizing chose.
+TEST(GpuSizingTest, FullStudyFitsAnH200) {
+  absl::StatusOr<SweepSpec> spec = LoadSweepSpecFile("examples/full_study_2b.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->resources().gpu_memory_budget_bytes(), 141'000'000'000u);
+  absl::StatusOr<std::vector<RunSpec>> runs = PlanSweep(*spec);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  for (const RunSpec& run : *runs) {
+    const uint32_t micro = run.training().micro_batch_sequences();
+    // Step Law batches (e.g. 225 sequences) need not split evenly over 8 GPUs; then the
+    // micro-batch divides the whole batch.
+    const uint64_t sequences = run.training().batch_tokens() / 2048;
+    const uint64_t gpus = run.resources().gpus();
+    const uint64_t share = sequences % gpus == 0 ? sequences / gpus : sequences;
+    ASSERT_GT(micro, 0u) << run.name();
+    EXPECT_EQ(share % micro, 0u) << run.name() << ": micro-batch divides each GPU's share";
+    EXPECT_LE(run.resources().gpu_memory_bytes(), 141e9 * kUsableBudgetFraction) << run.name();
+  }
+  for (const char* name : {"dense-1C-C1-unique-s0", "moe-ra20-C1-unique-s0"}) {
+    const RunSpec* run = nullptr;
+    for (const RunSpec& r : *runs) {
+      if (r.name() == name) run = &r;
+    }
+    ASSERT_NE(run, nullptr) << "no run named " << name;
+    absl::StatusOr<MemoryShape> shape = MemoryShapeOf(run->model(), 2048);
+    ASSERT_TRUE(shape.ok()) << shape.status();
+    const uint32_t micro = run->training().micro_batch_sequences();
+    const MemoryEstimate fp32 = EstimateTrainingMemory(*shape, micro, MemoryPrecision::kFp32);
+    const MemoryEstimate bf16 = EstimateTrainingMemory(*shape, micro, MemoryPrecision::kBf16);
+    EXPECT_EQ(fp32.total, run->resources().gpu_memory_bytes()) << name;
+    EXPECT_LT(bf16.activations, fp32.activations) << name;
+    std::cout << name << ": batch " << run->training().batch_tokens() / 2048 << " sequences on "
+              << run->resources().gpus() << " GPUs, micro-batch " << micro << "\n  FP32 "
+              << HumanBytes(fp32.total) << " (" << fp32.Describe() << ")\n  BF16 "
+              << HumanBytes(bf16.total) << " (" << bf16.Describe() << ")\n";
+  }
+}
+
+}  // namespace
+}  // namespace parity::core
