@@ -2,8 +2,8 @@
 short lower-case names ("succeeded", "moe"), and tables as pandas DataFrames when pandas is
 importable (it is optional)."""
 
-from dataclasses import asdict, dataclass, fields
-from typing import Dict, Optional
+from dataclasses import asdict, dataclass, field, fields
+from typing import Dict, List, Optional
 
 from parity.v1 import run_pb2, sweep_pb2
 
@@ -93,6 +93,7 @@ class SweepInfo:
     state: str  # "active", "succeeded", "failed", "cancelled"
     owner: str
     counts: Dict[str, int]  # pending, leased, running, succeeded, failed, cancelled, total
+    run_ids: List[str] = field(default_factory=list)  # set by submit(), in grid order
 
     @property
     def done(self):
