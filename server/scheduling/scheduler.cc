@@ -6,31 +6,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/proto_time.h"
+#include "core/status_macros.h"
 #include "server/scheduling/await_callback.h"
 #include "server/scheduling/request_validation.h"
 
 namespace parity::server {
 namespace {
-
-google::protobuf::Timestamp ToProto(absl::Time time) {
-  google::protobuf::Timestamp ts;
-  const int64_t micros = absl::ToUnixMicros(time);
-  ts.set_seconds(micros / 1000000);
-  ts.set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
-  return ts;
-}
-
-google::protobuf::Duration ToProto(absl::Duration duration) {
-  google::protobuf::Duration d;
-  const int64_t nanos = absl::ToInt64Nanoseconds(duration);
-  d.set_seconds(nanos / 1000000000);
-  d.set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  return d;
-}
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
 
 // The free devices a worker offers, reduced to what a run's ResourceRequest is matched against.
 ResourceOffer OfferOf(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
@@ -84,14 +66,13 @@ Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& cloc
 Scheduler::~Scheduler() { long_polls_.Stop(); }
 
 absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRequest& request) {
-  absl::StatusOr<std::vector<v1::RunSpec>> runs = planner_(request.spec());
-  if (!runs.ok()) return runs.status();
-  if (runs->size() > options_.max_runs_per_sweep) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<v1::RunSpec> runs, planner_(request.spec()));
+  if (runs.size() > options_.max_runs_per_sweep) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the spec plans ", runs->size(), " runs; the limit is ", options_.max_runs_per_sweep));
+        "the spec plans ", runs.size(), " runs; the limit is ", options_.max_runs_per_sweep));
   }
   v1::PlanSweepResponse response;
-  for (v1::RunSpec& run : *runs) *response.add_runs() = std::move(run);
+  for (v1::RunSpec& run : runs) *response.add_runs() = std::move(run);
   return response;
 }
 
@@ -107,22 +88,20 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(
   }
   v1::PlanSweepRequest plan_request;
   *plan_request.mutable_spec() = request.spec();
-  absl::StatusOr<v1::PlanSweepResponse> plan = PlanSweep(plan_request);
-  if (!plan.ok()) return plan.status();
+  PARITY_ASSIGN_OR_RETURN(v1::PlanSweepResponse plan, PlanSweep(plan_request));
 
   NewSweep sweep;
   sweep.spec = request.spec();
-  sweep.runs.assign(plan->runs().begin(), plan->runs().end());
+  sweep.runs.assign(plan.runs().begin(), plan.runs().end());
   sweep.owner = request.owner().empty() ? "anonymous" : request.owner();
   sweep.idempotency_key = request.idempotency_key();
-  absl::StatusOr<CreatedSweep> created = store_.CreateSweep(sweep);
-  if (!created.ok()) return created.status();
-  if (!created->deduplicated) work_signal_.Notify();
-  if (observer_ != nullptr) observer_->OnSweepSubmitted(created->sweep, created->deduplicated);
+  PARITY_ASSIGN_OR_RETURN(CreatedSweep created, store_.CreateSweep(sweep));
+  if (!created.deduplicated) work_signal_.Notify();
+  if (observer_ != nullptr) observer_->OnSweepSubmitted(created.sweep, created.deduplicated);
   v1::SubmitSweepResponse response;
-  *response.mutable_sweep() = std::move(created->sweep);
-  for (std::string& id : created->run_ids) response.add_run_ids(std::move(id));
-  response.set_deduplicated(created->deduplicated);
+  *response.mutable_sweep() = std::move(created.sweep);
+  for (std::string& id : created.run_ids) response.add_run_ids(std::move(id));
+  response.set_deduplicated(created.deduplicated);
   return response;
 }
 
@@ -132,10 +111,9 @@ absl::StatusOr<v1::GetSweepResponse> Scheduler::GetSweep(const v1::GetSweepReque
   if (absl::Status status = violations.ToStatus("invalid GetSweep request"); !status.ok()) {
     return status;
   }
-  absl::StatusOr<v1::Sweep> sweep = store_.GetSweep(request.sweep_id());
-  if (!sweep.ok()) return sweep.status();
+  PARITY_ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(request.sweep_id()));
   v1::GetSweepResponse response;
-  *response.mutable_sweep() = std::move(*sweep);
+  *response.mutable_sweep() = std::move(sweep);
   return response;
 }
 
@@ -146,11 +124,10 @@ absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweep
   if (absl::Status status = violations.ToStatus("invalid ListSweeps request"); !status.ok()) {
     return status;
   }
-  absl::StatusOr<Page<v1::Sweep>> sweeps = store_.ListSweeps(request.state(), page);
-  if (!sweeps.ok()) return sweeps.status();
+  PARITY_ASSIGN_OR_RETURN(Page<v1::Sweep> sweeps, store_.ListSweeps(request.state(), page));
   v1::ListSweepsResponse response;
-  for (v1::Sweep& sweep : sweeps->items) *response.add_sweeps() = std::move(sweep);
-  response.set_next_page_token(sweeps->next_page_token);
+  for (v1::Sweep& sweep : sweeps.items) *response.add_sweeps() = std::move(sweep);
+  response.set_next_page_token(sweeps.next_page_token);
   return response;
 }
 
@@ -162,11 +139,11 @@ absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(
   if (absl::Status status = violations.ToStatus("invalid CancelSweep request"); !status.ok()) {
     return status;
   }
-  absl::StatusOr<CancelResult> cancelled = store_.CancelSweep(request.sweep_id(), request.reason());
-  if (!cancelled.ok()) return cancelled.status();
+  PARITY_ASSIGN_OR_RETURN(CancelResult cancelled,
+                          store_.CancelSweep(request.sweep_id(), request.reason()));
   v1::CancelSweepResponse response;
-  *response.mutable_sweep() = std::move(cancelled->sweep);
-  response.set_cancelled_runs(cancelled->cancelled_runs);
+  *response.mutable_sweep() = std::move(cancelled.sweep);
+  response.set_cancelled_runs(cancelled.cancelled_runs);
   return response;
 }
 
@@ -186,11 +163,10 @@ absl::StatusOr<v1::ListRunsResponse> Scheduler::ListRuns(const v1::ListRunsReque
   if (absl::Status status = violations.ToStatus("invalid ListRuns request"); !status.ok()) {
     return status;
   }
-  absl::StatusOr<Page<v1::Run>> runs = store_.ListRuns(request.sweep_id(), states, page);
-  if (!runs.ok()) return runs.status();
+  PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, store_.ListRuns(request.sweep_id(), states, page));
   v1::ListRunsResponse response;
-  for (v1::Run& run : runs->items) *response.add_runs() = std::move(run);
-  response.set_next_page_token(runs->next_page_token);
+  for (v1::Run& run : runs.items) *response.add_runs() = std::move(run);
+  response.set_next_page_token(runs.next_page_token);
   return response;
 }
 
@@ -200,10 +176,9 @@ absl::StatusOr<v1::GetRunResponse> Scheduler::GetRun(const v1::GetRunRequest& re
   if (absl::Status status = violations.ToStatus("invalid GetRun request"); !status.ok()) {
     return status;
   }
-  absl::StatusOr<v1::Run> run = store_.GetRun(request.run_id());
-  if (!run.ok()) return run.status();
+  PARITY_ASSIGN_OR_RETURN(v1::Run run, store_.GetRun(request.run_id()));
   v1::GetRunResponse response;
-  *response.mutable_run() = std::move(*run);
+  *response.mutable_run() = std::move(run);
   return response;
 }
 
@@ -230,11 +205,10 @@ absl::StatusOr<v1::QueryResultsResponse> Scheduler::QueryResults(
   if (absl::Status status = violations.ToStatus("invalid QueryResults request"); !status.ok()) {
     return status;
   }
-  absl::StatusOr<Page<v1::ResultRow>> rows = store_.QueryResults(query);
-  if (!rows.ok()) return rows.status();
+  PARITY_ASSIGN_OR_RETURN(Page<v1::ResultRow> rows, store_.QueryResults(query));
   v1::QueryResultsResponse response;
-  for (v1::ResultRow& row : rows->items) *response.add_rows() = std::move(row);
-  response.set_next_page_token(rows->next_page_token);
+  for (v1::ResultRow& row : rows.items) *response.add_rows() = std::move(row);
+  response.set_next_page_token(rows.next_page_token);
   return response;
 }
 
@@ -250,11 +224,10 @@ absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(
   if (absl::Status status = violations.ToStatus("invalid ListWorkers request"); !status.ok()) {
     return status;
   }
-  absl::StatusOr<Page<v1::Worker>> workers = store_.ListWorkers(query);
-  if (!workers.ok()) return workers.status();
+  PARITY_ASSIGN_OR_RETURN(Page<v1::Worker> workers, store_.ListWorkers(query));
   v1::ListWorkersResponse response;
-  for (v1::Worker& worker : workers->items) *response.add_workers() = std::move(worker);
-  response.set_next_page_token(workers->next_page_token);
+  for (v1::Worker& worker : workers.items) *response.add_workers() = std::move(worker);
+  response.set_next_page_token(workers.next_page_token);
   return response;
 }
 
@@ -273,12 +246,11 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   registration.devices.assign(request.devices().begin(), request.devices().end());
   for (const auto& [key, value] : request.labels()) registration.labels.emplace_back(key, value);
   registration.version = request.version();
-  absl::StatusOr<v1::Worker> worker = store_.RegisterWorker(registration);
-  if (!worker.ok()) return worker.status();
+  PARITY_ASSIGN_OR_RETURN(v1::Worker worker, store_.RegisterWorker(registration));
   v1::RegisterWorkerResponse response;
-  response.set_worker_id(worker->worker_id());
-  *response.mutable_lease_ttl() = ToProto(options_.lease_ttl);
-  *response.mutable_heartbeat_interval() = ToProto(options_.heartbeat_interval);
+  response.set_worker_id(worker.worker_id());
+  *response.mutable_lease_ttl() = ToProtoDuration(options_.lease_ttl);
+  *response.mutable_heartbeat_interval() = ToProtoDuration(options_.heartbeat_interval);
   return response;
 }
 
@@ -288,7 +260,7 @@ void Scheduler::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_dea
   Violations violations;
   violations.RequireUuid("worker_id", request.worker_id());
   CheckDevices(violations, "free_devices", request.free_devices());
-  const absl::Duration wait = FromProto(request.wait_time());
+  const absl::Duration wait = FromProtoDuration(request.wait_time());
   if (wait < absl::ZeroDuration()) violations.Add("wait_time", "must not be negative");
   if (absl::Status status = violations.ToStatus("invalid LeaseRun request"); !status.ok()) {
     return done(status);
@@ -346,11 +318,10 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
   HeartbeatUpdate update{request.worker_id(), request.run_id(), request.lease_epoch(),
                          request.step(),      std::nullopt,     options_.lease_ttl};
   if (request.has_checkpoint()) update.checkpoint = request.checkpoint();
-  absl::StatusOr<HeartbeatResult> result = store_.Heartbeat(update);
-  if (!result.ok()) return result.status();
+  PARITY_ASSIGN_OR_RETURN(HeartbeatResult result, store_.Heartbeat(update));
   v1::HeartbeatResponse response;
-  *response.mutable_expire_time() = ToProto(result->expire_time);
-  response.set_cancel_requested(result->cancel_requested);
+  *response.mutable_expire_time() = ToProtoTime(result.expire_time);
+  response.set_cancel_requested(result.cancel_requested);
   return response;
 }
 
@@ -392,13 +363,12 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
     return status;
   }
   if (points.empty()) return v1::ReportMetricsResponse();
-  absl::StatusOr<MetricsAppendResult> result =
-      store_.AppendMetrics(request.run_id(), request.lease_epoch(), points);
-  if (!result.ok()) return result.status();
-  if (observer_ != nullptr) observer_->OnMetricsStored(*result);
+  PARITY_ASSIGN_OR_RETURN(MetricsAppendResult result,
+                          store_.AppendMetrics(request.run_id(), request.lease_epoch(), points));
+  if (observer_ != nullptr) observer_->OnMetricsStored(result);
   v1::ReportMetricsResponse response;
-  response.set_accepted(result->accepted);
-  response.set_duplicates(result->duplicates);
+  response.set_accepted(result.accepted);
+  response.set_duplicates(result.duplicates);
   return response;
 }
 
@@ -437,7 +407,7 @@ void Scheduler::CompleteRun(
         v1::CompleteRunResponse response;
         *response.mutable_run() = std::move(result->run);
         if (result->retry_delay > absl::ZeroDuration()) {
-          *response.mutable_retry_delay() = ToProto(result->retry_delay);
+          *response.mutable_retry_delay() = ToProtoDuration(result->retry_delay);
         }
         done(std::move(response));
       });

@@ -9,6 +9,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/analysis.h"
+#include "core/status_macros.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/scheduling/request_validation.h"
 #include "server/scheduling/scheduler.h"
@@ -61,10 +62,9 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
   query.states = {v1::RUN_STATE_SUCCEEDED};
   query.page.page_size = 10000;
   do {
-    absl::StatusOr<Page<v1::ResultRow>> page = store_.QueryResults(query);
-    if (!page.ok()) return page.status();
-    for (v1::ResultRow& row : page->items) rows.push_back(std::move(row));
-    query.page.page_token = page->next_page_token;
+    PARITY_ASSIGN_OR_RETURN(Page<v1::ResultRow> page, store_.QueryResults(query));
+    for (v1::ResultRow& row : page.items) rows.push_back(std::move(row));
+    query.page.page_token = page.next_page_token;
   } while (!query.page.page_token.empty());
 
   // Specs first, then the FinishedRuns that point into them (no reallocation after this).

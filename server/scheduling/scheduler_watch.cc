@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/proto_time.h"
+#include "core/status_macros.h"
 #include "server/scheduling/request_validation.h"
 #include "server/scheduling/scheduler.h"
 
@@ -26,9 +28,7 @@ v1::RunStateChange ChangeOf(const RunEvent& event) {
   change.set_to_state(event.to_state);
   change.set_attempt(event.attempt);
   change.set_reason(event.reason);
-  const int64_t micros = absl::ToUnixMicros(event.time);
-  change.mutable_time()->set_seconds(micros / 1000000);
-  change.mutable_time()->set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
+  *change.mutable_time() = ToProtoTime(event.time);
   return change;
 }
 
@@ -56,10 +56,9 @@ template <typename List>
 absl::StatusOr<int64_t> LatestEventId(List list) {
   int64_t last = 0;
   while (true) {
-    absl::StatusOr<std::vector<RunEvent>> events = list(last);
-    if (!events.ok()) return events.status();
-    if (!events->empty()) last = events->back().event_id;
-    if (static_cast<int>(events->size()) < kEventBatch) return last;
+    PARITY_ASSIGN_OR_RETURN(std::vector<RunEvent> events, list(last));
+    if (!events.empty()) last = events.back().event_id;
+    if (static_cast<int>(events.size()) < kEventBatch) return last;
   }
 }
 
@@ -76,32 +75,28 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
   auto list_events = [&](int64_t after) {
     return store_.ListRunEvents(run_id, after, kEventBatch);
   };
-  absl::StatusOr<int64_t> last_event = LatestEventId(list_events);
-  if (!last_event.ok()) return last_event.status();
-  absl::StatusOr<v1::Run> run = store_.GetRun(run_id);
-  if (!run.ok()) return run.status();
+  PARITY_ASSIGN_OR_RETURN(int64_t last_event, LatestEventId(list_events));
+  PARITY_ASSIGN_OR_RETURN(v1::Run run, store_.GetRun(run_id));
   v1::WatchRunResponse snapshot;
-  *snapshot.mutable_state_change() = SnapshotOf(*run);
+  *snapshot.mutable_state_change() = SnapshotOf(run);
   if (!write(snapshot)) return absl::CancelledError("the client went away");
 
-  bool ended = IsFinal(run->state());
+  bool ended = IsFinal(run.state());
   uint64_t next_step = request.from_step();
   while (true) {
     bool progressed = false;
-    absl::StatusOr<std::vector<v1::MetricPoint>> points =
-        store_.ListMetrics(run_id, next_step, kMetricBatch);
-    if (!points.ok()) return points.status();
-    for (v1::MetricPoint& point : *points) {
+    PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
+                            store_.ListMetrics(run_id, next_step, kMetricBatch));
+    for (v1::MetricPoint& point : points) {
       next_step = point.step() + 1;
       v1::WatchRunResponse message;
       *message.mutable_metric() = std::move(point);
       if (!write(message)) return absl::CancelledError("the client went away");
       progressed = true;
     }
-    absl::StatusOr<std::vector<RunEvent>> events = list_events(*last_event);
-    if (!events.ok()) return events.status();
-    for (const RunEvent& event : *events) {
-      *last_event = event.event_id;
+    PARITY_ASSIGN_OR_RETURN(std::vector<RunEvent> events, list_events(last_event));
+    for (const RunEvent& event : events) {
+      last_event = event.event_id;
       v1::WatchRunResponse message;
       *message.mutable_state_change() = ChangeOf(event);
       if (!write(message)) return absl::CancelledError("the client went away");
@@ -125,42 +120,38 @@ absl::Status Scheduler::WatchSweep(
     return status;
   }
   const std::string& sweep_id = request.sweep_id();
-  absl::StatusOr<v1::Sweep> sweep = store_.GetSweep(sweep_id);
-  if (!sweep.ok()) return sweep.status();
+  PARITY_ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(sweep_id));
   // Take the commit watermark before the snapshot: a change racing the snapshot may then be
   // streamed twice, never lost.
-  absl::StatusOr<SweepEventPage> start = store_.ListSweepEvents(sweep_id, 0);
-  if (!start.ok()) return start.status();
-  uint64_t horizon = start->next_horizon;
+  PARITY_ASSIGN_OR_RETURN(SweepEventPage start, store_.ListSweepEvents(sweep_id, 0));
+  uint64_t horizon = start.next_horizon;
 
   // The opening snapshot: the sweep, then every run's current state.
   v1::WatchSweepResponse opening;
-  *opening.mutable_sweep() = *sweep;
+  *opening.mutable_sweep() = sweep;
   if (!write(opening)) return absl::CancelledError("the client went away");
   std::map<std::string, v1::RunState> states;
   std::map<std::string, uint64_t> next_step;  // metric cursor of each run
   PageRequest page{1000, ""};
   do {
-    absl::StatusOr<Page<v1::Run>> runs = store_.ListRuns(sweep_id, {}, page);
-    if (!runs.ok()) return runs.status();
-    for (const v1::Run& run : runs->items) {
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, store_.ListRuns(sweep_id, {}, page));
+    for (const v1::Run& run : runs.items) {
       states[run.run_id()] = run.state();
       next_step[run.run_id()] = run.latest_step() + 1;
       v1::WatchSweepResponse message;
       *message.mutable_state_change() = SnapshotOf(run);
       if (!write(message)) return absl::CancelledError("the client went away");
     }
-    page.page_token = runs->next_page_token;
+    page.page_token = runs.next_page_token;
   } while (!page.page_token.empty());
 
   auto counts_live = [](const v1::RunCounts& c) { return c.pending() + c.leased() + c.running(); };
-  bool ended = counts_live(sweep->counts()) == 0;
+  bool ended = counts_live(sweep.counts()) == 0;
   while (true) {
     bool progressed = false;
-    absl::StatusOr<SweepEventPage> page = store_.ListSweepEvents(sweep_id, horizon);
-    if (!page.ok()) return page.status();
-    horizon = page->next_horizon;
-    const std::vector<RunEvent>* events = &page->events;
+    PARITY_ASSIGN_OR_RETURN(SweepEventPage page, store_.ListSweepEvents(sweep_id, horizon));
+    horizon = page.next_horizon;
+    const std::vector<RunEvent>* events = &page.events;
     std::vector<std::string> just_ended;
     for (const RunEvent& event : *events) {
       states[event.run_id] = event.to_state;
@@ -176,10 +167,9 @@ absl::Status Scheduler::WatchSweep(
         if (!live && std::find(just_ended.begin(), just_ended.end(), run_id) == just_ended.end()) {
           continue;
         }
-        absl::StatusOr<std::vector<v1::MetricPoint>> points =
-            store_.ListMetrics(run_id, next_step[run_id], kMetricBatch);
-        if (!points.ok()) return points.status();
-        for (v1::MetricPoint& point : *points) {
+        PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
+                                store_.ListMetrics(run_id, next_step[run_id], kMetricBatch));
+        for (v1::MetricPoint& point : points) {
           next_step[run_id] = point.step() + 1;
           v1::WatchSweepResponse message;
           *message.mutable_metric() = std::move(point);
@@ -189,12 +179,11 @@ absl::Status Scheduler::WatchSweep(
       }
     }
     if (!events->empty()) {
-      absl::StatusOr<v1::Sweep> now = store_.GetSweep(sweep_id);
-      if (!now.ok()) return now.status();
+      PARITY_ASSIGN_OR_RETURN(v1::Sweep now, store_.GetSweep(sweep_id));
       v1::WatchSweepResponse message;
-      *message.mutable_sweep() = *now;
+      *message.mutable_sweep() = now;
       if (!write(message)) return absl::CancelledError("the client went away");
-      ended = counts_live(now->counts()) == 0;
+      ended = counts_live(now.counts()) == 0;
     }
     if (ended && !progressed) return absl::OkStatus();
     if (!progressed && !SleepUnlessCancelled(control, options_.watch_poll_interval)) {

@@ -332,7 +332,7 @@ TEST(SchedulerMetricsWithoutDatabase, ReportsTheDatabaseDownAndCountsReaperError
 }
 
 TEST(SchedulerMetricsRpc, MethodsOutsideTheApiShareOneLabel) {
-  PostgresRunStore store(PostgresRunStoreOptions{"postgresql://127.0.0.1:1/none", 1, {}});
+  PostgresRunStore store(PostgresRunStoreOptions{"postgresql://127.0.0.1:1/none", 1});
   RealClock clock;
   SchedulerMetrics metrics(store, clock);
   metrics.ObserveRpc("/parity.v1.WorkerService/Heartbeat", absl::StatusCode::kFailedPrecondition,
