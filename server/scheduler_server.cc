@@ -9,13 +9,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/grpc_services.h"
-#include "server/http_server.h"
-#include "server/migrations.h"
-#include "server/pg_listener.h"
-#include "server/postgres_run_store.h"
-#include "server/rpc_metrics_interceptor.h"
-#include "server/scheduler_metrics.h"
+#include "server/api/grpc_services.h"
+#include "server/api/http_server.h"
+#include "server/api/rpc_metrics_interceptor.h"
+#include "server/scheduling/scheduler_metrics.h"
+#include "server/store/postgres/migrations.h"
+#include "server/store/postgres/pg_listener.h"
+#include "server/store/postgres/postgres_run_store.h"
 #include "spdlog/spdlog.h"
 
 namespace parity::server {
@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->options_ = options;
   server->store_ = std::make_unique<PostgresRunStore>(
-      PostgresRunStoreOptions{options.database_url, options.pool_size, options.retry_policy});
+      PostgresRunStoreOptions{options.database_url, options.pool_size});
   if (observer == nullptr) {
     // Live workers: a worker that has not called for a whole lease TTL has lost its leases too.
     server->metrics_ = std::make_unique<SchedulerMetrics>(
@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     const std::vector<int> ports = server->exposer_->GetListeningPorts();
     server->metrics_port_ = ports.empty() ? 0 : ports.front();
   }
-  server->listener_ = std::make_unique<PgListener>(options.database_url, server->work_signal_);
+  server->listener_ = std::make_unique<PgListener>(
+      options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
   server->scheduler_ =
       std::make_unique<Scheduler>(*server->store_, server->work_signal_, server->clock_,
                                   std::move(planner), options.scheduler, observer);

@@ -13,8 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "server/retry_policy.h"
-#include "server/scheduler.h"
+#include "server/scheduling/scheduler.h"
 
 namespace grpc {
 class Server;
@@ -44,7 +43,6 @@ struct ServerOptions {
   // a few dozen measured +10-20% lease cycles/s (bench/scheduler/RESULTS.md).
   int grpc_min_pollers = 8;
   int grpc_max_pollers = 40;
-  RetryPolicy retry_policy;
   SchedulerOptions scheduler;
   // Prometheus GET /metrics on this "ip:port" (port 0 = pick a free one, see metrics_port());
   // empty = no separate endpoint (metrics()->Render() still works).

@@ -25,8 +25,8 @@
 #include "absl/time/clock.h"
 #include "parity/v1/sweep_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
-#include "server/migrations.h"
 #include "server/scheduler_server.h"
+#include "server/store/postgres/migrations.h"
 #include "spdlog/spdlog.h"
 #include "tests/support/postgres_cluster.h"
 

@@ -162,7 +162,7 @@ TEST_F(BatchedStoreTest, ConcurrentBatchesFromTwoSchedulersNeverShareARun) {
   Submit(MakeSweepSpec("batch-race-a", kRuns / 2));
   Submit(MakeSweepSpec("batch-race-b", kRuns / 2));
   // A second store on the same database stands for a second scheduler replica.
-  PostgresRunStore other(PostgresRunStoreOptions{database_url_, 4, RetryPolicy{}});
+  PostgresRunStore other(PostgresRunStoreOptions{database_url_, 4});
   absl::Mutex mu;
   std::vector<std::string> leased;
   std::atomic<int> errors{0};
@@ -217,6 +217,9 @@ TEST_F(BatchedStoreTest, EachCompletionOfABatchIsCheckedOnItsOwn) {
   failure.lease_epoch = third.lease.lease_epoch();
   failure.failure_class = v1::FAILURE_CLASS_PREEMPTED;
   failure.failure_status.set_message("spot instance reclaimed");
+  // The store applies what the scheduler decided (retry_policy.h: preemption spends no attempt).
+  failure.retry = {v1::RUN_STATE_PENDING, third.run.attempt(), absl::ZeroDuration()};
+  failure.decided_at_attempt = third.run.attempt();
   const auto results =
       Complete({Success(first, 1.25), stale, unknown, Success(first, 1.25), failure});
 

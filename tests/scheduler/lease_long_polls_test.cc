@@ -1,7 +1,7 @@
 // LeaseLongPolls without a database: a parked LeaseRun goes back to the lease queue when the
 // work signal moves on (including a move during its last try) or when its retry time comes;
 // a cancelled one is answered empty; stopping answers every parked call.
-#include "server/lease_long_polls.h"
+#include "server/scheduling/lease_long_polls.h"
 
 #include <algorithm>
 #include <atomic>

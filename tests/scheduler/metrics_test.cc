@@ -12,8 +12,8 @@
 #include "gmock/gmock.h"
 #include "parity/v1/sweep_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
-#include "server/scheduler_metrics.h"
 #include "server/scheduler_server.h"
+#include "server/scheduling/scheduler_metrics.h"
 #include "tests/scheduler/scheduler_fixture.h"
 #include "tests/support/prometheus_text.h"
 
@@ -316,8 +316,8 @@ TEST_F(SchedulerMetricsTest, CountsCompletionsByClassAndReaperOutcomes) {
 
 TEST(SchedulerMetricsWithoutDatabase, ReportsTheDatabaseDownAndCountsReaperErrors) {
   // Nothing listens on port 1: every connection attempt is refused at once.
-  PostgresRunStore store(PostgresRunStoreOptions{
-      "postgresql://postgres@127.0.0.1:1/none?connect_timeout=2", 1, RetryPolicy{}});
+  PostgresRunStore store(
+      PostgresRunStoreOptions{"postgresql://postgres@127.0.0.1:1/none?connect_timeout=2", 1});
   RealClock clock;
   WorkSignal signal;
   SchedulerMetrics metrics(store, clock);
@@ -332,7 +332,7 @@ TEST(SchedulerMetricsWithoutDatabase, ReportsTheDatabaseDownAndCountsReaperError
 }
 
 TEST(SchedulerMetricsRpc, MethodsOutsideTheApiShareOneLabel) {
-  PostgresRunStore store(PostgresRunStoreOptions{"postgresql://127.0.0.1:1/none", 1, {}});
+  PostgresRunStore store(PostgresRunStoreOptions{"postgresql://127.0.0.1:1/none", 1});
   RealClock clock;
   SchedulerMetrics metrics(store, clock);
   metrics.ObserveRpc("/parity.v1.WorkerService/Heartbeat", absl::StatusCode::kFailedPrecondition,

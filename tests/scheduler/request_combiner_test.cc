@@ -1,7 +1,7 @@
 // RequestCombiner without a database: every caller gets its own answer, batches respect their
 // limits, callers that arrive together share a batch, and callbacks (SubmitAsync) are answered
 // exactly once, may submit again, and are not dropped when the combiner goes away.
-#include "server/request_combiner.h"
+#include "server/scheduling/request_combiner.h"
 
 #include <atomic>
 #include <functional>

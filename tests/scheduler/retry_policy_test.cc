@@ -1,4 +1,4 @@
-#include "server/retry_policy.h"
+#include "server/scheduling/retry_policy.h"
 
 #include "gtest/gtest.h"
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/field_violation.h"
 #include "gtest/gtest.h"
-#include "server/postgres_run_store.h"
-#include "server/scheduler.h"
+#include "server/scheduling/scheduler.h"
+#include "server/store/postgres/postgres_run_store.h"
 #include "tests/support/postgres_environment.h"
 
 namespace parity::server::testing {
@@ -182,8 +182,8 @@ class SchedulerTest : public ::testing::Test {
     PARITY_REQUIRE_POSTGRES();
     database_url_ = parity::testing::PostgresEnvironment::FreshDatabase();
     ASSERT_FALSE(database_url_.empty());
-    store_ = std::make_unique<PostgresRunStore>(PostgresRunStoreOptions{
-        database_url_, 8, RetryPolicy{absl::Milliseconds(1), absl::Milliseconds(10)}});
+    store_ = std::make_unique<PostgresRunStore>(PostgresRunStoreOptions{database_url_, 8});
+    options_.retry_policy = RetryPolicy{absl::Milliseconds(1), absl::Milliseconds(10)};
     options_.lease_ttl = absl::Seconds(30);
     options_.idle_poll_interval = absl::Milliseconds(50);
     options_.watch_poll_interval = absl::Milliseconds(20);

@@ -6,7 +6,7 @@
 #include "core/planner.h"
 #include "core/spec_loader.h"
 #include "gmock/gmock.h"
-#include "server/migrations.h"
+#include "server/store/postgres/migrations.h"
 #include "tests/scheduler/scheduler_fixture.h"
 
 namespace parity::server::testing {

@@ -17,7 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
-#include "server/migrations.h"
+#include "server/store/postgres/migrations.h"
 #include "tests/scheduler/schema_dump.h"
 #include "tests/support/postgres_environment.h"
 

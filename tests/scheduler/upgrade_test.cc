@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
-#include "server/migrations.h"
+#include "server/store/postgres/migrations.h"
 #include "tests/scheduler/scheduler_fixture.h"
 #include "tests/scheduler/schema_dump.h"
 
@@ -30,12 +30,12 @@ std::vector<std::string> Names(std::span<const Repeatable> repeatables) {
 // A store and a scheduler on `url`, wired as SchedulerTest wires them; one per binary version.
 struct SchedulerOn {
   explicit SchedulerOn(const std::string& url)
-      : store(PostgresRunStoreOptions{url, 4,
-                                      RetryPolicy{absl::Milliseconds(1), absl::Milliseconds(10)}}),
+      : store(PostgresRunStoreOptions{url, 4}),
         scheduler(store, signal, clock, &StubPlanner, Options(), nullptr) {}
   static SchedulerOptions Options() {
     SchedulerOptions options;
     options.lease_ttl = absl::Seconds(30);
+    options.retry_policy = RetryPolicy{absl::Milliseconds(1), absl::Milliseconds(10)};
     return options;
   }
   std::string Register() {

@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "server/migrations.h"
+#include "server/store/postgres/migrations.h"
 
 namespace parity::testing {
 namespace {

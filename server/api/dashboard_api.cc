@@ -1,0 +1,312 @@
+#include "server/api/dashboard_api.h"
+
+#include <limits>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/field_violation.h"
+#include "server/scheduling/request_validation.h"
+#include "web/dashboard_documents.h"
+
+namespace parity::server {
+namespace {
+
+constexpr int kDefaultCurvePoints = 200;
+constexpr int kMaxCurvePoints = 2000;
+constexpr int kDefaultHistoryPoints = 1000;
+constexpr int kMaxHistoryPoints = 5000;
+constexpr int kDefaultMetricsLimit = 1000;
+constexpr int kMaxMetricsLimit = 10000;
+
+// Reads query parameters, collecting every bad one as a field violation (like the gRPC API).
+class ParamReader {
+ public:
+  explicit ParamReader(const QueryParams& params) : params_(params) {}
+
+  std::string Text(const std::string& name) const {
+    auto it = params_.find(name);
+    return it == params_.end() ? "" : it->second;
+  }
+
+  std::optional<int64_t> OptionalInteger(const std::string& name, int64_t min, int64_t max) {
+    const std::string text = Text(name);
+    if (text.empty()) return std::nullopt;
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
+      violations_.Add(
+          name, absl::StrCat("'", text.substr(0, 32), "' is not an integer in ", min, "..", max));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  int64_t Integer(const std::string& name, int64_t fallback, int64_t min, int64_t max) {
+    return OptionalInteger(name, min, max).value_or(fallback);
+  }
+
+  // "RUNNING,PENDING" or "RUN_STATE_RUNNING"; case-insensitive.
+  std::vector<v1::RunState> RunStates(const std::string& name) {
+    std::vector<v1::RunState> states;
+    for (absl::string_view part : absl::StrSplit(Text(name), ',', absl::SkipWhitespace())) {
+      std::string text = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(part));
+      if (!absl::StartsWith(text, "RUN_STATE_")) text = absl::StrCat("RUN_STATE_", text);
+      v1::RunState state;
+      if (!v1::RunState_Parse(text, &state) || state == v1::RUN_STATE_UNSPECIFIED) {
+        violations_.Add(name, absl::StrCat("'", part, "' is not a run state"));
+      } else {
+        states.push_back(state);
+      }
+    }
+    return states;
+  }
+
+  v1::SweepState SweepState(const std::string& name) {
+    std::string text = absl::AsciiStrToUpper(Text(name));
+    if (text.empty()) return v1::SWEEP_STATE_UNSPECIFIED;
+    if (!absl::StartsWith(text, "SWEEP_STATE_")) text = absl::StrCat("SWEEP_STATE_", text);
+    v1::SweepState state = v1::SWEEP_STATE_UNSPECIFIED;
+    if (!v1::SweepState_Parse(text, &state)) {
+      violations_.Add(name, absl::StrCat("'", Text(name), "' is not a sweep state"));
+    }
+    return state;
+  }
+
+  absl::Status Check() const { return violations_.ToStatus("invalid request parameters"); }
+
+ private:
+  const QueryParams& params_;
+  Violations violations_;
+};
+
+template <typename Response>
+absl::StatusOr<std::string> AsJson(const absl::StatusOr<Response>& response) {
+  if (!response.ok()) return response.status();
+  return web::MessageJson(*response);
+}
+
+absl::Status RouteNotFound(absl::string_view path) {
+  return absl::NotFoundError(absl::StrCat("no API route /api/v1/", path));
+}
+
+}  // namespace
+
+int HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+HttpReply ErrorReply(const absl::Status& status) {
+  std::vector<web::ParameterViolation> violations;
+  for (core::FieldViolation& v : core::FieldViolationsOf(status)) {
+    violations.push_back({std::move(v.field), std::move(v.description)});
+  }
+  const int http_status = HttpStatusOf(status.code());
+  return HttpReply{
+      .status = http_status,
+      .body = web::ErrorJson(http_status, absl::StatusCodeToString(status.code()),
+                             std::string_view(status.message().data(), status.message().size()),
+                             violations)};
+}
+
+HttpReply DashboardApi::Get(absl::string_view path, const QueryParams& params) {
+  const std::vector<std::string> parts =
+      absl::StrSplit(absl::StripSuffix(path, "/"), '/', absl::AllowEmpty());
+  absl::StatusOr<std::string> body = RouteNotFound(path);
+  const size_t n = parts.size();
+  if (n >= 1 && parts[0] == "sweeps") {
+    if (n == 1) body = ListSweeps(params);
+    if (n == 2) body = GetSweep(parts[1]);
+    if (n == 3 && parts[2] == "runs") body = ListRuns(parts[1], params);
+    if (n == 3 && parts[2] == "results") body = QueryResults(parts[1], params);
+    if (n == 3 && parts[2] == "analysis") body = AnalyzeSweep(parts[1]);
+    if (n == 3 && parts[2] == "curves") body = SweepCurves(parts[1], params);
+  } else if (n >= 2 && parts[0] == "runs") {
+    if (n == 2) body = GetRun(parts[1]);
+    if (n == 3 && parts[2] == "history") body = RunHistory(parts[1], params);
+    if (n == 3 && parts[2] == "metrics") body = RunMetrics(parts[1], params);
+  } else if (n == 1 && parts[0] == "workers") {
+    body = ListWorkers(params);
+  }
+  if (!body.ok()) return ErrorReply(body.status());
+  return HttpReply{.body = std::move(*body)};
+}
+
+absl::StatusOr<std::string> DashboardApi::ListSweeps(const QueryParams& params) {
+  ParamReader reader(params);
+  v1::ListSweepsRequest request;
+  request.set_state(reader.SweepState("state"));
+  request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
+  request.set_page_token(reader.Text("page_token"));
+  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  return AsJson(scheduler_.ListSweeps(request));
+}
+
+absl::StatusOr<std::string> DashboardApi::GetSweep(const std::string& sweep_id) {
+  v1::GetSweepRequest request;
+  request.set_sweep_id(sweep_id);
+  return AsJson(scheduler_.GetSweep(request));
+}
+
+absl::StatusOr<std::string> DashboardApi::ListRuns(const std::string& sweep_id,
+                                                   const QueryParams& params) {
+  ParamReader reader(params);
+  v1::ListRunsRequest request;
+  request.set_sweep_id(sweep_id);
+  for (v1::RunState state : reader.RunStates("state")) request.add_states(state);
+  request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
+  request.set_page_token(reader.Text("page_token"));
+  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  // ListRuns answers an unknown sweep with an empty page; the dashboard wants a 404.
+  if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
+  return AsJson(scheduler_.ListRuns(request));
+}
+
+absl::StatusOr<std::string> DashboardApi::QueryResults(const std::string& sweep_id,
+                                                       const QueryParams& params) {
+  ParamReader reader(params);
+  v1::QueryResultsRequest request;
+  request.mutable_filter()->set_sweep_id(sweep_id);
+  request.set_order_by(reader.Text("order_by"));
+  request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 10000)));
+  request.set_page_token(reader.Text("page_token"));
+  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
+  return AsJson(scheduler_.QueryResults(request));
+}
+
+absl::StatusOr<std::string> DashboardApi::AnalyzeSweep(const std::string& sweep_id) {
+  v1::AnalyzeSweepRequest request;
+  request.set_sweep_id(sweep_id);
+  return AsJson(scheduler_.AnalyzeSweep(request));
+}
+
+absl::StatusOr<std::string> DashboardApi::SweepCurves(const std::string& sweep_id,
+                                                      const QueryParams& params) {
+  ParamReader reader(params);
+  const int points =
+      static_cast<int>(reader.Integer("points", kDefaultCurvePoints, 2, kMaxCurvePoints));
+  const std::string wanted_text = reader.Text("run_id");
+  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
+
+  // The sweep's runs bound what may be asked for: only their ids reach the SQL.
+  std::set<std::string> in_sweep;
+  PageRequest page{1000, ""};
+  do {
+    absl::StatusOr<Page<v1::Run>> runs = store_.ListRuns(sweep_id, {}, page);
+    if (!runs.ok()) return runs.status();
+    for (const v1::Run& run : runs->items) in_sweep.insert(run.run_id());
+    page.page_token = runs->next_page_token;
+  } while (!page.page_token.empty());
+  std::vector<std::string> run_ids;
+  if (wanted_text.empty()) {
+    run_ids.assign(in_sweep.begin(), in_sweep.end());
+  } else {
+    Violations violations;
+    for (absl::string_view id : absl::StrSplit(wanted_text, ',', absl::SkipWhitespace())) {
+      if (in_sweep.count(std::string(id)) == 0) {
+        violations.Add("run_id",
+                       absl::StrCat("'", id.substr(0, 64), "' is not a run of the sweep"));
+      } else {
+        run_ids.emplace_back(id);
+      }
+    }
+    if (absl::Status status = violations.ToStatus("invalid request parameters"); !status.ok()) {
+      return status;
+    }
+  }
+  absl::StatusOr<std::vector<v1::MetricPoint>> sampled =
+      store_.SampleMetrics(run_ids, {.max_points_per_run = points, .validation_only = true});
+  if (!sampled.ok()) return sampled.status();
+  return web::CurvesJson(*sampled);
+}
+
+absl::StatusOr<std::string> DashboardApi::GetRun(const std::string& run_id) {
+  v1::GetRunRequest request;
+  request.set_run_id(run_id);
+  return AsJson(scheduler_.GetRun(request));
+}
+
+absl::StatusOr<std::string> DashboardApi::RunHistory(const std::string& run_id,
+                                                     const QueryParams& params) {
+  ParamReader reader(params);
+  const int points =
+      static_cast<int>(reader.Integer("points", kDefaultHistoryPoints, 2, kMaxHistoryPoints));
+  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  v1::GetRunRequest request;
+  request.set_run_id(run_id);
+  absl::StatusOr<v1::GetRunResponse> run = scheduler_.GetRun(request);
+  if (!run.ok()) return run.status();
+  absl::StatusOr<std::vector<v1::MetricPoint>> sampled =
+      store_.SampleMetrics({run_id}, {.max_points_per_run = points, .expert_load_summaries = true});
+  if (!sampled.ok()) return sampled.status();
+  // The latest point whole: its per-expert shares draw the load bar chart.
+  absl::StatusOr<std::vector<v1::MetricPoint>> latest =
+      store_.ListMetrics(run_id, run->run().latest_step(), 1);
+  if (!latest.ok()) return latest.status();
+  return web::HistoryJson(run_id, *sampled, latest->empty() ? nullptr : &latest->front());
+}
+
+absl::StatusOr<std::string> DashboardApi::RunMetrics(const std::string& run_id,
+                                                     const QueryParams& params) {
+  ParamReader reader(params);
+  const std::optional<int64_t> after_step =
+      reader.OptionalInteger("after_step", 0, std::numeric_limits<int64_t>::max() - 1);
+  const int limit =
+      static_cast<int>(reader.Integer("limit", kDefaultMetricsLimit, 1, kMaxMetricsLimit));
+  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  if (absl::StatusOr<std::string> run = GetRun(run_id); !run.ok()) return run.status();
+  const uint64_t from_step = after_step ? static_cast<uint64_t>(*after_step) + 1 : 0;
+  // One point more than asked says whether another page exists.
+  absl::StatusOr<std::vector<v1::MetricPoint>> points =
+      store_.ListMetrics(run_id, from_step, limit + 1);
+  if (!points.ok()) return points.status();
+  const bool more = static_cast<int>(points->size()) > limit;
+  if (more) points->resize(limit);
+  return web::MetricPageJson(*points, more);
+}
+
+absl::StatusOr<std::string> DashboardApi::ListWorkers(const QueryParams& params) {
+  ParamReader reader(params);
+  v1::ListWorkersRequest request;
+  request.set_seen_within_seconds(
+      static_cast<uint32_t>(reader.Integer("seen_within_seconds", 0, 0, 30 * 24 * 3600)));
+  request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
+  request.set_page_token(reader.Text("page_token"));
+  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  return AsJson(scheduler_.ListWorkers(request));
+}
+
+}  // namespace parity::server

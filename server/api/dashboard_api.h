@@ -1,0 +1,71 @@
+// DashboardApi: the JSON API under /api/v1 that the web dashboard reads — GET only, each route
+// one Scheduler call (or a store read for metric histories) turned into a document of
+// web/dashboard_documents.h. No HTTP library in sight: http_server.cc hands it a path and the
+// query parameters and writes back the reply, so the routes can be tested without a socket.
+//
+//   sweeps                     ListSweeps      ?state=ACTIVE&page_size=&page_token=
+//   sweeps/ID                  GetSweep
+//   sweeps/ID/runs             ListRuns        ?state=RUNNING,PENDING&page_size=&page_token=
+//   sweeps/ID/results          QueryResults    ?order_by=&page_size=&page_token=
+//   sweeps/ID/analysis         AnalyzeSweep    (400 FAILED_PRECONDITION until a run has finished)
+//   sweeps/ID/curves           validation curves of every run (or ?run_id=A,B), sampled to
+//                              ?points= (default 200, 2..2000) per run
+//   runs/ID                    GetRun
+//   runs/ID/history            the run's curves sampled to ?points= (default 1000, 2..5000),
+//                              expert-load summaries, and the latest per-expert shares
+//   runs/ID/metrics            raw points, paged: ?after_step=N (exclusive) &limit= (1..10000)
+//   workers                    ListWorkers     ?seen_within_seconds=&page_size=&page_token=
+//
+// Errors are {"error": {...}} with the HTTP status of the absl code (HttpStatusOf). Thread-safe:
+// stateless over a thread-safe Scheduler and RunStore.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "server/scheduling/scheduler.h"
+#include "server/store/run_store.h"
+
+namespace parity::server {
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// Query parameters by name, as cpp-httplib's Params holds them.
+using QueryParams = std::multimap<std::string, std::string>;
+
+// The HTTP status a caller should see for an absl code (Google's API mapping).
+int HttpStatusOf(absl::StatusCode code);
+// An error document with that status.
+HttpReply ErrorReply(const absl::Status& status);
+
+class DashboardApi {
+ public:
+  // `scheduler` and `store` must outlive the API.
+  DashboardApi(Scheduler& scheduler, RunStore& store) : scheduler_(scheduler), store_(store) {}
+
+  // `path` below /api/v1/, without the leading slash ("sweeps/ID/runs").
+  HttpReply Get(absl::string_view path, const QueryParams& params);
+
+ private:
+  absl::StatusOr<std::string> ListSweeps(const QueryParams& params);
+  absl::StatusOr<std::string> GetSweep(const std::string& sweep_id);
+  absl::StatusOr<std::string> ListRuns(const std::string& sweep_id, const QueryParams& params);
+  absl::StatusOr<std::string> QueryResults(const std::string& sweep_id, const QueryParams& params);
+  absl::StatusOr<std::string> AnalyzeSweep(const std::string& sweep_id);
+  absl::StatusOr<std::string> SweepCurves(const std::string& sweep_id, const QueryParams& params);
+  absl::StatusOr<std::string> GetRun(const std::string& run_id);
+  absl::StatusOr<std::string> RunHistory(const std::string& run_id, const QueryParams& params);
+  absl::StatusOr<std::string> RunMetrics(const std::string& run_id, const QueryParams& params);
+  absl::StatusOr<std::string> ListWorkers(const QueryParams& params);
+
+  Scheduler& scheduler_;
+  RunStore& store_;
+};
+
+}  // namespace parity::server

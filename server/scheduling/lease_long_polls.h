@@ -1,0 +1,77 @@
+// LeaseLongPolls: LeaseRun calls that found no work wait here without holding a thread. An
+// idle fleet of hundreds of workers each holds a LeaseRun open for up to a minute; a thread per
+// wait (the sync gRPC server's way) also made every busy call hand its answer from the thread
+// that ran the batch to the thread that held the call. A parked call goes back to try again
+// when work may have appeared (WorkSignal), when its idle re-check comes round or when its
+// deadline arrives (a last try); it is answered empty here if its caller went away or the
+// server is stopping. One thread for all of them. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "parity/v1/worker_service.pb.h"
+#include "server/scheduling/work_signal.h"
+#include "server/store/run_store.h"
+
+namespace parity::server {
+
+// One LeaseRun call from validation to its answer.
+struct PendingLease {
+  LeaseRequest request;
+  absl::Time start;                 // when the call arrived (the observer's "waited")
+  absl::Time deadline;              // answer by then, empty if nothing was found
+  std::function<bool()> cancelled;  // the caller went away or the server stopped; never empty
+  absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done;  // called exactly once
+};
+
+class LeaseLongPolls {
+ public:
+  using Retry = std::function<void(std::unique_ptr<PendingLease>)>;
+
+  // `retry` takes a parked call back to the lease queue; it runs on this class's thread.
+  // `signal` must outlive this object.
+  LeaseLongPolls(WorkSignal& signal, Retry retry);
+  // Stops (see Stop).
+  ~LeaseLongPolls();
+
+  LeaseLongPolls(const LeaseLongPolls&) = delete;
+  LeaseLongPolls& operator=(const LeaseLongPolls&) = delete;
+
+  // Parks a call whose last try began at WorkSignal generation `tried_at_generation` and found
+  // nothing, until that generation moves on or `retry_at`, whichever is first. After Stop(),
+  // answers it empty at once.
+  void Park(std::unique_ptr<PendingLease> lease, uint64_t tried_at_generation, absl::Time retry_at);
+
+  // Answers every parked call empty and ends the thread; later Park() calls answer at once.
+  void Stop();
+
+ private:
+  struct Parked {
+    std::unique_ptr<PendingLease> lease;
+    uint64_t generation;
+    absl::Time retry_at;
+  };
+
+  void Run();
+
+  WorkSignal& signal_;
+  const Retry retry_;
+  absl::Mutex mu_;
+  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // the signal's latest
+  bool changed_ ABSL_GUARDED_BY(mu_) = false;     // a Notify() or an earlier retry_at parked
+  absl::Time sleeping_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // while it sleeps
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+}  // namespace parity::server

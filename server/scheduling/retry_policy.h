@@ -1,0 +1,42 @@
+// What happens to a run when an attempt fails: the retry policy of each failure class, as a pure
+// function. The scheduler decides each failed completion with it before the completion goes to
+// the store, which applies the decision (RetryDecision, server/store/run_store.h) as told.
+//   PREEMPTED                      back to PENDING at once, the attempt is not spent;
+//   INFRASTRUCTURE, OUT_OF_MEMORY  back to PENDING with attempt + 1 and a backoff delay, until
+//                                  max_attempts, then FAILED;
+//   USER_ERROR, anything else      FAILED, never retried.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "parity/v1/run.pb.h"
+#include "server/store/run_store.h"
+
+namespace parity::server {
+
+struct RetryPolicy {
+  // Delay before a retried run may be leased again: base · 2^(attempt−1), at most max.
+  absl::Duration backoff_base = absl::Seconds(5);
+  absl::Duration backoff_max = absl::Minutes(5);
+};
+
+inline RetryDecision DecideRetry(const RetryPolicy& policy, v1::FailureClass failure_class,
+                                 uint32_t attempt, uint32_t max_attempts) {
+  switch (failure_class) {
+    case v1::FAILURE_CLASS_PREEMPTED:
+      return {v1::RUN_STATE_PENDING, attempt, absl::ZeroDuration()};
+    case v1::FAILURE_CLASS_INFRASTRUCTURE:
+    case v1::FAILURE_CLASS_OUT_OF_MEMORY: {
+      if (attempt >= max_attempts) return {v1::RUN_STATE_FAILED, attempt, absl::ZeroDuration()};
+      absl::Duration delay = policy.backoff_base;
+      for (uint32_t i = 1; i < attempt && delay < policy.backoff_max; ++i) delay *= 2;
+      return {v1::RUN_STATE_PENDING, attempt + 1, std::min(delay, policy.backoff_max)};
+    }
+    default:
+      return {v1::RUN_STATE_FAILED, attempt, absl::ZeroDuration()};
+  }
+}
+
+}  // namespace parity::server

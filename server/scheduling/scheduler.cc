@@ -1,0 +1,476 @@
+#include "server/scheduling/scheduler.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/proto_time.h"
+#include "core/status_macros.h"
+#include "server/scheduling/await_callback.h"
+#include "server/scheduling/request_validation.h"
+
+namespace parity::server {
+namespace {
+
+// The free devices a worker offers, reduced to what a run's ResourceRequest is matched against.
+ResourceOffer OfferOf(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
+  ResourceOffer offer;
+  bool have_cpu = false;
+  for (const v1::Device& device : devices) {
+    if (device.kind() == v1::DEVICE_KIND_CUDA) {
+      offer.gpus.push_back({device.index(), device.memory_bytes()});
+    } else if (device.kind() == v1::DEVICE_KIND_CPU) {
+      offer.cpu_threads += std::max<uint32_t>(device.threads(), 1);
+      offer.host_memory_bytes += device.memory_bytes();
+      if (!have_cpu) offer.cpu_device_index = device.index();
+      have_cpu = true;
+    }
+  }
+  return offer;
+}
+
+void CheckDevices(Violations& violations, absl::string_view field,
+                  const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
+  if (devices.empty()) violations.Add(std::string(field), "at least one device is required");
+  for (int i = 0; i < devices.size(); ++i) {
+    if (devices[i].kind() == v1::DEVICE_KIND_UNSPECIFIED) {
+      violations.Add(absl::StrCat(field, "[", i, "].kind"), "must be CPU or CUDA");
+    }
+  }
+}
+
+}  // namespace
+
+Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& clock, Planner planner,
+                     SchedulerOptions options, SchedulerObserver* observer)
+    : store_(store),
+      work_signal_(work_signal),
+      clock_(clock),
+      planner_(std::move(planner)),
+      options_(std::move(options)),
+      observer_(observer),
+      long_polls_(work_signal,
+                  [this](std::unique_ptr<PendingLease> lease) { TryLease(std::move(lease)); }),
+      leases_(
+          [this](const std::vector<const LeaseRequest*>& batch) {
+            return store_.LeaseNextRuns(batch);
+          },
+          options_.max_store_batch, options_.store_batches_in_flight),
+      completions_(
+          [this](const std::vector<const Completion*>& batch) { return CompleteBatch(batch); },
+          options_.max_store_batch, options_.store_batches_in_flight) {}
+
+// The combiners then drain what is queued; a lease that finds nothing is answered at once.
+Scheduler::~Scheduler() { long_polls_.Stop(); }
+
+absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRequest& request) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<v1::RunSpec> runs, planner_(request.spec()));
+  if (runs.size() > options_.max_runs_per_sweep) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the spec plans ", runs.size(), " runs; the limit is ", options_.max_runs_per_sweep));
+  }
+  v1::PlanSweepResponse response;
+  for (v1::RunSpec& run : runs) *response.add_runs() = std::move(run);
+  return response;
+}
+
+absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(
+    const v1::SubmitSweepRequest& request) {
+  Violations violations;
+  if (request.idempotency_key().size() > 128) {
+    violations.Add("idempotency_key", "longer than 128 characters");
+  }
+  if (request.owner().size() > 256) violations.Add("owner", "longer than 256 characters");
+  if (absl::Status status = violations.ToStatus("invalid SubmitSweep request"); !status.ok()) {
+    return status;
+  }
+  v1::PlanSweepRequest plan_request;
+  *plan_request.mutable_spec() = request.spec();
+  PARITY_ASSIGN_OR_RETURN(v1::PlanSweepResponse plan, PlanSweep(plan_request));
+
+  NewSweep sweep;
+  sweep.spec = request.spec();
+  sweep.runs.assign(plan.runs().begin(), plan.runs().end());
+  sweep.owner = request.owner().empty() ? "anonymous" : request.owner();
+  sweep.idempotency_key = request.idempotency_key();
+  PARITY_ASSIGN_OR_RETURN(CreatedSweep created, store_.CreateSweep(sweep));
+  if (!created.deduplicated) work_signal_.Notify();
+  if (observer_ != nullptr) observer_->OnSweepSubmitted(created.sweep, created.deduplicated);
+  v1::SubmitSweepResponse response;
+  *response.mutable_sweep() = std::move(created.sweep);
+  for (std::string& id : created.run_ids) response.add_run_ids(std::move(id));
+  response.set_deduplicated(created.deduplicated);
+  return response;
+}
+
+absl::StatusOr<v1::GetSweepResponse> Scheduler::GetSweep(const v1::GetSweepRequest& request) {
+  Violations violations;
+  violations.RequireUuid("sweep_id", request.sweep_id());
+  if (absl::Status status = violations.ToStatus("invalid GetSweep request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(request.sweep_id()));
+  v1::GetSweepResponse response;
+  *response.mutable_sweep() = std::move(sweep);
+  return response;
+}
+
+absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweepsRequest& request) {
+  Violations violations;
+  PageRequest page{violations.PageSize("page_size", request.page_size(), 100, 1000),
+                   request.page_token()};
+  if (absl::Status status = violations.ToStatus("invalid ListSweeps request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(Page<v1::Sweep> sweeps, store_.ListSweeps(request.state(), page));
+  v1::ListSweepsResponse response;
+  for (v1::Sweep& sweep : sweeps.items) *response.add_sweeps() = std::move(sweep);
+  response.set_next_page_token(sweeps.next_page_token);
+  return response;
+}
+
+absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(
+    const v1::CancelSweepRequest& request) {
+  Violations violations;
+  violations.RequireUuid("sweep_id", request.sweep_id());
+  if (request.reason().size() > 1024) violations.Add("reason", "longer than 1024 characters");
+  if (absl::Status status = violations.ToStatus("invalid CancelSweep request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(CancelResult cancelled,
+                          store_.CancelSweep(request.sweep_id(), request.reason()));
+  v1::CancelSweepResponse response;
+  *response.mutable_sweep() = std::move(cancelled.sweep);
+  response.set_cancelled_runs(cancelled.cancelled_runs);
+  return response;
+}
+
+absl::StatusOr<v1::ListRunsResponse> Scheduler::ListRuns(const v1::ListRunsRequest& request) {
+  Violations violations;
+  violations.RequireUuid("sweep_id", request.sweep_id());
+  PageRequest page{violations.PageSize("page_size", request.page_size(), 100, 1000),
+                   request.page_token()};
+  std::vector<v1::RunState> states;
+  for (int i = 0; i < request.states_size(); ++i) {
+    const auto state = static_cast<v1::RunState>(request.states(i));
+    if (state == v1::RUN_STATE_UNSPECIFIED || !v1::RunState_IsValid(state)) {
+      violations.Add(absl::StrCat("states[", i, "]"), "not a run state");
+    }
+    states.push_back(state);
+  }
+  if (absl::Status status = violations.ToStatus("invalid ListRuns request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, store_.ListRuns(request.sweep_id(), states, page));
+  v1::ListRunsResponse response;
+  for (v1::Run& run : runs.items) *response.add_runs() = std::move(run);
+  response.set_next_page_token(runs.next_page_token);
+  return response;
+}
+
+absl::StatusOr<v1::GetRunResponse> Scheduler::GetRun(const v1::GetRunRequest& request) {
+  Violations violations;
+  violations.RequireUuid("run_id", request.run_id());
+  if (absl::Status status = violations.ToStatus("invalid GetRun request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(v1::Run run, store_.GetRun(request.run_id()));
+  v1::GetRunResponse response;
+  *response.mutable_run() = std::move(run);
+  return response;
+}
+
+absl::StatusOr<v1::QueryResultsResponse> Scheduler::QueryResults(
+    const v1::QueryResultsRequest& request) {
+  Violations violations;
+  const v1::ResultsFilter& filter = request.filter();
+  ResultsQuery query;
+  if (!filter.sweep_id().empty()) violations.RequireUuid("filter.sweep_id", filter.sweep_id());
+  query.sweep_id = filter.sweep_id();
+  for (int state : filter.states()) query.states.push_back(static_cast<v1::RunState>(state));
+  query.layout = filter.layout();
+  violations.RequireFinite("filter.min_activation_rate", filter.min_activation_rate());
+  violations.RequireFinite("filter.max_activation_rate", filter.max_activation_rate());
+  if (filter.max_activation_rate() != 0 &&
+      filter.min_activation_rate() > filter.max_activation_rate()) {
+    violations.Add("filter.min_activation_rate", "greater than max_activation_rate");
+  }
+  query.min_activation_rate = filter.min_activation_rate();
+  query.max_activation_rate = filter.max_activation_rate();
+  query.order_by = request.order_by();
+  query.page = {violations.PageSize("page_size", request.page_size(), 1000, 10000),
+                request.page_token()};
+  if (absl::Status status = violations.ToStatus("invalid QueryResults request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(Page<v1::ResultRow> rows, store_.QueryResults(query));
+  v1::QueryResultsResponse response;
+  for (v1::ResultRow& row : rows.items) *response.add_rows() = std::move(row);
+  response.set_next_page_token(rows.next_page_token);
+  return response;
+}
+
+absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(
+    const v1::ListWorkersRequest& request) {
+  Violations violations;
+  WorkersQuery query;
+  query.page = {violations.PageSize("page_size", request.page_size(), 100, 1000),
+                request.page_token()};
+  query.seen_within = absl::Seconds(request.seen_within_seconds() == 0
+                                        ? 300
+                                        : static_cast<int64_t>(request.seen_within_seconds()));
+  if (absl::Status status = violations.ToStatus("invalid ListWorkers request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(Page<v1::Worker> workers, store_.ListWorkers(query));
+  v1::ListWorkersResponse response;
+  for (v1::Worker& worker : workers.items) *response.add_workers() = std::move(worker);
+  response.set_next_page_token(workers.next_page_token);
+  return response;
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
+    const v1::RegisterWorkerRequest& request) {
+  Violations violations;
+  CheckDevices(violations, "devices", request.devices());
+  if (!request.worker_id().empty()) violations.RequireUuid("worker_id", request.worker_id());
+  if (request.hostname().size() > 255) violations.Add("hostname", "longer than 255 characters");
+  if (absl::Status status = violations.ToStatus("invalid RegisterWorker request"); !status.ok()) {
+    return status;
+  }
+  WorkerRegistration registration;
+  registration.worker_id = request.worker_id();
+  registration.hostname = request.hostname();
+  registration.devices.assign(request.devices().begin(), request.devices().end());
+  for (const auto& [key, value] : request.labels()) registration.labels.emplace_back(key, value);
+  registration.version = request.version();
+  PARITY_ASSIGN_OR_RETURN(v1::Worker worker, store_.RegisterWorker(registration));
+  v1::RegisterWorkerResponse response;
+  response.set_worker_id(worker.worker_id());
+  *response.mutable_lease_ttl() = ToProtoDuration(options_.lease_ttl);
+  *response.mutable_heartbeat_interval() = ToProtoDuration(options_.heartbeat_interval);
+  return response;
+}
+
+void Scheduler::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_deadline,
+                         WatchControl control,
+                         absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done) {
+  Violations violations;
+  violations.RequireUuid("worker_id", request.worker_id());
+  CheckDevices(violations, "free_devices", request.free_devices());
+  const absl::Duration wait = FromProtoDuration(request.wait_time());
+  if (wait < absl::ZeroDuration()) violations.Add("wait_time", "must not be negative");
+  if (absl::Status status = violations.ToStatus("invalid LeaseRun request"); !status.ok()) {
+    return done(status);
+  }
+  auto lease = std::make_unique<PendingLease>();
+  lease->request =
+      LeaseRequest{request.worker_id(), OfferOf(request.free_devices()), options_.lease_ttl};
+  lease->start = clock_.Now();
+  // Answer a little before the caller's deadline so the empty reply still reaches it.
+  lease->deadline = std::min(lease->start + std::min(wait, options_.max_lease_wait),
+                             call_deadline - absl::Milliseconds(100));
+  lease->cancelled = control.cancelled ? std::move(control.cancelled) : [] { return false; };
+  lease->done = std::move(done);
+  TryLease(std::move(lease));
+}
+
+void Scheduler::TryLease(std::unique_ptr<PendingLease> lease) {
+  // Read before the try: a wake-up during it sends the call straight back (LeaseLongPolls).
+  const uint64_t generation = work_signal_.generation();
+  const LeaseRequest& request = lease->request;
+  leases_.SubmitAsync(request, [this, generation, lease = std::move(lease)](
+                                   absl::StatusOr<std::optional<LeasedRun>> leased) mutable {
+    if (!leased.ok()) return lease->done(leased.status());
+    if (leased->has_value()) {
+      if (observer_ != nullptr) observer_->OnRunLeased((*leased)->run, clock_.Now() - lease->start);
+      v1::LeaseRunResponse response;
+      *response.mutable_lease() = std::move((*leased)->lease);
+      *response.mutable_run() = std::move((*leased)->run);
+      return lease->done(std::move(response));
+    }
+    const absl::Time now = clock_.Now();
+    if (now >= lease->deadline || lease->cancelled()) {
+      return lease->done(v1::LeaseRunResponse());
+    }
+    const absl::Time retry_at = std::min(lease->deadline, now + options_.idle_poll_interval);
+    long_polls_.Park(std::move(lease), generation, retry_at);
+  });
+}
+
+absl::StatusOr<v1::LeaseRunResponse> Scheduler::LeaseRun(const v1::LeaseRunRequest& request,
+                                                         absl::Time call_deadline,
+                                                         const WatchControl& control) {
+  return AwaitCallback<absl::StatusOr<v1::LeaseRunResponse>>(
+      [&](auto done) { LeaseRun(request, call_deadline, control, std::move(done)); });
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
+  Violations violations;
+  violations.RequireUuid("worker_id", request.worker_id());
+  violations.RequireUuid("run_id", request.run_id());
+  if (request.lease_epoch() <= 0) violations.Add("lease_epoch", "must be positive");
+  if (absl::Status status = violations.ToStatus("invalid Heartbeat request"); !status.ok()) {
+    return status;
+  }
+  HeartbeatUpdate update{request.worker_id(), request.run_id(), request.lease_epoch(),
+                         request.step(),      std::nullopt,     options_.lease_ttl};
+  if (request.has_checkpoint()) update.checkpoint = request.checkpoint();
+  PARITY_ASSIGN_OR_RETURN(HeartbeatResult result, store_.Heartbeat(update));
+  v1::HeartbeatResponse response;
+  *response.mutable_expire_time() = ToProtoTime(result.expire_time);
+  response.set_cancel_requested(result.cancel_requested);
+  return response;
+}
+
+absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
+    const v1::ReportMetricsRequest& request) {
+  if (static_cast<uint32_t>(request.points_size()) > options_.max_metrics_batch) {
+    return absl::ResourceExhaustedError(absl::StrCat("a metrics batch holds at most ",
+                                                     options_.max_metrics_batch, " points; got ",
+                                                     request.points_size()));
+  }
+  Violations violations;
+  violations.RequireUuid("run_id", request.run_id());
+  if (request.lease_epoch() <= 0) violations.Add("lease_epoch", "must be positive");
+  std::vector<v1::MetricPoint> points;
+  points.reserve(request.points_size());
+  for (int i = 0; i < request.points_size(); ++i) {
+    const v1::MetricPoint& p = request.points(i);
+    // Field paths are built only for a violation: this loop runs for every point ingested.
+    auto at = [i](absl::string_view field) { return absl::StrCat("points[", i, "].", field); };
+    if (!p.run_id().empty() && p.run_id() != request.run_id()) {
+      violations.Add(at("run_id"), "belongs to another run than the request");
+    }
+    for (const auto& [name, value] : {std::pair{"epoch", p.epoch()},
+                                      {"train_bpc", p.train_bpc()},
+                                      {"learning_rate", p.learning_rate()},
+                                      {"grad_norm", p.grad_norm()},
+                                      {"aux_loss", p.aux_loss()},
+                                      {"z_loss", p.z_loss()},
+                                      {"tokens_per_second", p.tokens_per_second()},
+                                      {"flops_per_second", p.flops_per_second()},
+                                      {"flops", p.flops()},
+                                      {"val_bpc", p.has_val_bpc() ? p.val_bpc() : 0.0}}) {
+      if (!std::isfinite(value)) violations.RequireFinite(at(name), value);
+    }
+    if (p.step() > static_cast<uint64_t>(INT64_MAX)) violations.Add(at("step"), "too large");
+    points.push_back(p);
+  }
+  if (absl::Status status = violations.ToStatus("invalid ReportMetrics request"); !status.ok()) {
+    return status;
+  }
+  if (points.empty()) return v1::ReportMetricsResponse();
+  PARITY_ASSIGN_OR_RETURN(MetricsAppendResult result,
+                          store_.AppendMetrics(request.run_id(), request.lease_epoch(), points));
+  if (observer_ != nullptr) observer_->OnMetricsStored(result);
+  v1::ReportMetricsResponse response;
+  response.set_accepted(result.accepted);
+  response.set_duplicates(result.duplicates);
+  return response;
+}
+
+void Scheduler::CompleteRun(
+    const v1::CompleteRunRequest& request,
+    absl::AnyInvocable<void(absl::StatusOr<v1::CompleteRunResponse>)> done) {
+  Violations violations;
+  violations.RequireUuid("run_id", request.run_id());
+  if (request.lease_epoch() <= 0) violations.Add("lease_epoch", "must be positive");
+  if (request.outcome_case() == v1::CompleteRunRequest::OUTCOME_NOT_SET) {
+    violations.Add("outcome", "success or failure is required");
+  }
+  if (request.has_failure() && request.failure().failure_class() == v1::FAILURE_CLASS_UNSPECIFIED) {
+    violations.Add("failure.failure_class", "required");
+  }
+  if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {
+    return done(status);
+  }
+  auto completion = std::make_unique<Completion>();
+  completion->run_id = request.run_id();
+  completion->lease_epoch = request.lease_epoch();
+  if (request.has_success()) {
+    completion->success = request.success();
+  } else {
+    completion->failure_class = request.failure().failure_class();
+    completion->failure_status = request.failure().status();
+  }
+  if (request.has_checkpoint()) completion->checkpoint = request.checkpoint();
+  const Completion& queued = *completion;
+  completions_.SubmitAsync(
+      queued, [this, completion = std::move(completion),
+               done = std::move(done)](absl::StatusOr<CompletionResult> result) mutable {
+        if (!result.ok()) return done(result.status());
+        if (result->run.state() == v1::RUN_STATE_PENDING) work_signal_.Notify();
+        if (observer_ != nullptr) observer_->OnRunCompleted(result->run);
+        v1::CompleteRunResponse response;
+        *response.mutable_run() = std::move(result->run);
+        if (result->retry_delay > absl::ZeroDuration()) {
+          *response.mutable_retry_delay() = ToProtoDuration(result->retry_delay);
+        }
+        done(std::move(response));
+      });
+}
+
+// Successes need no decision and go to the store as they came (one statement per batch there).
+// A failure's decision needs the run's attempt and max_attempts: one read per failure, which is
+// rare; the store checks under the row lock that the run is still at that attempt.
+std::vector<absl::StatusOr<CompletionResult>> Scheduler::CompleteBatch(
+    const std::vector<const Completion*>& batch) {
+  std::vector<absl::StatusOr<CompletionResult>> results(batch.size(),
+                                                        absl::InternalError("not completed"));
+  std::vector<Completion> decided;
+  decided.reserve(batch.size());  // stable addresses for `to_store`
+  std::vector<const Completion*> to_store;
+  std::vector<size_t> slots;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Completion* completion = batch[i];
+    if (!completion->success) {
+      absl::StatusOr<v1::Run> run = store_.GetRun(completion->run_id);
+      if (!run.ok()) {
+        results[i] = run.status();
+        continue;
+      }
+      Completion& with_decision = decided.emplace_back(*completion);
+      with_decision.retry = DecideRetry(options_.retry_policy, completion->failure_class,
+                                        run->attempt(), run->max_attempts());
+      with_decision.decided_at_attempt = run->attempt();
+      completion = &with_decision;
+    }
+    to_store.push_back(completion);
+    slots.push_back(i);
+  }
+  if (to_store.empty()) return results;
+  std::vector<absl::StatusOr<CompletionResult>> stored = store_.CompleteRuns(to_store);
+  for (size_t j = 0; j < slots.size(); ++j) results[slots[j]] = std::move(stored[j]);
+  return results;
+}
+
+absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
+    const v1::CompleteRunRequest& request) {
+  return AwaitCallback<absl::StatusOr<v1::CompleteRunResponse>>(
+      [&](auto done) { CompleteRun(request, std::move(done)); });
+}
+
+absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases() {
+  ReapResult total;
+  while (true) {
+    absl::StatusOr<ReapResult> batch = store_.ReapExpiredLeases(options_.reap_batch);
+    if (!batch.ok()) {
+      if (observer_ != nullptr) observer_->OnReapFailed(batch.status());
+      return batch.status();
+    }
+    total.requeued += batch->requeued;
+    total.failed += batch->failed;
+    total.cancelled += batch->cancelled;
+    if (batch->requeued + batch->failed + batch->cancelled < options_.reap_batch) break;
+  }
+  if (total.requeued > 0) work_signal_.Notify();
+  if (observer_ != nullptr && (total.requeued + total.failed + total.cancelled) > 0) {
+    observer_->OnLeasesReaped(total);
+  }
+  return total;
+}
+
+}  // namespace parity::server

@@ -1,0 +1,208 @@
+// Scheduler::AnalyzeSweep: reads a sweep's SUCCEEDED runs (their full specs, for the accounting
+// the joint EL law needs) and hands them to core::AnalyzeFinishedRuns (core/analysis.h): the
+// dense law with intervals, the measured EL of every MoE run, the optimal r_a of each (compute
+// budget, data variant) group when the grid brackets one, the joint EL law refitted, and ΔBPC
+// of every grid point beside its seed spread. A part the runs cannot support comes back with its
+// reason rather than failing the call; only a sweep with no finished run is FAILED_PRECONDITION.
+// The analysis is computed on every call (a sweep has at most a few hundred runs; the bootstraps
+// take well under a second); nothing is stored.
+#include <string>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "core/analysis.h"
+#include "core/status_macros.h"
+#include "google/rpc/error_details.pb.h"
+#include "server/scheduling/request_validation.h"
+#include "server/scheduling/scheduler.h"
+
+namespace parity::server {
+namespace {
+
+absl::Status NoFinishedRuns(const std::string& sweep_id) {
+  const std::string description = "no run of the sweep has finished yet; nothing to analyse";
+  absl::Status status =
+      absl::FailedPreconditionError(absl::StrCat("sweep ", sweep_id, ": ", description));
+  google::rpc::PreconditionFailure failure;
+  auto* violation = failure.add_violations();
+  violation->set_type("FINISHED_RUNS");
+  violation->set_subject(absl::StrCat("sweeps/", sweep_id));
+  violation->set_description(description);
+  status.SetPayload("type.googleapis.com/google.rpc.PreconditionFailure",
+                    absl::Cord(failure.SerializeAsString()));
+  return status;
+}
+
+void SetInterval(const std::optional<core::Interval>& from, v1::ConfidenceInterval* to) {
+  to->set_low(from->low);
+  to->set_high(from->high);
+  to->set_level(core::kIntervalLevel);
+}
+
+void SetCoefficients(const core::ElLawParams& from, v1::EfficiencyLeverageLawCoefficients* to) {
+  to->set_a(from.a);
+  to->set_d(from.d);
+  to->set_gamma(from.gamma);
+  to->set_beta(from.beta);
+  to->set_a_start(from.a_start);
+  to->set_a_max(from.a_max);
+}
+
+v1::OptimumStatus StatusOf(core::OptimumStatus status) {
+  switch (status) {
+    case core::OptimumStatus::kBracketed:
+      return v1::OPTIMUM_STATUS_BRACKETED;
+    case core::OptimumStatus::kNotBracketed:
+      return v1::OPTIMUM_STATUS_NOT_BRACKETED;
+    case core::OptimumStatus::kTooFewRates:
+      return v1::OPTIMUM_STATUS_TOO_FEW_RATES;
+    case core::OptimumStatus::kPoorFit:
+      return v1::OPTIMUM_STATUS_POOR_FIT;
+  }
+  return v1::OPTIMUM_STATUS_UNSPECIFIED;
+}
+
+v1::DeltaVerdict VerdictOf(core::DeltaVerdict verdict) {
+  switch (verdict) {
+    case core::DeltaVerdict::kExceedsSpread:
+      return v1::DELTA_VERDICT_EXCEEDS_SPREAD;
+    case core::DeltaVerdict::kWithinSpread:
+      return v1::DELTA_VERDICT_WITHIN_SPREAD;
+    case core::DeltaVerdict::kNoSpread:
+      return v1::DELTA_VERDICT_NO_SPREAD;
+    case core::DeltaVerdict::kNoBaseline:
+      return v1::DELTA_VERDICT_NO_BASELINE;
+    case core::DeltaVerdict::kIsBaseline:
+      return v1::DELTA_VERDICT_IS_BASELINE;
+  }
+  return v1::DELTA_VERDICT_UNSPECIFIED;
+}
+
+void SetDenseFit(const core::DenseLawFit& fit, v1::DenseComputeFit* out) {
+  out->set_a(fit.a);
+  out->set_b(fit.b);
+  out->set_c(fit.c);
+  out->set_points(static_cast<uint32_t>(fit.points));
+  out->set_rms_residual(fit.rms_residual);
+  if (fit.a_interval) SetInterval(fit.a_interval, out->mutable_a_interval());
+  if (fit.b_interval) SetInterval(fit.b_interval, out->mutable_b_interval());
+  if (fit.c_interval) SetInterval(fit.c_interval, out->mutable_c_interval());
+  out->set_budgets(static_cast<uint32_t>(fit.budgets));
+  out->set_resamples(static_cast<uint32_t>(fit.resamples));
+  out->set_interval_note(fit.interval_note);
+  out->set_repeated_data_excluded(static_cast<uint32_t>(fit.repeated_data_excluded));
+}
+
+void SetOptimum(const core::OptimalActivationGroup& group, v1::OptimalActivation* out) {
+  out->set_compute_budget(group.compute_budget);
+  out->set_data_variant(group.data_variant);
+  if (!group.fit.ok()) {  // bad input (a non-finite BPC): no status, only the reason
+    out->set_reason(std::string(group.fit.status().message()));
+    return;
+  }
+  const core::OptimalActivationFit& fit = *group.fit;
+  out->set_status(StatusOf(fit.status));
+  out->set_reason(fit.reason);
+  out->set_activation_rate(fit.activation_rate);
+  out->set_bpc(fit.bpc);
+  out->set_best_grid_activation_rate(fit.best_grid_activation_rate);
+  out->set_best_grid_bpc(fit.best_grid_bpc);
+  out->set_points(static_cast<uint32_t>(fit.points));
+  out->set_rates(static_cast<uint32_t>(fit.rates));
+  if (fit.activation_rate_interval) {
+    SetInterval(fit.activation_rate_interval, out->mutable_activation_rate_interval());
+  }
+  if (fit.bpc_interval) SetInterval(fit.bpc_interval, out->mutable_bpc_interval());
+  out->set_resamples(static_cast<uint32_t>(fit.resamples));
+  out->set_resamples_at_edge(static_cast<uint32_t>(fit.resamples_at_edge));
+  out->set_interval_note(fit.interval_note);
+}
+
+void SetGridPoint(const core::GridPointSummary& p, v1::GridPointSummary* out) {
+  out->set_name(p.name);
+  out->set_role(p.role);
+  out->set_compute_budget(p.compute_budget);
+  out->set_data_variant(p.data_variant);
+  out->set_compute_multiple(p.compute_multiple);
+  out->set_params(p.params);
+  out->set_active_params(p.active_params);
+  out->set_activation_rate(p.activation_rate);
+  out->set_tokens(p.tokens);
+  out->set_unique_tokens(p.unique_tokens);
+  out->set_epochs(p.epochs);
+  out->set_seeds(static_cast<uint32_t>(p.seeds));
+  out->set_bpc_mean(p.bpc_mean);
+  out->set_bpc_spread(p.bpc_spread);
+  out->set_delta_bpc(p.delta_bpc.value_or(0.0));
+  out->set_delta_spread(p.delta_spread);
+  out->set_verdict(VerdictOf(p.verdict));
+  out->set_efficiency_leverage(p.efficiency_leverage.value_or(0.0));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
+    const v1::AnalyzeSweepRequest& request) {
+  Violations violations;
+  violations.RequireUuid("sweep_id", request.sweep_id());
+  PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid AnalyzeSweep request"));
+  // NOT_FOUND with a ResourceInfo for an unknown sweep.
+  PARITY_RETURN_IF_ERROR(store_.GetSweep(request.sweep_id()).status());
+  std::vector<v1::Run> runs;
+  PageRequest page{.page_size = 1000, .page_token = ""};
+  do {
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> got,
+                            store_.ListRuns(request.sweep_id(), {v1::RUN_STATE_SUCCEEDED}, page));
+    for (v1::Run& run : got.items) runs.push_back(std::move(run));
+    page.page_token = got.next_page_token;
+  } while (!page.page_token.empty());
+  if (runs.empty()) return NoFinishedRuns(request.sweep_id());
+
+  std::vector<core::FinishedRun> finished;
+  finished.reserve(runs.size());
+  for (const v1::Run& run : runs) {
+    finished.push_back({run.run_id(), &run.spec(), run.summary().final_val_bpc()});
+  }
+  const core::SweepAnalysis analysis = core::AnalyzeFinishedRuns(finished);
+
+  v1::AnalyzeSweepResponse response;
+  if (analysis.dense_fit.ok()) {
+    SetDenseFit(*analysis.dense_fit, response.mutable_dense_fit());
+  } else {
+    response.set_dense_fit_refusal(std::string(analysis.dense_fit.status().message()));
+  }
+  for (const core::RunLeverageResult& run : analysis.leverage) {
+    v1::RunLeverage* out = response.add_leverage();
+    out->set_run_id(run.run_id);
+    out->set_name(run.name);
+    out->set_activation_rate(run.activation_rate);
+    out->set_efficiency_leverage(run.efficiency_leverage.value_or(0.0));
+    out->set_predicted_efficiency_leverage(run.predicted_efficiency_leverage);
+    if (run.efficiency_leverage_interval) {
+      SetInterval(run.efficiency_leverage_interval, out->mutable_efficiency_leverage_interval());
+    }
+    out->set_efficiency_leverage_missing(run.missing_reason);
+    out->set_fitted_law_efficiency_leverage(run.joint_law_efficiency_leverage.value_or(0.0));
+  }
+  for (const core::OptimalActivationGroup& group : analysis.optimal_activation) {
+    SetOptimum(group, response.add_optimal_activation());
+  }
+  if (analysis.el_law.ok()) {
+    v1::EfficiencyLeverageLawFit* law = response.mutable_efficiency_leverage_law();
+    SetCoefficients(analysis.el_law->fitted, law->mutable_fitted());
+    SetCoefficients(analysis.el_law->published, law->mutable_published());
+    law->set_points(static_cast<uint32_t>(analysis.el_law->points));
+    law->set_budgets(static_cast<uint32_t>(analysis.el_law->budgets));
+    law->set_granularities(static_cast<uint32_t>(analysis.el_law->granularities));
+    law->set_rms_log_residual(analysis.el_law->rms_log_residual);
+  } else {
+    response.set_efficiency_leverage_law_refusal(std::string(analysis.el_law.status().message()));
+  }
+  for (const core::GridPointSummary& point : analysis.grid_points) {
+    SetGridPoint(point, response.add_grid_points());
+  }
+  return response;
+}
+
+}  // namespace parity::server

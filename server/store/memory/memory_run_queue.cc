@@ -1,0 +1,317 @@
+// MemoryRunStore's RunQueue half: leases in lease_runs.sql's order (priority, then fewest live
+// runs, then the oldest sweep; a sweep's runs in grid order), fencing checks before any write,
+// completions applied as the caller decided them, and the reaper's rules of reap_expired.
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "core/proto_time.h"
+#include "server/store/memory/memory_run_store.h"
+#include "server/store/store_errors.h"
+#include "server/store/uuid.h"
+
+namespace parity::server {
+namespace {
+
+bool IsLive(v1::RunState state) {
+  return state == v1::RUN_STATE_LEASED || state == v1::RUN_STATE_RUNNING;
+}
+
+std::string StateName(v1::RunState state) {
+  std::string name = v1::RunState_Name(state);
+  return name.substr(std::string("RUN_STATE_").size());
+}
+
+absl::Status StaleEpoch(const std::string& run_id, int64_t given, int64_t current) {
+  return LeaseEpochError(run_id,
+                         absl::StrCat("lease epoch ", given, " is stale; current is ", current));
+}
+
+// The offer's GPUs, largest free memory first (unknown = unlimited), as lease_runs() sees them.
+std::vector<ResourceOffer::Gpu> GpusLargestFirst(const ResourceOffer& offer) {
+  std::vector<ResourceOffer::Gpu> gpus = offer.gpus;
+  auto memory = [](const ResourceOffer::Gpu& gpu) {
+    return gpu.memory_bytes == 0 ? std::numeric_limits<uint64_t>::max() : gpu.memory_bytes;
+  };
+  std::stable_sort(gpus.begin(), gpus.end(), [&](const auto& a, const auto& b) {
+    return memory(a) == memory(b) ? a.index < b.index : memory(a) > memory(b);
+  });
+  return gpus;
+}
+
+// What PostgresRunStore groups requests by: requests with equal keys share one statement.
+auto OfferKey(const LeaseRequest& request) {
+  std::vector<uint64_t> memory;
+  for (const auto& gpu : GpusLargestFirst(request.offer)) memory.push_back(gpu.memory_bytes);
+  return std::make_tuple(request.offer.cpu_threads, request.offer.host_memory_bytes, memory,
+                         absl::ToInt64Milliseconds(request.ttl));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Worker> MemoryRunStore::RegisterWorker(const WorkerRegistration& worker) {
+  absl::MutexLock lock(&mu_);
+  const std::string id = worker.worker_id.empty() ? NewId() : worker.worker_id;
+  WorkerRow& row = workers_[id];
+  row.worker.Clear();
+  row.worker.set_worker_id(id);
+  row.worker.set_hostname(worker.hostname);
+  for (const v1::Device& device : worker.devices) *row.worker.add_devices() = device;
+  for (const auto& [key, value] : worker.labels) (*row.worker.mutable_labels())[key] = value;
+  row.worker.set_version(worker.version);
+  row.last_seen = now_();
+  v1::Worker result = row.worker;
+  *result.mutable_last_seen_time() = ToProtoTime(row.last_seen);
+  return result;
+}
+
+std::vector<absl::StatusOr<std::optional<LeasedRun>>> MemoryRunStore::LeaseNextRuns(
+    const std::vector<const LeaseRequest*>& requests) {
+  // Requests with the same offer are served one after another, groups in the order of their
+  // first request: what PostgresRunStore's one statement per group gives.
+  std::vector<absl::StatusOr<std::optional<LeasedRun>>> results(requests.size(),
+                                                                std::optional<LeasedRun>());
+  std::vector<std::vector<size_t>> groups;
+  std::vector<decltype(OfferKey(*requests[0]))> keys;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto key = OfferKey(*requests[i]);
+    auto it = std::find(keys.begin(), keys.end(), key);
+    if (it == keys.end()) {
+      keys.push_back(std::move(key));
+      groups.emplace_back();
+      it = keys.end() - 1;
+    }
+    groups[it - keys.begin()].push_back(i);
+  }
+  absl::MutexLock lock(&mu_);
+  for (const std::vector<size_t>& group : groups) {
+    for (const size_t i : group) results[i] = LeaseOne(*requests[i]);
+  }
+  return results;
+}
+
+absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseRequest& request) {
+  auto worker = workers_.find(request.worker_id);
+  if (!IsUuid(request.worker_id) || worker == workers_.end()) {
+    return NotFoundError("worker", request.worker_id, "is not registered");
+  }
+  const absl::Time now = now_();
+  if (worker->second.last_seen < now - absl::Seconds(1)) worker->second.last_seen = now;
+  const std::vector<ResourceOffer::Gpu> gpus = GpusLargestFirst(request.offer);
+  auto fits = [&](const RunRow& run) {
+    if (run.run.state() != v1::RUN_STATE_PENDING || run.not_before > now) return false;
+    if (request.offer.host_memory_bytes != 0 &&
+        run.memory_bytes > request.offer.host_memory_bytes) {
+      return false;
+    }
+    if (run.gpus == 0) return run.cpu_threads <= request.offer.cpu_threads;
+    if (run.gpus > gpus.size()) return false;
+    const uint64_t memory = gpus[run.gpus - 1].memory_bytes;
+    return memory == 0 || memory >= run.gpu_memory_bytes;
+  };
+  // The best open sweep with a fitting run: priority desc, fewest live runs, oldest.
+  const SweepRow* best = nullptr;
+  RunRow* best_run = nullptr;
+  std::tuple<int32_t, int, uint64_t> best_rank;
+  for (const auto& [sweep_id, sweep] : sweeps_) {
+    if (sweep.ended) continue;
+    RunRow* first = nullptr;
+    for (const std::string& run_id : sweep.run_ids) {
+      RunRow& run = runs_.at(run_id);
+      if (fits(run)) {
+        first = &run;
+        break;
+      }
+    }
+    if (first == nullptr) continue;
+    const std::tuple<int32_t, int, uint64_t> rank(-sweep.spec.priority(), LiveRuns(sweep),
+                                                  sweep.created_seq);
+    if (best == nullptr || rank < best_rank) {
+      best = &sweep;
+      best_run = first;
+      best_rank = rank;
+    }
+  }
+  if (best_run == nullptr) return std::optional<LeasedRun>();
+  RunRow& run = *best_run;
+  run.run.set_state(v1::RUN_STATE_LEASED);
+  run.lease_owner = request.worker_id;
+  ++run.lease_epoch;
+  run.lease_expires = now + request.ttl;
+  run.run.set_cancel_requested(false);
+  run.devices.clear();
+  if (run.gpus == 0) {
+    run.devices.push_back(request.offer.cpu_device_index);
+  } else {
+    for (uint32_t g = 0; g < run.gpus; ++g) run.devices.push_back(gpus[g].index);
+  }
+  LeasedRun leased;
+  leased.run = RenderRun(run);
+  leased.lease = leased.run.lease();
+  return std::optional<LeasedRun>(std::move(leased));
+}
+
+absl::StatusOr<HeartbeatResult> MemoryRunStore::Heartbeat(const HeartbeatUpdate& update) {
+  absl::MutexLock lock(&mu_);
+  auto it = runs_.find(update.run_id);
+  if (it == runs_.end()) return NotFoundError("run", update.run_id);
+  RunRow& run = it->second;
+  if (run.lease_epoch != update.lease_epoch) {
+    return StaleEpoch(update.run_id, update.lease_epoch, run.lease_epoch);
+  }
+  const absl::Time now = now_();
+  if (run.run.state() == v1::RUN_STATE_CANCELLED) return HeartbeatResult{now, true};
+  if (!IsLive(run.run.state()) || run.lease_owner != update.worker_id) {
+    return LeaseEpochError(update.run_id,
+                           "the lease was lost (run is " + StateName(run.run.state()) + ")");
+  }
+  if (run.run.cancel_requested()) {
+    run.run.set_state(v1::RUN_STATE_CANCELLED);
+    run.run.set_cancel_requested(false);
+    run.lease_owner.clear();
+    *run.run.mutable_end_time() = ToProtoTime(now);
+    EndSweepIfDone(sweeps_.at(run.run.sweep_id()));
+    return HeartbeatResult{now, true};
+  }
+  if (auto worker = workers_.find(update.worker_id); worker != workers_.end()) {
+    worker->second.last_seen = now;
+  }
+  run.run.set_state(v1::RUN_STATE_RUNNING);
+  run.lease_expires = now + update.ttl;
+  if (!run.run.has_start_time()) *run.run.mutable_start_time() = ToProtoTime(now);
+  run.run.set_latest_step(std::max<uint64_t>(run.run.latest_step(), update.step));
+  if (update.checkpoint) {
+    run.run.mutable_checkpoint()->set_step(update.checkpoint->step());
+    run.run.mutable_checkpoint()->set_uri(update.checkpoint->uri());
+    *run.run.mutable_checkpoint()->mutable_create_time() = ToProtoTime(now);
+  }
+  return HeartbeatResult{run.lease_expires, false};
+}
+
+absl::StatusOr<MetricsAppendResult> MemoryRunStore::AppendMetrics(
+    const std::string& run_id, int64_t lease_epoch, const std::vector<v1::MetricPoint>& points) {
+  absl::MutexLock lock(&mu_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return NotFoundError("run", run_id);
+  RunRow& run = it->second;
+  if (run.lease_epoch != lease_epoch) return StaleEpoch(run_id, lease_epoch, run.lease_epoch);
+  if (run.run.state() == v1::RUN_STATE_PENDING) {
+    return LeaseEpochError(run_id, "the lease was lost (run is PENDING)");
+  }
+  MetricsAppendResult result;
+  for (const v1::MetricPoint& point : points) {
+    if (run.metrics.try_emplace(point.step(), point).second) ++result.accepted;
+  }
+  result.duplicates = static_cast<uint32_t>(points.size()) - result.accepted;
+  if (result.accepted > 0) {
+    // As append_metric_arrays: progress follows the whole batch once anything was stored.
+    const v1::MetricPoint* last_val = nullptr;
+    for (const v1::MetricPoint& point : points) {
+      run.run.set_latest_step(std::max<uint64_t>(run.run.latest_step(), point.step()));
+      if (point.has_val_bpc() && (last_val == nullptr || point.step() > last_val->step())) {
+        last_val = &point;
+      }
+    }
+    if (last_val != nullptr) run.run.set_latest_val_bpc(last_val->val_bpc());
+  }
+  return result;
+}
+
+std::vector<absl::StatusOr<CompletionResult>> MemoryRunStore::CompleteRuns(
+    const std::vector<const Completion*>& completions) {
+  std::vector<absl::StatusOr<CompletionResult>> results;
+  results.reserve(completions.size());
+  absl::MutexLock lock(&mu_);
+  for (const Completion* completion : completions) results.push_back(CompleteOne(*completion));
+  return results;
+}
+
+absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& completion) {
+  auto it = runs_.find(completion.run_id);
+  if (it == runs_.end()) return NotFoundError("run", completion.run_id);
+  RunRow& run = it->second;
+  if (run.lease_epoch != completion.lease_epoch) {
+    return StaleEpoch(completion.run_id, completion.lease_epoch, run.lease_epoch);
+  }
+  CompletionResult result;
+  const absl::Time now = now_();
+  // Not live: this epoch already completed (or was cancelled): the run as it is.
+  if (IsLive(run.run.state())) {
+    if (completion.checkpoint) {
+      run.run.mutable_checkpoint()->set_step(completion.checkpoint->step());
+      run.run.mutable_checkpoint()->set_uri(completion.checkpoint->uri());
+    }
+    if (completion.success) {
+      run.run.set_state(v1::RUN_STATE_SUCCEEDED);
+      *run.run.mutable_summary() = *completion.success;
+      run.run.set_latest_step(
+          std::max<uint64_t>(run.run.latest_step(), completion.success->steps()));
+      if (!run.run.has_start_time()) *run.run.mutable_start_time() = ToProtoTime(now);
+    } else {
+      if (run.run.attempt() != completion.decided_at_attempt) {
+        return absl::AbortedError(
+            absl::StrCat("run ", completion.run_id, " is at attempt ", run.run.attempt(),
+                         "; the retry decision was made for ", completion.decided_at_attempt));
+      }
+      RetryDecision decision = completion.retry;
+      if (run.run.cancel_requested()) decision = {v1::RUN_STATE_CANCELLED, run.run.attempt(), {}};
+      run.run.set_state(decision.next_state);
+      run.run.set_attempt(decision.next_attempt);
+      run.not_before = now + decision.delay;
+      run.run.set_failure_class(completion.failure_class);
+      run.run.mutable_failure()->set_code(completion.failure_status.code());
+      run.run.mutable_failure()->set_message(completion.failure_status.message());
+      result.retry_delay = decision.delay;
+    }
+    run.lease_owner.clear();
+    run.run.set_cancel_requested(false);
+    if (run.run.state() == v1::RUN_STATE_PENDING) {
+      run.run.clear_end_time();
+    } else {
+      *run.run.mutable_end_time() = ToProtoTime(now);
+      EndSweepIfDone(sweeps_.at(run.run.sweep_id()));
+    }
+  }
+  result.run = RenderRun(run);
+  return result;
+}
+
+absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = now_();
+  std::vector<RunRow*> expired;
+  for (auto& [run_id, run] : runs_) {
+    if (IsLive(run.run.state()) && run.lease_expires < now) expired.push_back(&run);
+  }
+  std::sort(expired.begin(), expired.end(),
+            [](const RunRow* a, const RunRow* b) { return a->lease_expires < b->lease_expires; });
+  if (static_cast<int>(expired.size()) > limit) expired.resize(limit);
+  ReapResult result;
+  for (RunRow* row : expired) {
+    v1::Run& run = row->run;
+    if (run.cancel_requested()) {
+      run.set_state(v1::RUN_STATE_CANCELLED);
+      ++result.cancelled;
+    } else {
+      run.set_failure_class(v1::FAILURE_CLASS_LEASE_EXPIRED);
+      run.mutable_failure()->set_message("lease expired without a heartbeat");
+      if (run.attempt() >= run.max_attempts()) {
+        run.set_state(v1::RUN_STATE_FAILED);
+        ++result.failed;
+      } else {
+        run.set_state(v1::RUN_STATE_PENDING);
+        run.set_attempt(run.attempt() + 1);
+        ++result.requeued;
+      }
+    }
+    if (run.state() != v1::RUN_STATE_PENDING) *run.mutable_end_time() = ToProtoTime(now);
+    run.set_cancel_requested(false);
+    row->lease_owner.clear();
+  }
+  // As finalize_sweeps: every open sweep with no unfinished run ends here.
+  for (auto& [sweep_id, sweep] : sweeps_) EndSweepIfDone(sweep);
+  return result;
+}
+
+}  // namespace parity::server

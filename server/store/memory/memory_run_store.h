@@ -1,0 +1,112 @@
+// MemoryRunStore: the SweepCatalog and RunQueue contracts held in memory, for tests of the
+// scheduling logic without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it
+// does: priorities and fair share across sweeps (lease_runs.sql's order), fencing epochs,
+// idempotency keys, retry states as the caller decides them, keyset paging tokens, and the same
+// codes with the same payloads (store_errors.h). One mutex makes every call one transaction.
+// tests/scheduler/store_contract_test.h holds it to the same suite as PostgreSQL.
+//
+// The clock is injected: leases expire, retries wait and workers age by `now()`, so tests move
+// time instead of sleeping. Not for production: nothing is durable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/store/run_queue.h"
+#include "server/store/sweep_catalog.h"
+
+namespace parity::server {
+
+class MemoryRunStore final : public SweepCatalog, public RunQueue {
+ public:
+  // `now` is read for every timestamp; absl::Now by default.
+  explicit MemoryRunStore(std::function<absl::Time()> now = &absl::Now);
+
+  // SweepCatalog (memory_sweep_catalog.cc).
+  absl::StatusOr<CreatedSweep> CreateSweep(const NewSweep& sweep) override;
+  absl::StatusOr<v1::Sweep> GetSweep(const std::string& sweep_id) override;
+  absl::StatusOr<Page<v1::Sweep>> ListSweeps(v1::SweepState state,
+                                             const PageRequest& page) override;
+  absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
+                                           const std::string& reason) override;
+  absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
+  absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,
+                                         const std::vector<v1::RunState>& states,
+                                         const PageRequest& page) override;
+  absl::StatusOr<Page<v1::Worker>> ListWorkers(const WorkersQuery& query) override;
+
+  // RunQueue (memory_run_queue.cc).
+  absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) override;
+  std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
+      const std::vector<const LeaseRequest*>& requests) override;
+  absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) override;
+  absl::StatusOr<MetricsAppendResult> AppendMetrics(
+      const std::string& run_id, int64_t lease_epoch,
+      const std::vector<v1::MetricPoint>& points) override;
+  std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
+      const std::vector<const Completion*>& completions) override;
+  absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
+
+ private:
+  struct SweepRow {
+    std::string sweep_id;
+    v1::SweepSpec spec;
+    std::string spec_bytes;
+    std::string owner;
+    std::string idempotency_key;
+    v1::SweepState state = v1::SWEEP_STATE_ACTIVE;
+    uint64_t created_seq = 0;  // creation order: created_at, never equal
+    absl::Time created;
+    std::optional<absl::Time> ended;
+    std::vector<std::string> run_ids;  // grid order
+  };
+  struct RunRow {
+    v1::Run run;  // the answer, kept current; lease fields live below until rendered
+    uint32_t ordinal = 0;
+    int64_t lease_epoch = 0;
+    std::string lease_owner;  // empty = none
+    absl::Time lease_expires;
+    std::vector<uint32_t> devices;
+    absl::Time not_before = absl::InfinitePast();
+    uint32_t cpu_threads = 1;
+    uint32_t gpus = 0;
+    uint64_t memory_bytes = 0;
+    uint64_t gpu_memory_bytes = 0;
+    std::map<uint64_t, v1::MetricPoint> metrics;
+  };
+  struct WorkerRow {
+    v1::Worker worker;  // last_seen_time rendered from `last_seen`
+    absl::Time last_seen;
+  };
+
+  std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::Sweep RenderSweep(const SweepRow& sweep) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  v1::Run RenderRun(const RunRow& run) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Ends the sweep (SUCCEEDED, FAILED, or CANCELLED when cancelled) once no run is unfinished.
+  void EndSweepIfDone(SweepRow& sweep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::optional<LeasedRun>> LeaseOne(const LeaseRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<CompletionResult> CompleteOne(const Completion& completion)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int LiveRuns(const SweepRow& sweep) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const std::function<absl::Time()> now_;
+  mutable absl::Mutex mu_;
+  std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, SweepRow> sweeps_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> sweep_by_key_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, RunRow> runs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, WorkerRow> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace parity::server

@@ -1,0 +1,300 @@
+// PostgresRunStore's SweepCatalog (sweeps, runs) and its ReadModels' results, event and metric
+// reads. The RunQueue is in postgres_run_queue.cc and postgres_run_queue_batches.cc.
+#include "server/store/postgres/postgres_run_store.h"
+
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/store/postgres/pg_rows.h"
+#include "server/store/postgres/pg_statements.h"
+#include "server/store/postgres/pg_support.h"
+
+namespace parity::server {
+namespace {
+
+using pg::WithTransaction;
+
+std::optional<std::string> NullIfEmpty(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return text;
+}
+
+absl::Status BadPageToken() { return absl::InvalidArgumentError("page_token is not valid"); }
+
+std::string EncodeToken(absl::string_view text) { return absl::WebSafeBase64Escape(text); }
+
+absl::StatusOr<std::string> DecodeToken(const std::string& token) {
+  std::string text;
+  if (!absl::WebSafeBase64Unescape(token, &text)) return BadPageToken();
+  return text;
+}
+
+absl::Status NotFound(absl::string_view kind, absl::string_view id) {
+  return pg::NotFoundError(kind, id);
+}
+
+}  // namespace
+
+PostgresRunStore::PostgresRunStore(PostgresRunStoreOptions options)
+    : options_(std::move(options)),
+      pool_(options_.database_url, options_.pool_size, &pg::PrepareStatements) {}
+
+PostgresRunStore::~PostgresRunStore() = default;
+
+absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep) {
+  const std::string spec_bytes = pg::DeterministicBytes(sweep.spec);
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CreatedSweep> {
+    const pqxx::result inserted = tx.exec_prepared(
+        "insert_sweep", sweep.spec.name(), pg::JsonOf(sweep.spec), pg::Bytes(spec_bytes),
+        NullIfEmpty(sweep.idempotency_key), sweep.owner, sweep.spec.priority());
+    if (inserted.empty()) {
+      // The key is taken. ON CONFLICT waited for the other submission to commit, so the row is
+      // visible to this (read committed) statement.
+      const pqxx::result existing = tx.exec_prepared("sweep_by_key", sweep.idempotency_key);
+      if (existing.empty()) return absl::AbortedError("idempotency key race; retry");
+      if (pg::BytesOf(existing[0][1]) != spec_bytes) {
+        return absl::AlreadyExistsError(absl::StrCat("idempotency key '", sweep.idempotency_key,
+                                                     "' was used for a different spec (sweep ",
+                                                     existing[0][0].c_str(), ")"));
+      }
+      CreatedSweep created;
+      created.deduplicated = true;
+      const std::string sweep_id = existing[0][0].c_str();
+      created.sweep = pg::SweepFromRow(tx.exec_prepared("get_sweep", sweep_id)[0]);
+      for (const auto& row : tx.exec_prepared("run_ids_of_sweep", sweep_id)) {
+        created.run_ids.push_back(row[0].c_str());
+      }
+      return created;
+    }
+    const std::string sweep_id = inserted[0][0].c_str();
+    const uint32_t max_attempts = sweep.spec.max_attempts() == 0 ? 3 : sweep.spec.max_attempts();
+    CreatedSweep created;
+    created.run_ids.reserve(sweep.runs.size());
+    int ordinal = 0;
+    for (const v1::RunSpec& run : sweep.runs) {
+      const v1::Accounting& a = run.accounting();
+      const v1::ModelSpec& m = run.model();
+      const v1::ResourceRequest& res = run.resources();
+      const pqxx::result row = tx.exec_prepared(
+          "insert_run", sweep_id, ordinal++, run.name(), pg::JsonOf(run),
+          pg::Bytes(pg::DeterministicBytes(run)), pg::RoleText(run.role()), pg::LayoutText(m),
+          static_cast<int64_t>(a.params()), static_cast<int64_t>(a.active_params()),
+          a.activation_rate(), a.flops_per_token(), a.compute_flops(),
+          static_cast<int64_t>(a.tokens()), static_cast<int64_t>(a.unique_tokens()), a.epochs(),
+          m.d_model(), m.num_layers(), m.moe().num_experts(), m.moe().top_k(),
+          m.moe().expert_hidden(), run.compute_budget(), run.compute_multiple(), run.data_variant(),
+          static_cast<int64_t>(run.training().seed()), run.predicted_efficiency_leverage(),
+          std::max<uint32_t>(res.cpu_threads(), 1), res.gpus(),
+          static_cast<int64_t>(res.memory_bytes()), static_cast<int64_t>(res.gpu_memory_bytes()),
+          sweep.spec.priority(), max_attempts);
+      created.run_ids.push_back(row[0][0].c_str());
+    }
+    tx.exec_prepared("insert_creation_events", sweep_id);
+    created.sweep = pg::SweepFromRow(tx.exec_prepared("get_sweep", sweep_id)[0]);
+    return created;
+  });
+}
+
+absl::StatusOr<v1::Sweep> PostgresRunStore::GetSweep(const std::string& sweep_id) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
+    const pqxx::result rows = tx.exec_prepared("get_sweep", sweep_id);
+    if (rows.empty()) return NotFound("sweep", sweep_id);
+    return pg::SweepFromRow(rows[0]);
+  });
+}
+
+absl::StatusOr<Page<v1::Sweep>> PostgresRunStore::ListSweeps(v1::SweepState state,
+                                                             const PageRequest& page) {
+  std::string after_time, after_id;
+  if (!page.page_token.empty()) {
+    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
+    if (!text.ok()) return text.status();
+    std::vector<std::string> parts = absl::StrSplit(*text, '|');
+    if (parts.size() != 2 || parts[0].empty()) return BadPageToken();
+    after_time = parts[0];
+    after_id = parts[1];
+  }
+  const std::string state_text =
+      state == v1::SWEEP_STATE_UNSPECIFIED ? "" : pg::SweepStateText(state);
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Sweep>> {
+    const pqxx::result rows =
+        tx.exec_prepared("list_sweeps", state_text, after_time, NullIfEmpty(after_id),
+                         static_cast<int64_t>(page.page_size) + 1);
+    Page<v1::Sweep> result;
+    for (pqxx::result::size_type i = 0; i < rows.size() && i < page.page_size; ++i) {
+      result.items.push_back(pg::SweepFromRow(rows[i]));
+      if (i + 1 == page.page_size && rows.size() > page.page_size) {
+        result.next_page_token = EncodeToken(
+            absl::StrCat(rows[i]["created_text"].c_str(), "|", rows[i]["sweep_id"].c_str()));
+      }
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<CancelResult> PostgresRunStore::CancelSweep(const std::string& sweep_id,
+                                                           const std::string& reason) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CancelResult> {
+    if (tx.exec_prepared("lock_sweep", sweep_id).empty()) return NotFound("sweep", sweep_id);
+    tx.exec_prepared("mark_sweep_cancelled", sweep_id);
+    CancelResult result;
+    const std::string why = reason.empty() ? "cancelled" : reason;
+    result.cancelled_runs += tx.exec_prepared("cancel_pending_runs", sweep_id, why).affected_rows();
+    result.cancelled_runs += tx.exec_prepared("flag_live_runs_cancelled", sweep_id).affected_rows();
+    tx.exec_prepared("refresh_sweep_state", sweep_id);
+    result.sweep = pg::SweepFromRow(tx.exec_prepared("get_sweep", sweep_id)[0]);
+    return result;
+  });
+}
+
+absl::StatusOr<v1::Run> PostgresRunStore::GetRun(const std::string& run_id) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Run> {
+    const pqxx::result rows = tx.exec_prepared("get_run", run_id);
+    if (rows.empty()) return NotFound("run", run_id);
+    return pg::RunFromRow(rows[0]);
+  });
+}
+
+absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& sweep_id,
+                                                         const std::vector<v1::RunState>& states,
+                                                         const PageRequest& page) {
+  int64_t after_ordinal = -1;
+  if (!page.page_token.empty()) {
+    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
+    if (!text.ok()) return text.status();
+    if (!absl::SimpleAtoi(*text, &after_ordinal)) return BadPageToken();
+  }
+  std::vector<std::string> state_texts;
+  for (v1::RunState state : states) state_texts.push_back(pg::RunStateText(state));
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Run>> {
+    if (tx.exec_prepared("sweep_exists", sweep_id).empty()) return NotFound("sweep", sweep_id);
+    const pqxx::result rows =
+        tx.exec_prepared("list_runs", sweep_id, pg::TextArrayLiteral(state_texts), after_ordinal,
+                         static_cast<int64_t>(page.page_size) + 1);
+    Page<v1::Run> result;
+    for (pqxx::result::size_type i = 0; i < rows.size() && i < page.page_size; ++i) {
+      result.items.push_back(pg::RunFromRow(rows[i]));
+      if (i + 1 == page.page_size && rows.size() > page.page_size) {
+        result.next_page_token = EncodeToken(rows[i]["ordinal"].c_str());
+      }
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const ResultsQuery& query) {
+  // Grid order pages by keyset (sweep, ordinal); a custom order pages by offset (the order
+  // column is checked against the view's columns, never pasted from the request unchecked).
+  static const char* const kOrderable[] = {"name",
+                                           "role",
+                                           "layout",
+                                           "state",
+                                           "d_model",
+                                           "num_layers",
+                                           "num_experts",
+                                           "top_k",
+                                           "expert_hidden",
+                                           "params",
+                                           "active_params",
+                                           "activation_rate",
+                                           "flops_per_token",
+                                           "measured_flops_per_token",
+                                           "compute_flops",
+                                           "tokens",
+                                           "unique_tokens",
+                                           "epochs",
+                                           "final_val_bpc",
+                                           "wall_seconds",
+                                           "compute_budget",
+                                           "compute_multiple",
+                                           "data_variant",
+                                           "predicted_efficiency_leverage",
+                                           "delta_bpc_vs_dense",
+                                           "seed"};
+  std::string order_sql = "sweep_id, ordinal";
+  if (!query.order_by.empty()) {
+    std::vector<std::string> words = absl::StrSplit(query.order_by, ' ', absl::SkipEmpty());
+    bool known = false;
+    for (const char* column : kOrderable) known |= !words.empty() && words[0] == column;
+    const bool descending = words.size() == 2 && absl::AsciiStrToLower(words[1]) == "desc";
+    if (!known || words.size() > 2 || (words.size() == 2 && !descending)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("order_by '", query.order_by, "' is not a results field [desc]"));
+    }
+    const std::string column = words[0] == "flops_per_token" ? "planned_flops_per_token" : words[0];
+    order_sql = absl::StrCat(column, descending ? " DESC" : "", " NULLS LAST, run_id");
+  }
+  int64_t offset = 0;
+  if (!query.page.page_token.empty()) {
+    absl::StatusOr<std::string> text = DecodeToken(query.page.page_token);
+    if (!text.ok()) return text.status();
+    if (!absl::SimpleAtoi(*text, &offset) || offset < 0) return BadPageToken();
+  }
+  std::vector<std::string> state_texts;
+  for (v1::RunState state : query.states) state_texts.push_back(pg::RunStateText(state));
+  const std::string sql = absl::StrCat(
+      "SELECT * FROM results WHERE ($1 = '' OR sweep_id = $1::uuid) AND "
+      "(cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND ($3 = '' OR layout = $3) "
+      "AND ($4 = 0 OR activation_rate >= $4) AND ($5 = 0 OR activation_rate <= $5) ORDER BY ",
+      order_sql, " LIMIT $6 OFFSET $7");
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::ResultRow>> {
+    const pqxx::result rows =
+        tx.exec_params(sql, query.sweep_id, pg::TextArrayLiteral(state_texts), query.layout,
+                       query.min_activation_rate, query.max_activation_rate,
+                       static_cast<int64_t>(query.page.page_size) + 1, offset);
+    Page<v1::ResultRow> result;
+    for (pqxx::result::size_type i = 0; i < rows.size() && i < query.page.page_size; ++i) {
+      result.items.push_back(pg::ResultFromRow(rows[i]));
+    }
+    if (rows.size() > query.page.page_size) {
+      result.next_page_token = EncodeToken(absl::StrCat(offset + query.page.page_size));
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<SweepEventPage> PostgresRunStore::ListSweepEvents(const std::string& sweep_id,
+                                                                 uint64_t horizon) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<SweepEventPage> {
+    SweepEventPage page;
+    const std::string now = tx.exec_prepared1("event_horizon")[0].c_str();
+    if (!absl::SimpleAtoi(now, &page.next_horizon)) return absl::InternalError("bad horizon");
+    if (horizon == 0) return page;
+    for (const auto& row : tx.exec_prepared("sweep_events", sweep_id, absl::StrCat(horizon), now)) {
+      page.events.push_back(pg::EventFromRow(row));
+    }
+    return page;
+  });
+}
+
+absl::StatusOr<std::vector<RunEvent>> PostgresRunStore::ListRunEvents(const std::string& run_id,
+                                                                      int64_t after_event_id,
+                                                                      int limit) {
+  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<RunEvent>> {
+    std::vector<RunEvent> events;
+    for (const auto& row : tx.exec_prepared("run_events", run_id, after_event_id, limit)) {
+      events.push_back(pg::EventFromRow(row));
+    }
+    return events;
+  });
+}
+
+absl::StatusOr<std::vector<v1::MetricPoint>> PostgresRunStore::ListMetrics(
+    const std::string& run_id, uint64_t from_step, int limit) {
+  return WithTransaction(
+      pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<v1::MetricPoint>> {
+        std::vector<v1::MetricPoint> points;
+        for (const auto& row :
+             tx.exec_prepared("list_metrics", run_id, static_cast<int64_t>(from_step), limit)) {
+          points.push_back(pg::MetricFromRow(row));
+          points.back().set_run_id(run_id);
+        }
+        return points;
+      });
+}
+
+}  // namespace parity::server

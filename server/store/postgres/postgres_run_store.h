@@ -1,0 +1,67 @@
+// PostgresRunStore: the RunStore on PostgreSQL (schema in migrations/), through libpqxx 6.4.
+//
+// Each method borrows a connection from a small pool and runs one transaction of prepared
+// statements; libpqxx exceptions are caught here and mapped (pg_support.h). Thread-safe: the pool
+// is the only shared state. Several scheduler replicas may share one database: all coordination
+// is in the transactions (row locks, SKIP LOCKED, fencing tokens).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/store/postgres/pg_connection_pool.h"
+#include "server/store/run_store.h"
+
+namespace parity::server {
+
+struct PostgresRunStoreOptions {
+  std::string database_url;
+  int pool_size = 8;
+};
+
+class PostgresRunStore final : public RunStore {
+ public:
+  explicit PostgresRunStore(PostgresRunStoreOptions options);
+  ~PostgresRunStore() override;
+
+  absl::StatusOr<CreatedSweep> CreateSweep(const NewSweep& sweep) override;
+  absl::StatusOr<v1::Sweep> GetSweep(const std::string& sweep_id) override;
+  absl::StatusOr<Page<v1::Sweep>> ListSweeps(v1::SweepState state,
+                                             const PageRequest& page) override;
+  absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
+                                           const std::string& reason) override;
+  absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
+  absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,
+                                         const std::vector<v1::RunState>& states,
+                                         const PageRequest& page) override;
+  absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
+  absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) override;
+  absl::StatusOr<Page<v1::Worker>> ListWorkers(const WorkersQuery& query) override;
+  std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
+      const std::vector<const LeaseRequest*>& requests) override;
+  absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) override;
+  absl::StatusOr<MetricsAppendResult> AppendMetrics(
+      const std::string& run_id, int64_t lease_epoch,
+      const std::vector<v1::MetricPoint>& points) override;
+  std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
+      const std::vector<const Completion*>& completions) override;
+  absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
+  absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
+                                                 uint64_t horizon) override;
+  absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
+                                                      int64_t after_event_id, int limit) override;
+  absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;
+  absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
+                                                           uint64_t from_step, int limit) override;
+  // Web dashboard (postgres_metric_sampling.cc).
+  absl::StatusOr<std::vector<v1::MetricPoint>> SampleMetrics(
+      const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;
+
+ private:
+  absl::StatusOr<CompletionResult> CompleteRunFailed(const Completion& completion);
+
+  const PostgresRunStoreOptions options_;
+  PgConnectionPool pool_;
+};
+
+}  // namespace parity::server

@@ -1,0 +1,139 @@
+// RunQueue: the lease queue, what workers drive: register, lease, heartbeat, report metrics,
+// complete, and the reaper's return of expired leases. Fencing: each lease bumps the run's
+// lease_epoch, and every later call of that lease must carry it (stale: FAILED_PRECONDITION with a
+// PreconditionFailure of type LEASE_EPOCH, nothing written). See run_store.h for the errors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "google/rpc/status.pb.h"
+#include "parity/v1/run.pb.h"
+#include "parity/v1/worker.pb.h"
+
+namespace parity::server {
+
+struct WorkerRegistration {
+  std::string worker_id;  // empty = assign a new id
+  std::string hostname;
+  std::vector<v1::Device> devices;
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::string version;
+};
+
+// What a worker can take now, reduced from its free devices.
+struct ResourceOffer {
+  uint32_t cpu_threads = 0;
+  uint64_t host_memory_bytes = 0;  // 0 = unknown (no limit)
+  struct Gpu {
+    uint32_t index = 0;
+    uint64_t memory_bytes = 0;  // 0 = unknown (no limit)
+  };
+  std::vector<Gpu> gpus;
+  uint32_t cpu_device_index = 0;
+};
+
+struct LeaseRequest {
+  std::string worker_id;
+  ResourceOffer offer;
+  absl::Duration ttl;
+};
+
+struct LeasedRun {
+  v1::Lease lease;
+  v1::Run run;
+};
+
+struct HeartbeatUpdate {
+  std::string worker_id;
+  std::string run_id;
+  int64_t lease_epoch = 0;
+  uint64_t step = 0;
+  std::optional<v1::Checkpoint> checkpoint;
+  absl::Duration ttl;
+};
+
+struct HeartbeatResult {
+  absl::Time expire_time;
+  bool cancel_requested = false;
+};
+
+struct MetricsAppendResult {
+  uint32_t accepted = 0;
+  uint32_t duplicates = 0;
+};
+
+// What a failed attempt does to its run. The scheduling logic decides it
+// (server/scheduling/retry_policy.h) from the run's attempt and max_attempts; the store applies it.
+struct RetryDecision {
+  v1::RunState next_state = v1::RUN_STATE_FAILED;  // PENDING (retry) or FAILED
+  uint32_t next_attempt = 0;
+  absl::Duration delay = absl::ZeroDuration();  // before the run may be leased again
+};
+
+struct Completion {
+  std::string run_id;
+  int64_t lease_epoch = 0;
+  std::optional<v1::RunSummary> success;  // set: SUCCEEDED; else failure_* apply
+  v1::FailureClass failure_class = v1::FAILURE_CLASS_UNSPECIFIED;
+  google::rpc::Status failure_status;
+  std::optional<v1::Checkpoint> checkpoint;
+  // Failures only: what to do, decided for the run at attempt `decided_at_attempt`. A live run of
+  // the same epoch cannot be at another attempt; if it is, the completion is ABORTED (decide
+  // again). A cancellation requested meanwhile still wins: the run ends CANCELLED.
+  RetryDecision retry;
+  uint32_t decided_at_attempt = 0;
+};
+
+struct CompletionResult {
+  v1::Run run;
+  absl::Duration retry_delay = absl::ZeroDuration();  // > 0 when requeued with a delay
+};
+
+struct ReapResult {
+  int requeued = 0;   // back to PENDING with attempt + 1
+  int failed = 0;     // past max_attempts: FAILED, LEASE_EXPIRED
+  int cancelled = 0;  // cancellation was pending: CANCELLED
+};
+
+class RunQueue {
+ public:
+  virtual ~RunQueue() = default;
+
+  virtual absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) = 0;
+
+  // Leases the best PENDING run that fits the offer: highest priority, then the sweep with the
+  // fewest live runs (fair share), then the oldest. Bumps the fencing token. nullopt = no work.
+  absl::StatusOr<std::optional<LeasedRun>> LeaseNextRun(const LeaseRequest& request) {
+    return std::move(LeaseNextRuns({&request})[0]);
+  }
+  // LeaseNextRun for several requests at once, one result each, in order. Requests that offer
+  // the same resources get the runs a LeaseNextRun per request, one after another, would give;
+  // such groups go in the order of their first request. The batch is one unit of work for the
+  // database per group, which is what makes a busy fleet cheap to serve.
+  virtual std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
+      const std::vector<const LeaseRequest*>& requests) = 0;
+  virtual absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) = 0;
+  // All or nothing: a stale token writes no point. Points already stored are skipped.
+  virtual absl::StatusOr<MetricsAppendResult> AppendMetrics(
+      const std::string& run_id, int64_t lease_epoch,
+      const std::vector<v1::MetricPoint>& points) = 0;
+  // Ends the lease: SUCCEEDED, or a failure as `retry` says. Repeating a
+  // completion of the same epoch returns the run as it is.
+  absl::StatusOr<CompletionResult> CompleteRun(const Completion& completion) {
+    return std::move(CompleteRuns({&completion})[0]);
+  }
+  // CompleteRun for several completions at once, one result each, in order; each is checked and
+  // applied on its own (a stale token fails that completion only).
+  virtual std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
+      const std::vector<const Completion*>& completions) = 0;
+  // Returns up to `limit` expired leases to the queue (or fails them past max_attempts).
+  virtual absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) = 0;
+};
+
+}  // namespace parity::server

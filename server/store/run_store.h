@@ -1,0 +1,27 @@
+// RunStore: the scheduler's durable state as domain operations (not a key-value blob), in three
+// interfaces by job:
+//   SweepCatalog (sweep_catalog.h)  sweeps, their runs and the workers: submit, cancel, list;
+//   RunQueue     (run_queue.h)      the lease queue that workers drive, and the reaper;
+//   ReadModels   (read_models.h)    results, event feeds, counts and metric samples.
+// RunStore is all three, what the Scheduler holds.
+//
+// Errors are absl::Status, chosen by what the caller should do:
+//   NOT_FOUND            the sweep, run or worker does not exist (payload: ResourceInfo);
+//   FAILED_PRECONDITION  a stale fencing token or a lost lease (payload: PreconditionFailure);
+//   ALREADY_EXISTS       an idempotency key reused with a different spec;
+//   ABORTED              a lost race (serialization failure, deadlock): re-read and retry;
+//   UNAVAILABLE          the database cannot be reached: retry with backoff.
+// Every method is one transaction. Implementations (store/postgres/, store/memory/) must be safe
+// to call from many threads at once; tests/scheduler/store_contract_test.h is the contract both
+// pass.
+#pragma once
+
+#include "server/store/read_models.h"
+#include "server/store/run_queue.h"
+#include "server/store/sweep_catalog.h"
+
+namespace parity::server {
+
+class RunStore : public SweepCatalog, public RunQueue, public ReadModels {};
+
+}  // namespace parity::server

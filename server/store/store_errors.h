@@ -1,0 +1,46 @@
+// The errors of the store contract (run_store.h) that carry a payload, built in one place so that
+// every implementation gives callers the same code, message and detail.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "google/rpc/error_details.pb.h"
+
+namespace parity::server {
+
+// NOT_FOUND carrying a google.rpc.ResourceInfo: `kind` is "sweep", "run" or "worker"; the
+// detail names the resource type (e.g. "parity.v1.Sweep") and "sweeps/<id>".
+inline absl::Status NotFoundError(absl::string_view kind, absl::string_view id,
+                                  absl::string_view description = "not found") {
+  absl::Status status = absl::NotFoundError(absl::StrCat(kind, " ", id, " ", description));
+  google::rpc::ResourceInfo info;
+  info.set_resource_type(
+      absl::StrCat("parity.v1.", absl::AsciiStrToUpper(kind.substr(0, 1)), kind.substr(1)));
+  info.set_resource_name(absl::StrCat(kind, "s/", id));
+  info.set_description(std::string(description));
+  status.SetPayload("type.googleapis.com/google.rpc.ResourceInfo",
+                    absl::Cord(info.SerializeAsString()));
+  return status;
+}
+
+// FAILED_PRECONDITION carrying a google.rpc.PreconditionFailure of type LEASE_EPOCH: a stale
+// fencing token or a lost lease.
+inline absl::Status LeaseEpochError(absl::string_view run_id, absl::string_view description) {
+  absl::Status status = absl::FailedPreconditionError(
+      absl::StrCat("run ", run_id, ": ", description, "; another worker may own it now"));
+  google::rpc::PreconditionFailure failure;
+  auto* violation = failure.add_violations();
+  violation->set_type("LEASE_EPOCH");
+  violation->set_subject(absl::StrCat("runs/", run_id));
+  violation->set_description(std::string(description));
+  status.SetPayload("type.googleapis.com/google.rpc.PreconditionFailure",
+                    absl::Cord(failure.SerializeAsString()));
+  return status;
+}
+
+}  // namespace parity::server

@@ -1,0 +1,66 @@
+// SweepCatalog: what the store knows of sweeps, their runs and the workers, for submitting,
+// cancelling and listing them (SweepService, the dashboards). See run_store.h for the errors.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "parity/v1/run.pb.h"
+#include "parity/v1/sweep.pb.h"
+#include "parity/v1/worker.pb.h"
+#include "server/store/paging.h"
+
+namespace parity::server {
+
+// A sweep to store with its planned runs (in grid order).
+struct NewSweep {
+  v1::SweepSpec spec;
+  std::vector<v1::RunSpec> runs;
+  std::string owner;
+  std::string idempotency_key;  // empty = no idempotency
+};
+
+struct CreatedSweep {
+  v1::Sweep sweep;
+  std::vector<std::string> run_ids;  // grid order
+  bool deduplicated = false;         // the key matched an existing sweep; nothing written
+};
+
+struct CancelResult {
+  v1::Sweep sweep;
+  uint32_t cancelled_runs = 0;
+};
+
+struct WorkersQuery {
+  absl::Duration seen_within = absl::Seconds(300);  // last lease, heartbeat or registration
+  PageRequest page;
+};
+
+class SweepCatalog {
+ public:
+  virtual ~SweepCatalog() = default;
+
+  // Stores the sweep and all its runs (PENDING) with one creation event each, or returns the
+  // sweep already stored under the idempotency key when the spec is identical.
+  virtual absl::StatusOr<CreatedSweep> CreateSweep(const NewSweep& sweep) = 0;
+  virtual absl::StatusOr<v1::Sweep> GetSweep(const std::string& sweep_id) = 0;
+  virtual absl::StatusOr<Page<v1::Sweep>> ListSweeps(v1::SweepState state,
+                                                     const PageRequest& page) = 0;
+  // PENDING runs become CANCELLED; LEASED/RUNNING ones are flagged and end at their next
+  // heartbeat. Idempotent.
+  virtual absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
+                                                   const std::string& reason) = 0;
+
+  virtual absl::StatusOr<v1::Run> GetRun(const std::string& run_id) = 0;
+  virtual absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,
+                                                 const std::vector<v1::RunState>& states,
+                                                 const PageRequest& page) = 0;
+  // Workers seen within `seen_within`, most recently seen first (keyset paging on
+  // (last_seen_at, worker_id); a worker seen again while a client pages may move to an earlier
+  // page and be missed by that listing), each with its count of LEASED/RUNNING runs.
+  virtual absl::StatusOr<Page<v1::Worker>> ListWorkers(const WorkersQuery& query) = 0;
+};
+
+}  // namespace parity::server

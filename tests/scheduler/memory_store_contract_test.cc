@@ -1,0 +1,23 @@
+// The store contract on MemoryRunStore: no PostgreSQL, and time moves only when a test says so.
+#include "server/store/memory/memory_run_store.h"
+#include "tests/scheduler/store_contract_test.h"
+
+namespace parity::server::testing {
+namespace {
+
+class MemoryHarness {
+ public:
+  void SetUp() {}
+  SweepCatalog& catalog() { return store_; }
+  RunQueue& queue() { return store_; }
+  void LetTimePass(absl::Duration duration) { now_ += duration; }
+
+ private:
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  MemoryRunStore store_{[this] { return now_; }};
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, StoreContractTest, MemoryHarness);
+
+}  // namespace
+}  // namespace parity::server::testing

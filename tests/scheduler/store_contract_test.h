@@ -1,0 +1,360 @@
+// The store contract (server/store/run_store.h), one suite for every implementation: a binary
+// instantiates it with a harness that gives a fresh SweepCatalog + RunQueue and a way to let time
+// pass. memory_store_contract_test.cc runs it on MemoryRunStore (no PostgreSQL, fake clock);
+// postgres_store_contract_test.cc on PostgresRunStore (a throwaway database, real time).
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "google/rpc/error_details.pb.h"
+#include "server/store/run_queue.h"
+#include "server/store/sweep_catalog.h"
+
+namespace parity::server::testing {
+
+// A harness provides: void SetUp(); SweepCatalog& catalog(); RunQueue& queue();
+// void LetTimePass(absl::Duration).
+template <typename Harness>
+class StoreContractTest : public ::testing::Test {
+ protected:
+  void SetUp() override { harness_.SetUp(); }
+
+  SweepCatalog& catalog() { return harness_.catalog(); }
+  RunQueue& queue() { return harness_.queue(); }
+
+  CreatedSweep Sweep(const std::string& name, int runs, int priority = 0,
+                     const std::string& key = "") {
+    NewSweep sweep;
+    sweep.spec.set_name(name);
+    sweep.spec.set_priority(priority);
+    sweep.spec.set_max_attempts(2);
+    sweep.idempotency_key = key;
+    for (int i = 0; i < runs; ++i) {
+      v1::RunSpec& run = sweep.runs.emplace_back();
+      run.set_name(name + "-" + std::to_string(i));
+      run.mutable_resources()->set_cpu_threads(1);
+    }
+    absl::StatusOr<CreatedSweep> created = catalog().CreateSweep(sweep);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? *created : CreatedSweep();
+  }
+
+  std::string Worker() {
+    WorkerRegistration registration;
+    registration.hostname = "contract-host";
+    absl::StatusOr<v1::Worker> worker = queue().RegisterWorker(registration);
+    EXPECT_TRUE(worker.ok()) << worker.status();
+    return worker.ok() ? worker->worker_id() : "";
+  }
+
+  static LeaseRequest Cpu(const std::string& worker, absl::Duration ttl = absl::Seconds(60)) {
+    LeaseRequest request;
+    request.worker_id = worker;
+    request.offer.cpu_threads = 4;
+    request.ttl = ttl;
+    return request;
+  }
+
+  LeasedRun LeaseOne(const std::string& worker, absl::Duration ttl = absl::Seconds(60)) {
+    const LeaseRequest request = Cpu(worker, ttl);
+    absl::StatusOr<std::optional<LeasedRun>> leased = queue().LeaseNextRun(request);
+    EXPECT_TRUE(leased.ok() && leased->has_value())
+        << "expected a run to lease: " << leased.status();
+    return leased.ok() && leased->has_value() ? **leased : LeasedRun();
+  }
+
+  static v1::MetricPoint Point(uint64_t step) {
+    v1::MetricPoint point;
+    point.set_step(step);
+    point.set_train_bpc(2.0);
+    return point;
+  }
+
+  template <typename Detail>
+  static Detail PayloadOf(const absl::Status& status) {
+    Detail detail;
+    const std::string url = "type.googleapis.com/" + Detail::descriptor()->full_name();
+    if (auto payload = status.GetPayload(url)) {
+      detail.ParseFromString(std::string(*payload));
+    }
+    return detail;
+  }
+
+  Harness harness_;
+};
+
+TYPED_TEST_SUITE_P(StoreContractTest);
+
+TYPED_TEST_P(StoreContractTest, LeasesByPriorityThenFairShareThenAgeInGridOrder) {
+  const CreatedSweep a = this->Sweep("contract-a", 3);
+  const CreatedSweep b = this->Sweep("contract-b", 3);
+  const CreatedSweep urgent = this->Sweep("contract-urgent", 1, /*priority=*/5);
+  const std::string worker = this->Worker();
+  // Priority first; then the sweep with fewer live runs; on a tie the older sweep.
+  const std::vector<std::string> expected = {urgent.run_ids[0], a.run_ids[0], b.run_ids[0],
+                                             a.run_ids[1],      b.run_ids[1], a.run_ids[2],
+                                             b.run_ids[2]};
+  std::vector<std::string> leased;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    leased.push_back(this->LeaseOne(worker).run.run_id());
+  }
+  EXPECT_EQ(leased, expected);
+  absl::StatusOr<std::optional<LeasedRun>> none = this->queue().LeaseNextRun(this->Cpu(worker));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value()) << "every run is leased; nothing is left";
+}
+
+TYPED_TEST_P(StoreContractTest, ABatchLeasesWhatOneLeaseAfterAnotherWould) {
+  const CreatedSweep a = this->Sweep("batch-a", 2);
+  const CreatedSweep b = this->Sweep("batch-b", 2);
+  std::vector<LeaseRequest> requests;
+  for (int i = 0; i < 5; ++i) requests.push_back(this->Cpu(this->Worker()));
+  std::vector<const LeaseRequest*> pointers;
+  for (const LeaseRequest& request : requests) pointers.push_back(&request);
+  const auto results = this->queue().LeaseNextRuns(pointers);
+  ASSERT_EQ(results.size(), 5u);
+  const std::vector<std::string> expected = {a.run_ids[0], b.run_ids[0], a.run_ids[1],
+                                             b.run_ids[1]};
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(results[i].ok() && results[i]->has_value()) << "request " << i;
+    EXPECT_EQ((*results[i])->run.run_id(), expected[i]) << "request " << i;
+    EXPECT_EQ((*results[i])->lease.worker_id(), requests[i].worker_id);
+    EXPECT_EQ((*results[i])->lease.lease_epoch(), 1);
+  }
+  ASSERT_TRUE(results[4].ok()) << results[4].status();
+  EXPECT_FALSE(results[4]->has_value()) << "four runs for five requests";
+}
+
+TYPED_TEST_P(StoreContractTest, UnknownWorkersAndRunsAreNotFoundWithTheirResource) {
+  this->Sweep("unknown", 1);
+  const std::string stranger = "7a1c3f6e-0000-4000-8000-0000000000aa";
+  absl::StatusOr<std::optional<LeasedRun>> leased = this->queue().LeaseNextRun(this->Cpu(stranger));
+  ASSERT_EQ(leased.status().code(), absl::StatusCode::kNotFound) << leased.status();
+  const auto worker = this->template PayloadOf<google::rpc::ResourceInfo>(leased.status());
+  EXPECT_EQ(worker.resource_type(), "parity.v1.Worker");
+  EXPECT_EQ(worker.resource_name(), "workers/" + stranger);
+
+  HeartbeatUpdate update;
+  update.worker_id = this->Worker();
+  update.run_id = "7a1c3f6e-0000-4000-8000-0000000000bb";
+  update.lease_epoch = 1;
+  update.ttl = absl::Seconds(60);
+  absl::StatusOr<HeartbeatResult> beat = this->queue().Heartbeat(update);
+  ASSERT_EQ(beat.status().code(), absl::StatusCode::kNotFound) << beat.status();
+  EXPECT_EQ(this->template PayloadOf<google::rpc::ResourceInfo>(beat.status()).resource_type(),
+            "parity.v1.Run");
+}
+
+TYPED_TEST_P(StoreContractTest, StaleEpochsAreRefusedAndWriteNothing) {
+  this->Sweep("fencing", 1);
+  const std::string worker = this->Worker();
+  const LeasedRun leased = this->LeaseOne(worker);
+  const std::string run_id = leased.run.run_id();
+  HeartbeatUpdate update{worker, run_id,       leased.lease.lease_epoch() + 5,
+                         10,     std::nullopt, absl::Seconds(60)};
+  absl::StatusOr<HeartbeatResult> beat = this->queue().Heartbeat(update);
+  ASSERT_EQ(beat.status().code(), absl::StatusCode::kFailedPrecondition) << beat.status();
+  EXPECT_THAT(std::string(beat.status().message()), ::testing::HasSubstr("current is 1"));
+  const auto failure = this->template PayloadOf<google::rpc::PreconditionFailure>(beat.status());
+  ASSERT_EQ(failure.violations_size(), 1);
+  EXPECT_EQ(failure.violations(0).type(), "LEASE_EPOCH");
+  EXPECT_EQ(failure.violations(0).subject(), "runs/" + run_id);
+
+  absl::StatusOr<MetricsAppendResult> stale =
+      this->queue().AppendMetrics(run_id, 7, {this->Point(1), this->Point(2)});
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
+  absl::StatusOr<MetricsAppendResult> fresh = this->queue().AppendMetrics(
+      run_id, leased.lease.lease_epoch(), {this->Point(1), this->Point(2)});
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->accepted, 2u) << "the stale append must have stored no point";
+
+  absl::StatusOr<v1::Run> run = this->catalog().GetRun(run_id);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->state(), v1::RUN_STATE_LEASED) << "a stale heartbeat must not start the run";
+}
+
+TYPED_TEST_P(StoreContractTest, MetricsAreStoredOnceAndMoveTheRunsProgress) {
+  this->Sweep("metrics", 1);
+  const LeasedRun leased = this->LeaseOne(this->Worker());
+  const std::string run_id = leased.run.run_id();
+  const int64_t epoch = leased.lease.lease_epoch();
+  absl::StatusOr<MetricsAppendResult> first =
+      this->queue().AppendMetrics(run_id, epoch, {this->Point(1), this->Point(2), this->Point(3)});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->accepted, 3u);
+  v1::MetricPoint evaluated = this->Point(4);
+  evaluated.set_val_bpc(1.5);
+  absl::StatusOr<MetricsAppendResult> resent =
+      this->queue().AppendMetrics(run_id, epoch, {this->Point(2), this->Point(3), evaluated});
+  ASSERT_TRUE(resent.ok()) << resent.status();
+  EXPECT_EQ(resent->accepted, 1u);
+  EXPECT_EQ(resent->duplicates, 2u);
+  absl::StatusOr<v1::Run> run = this->catalog().GetRun(run_id);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->latest_step(), 4u);
+  EXPECT_DOUBLE_EQ(run->latest_val_bpc(), 1.5);
+}
+
+TYPED_TEST_P(StoreContractTest, CompletionsEndRunsOnceAndTheLastEndsTheSweep) {
+  const CreatedSweep sweep = this->Sweep("complete", 2);
+  const std::string worker = this->Worker();
+  const LeasedRun first = this->LeaseOne(worker);
+  const LeasedRun second = this->LeaseOne(worker);
+  Completion success;
+  success.run_id = first.run.run_id();
+  success.lease_epoch = first.lease.lease_epoch();
+  success.success.emplace().set_final_val_bpc(1.25);
+  absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(success);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED);
+  EXPECT_DOUBLE_EQ(done->run.summary().final_val_bpc(), 1.25);
+  EXPECT_FALSE(done->run.has_lease()) << "an ended run holds no lease";
+  absl::StatusOr<CompletionResult> again = this->queue().CompleteRun(success);
+  ASSERT_TRUE(again.ok()) << "a repeated completion returns the run as it is: " << again.status();
+  EXPECT_EQ(again->run.state(), v1::RUN_STATE_SUCCEEDED);
+
+  Completion stale = success;
+  stale.run_id = second.run.run_id();
+  stale.lease_epoch = 9;
+  EXPECT_EQ(this->queue().CompleteRun(stale).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // A failure as the scheduler decided it: FAILED, the attempt not spent again.
+  Completion failure;
+  failure.run_id = second.run.run_id();
+  failure.lease_epoch = second.lease.lease_epoch();
+  failure.failure_class = v1::FAILURE_CLASS_USER_ERROR;
+  failure.failure_status.set_message("bad config");
+  failure.retry = {v1::RUN_STATE_FAILED, second.run.attempt(), absl::ZeroDuration()};
+  failure.decided_at_attempt = second.run.attempt() + 1;
+  EXPECT_EQ(this->queue().CompleteRun(failure).status().code(), absl::StatusCode::kAborted)
+      << "a decision made for another attempt must not be applied";
+  failure.decided_at_attempt = second.run.attempt();
+  absl::StatusOr<CompletionResult> failed = this->queue().CompleteRun(failure);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->run.state(), v1::RUN_STATE_FAILED);
+  EXPECT_EQ(failed->run.failure_class(), v1::FAILURE_CLASS_USER_ERROR);
+  EXPECT_EQ(failed->run.failure().message(), "bad config");
+
+  absl::StatusOr<v1::Sweep> ended = this->catalog().GetSweep(sweep.sweep.sweep_id());
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->state(), v1::SWEEP_STATE_FAILED) << "a sweep with a failed run ends FAILED";
+  EXPECT_EQ(ended->counts().succeeded(), 1u);
+  EXPECT_EQ(ended->counts().failed(), 1u);
+}
+
+TYPED_TEST_P(StoreContractTest, ARetryWaitsItsDelayWithTheNextAttempt) {
+  this->Sweep("retry", 1);
+  const std::string worker = this->Worker();
+  const LeasedRun leased = this->LeaseOne(worker);
+  Completion failure;
+  failure.run_id = leased.run.run_id();
+  failure.lease_epoch = leased.lease.lease_epoch();
+  failure.failure_class = v1::FAILURE_CLASS_INFRASTRUCTURE;
+  failure.retry = {v1::RUN_STATE_PENDING, leased.run.attempt() + 1, absl::Milliseconds(300)};
+  failure.decided_at_attempt = leased.run.attempt();
+  absl::StatusOr<CompletionResult> requeued = this->queue().CompleteRun(failure);
+  ASSERT_TRUE(requeued.ok()) << requeued.status();
+  EXPECT_EQ(requeued->run.state(), v1::RUN_STATE_PENDING);
+  EXPECT_EQ(requeued->run.attempt(), leased.run.attempt() + 1);
+  EXPECT_EQ(requeued->retry_delay, absl::Milliseconds(300));
+  absl::StatusOr<std::optional<LeasedRun>> early = this->queue().LeaseNextRun(this->Cpu(worker));
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_FALSE(early->has_value()) << "the retry delay has not passed";
+  this->harness_.LetTimePass(absl::Milliseconds(600));
+  const LeasedRun again = this->LeaseOne(worker);
+  EXPECT_EQ(again.run.run_id(), leased.run.run_id());
+  EXPECT_EQ(again.lease.lease_epoch(), leased.lease.lease_epoch() + 1) << "a new fencing token";
+}
+
+TYPED_TEST_P(StoreContractTest, TheReaperRequeuesExpiredLeasesThenFailsThem) {
+  this->Sweep("reap", 1);  // max_attempts 2
+  const std::string worker = this->Worker();
+  const LeasedRun first = this->LeaseOne(worker, absl::Milliseconds(100));
+  this->harness_.LetTimePass(absl::Milliseconds(400));
+  absl::StatusOr<ReapResult> reaped = this->queue().ReapExpiredLeases(100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1);
+  absl::StatusOr<v1::Run> run = this->catalog().GetRun(first.run.run_id());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->state(), v1::RUN_STATE_PENDING);
+  EXPECT_EQ(run->attempt(), 2u);
+
+  this->LeaseOne(worker, absl::Milliseconds(100));
+  this->harness_.LetTimePass(absl::Milliseconds(400));
+  reaped = this->queue().ReapExpiredLeases(100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->failed, 1) << "the last attempt expired";
+  run = this->catalog().GetRun(first.run.run_id());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->state(), v1::RUN_STATE_FAILED);
+  EXPECT_EQ(run->failure_class(), v1::FAILURE_CLASS_LEASE_EXPIRED);
+}
+
+TYPED_TEST_P(StoreContractTest, CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat) {
+  const CreatedSweep sweep = this->Sweep("cancel", 3);
+  const std::string worker = this->Worker();
+  const LeasedRun live = this->LeaseOne(worker);
+  absl::StatusOr<CancelResult> cancelled =
+      this->catalog().CancelSweep(sweep.sweep.sweep_id(), "stop");
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->cancelled_runs, 3u) << "two pending runs ended, one live run flagged";
+  EXPECT_EQ(cancelled->sweep.state(), v1::SWEEP_STATE_CANCELLED);
+  HeartbeatUpdate update{worker, live.run.run_id(), live.lease.lease_epoch(),
+                         5,      std::nullopt,      absl::Seconds(60)};
+  absl::StatusOr<HeartbeatResult> beat = this->queue().Heartbeat(update);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_TRUE(beat->cancel_requested);
+  absl::StatusOr<v1::Run> run = this->catalog().GetRun(live.run.run_id());
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->state(), v1::RUN_STATE_CANCELLED);
+  EXPECT_EQ(this->catalog().CancelSweep("7a1c3f6e-0000-4000-8000-0000000000cc", "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TYPED_TEST_P(StoreContractTest, IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec) {
+  const CreatedSweep first = this->Sweep("keyed", 2, 0, "contract-key");
+  const CreatedSweep repeat = this->Sweep("keyed", 2, 0, "contract-key");
+  EXPECT_TRUE(repeat.deduplicated);
+  EXPECT_EQ(repeat.sweep.sweep_id(), first.sweep.sweep_id());
+  EXPECT_EQ(repeat.run_ids, first.run_ids);
+  NewSweep other;
+  other.spec.set_name("another");
+  other.idempotency_key = "contract-key";
+  EXPECT_EQ(this->catalog().CreateSweep(other).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TYPED_TEST_P(StoreContractTest, RunsPageInGridOrderAndBadTokensAreRefused) {
+  const CreatedSweep sweep = this->Sweep("paged", 5);
+  std::vector<std::string> seen;
+  PageRequest page{2, ""};
+  for (int pages = 0; pages < 5; ++pages) {
+    absl::StatusOr<Page<v1::Run>> runs = this->catalog().ListRuns(sweep.sweep.sweep_id(), {}, page);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    for (const v1::Run& run : runs->items) seen.push_back(run.run_id());
+    if (runs->next_page_token.empty()) break;
+    page.page_token = runs->next_page_token;
+  }
+  EXPECT_EQ(seen, sweep.run_ids);
+  absl::StatusOr<Page<v1::Run>> bad =
+      this->catalog().ListRuns(sweep.sweep.sweep_id(), {}, PageRequest{2, "%%not-a-token"});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+REGISTER_TYPED_TEST_SUITE_P(StoreContractTest, LeasesByPriorityThenFairShareThenAgeInGridOrder,
+                            ABatchLeasesWhatOneLeaseAfterAnotherWould,
+                            UnknownWorkersAndRunsAreNotFoundWithTheirResource,
+                            StaleEpochsAreRefusedAndWriteNothing,
+                            MetricsAreStoredOnceAndMoveTheRunsProgress,
+                            CompletionsEndRunsOnceAndTheLastEndsTheSweep,
+                            ARetryWaitsItsDelayWithTheNextAttempt,
+                            TheReaperRequeuesExpiredLeasesThenFailsThem,
+                            CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
+                            IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
+                            RunsPageInGridOrderAndBadTokensAreRefused);
+
+}  // namespace parity::server::testing
