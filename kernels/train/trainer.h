@@ -30,7 +30,7 @@ enum class ResumeMode { kFresh, kResumeIfPresent };
 struct TrainerOptions {
   std::string out_dir;  // checkpoints go here
   ResumeMode resume = ResumeMode::kFresh;
-  DeviceChoice device;  // cpu unless told otherwise
+  DeviceChoice device = {};  // cpu unless told otherwise
   int threads = 1;      // CPU pool threads (the CPU device only)
   MetricsSink* metrics = nullptr;           // required
   const std::atomic<bool>* stop = nullptr;  // may be null
