@@ -11,7 +11,8 @@ absl::StatusOr<DeviceChoice> ParseDeviceChoice(std::string_view text) {
   if (text == "cpu") return DeviceChoice{};
   if (text == "cuda") return DeviceChoice{.kind = DeviceKind::kCuda, .ordinal = 0};
   int ordinal = 0;
-  if (text.starts_with("cuda:") && absl::SimpleAtoi(std::string(text.substr(5)), &ordinal) && ordinal >= 0) {
+  if (text.starts_with("cuda:") && absl::SimpleAtoi(std::string(text.substr(5)), &ordinal) &&
+      ordinal >= 0) {
     return DeviceChoice{.kind = DeviceKind::kCuda, .ordinal = ordinal};
   }
   return absl::InvalidArgumentError(
@@ -30,9 +31,9 @@ absl::StatusOr<std::unique_ptr<Device>> MakeDevice(const DeviceChoice& choice, i
   if (choice.kind == DeviceKind::kCpu) return MakeCpuDevice({.threads = std::max(1, threads)});
   auto device = MakeCudaDevice({.ordinal = choice.ordinal});
   if (!device.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--device ", DeviceChoiceName(choice),
-                                                   ": CUDA is unavailable: ",
-                                                   device.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device ", DeviceChoiceName(choice),
+                     ": CUDA is unavailable: ", device.status().message()));
   }
   return device;
 }

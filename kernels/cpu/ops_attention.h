@@ -78,8 +78,7 @@ void CausalScores(const AttentionShape& s, int64_t h, const T* q, const T* k, T*
 // Per (sequence, head): scores, causal softmax, probabilities·v. The S×S probabilities live in a
 // per-chunk scratch reused across heads; only lse[B,H,S] is kept for the backward.
 template <typename T>
-void AttentionForward(const OpContext& ctx, const AttentionShape& s, T* out, T* lse,
-                      const T* qkv) {
+void AttentionForward(const OpContext& ctx, const AttentionShape& s, T* out, T* lse, const T* qkv) {
   const int64_t S = s.seq, Dh = s.head_dim, ld = QkvWidth(s), ldo = s.heads * Dh;
   const int64_t group = s.heads / s.kv_heads;
   ctx.pool->ParallelFor(s.batch * s.heads, 1, [&](int, int64_t b0, int64_t b1) {

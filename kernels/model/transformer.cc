@@ -17,31 +17,31 @@ struct Transformer<T>::Layer {
   int64_t w13 = -1, w2 = -1;                                          // dense SwiGLU
   int64_t router = -1, e_w13 = -1, e_w2 = -1, s_w13 = -1, s_w2 = -1;  // MoE
   // Saved activations.
-  T* x_in = nullptr;   // [T,D] residual stream entering the layer
-  T* h1 = nullptr;     // [T,D] attention RMSNorm output
-  T* rstd1 = nullptr;  // [T]
-  T* qkv = nullptr;    // [T,(H+2Hkv)·Dh] after rotary
+  T* x_in = nullptr;     // [T,D] residual stream entering the layer
+  T* h1 = nullptr;       // [T,D] attention RMSNorm output
+  T* rstd1 = nullptr;    // [T]
+  T* qkv = nullptr;      // [T,(H+2Hkv)·Dh] after rotary
   T* att_lse = nullptr;  // [B,H,S] attention log-sum-exp per query row
-  T* att = nullptr;    // [T,H·Dh]
-  T* x_mid = nullptr;  // [T,D] residual after attention
-  T* h2 = nullptr;     // [T,D] FFN RMSNorm output
-  T* rstd2 = nullptr;  // [T]
-  T* x_out = nullptr;  // [T,D] residual leaving the layer (= next layer's x_in)
-  T* ab = nullptr;     // [T,2F] dense (or [T,2Dse] shared expert) SwiGLU input
-  T* g = nullptr;      // [T,F]  (or [T,Dse])
+  T* att = nullptr;      // [T,H·Dh]
+  T* x_mid = nullptr;    // [T,D] residual after attention
+  T* h2 = nullptr;       // [T,D] FFN RMSNorm output
+  T* rstd2 = nullptr;    // [T]
+  T* x_out = nullptr;    // [T,D] residual leaving the layer (= next layer's x_in)
+  T* ab = nullptr;       // [T,2F] dense (or [T,2Dse] shared expert) SwiGLU input
+  T* g = nullptr;        // [T,F]  (or [T,Dse])
   // MoE activations.
-  T* rlogits = nullptr;          // [T,E]
-  T* rprobs = nullptr;           // [T,E]
-  T* rlse = nullptr;             // [T] router log-sum-exp
-  T* gate = nullptr;             // [T,K]
-  T* xs = nullptr;               // [P,D] tokens grouped by expert
-  T* ab_e = nullptr;             // [P,2De]
-  T* g_e = nullptr;              // [P,De]
-  T* ys = nullptr;               // [P,D]
-  int32_t* expert = nullptr;     // [T,K]
-  int32_t* slot_of = nullptr;    // [T,K]
-  int32_t* token_of = nullptr;   // [P]
-  int64_t* load = nullptr;       // [E]
+  T* rlogits = nullptr;             // [T,E]
+  T* rprobs = nullptr;              // [T,E]
+  T* rlse = nullptr;                // [T] router log-sum-exp
+  T* gate = nullptr;                // [T,K]
+  T* xs = nullptr;                  // [P,D] tokens grouped by expert
+  T* ab_e = nullptr;                // [P,2De]
+  T* g_e = nullptr;                 // [P,De]
+  T* ys = nullptr;                  // [P,D]
+  int32_t* expert = nullptr;        // [T,K]
+  int32_t* slot_of = nullptr;       // [T,K]
+  int32_t* token_of = nullptr;      // [P]
+  int64_t* load = nullptr;          // [E]
   int64_t* plan_offsets = nullptr;  // [E+1] the routing plan's group boundaries
   float* bias = nullptr;            // [E] loss-free balancing biases (selection only)
   double* losses = nullptr;         // [2] {aux, z}: a slice of Globals::route_losses
@@ -52,13 +52,13 @@ struct Transformer<T>::Layer {
 template <typename T>
 struct Transformer<T>::Globals {
   int64_t wte = -1, final_norm = -1, head = -1;
-  int32_t* tokens = nullptr;   // [T]
-  int32_t* targets = nullptr;  // [T]
-  T* resid = nullptr;          // [L+1,T,D] residual stream at each layer boundary
-  T* hf = nullptr;             // [T,D] final RMSNorm output
-  T* rstdf = nullptr;          // [T]
-  T* logits = nullptr;         // [T,V]
-  T* loss = nullptr;           // [T]
+  int32_t* tokens = nullptr;       // [T]
+  int32_t* targets = nullptr;      // [T]
+  T* resid = nullptr;              // [L+1,T,D] residual stream at each layer boundary
+  T* hf = nullptr;                 // [T,D] final RMSNorm output
+  T* rstdf = nullptr;              // [T]
+  T* logits = nullptr;             // [T,V]
+  T* loss = nullptr;               // [T]
   double* route_losses = nullptr;  // [2·MoE layers] {aux, z} of each MoE layer
   // Backward scratch, reused by every layer.
   T *dresid = nullptr, *dh = nullptr, *dhf = nullptr, *dqkv = nullptr, *datt = nullptr;

@@ -128,8 +128,7 @@ TEST_P(AttentionGradTest, RopeAndAttention) {
   auto loss = [&] { return forward(rotated); };
   forward(rotated);
   std::vector<double> dqkv(qkv.size());
-  ops_.attention_backward(ctx_, s, dqkv.data(), r.data(), out.data(), lse.data(),
-                          rotated.data());
+  ops_.attention_backward(ctx_, s, dqkv.data(), r.data(), out.data(), lse.data(), rotated.data());
   ops_.rope_backward(ctx_, s, dqkv.data());
   ExpectGradientsMatch(std::string(c.name) + " dqkv", qkv.data(), qkv.size(), dqkv, loss, 400);
 }

@@ -17,8 +17,8 @@ using testing::RandomVector;
 
 // The reference routing plan: the serial stable counting sort the engine built on the host before
 // the routing_plan op existed. offsets [E+1], slot_of [T,K], token_of [P].
-void ReferenceRoutingPlan(const ExpertShape& s, const int32_t* expert, std::vector<int64_t>& offsets,
-                          int32_t* slot_of, int32_t* token_of) {
+void ReferenceRoutingPlan(const ExpertShape& s, const int32_t* expert,
+                          std::vector<int64_t>& offsets, int32_t* slot_of, int32_t* token_of) {
   offsets.assign(s.experts + 1, 0);
   for (int64_t i = 0; i < s.tokens * s.top_k; ++i) ++offsets[expert[i] + 1];
   for (int64_t e = 0; e < s.experts; ++e) offsets[e + 1] += offsets[e];
@@ -217,8 +217,8 @@ TEST(ModelTest, RoutingPlanOpEqualsTheHostReference) {
     auto device = MakeCpuDevice({.threads = threads});
     std::vector<int64_t> offsets(s.experts + 1, -1);
     std::vector<int32_t> slot_of(P, -1), token_of(P, -1);
-    device->OpsF32()->routing_plan(device->Context(), s.tokens, s.top_k, s.experts,
-                                   offsets.data(), slot_of.data(), token_of.data(), expert.data());
+    device->OpsF32()->routing_plan(device->Context(), s.tokens, s.top_k, s.experts, offsets.data(),
+                                   slot_of.data(), token_of.data(), expert.data());
     EXPECT_EQ(offsets, want_offsets) << "offsets with " << threads << " threads";
     EXPECT_EQ(slot_of, want_slot) << "slot_of with " << threads << " threads";
     EXPECT_EQ(token_of, want_token) << "token_of with " << threads << " threads";
@@ -240,8 +240,8 @@ TEST(ModelTest, BiasUpdateOpEqualsTheHostLoop) {
       const double d = mean - load[e];
       want[e] += static_cast<float>(rate * ((d > 0) - (d < 0)));
     }
-    device->OpsF32()->bias_update(device->Context(), static_cast<int64_t>(load.size()),
-                                  bias.data(), load.data(), rate);
+    device->OpsF32()->bias_update(device->Context(), static_cast<int64_t>(load.size()), bias.data(),
+                                  load.data(), rate);
     for (size_t e = 0; e < load.size(); ++e) {
       EXPECT_EQ(bias[e], want[e]) << "bias of expert " << e << " after update " << round + 1;
     }

@@ -219,8 +219,8 @@ absl::StatusOr<std::optional<Checkpoint>> ReadLatestCheckpoint(const std::string
                                 " (written by an older engine: start the run afresh)"));
   }
   if (!r.Get(&c.fingerprint) || !r.GetString(&c.device) || !r.GetString(&c.precision) ||
-      !r.Get(&c.step) || !r.Get(&c.cursor) || !r.Get(&c.rng.seed) ||
-      !r.Get(&c.rng.counter) || !r.Get(&layers)) {
+      !r.Get(&c.step) || !r.Get(&c.cursor) || !r.Get(&c.rng.seed) || !r.Get(&c.rng.counter) ||
+      !r.Get(&layers)) {
     return corrupt("truncated header");
   }
   c.balance_bias.resize(layers);

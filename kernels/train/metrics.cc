@@ -87,7 +87,8 @@ nlohmann::json MetricsLine(const Session& s, const StepResult& r, const Telemetr
   if (!r.loads.empty()) {
     nlohmann::json experts = nlohmann::json::array();
     for (size_t i = 0; i < r.loads.size(); ++i) {
-      experts.push_back(ExpertLoadJson(s.model->MoeLayerIndex(static_cast<int64_t>(i)), r.loads[i]));
+      experts.push_back(
+          ExpertLoadJson(s.model->MoeLayerIndex(static_cast<int64_t>(i)), r.loads[i]));
     }
     j["expert_load"] = experts;
   }

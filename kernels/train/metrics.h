@@ -5,9 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kernels/train/session.h"
 #include "kernels/train/step.h"

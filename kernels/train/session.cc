@@ -11,8 +11,9 @@ namespace parity::kernels {
 
 absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind) {
   const bool cuda = kind == DeviceKind::kCuda;
-  const Precision resolved =
-      requested != Precision::kUnspecified ? requested : (cuda ? Precision::kBf16 : Precision::kFp32);
+  const Precision resolved = requested != Precision::kUnspecified
+                                 ? requested
+                                 : (cuda ? Precision::kBf16 : Precision::kFp32);
   if (resolved == Precision::kFp32) return resolved;
   // Every backend's op tables are fp32 (OpTable<float>); bf16 needs weight copies and bf16
   // kernels that no backend has yet.
@@ -50,8 +51,8 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   s->config.precision = precision;
   s->options = options;
   PARITY_ASSIGN_OR_RETURN(s->device, MakeDevice(options.device, options.threads));
-  PARITY_ASSIGN_OR_RETURN(s->model, Transformer<float>::Create(config.model, *s->device,
-                                                               tc.batch_size));
+  PARITY_ASSIGN_OR_RETURN(s->model,
+                          Transformer<float>::Create(config.model, *s->device, tc.batch_size));
   const int64_t n = s->model->NumParams();
   const int64_t loads = s->model->NumMoeLayers() * config.model.n_experts;
   for (int64_t bytes : {n * 4, n * 4, std::max<int64_t>(loads, 1) * 8}) {
@@ -62,8 +63,7 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   s->adam_m = s->memory[0]->as<float>();
   s->adam_v = s->memory[1]->as<float>();
   s->step_load = s->memory[2]->as<int64_t>();
-  s->fingerprint =
-      RunFingerprint(s->config, s->corpus.Digest(), std::string(s->device->Name()));
+  s->fingerprint = RunFingerprint(s->config, s->corpus.Digest(), std::string(s->device->Name()));
   s->rng = Rng{.seed = tc.seed};
   s->model->InitParams(s->rng);
   s->inputs.resize(tc.batch_size * config.model.seq_len);
@@ -87,8 +87,9 @@ absl::Status ResumeSession(Session& s) {
   const int64_t n = model.NumParams(), layers = model.NumMoeLayers();
   if (c.fingerprint != s.fingerprint || static_cast<int64_t>(c.params.size()) != n ||
       static_cast<int64_t>(c.balance_bias.size()) != layers) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint in ", s.options.out_dir, " belongs to a different run spec; refusing to resume"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint in ", s.options.out_dir,
+                     " belongs to a different run spec; refusing to resume"));
   }
   Device& d = *s.device;
   d.FromHost(model.Params(), c.params.data(), n * sizeof(float));

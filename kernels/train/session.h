@@ -28,8 +28,8 @@ struct Session {
   std::unique_ptr<Device> device;               // declared before what lives in its memory
   std::vector<std::unique_ptr<Buffer>> memory;  // the optimizer's device arrays below
   std::unique_ptr<Transformer<float>> model;
-  float* adam_m = nullptr;      // [N] first moments
-  float* adam_v = nullptr;      // [N] second moments
+  float* adam_m = nullptr;       // [N] first moments
+  float* adam_v = nullptr;       // [N] second moments
   int64_t* step_load = nullptr;  // [MoE layers·E] the step's expert loads, for bias_update
   uint64_t fingerprint = 0;
   int64_t step = 0;    // optimizer steps completed

@@ -37,7 +37,8 @@ absl::StatusOr<StepResult> TrainStep(Session& s) {
                                               r.ce, ", gradient norm ", r.grad_norm));
   }
   const OptimizerConfig& o = config.optimizer;
-  const double clip = o.grad_clip > 0 && r.grad_norm > o.grad_clip ? o.grad_clip / r.grad_norm : 1.0;
+  const double clip =
+      o.grad_clip > 0 && r.grad_norm > o.grad_clip ? o.grad_clip / r.grad_norm : 1.0;
   r.learning_rate = LearningRate(o, s.step, tc.steps);
   const AdamWArgs args{.lr = r.learning_rate,
                        .beta1 = o.beta1,

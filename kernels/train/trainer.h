@@ -30,8 +30,8 @@ enum class ResumeMode { kFresh, kResumeIfPresent };
 struct TrainerOptions {
   std::string out_dir;  // checkpoints go here
   ResumeMode resume = ResumeMode::kFresh;
-  DeviceChoice device = {};  // cpu unless told otherwise
-  int threads = 1;      // CPU pool threads (the CPU device only)
+  DeviceChoice device = {};                 // cpu unless told otherwise
+  int threads = 1;                          // CPU pool threads (the CPU device only)
   MetricsSink* metrics = nullptr;           // required
   const std::atomic<bool>* stop = nullptr;  // may be null
   // Stop (checkpoint, outcome kStopped) after this many steps in this process; 0 = no limit.
@@ -46,7 +46,7 @@ struct TrainSummary {
   int64_t steps = 0;
   int64_t tokens = 0;
   double final_train_bpc = 0;
-  double final_val_bpc = 0;  // NaN when no validation ran
+  double final_val_bpc = 0;             // NaN when no validation ran
   double measured_flops_per_token = 0;  // counted kModel FLOPs of training steps / tokens
   double analytic_flops_per_token = 0;  // M
   std::string checkpoint_path;
@@ -62,8 +62,8 @@ uint64_t RunFingerprint(const RunConfig& config, uint64_t corpus_digest,
                         const std::string& device_name);
 
 // Validates, trains, checkpoints. InvalidArgument for a bad spec or an unavailable device (before
-// any work), FailedPrecondition for a checkpoint from a different spec or device, DataLoss for a corrupt one,
-// OutOfRange when the loss or gradient becomes non-finite (diverged; nothing applied),
+// any work), FailedPrecondition for a checkpoint from a different spec or device, DataLoss for a
+// corrupt one, OutOfRange when the loss or gradient becomes non-finite (diverged; nothing applied),
 // PermissionDenied when the output directory cannot be created, other codes for I/O trouble.
 absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerOptions& options);
 
