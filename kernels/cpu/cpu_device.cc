@@ -62,6 +62,8 @@ OpTable<T> MakeCpuTable() {
   t.permute_backward = &cpu::PermuteBackward<T>;
   t.combine_forward = &cpu::CombineForward<T>;
   t.combine_backward = &cpu::CombineBackward<T>;
+  t.routing_plan = &cpu::RoutingPlan;
+  t.bias_update = &cpu::BiasUpdate;
   t.sum_squares = &cpu::SumSquares<T>;
   t.adamw_update = &cpu::AdamWUpdate<T>;
   return t;

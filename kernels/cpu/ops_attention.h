@@ -2,7 +2,8 @@
 //
 // Shapes: B sequences, S length, H query heads, Hkv key/value heads (H % Hkv == 0), Dh head dim.
 // qkv[B·S, (H+2·Hkv)·Dh] holds per token [q heads | k heads | v heads]; out[B·S, H·Dh];
-// probs[B, H, S, S] (row i: softmax over keys j ≤ i, zero above the diagonal).
+// lse[B, H, S] the log-sum-exp of each query row's scaled, masked scores (FlashAttention-2 style:
+// the S×S probabilities are never stored, only one S×S scratch per pool chunk exists at a time).
 // Each (sequence, head) is two GEMMs over the full S×S window. FLOPs are counted over that full
 // window, which is both what is executed here and DESIGN.md's convention (4·D_m·S per token).
 #pragma once
@@ -60,27 +61,36 @@ void RopeBackward(const OpContext& ctx, const AttentionShape& s, T* dqkv) {
   RopeRotate(ctx, s, dqkv, -1.0);
 }
 
+// scores[S,S] = scale·q·k^T [− slope·(i − j)] of one (sequence, head); rows are queries. Only
+// j ≤ i is meaningful (causal); the masked half is computed by the GEMM and ignored.
 template <typename T>
-void AttentionForward(const OpContext& ctx, const AttentionShape& s, T* out, T* probs,
-                      const T* qkv) {
+void CausalScores(const AttentionShape& s, int64_t h, const T* q, const T* k, T* scores) {
+  const int64_t S = s.seq, Dh = s.head_dim, ld = QkvWidth(s);
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  GemmSerial<T>(Trans::kNo, Trans::kYes, S, S, Dh, scale, q, ld, k, ld, T(0), scores, S);
+  if (s.positions != Positions::kAlibi) return;
+  const double slope = AlibiSlope(h, s.heads);
+  for (int64_t i = 0; i < S; ++i) {
+    for (int64_t j = 0; j <= i; ++j) scores[i * S + j] -= static_cast<T>(slope * (i - j));
+  }
+}
+
+// Per (sequence, head): scores, causal softmax, probabilities·v. The S×S probabilities live in a
+// per-chunk scratch reused across heads; only lse[B,H,S] is kept for the backward.
+template <typename T>
+void AttentionForward(const OpContext& ctx, const AttentionShape& s, T* out, T* lse, const T* qkv) {
   const int64_t S = s.seq, Dh = s.head_dim, ld = QkvWidth(s), ldo = s.heads * Dh;
   const int64_t group = s.heads / s.kv_heads;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
   ctx.pool->ParallelFor(s.batch * s.heads, 1, [&](int, int64_t b0, int64_t b1) {
+    std::vector<T> p(S * S);
     for (int64_t bh = b0; bh < b1; ++bh) {
       const int64_t b = bh / s.heads, h = bh % s.heads, g = h / group;
       const T* q = qkv + b * S * ld + h * Dh;
       const T* k = qkv + b * S * ld + (s.heads + g) * Dh;
       const T* v = qkv + b * S * ld + (s.heads + s.kv_heads + g) * Dh;
-      T* p = probs + bh * S * S;
-      // scores[S,S] = scale·q·k^T, then masked row softmax in place
-      GemmSerial<T>(Trans::kNo, Trans::kYes, S, S, Dh, scale, q, ld, k, ld, T(0), p, S);
-      const double slope = s.positions == Positions::kAlibi ? AlibiSlope(h, s.heads) : 0.0;
+      CausalScores(s, h, q, k, p.data());
       for (int64_t i = 0; i < S; ++i) {
-        T* row = p + i * S;
-        if (slope != 0.0) {
-          for (int64_t j = 0; j <= i; ++j) row[j] -= static_cast<T>(slope * (i - j));
-        }
+        T* row = p.data() + i * S;
         T mx = row[0];
         for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
         T sum = 0;
@@ -88,12 +98,13 @@ void AttentionForward(const OpContext& ctx, const AttentionShape& s, T* out, T* 
           row[j] = std::exp(row[j] - mx);
           sum += row[j];
         }
+        lse[bh * S + i] = mx + std::log(sum);
         const T inv = T(1) / sum;
         for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
         for (int64_t j = i + 1; j < S; ++j) row[j] = 0;
       }
       // out[S,Dh] = probs·v
-      GemmSerial<T>(Trans::kNo, Trans::kNo, S, Dh, S, T(1), p, S, v, ld, T(0),
+      GemmSerial<T>(Trans::kNo, Trans::kNo, S, Dh, S, T(1), p.data(), S, v, ld, T(0),
                     out + b * S * ldo + h * Dh, ldo);
     }
   });
@@ -102,15 +113,17 @@ void AttentionForward(const OpContext& ctx, const AttentionShape& s, T* out, T* 
 }
 
 // dqkv (=) from dout. Split by (sequence, kv group) so the heads sharing a key/value head add
-// into dk/dv in a fixed order and no two chunks write the same rows.
+// into dk/dv in a fixed order and no two chunks write the same rows. Per head the probabilities
+// are recomputed as exp(score − lse), and the softmax backward uses D_i = Σ_d dout·out (equal to
+// Σ_j p·dp, but O(Dh) instead of O(S) per row).
 template <typename T>
 void AttentionBackward(const OpContext& ctx, const AttentionShape& s, T* dqkv, const T* dout,
-                       const T* probs, const T* qkv) {
+                       const T* out, const T* lse, const T* qkv) {
   const int64_t S = s.seq, Dh = s.head_dim, ld = QkvWidth(s), ldo = s.heads * Dh;
   const int64_t group = s.heads / s.kv_heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(Dh)));
   ctx.pool->ParallelFor(s.batch * s.kv_heads, 1, [&](int, int64_t b0, int64_t b1) {
-    std::vector<T> dp(S * S);
+    std::vector<T> p(S * S), dp(S * S), delta(S);
     for (int64_t bg = b0; bg < b1; ++bg) {
       const int64_t b = bg / s.kv_heads, g = bg % s.kv_heads;
       const T* k = qkv + b * S * ld + (s.heads + g) * Dh;
@@ -121,19 +134,28 @@ void AttentionBackward(const OpContext& ctx, const AttentionShape& s, T* dqkv, c
         const T beta = h == g * group ? T(0) : T(1);  // first head of the group overwrites
         const T* q = qkv + b * S * ld + h * Dh;
         T* dq = dqkv + b * S * ld + h * Dh;
-        const T* p = probs + (b * s.heads + h) * S * S;
+        const T* lse_h = lse + (b * s.heads + h) * S;
         const T* dout_h = dout + b * S * ldo + h * Dh;
+        const T* out_h = out + b * S * ldo + h * Dh;
+        CausalScores(s, h, q, k, p.data());
+        for (int64_t i = 0; i < S; ++i) {
+          T* row = p.data() + i * S;
+          for (int64_t j = 0; j <= i; ++j) row[j] = std::exp(row[j] - lse_h[i]);
+          for (int64_t j = i + 1; j < S; ++j) row[j] = 0;
+          T d = 0;
+          for (int64_t c = 0; c < Dh; ++c) d += dout_h[i * ldo + c] * out_h[i * ldo + c];
+          delta[i] = d;
+        }
         // dp[S,S] = dout·v^T;  dv += p^T·dout
         GemmSerial<T>(Trans::kNo, Trans::kYes, S, S, Dh, T(1), dout_h, ldo, v, ld, T(0), dp.data(),
                       S);
-        GemmSerial<T>(Trans::kYes, Trans::kNo, S, Dh, S, T(1), p, S, dout_h, ldo, beta, dv, ld);
-        // softmax backward: ds = p·(dp − Σ_j p·dp)·scale (zero above the diagonal since p is)
+        GemmSerial<T>(Trans::kYes, Trans::kNo, S, Dh, S, T(1), p.data(), S, dout_h, ldo, beta, dv,
+                      ld);
+        // softmax backward: ds = p·(dp − D_i)·scale (zero above the diagonal since p is)
         for (int64_t i = 0; i < S; ++i) {
-          const T* pr = p + i * S;
+          const T* pr = p.data() + i * S;
           T* dr = dp.data() + i * S;
-          T dot = 0;
-          for (int64_t j = 0; j <= i; ++j) dot += pr[j] * dr[j];
-          for (int64_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
+          for (int64_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - delta[i]) * scale;
           for (int64_t j = i + 1; j < S; ++j) dr[j] = 0;
         }
         // dq = ds·k;  dk += ds^T·q
@@ -142,8 +164,11 @@ void AttentionBackward(const OpContext& ctx, const AttentionShape& s, T* dqkv, c
       }
     }
   });
+  // kModel keeps DESIGN's convention (a step is 3× the forward: 8·S²·Dh here); the recomputed
+  // scores (2·S²·Dh per head) are the price of not storing probabilities and count as overhead.
   ctx.Count(FlopKind::kModel, 8.0 * s.batch * s.heads * S * S * Dh);
-  ctx.Count(FlopKind::kElementwise, 4.0 * s.batch * s.heads * S * S / 2);
+  ctx.Count(FlopKind::kElementwise, 2.0 * s.batch * s.heads * S * S * Dh);
+  ctx.Count(FlopKind::kElementwise, 6.0 * s.batch * s.heads * S * S / 2);
 }
 
 }  // namespace parity::kernels::cpu

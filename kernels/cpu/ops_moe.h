@@ -4,7 +4,8 @@
 // Shapes: T tokens, E experts, Kr experts per token, P = T·Kr routing slots, D width.
 // expert[T,Kr] chosen experts (descending by selection score, ties → lower index), gate[T,Kr],
 // slot_of[T,Kr] = row of the (t,k) slot in the expert-grouped buffers xs/ys[P,D],
-// token_of[P] its inverse. load[E] = number of slots routed to each expert.
+// token_of[P] its inverse, offsets[E+1] the first row of each expert's group (the routing plan).
+// load[E] = number of slots routed to each expert.
 #pragma once
 
 #include <cmath>
@@ -102,6 +103,50 @@ void RouteBackward(const OpContext& ctx, const RouteShape& s, T* dlogits, const 
     }
   });
   ctx.Count(FlopKind::kElementwise, 6.0 * s.tokens * E);
+}
+
+// Stable counting sort of the P = T·Kr slots by expert. Each pool chunk counts its slots per
+// expert; chunk c's cursor for expert e starts after all of expert e's slots in chunks before c,
+// so the result is the serial stable sort's whatever the chunking (slots keep (token, k) order).
+inline void RoutingPlan(const OpContext& ctx, int64_t t, int64_t k, int64_t e, int64_t* offsets,
+                        int32_t* slot_of, int32_t* token_of, const int32_t* expert) {
+  const int64_t p = t * k;
+  const int chunks = ctx.pool->NumChunks(p, 4096);
+  std::vector<int64_t> cursor(static_cast<size_t>(chunks) * e, 0);  // [chunk, expert]
+  ctx.pool->ParallelFor(p, 4096, [&](int c, int64_t b, int64_t end) {
+    int64_t* count = cursor.data() + c * e;
+    for (int64_t i = b; i < end; ++i) ++count[expert[i]];
+  });
+  offsets[0] = 0;
+  int64_t next = 0;
+  for (int64_t x = 0; x < e; ++x) {
+    for (int c = 0; c < chunks; ++c) {
+      const int64_t n = cursor[c * e + x];
+      cursor[c * e + x] = next;
+      next += n;
+    }
+    offsets[x + 1] = next;
+  }
+  ctx.pool->ParallelFor(p, 4096, [&](int c, int64_t b, int64_t end) {
+    int64_t* at = cursor.data() + c * e;
+    for (int64_t i = b; i < end; ++i) {
+      const int64_t slot = at[expert[i]]++;
+      slot_of[i] = static_cast<int32_t>(slot);
+      token_of[slot] = static_cast<int32_t>(i / k);
+    }
+  });
+}
+
+// Loss-free balancing (DESIGN §1): bias[i] += rate·sign(mean(load) − load[i]). E is small (tens):
+// one serial pass, the mean in double as the sum of the integer loads over E.
+inline void BiasUpdate(const OpContext&, int64_t e, float* bias, const int64_t* load, double rate) {
+  double mean = 0;
+  for (int64_t i = 0; i < e; ++i) mean += static_cast<double>(load[i]);
+  mean /= static_cast<double>(e);
+  for (int64_t i = 0; i < e; ++i) {
+    const double d = mean - static_cast<double>(load[i]);
+    bias[i] += static_cast<float>(rate * ((d > 0) - (d < 0)));
+  }
 }
 
 // xs[P,D] = x[token_of[p], :]

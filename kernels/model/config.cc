@@ -39,6 +39,18 @@ const char* LayoutName(MoeLayout layout) {
   return "unknown";
 }
 
+const char* PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kUnspecified:
+      break;
+  }
+  return "unspecified";
+}
+
 namespace {
 absl::Status Bad(const char* field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));

@@ -18,6 +18,9 @@ enum class HeadTying { kTied, kUntied };
 enum class GateNorm { kRaw, kRenormalize };
 enum class Schedule { kCosine, kWarmupStableDecay, kConstant };
 enum class SubsetMode { kPrefix, kSeeded };
+// training.precision. kUnspecified resolves per device (ResolvePrecision in train/): bf16 on a
+// GPU, fp32 on the CPU.
+enum class Precision { kUnspecified, kFp32, kBf16 };
 
 struct ModelConfig {
   int64_t d_model = 64;    // D_m
@@ -82,6 +85,7 @@ struct DataConfig {
 
 struct RunConfig {
   std::string run_id;
+  Precision precision = Precision::kUnspecified;
   ModelConfig model;
   OptimizerConfig optimizer;
   TrainConfig train;
@@ -103,5 +107,6 @@ struct AnalyticCounts {
 AnalyticCounts ComputeAnalyticCounts(const ModelConfig& model);
 
 const char* LayoutName(MoeLayout layout);
+const char* PrecisionName(Precision precision);  // "fp32", "bf16", "unspecified"
 
 }  // namespace parity::kernels

@@ -1,9 +1,7 @@
 // The dropless grouped expert computation of an MoE layer, shared by the model and its tests:
-//   BuildRoutingPlan: a stable counting sort of the T·K routing slots by expert, so each expert's
-//     tokens are contiguous (in token order) — the "permute" half of the plan.
-//   GroupedExpertsForward/Backward: permute → per expert one GEMM pair over its n_e rows →
-//     combine, with the backward mirrored.
-// The plan is built on the host (CPU-only; see device.h), everything else goes through ops.
+// permute → per expert one GEMM pair over its n_e rows → combine, with the backward mirrored.
+// The routing plan (slot_of, token_of, offsets) comes from the routing_plan op; `offsets` here is
+// the host copy of its E+1 group boundaries, the one readback the GEMM shapes need.
 //
 // Shapes: T tokens, K experts per token, E experts, P = T·K slots, D width, De expert hidden.
 // Weights: w13 [E, 2De, D], w2 [E, D, De]. Weight gradients accumulate (+=), and so does dx,
@@ -22,27 +20,22 @@ struct ExpertShape {
   int64_t tokens, top_k, experts, d_model, d_expert;
 };
 
-// offsets [E+1] (host), slot_of [T,K], token_of [P] from expert [T,K] and load [E].
-inline void BuildRoutingPlan(const ExpertShape& s, const int32_t* expert, const int64_t* load,
-                             std::vector<int64_t>& offsets, int32_t* slot_of, int32_t* token_of) {
-  offsets.assign(s.experts + 1, 0);
-  for (int64_t e = 0; e < s.experts; ++e) offsets[e + 1] = offsets[e] + load[e];
-  std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
-  for (int64_t i = 0; i < s.tokens * s.top_k; ++i) {
-    const int64_t slot = cursor[expert[i]]++;
-    slot_of[i] = static_cast<int32_t>(slot);
-    token_of[slot] = static_cast<int32_t>(i / s.top_k);
-  }
-}
-
 // Experts run in parallel, one serial GEMM chain per expert, on contiguous expert ranges chosen so
 // each pool chunk gets about the same number of rows. Small per-expert GEMMs are much cheaper this
 // way than split row-wise (no duplicated weight packing, one barrier instead of three per
 // expert). Each expert's result is computed by exactly one thread, so the bits do not depend on
-// the partition. FLOPs are counted here, on the calling thread, not inside the workers.
+// the partition. FLOPs are counted here, on the calling thread, not inside the workers. A backend
+// without a host pool (CUDA) gets the experts in order on its own stream.
 template <typename Fn>
 void ForEachExpertParallel(const OpContext& ctx, const std::vector<int64_t>& offsets, Fn&& fn) {
   const int64_t experts = static_cast<int64_t>(offsets.size()) - 1;
+  const OpContext inner{.pool = ctx.pool, .flops = nullptr, .backend = ctx.backend};
+  if (ctx.pool == nullptr) {
+    for (int64_t e = 0; e < experts; ++e) {
+      if (offsets[e + 1] > offsets[e]) fn(inner, e, offsets[e], offsets[e + 1] - offsets[e]);
+    }
+    return;
+  }
   const int parts = static_cast<int>(std::min<int64_t>(ctx.pool->Size(), experts));
   std::vector<int64_t> split(parts + 1, experts);
   split[0] = 0;
@@ -51,7 +44,6 @@ void ForEachExpertParallel(const OpContext& ctx, const std::vector<int64_t>& off
     while (e < experts && offsets[e] * parts < rows * p) ++e;
     split[p] = e;
   }
-  const OpContext inner{.pool = ctx.pool, .flops = nullptr};
   ctx.pool->ParallelFor(parts, 1, [&](int, int64_t p0, int64_t p1) {
     for (int64_t e = split[p0]; e < split[p1]; ++e) {
       if (offsets[e + 1] > offsets[e]) fn(inner, e, offsets[e], offsets[e + 1] - offsets[e]);

@@ -17,52 +17,56 @@ struct Transformer<T>::Layer {
   int64_t w13 = -1, w2 = -1;                                          // dense SwiGLU
   int64_t router = -1, e_w13 = -1, e_w2 = -1, s_w13 = -1, s_w2 = -1;  // MoE
   // Saved activations.
-  T* x_in = nullptr;   // [T,D] residual stream entering the layer
-  T* h1 = nullptr;     // [T,D] attention RMSNorm output
-  T* rstd1 = nullptr;  // [T]
-  T* qkv = nullptr;    // [T,(H+2Hkv)·Dh] after rotary
-  T* probs = nullptr;  // [B,H,S,S]
-  T* att = nullptr;    // [T,H·Dh]
-  T* x_mid = nullptr;  // [T,D] residual after attention
-  T* h2 = nullptr;     // [T,D] FFN RMSNorm output
-  T* rstd2 = nullptr;  // [T]
-  T* x_out = nullptr;  // [T,D] residual leaving the layer (= next layer's x_in)
-  T* ab = nullptr;     // [T,2F] dense (or [T,2Dse] shared expert) SwiGLU input
-  T* g = nullptr;      // [T,F]  (or [T,Dse])
+  T* x_in = nullptr;     // [T,D] residual stream entering the layer
+  T* h1 = nullptr;       // [T,D] attention RMSNorm output
+  T* rstd1 = nullptr;    // [T]
+  T* qkv = nullptr;      // [T,(H+2Hkv)·Dh] after rotary
+  T* att_lse = nullptr;  // [B,H,S] attention log-sum-exp per query row
+  T* att = nullptr;      // [T,H·Dh]
+  T* x_mid = nullptr;    // [T,D] residual after attention
+  T* h2 = nullptr;       // [T,D] FFN RMSNorm output
+  T* rstd2 = nullptr;    // [T]
+  T* x_out = nullptr;    // [T,D] residual leaving the layer (= next layer's x_in)
+  T* ab = nullptr;       // [T,2F] dense (or [T,2Dse] shared expert) SwiGLU input
+  T* g = nullptr;        // [T,F]  (or [T,Dse])
   // MoE activations.
-  T* rlogits = nullptr;          // [T,E]
-  T* rprobs = nullptr;           // [T,E]
-  T* lse = nullptr;              // [T]
-  T* gate = nullptr;             // [T,K]
-  T* xs = nullptr;               // [P,D] tokens grouped by expert
-  T* ab_e = nullptr;             // [P,2De]
-  T* g_e = nullptr;              // [P,De]
-  T* ys = nullptr;               // [P,D]
-  int32_t* expert = nullptr;     // [T,K]
-  int32_t* slot_of = nullptr;    // [T,K]
-  int32_t* token_of = nullptr;   // [P]
-  int64_t* load = nullptr;       // [E]
-  std::vector<int64_t> offsets;  // [E+1] host: first slot of each expert group
+  T* rlogits = nullptr;             // [T,E]
+  T* rprobs = nullptr;              // [T,E]
+  T* rlse = nullptr;                // [T] router log-sum-exp
+  T* gate = nullptr;                // [T,K]
+  T* xs = nullptr;                  // [P,D] tokens grouped by expert
+  T* ab_e = nullptr;                // [P,2De]
+  T* g_e = nullptr;                 // [P,De]
+  T* ys = nullptr;                  // [P,D]
+  int32_t* expert = nullptr;        // [T,K]
+  int32_t* slot_of = nullptr;       // [T,K]
+  int32_t* token_of = nullptr;      // [P]
+  int64_t* load = nullptr;          // [E]
+  int64_t* plan_offsets = nullptr;  // [E+1] the routing plan's group boundaries
+  float* bias = nullptr;            // [E] loss-free balancing biases (selection only)
+  double* losses = nullptr;         // [2] {aux, z}: a slice of Globals::route_losses
+  std::vector<int64_t> offsets;     // [E+1] host copy of plan_offsets, for the GEMM shapes
   RoutingStats stats;
-  std::vector<float> bias;  // [E] loss-free balancing biases (selection only)
 };
 
 template <typename T>
 struct Transformer<T>::Globals {
   int64_t wte = -1, final_norm = -1, head = -1;
-  int32_t* tokens = nullptr;   // [T]
-  int32_t* targets = nullptr;  // [T]
-  T* resid = nullptr;          // [L+1,T,D] residual stream at each layer boundary
-  T* hf = nullptr;             // [T,D] final RMSNorm output
-  T* rstdf = nullptr;          // [T]
-  T* logits = nullptr;         // [T,V]
-  T* loss = nullptr;           // [T]
+  int32_t* tokens = nullptr;       // [T]
+  int32_t* targets = nullptr;      // [T]
+  T* resid = nullptr;              // [L+1,T,D] residual stream at each layer boundary
+  T* hf = nullptr;                 // [T,D] final RMSNorm output
+  T* rstdf = nullptr;              // [T]
+  T* logits = nullptr;             // [T,V]
+  T* loss = nullptr;               // [T]
+  double* route_losses = nullptr;  // [2·MoE layers] {aux, z} of each MoE layer
   // Backward scratch, reused by every layer.
   T *dresid = nullptr, *dh = nullptr, *dhf = nullptr, *dqkv = nullptr, *datt = nullptr;
   T *dab = nullptr, *dg = nullptr, *dlogits = nullptr;
   T *drlogits = nullptr, *dgate = nullptr, *dys = nullptr, *dg_e = nullptr, *dab_e = nullptr,
     *dxs = nullptr;
   std::vector<T> host_loss;
+  std::vector<double> host_route_losses;
 };
 
 template <typename T>
@@ -134,7 +138,6 @@ absl::Status Transformer<T>::Allocate() {
         layer->s_w2 = add(p + "shared.w2", D * Dse, WeightDecay::kApply);
         max_ffn = std::max(max_ffn, Dse);
       }
-      layer->bias.assign(E, 0.0f);
       layer->stats.load.assign(E, 0);
       layer->offsets.assign(E + 1, 0);
       moe_layers_.push_back(l);
@@ -161,6 +164,8 @@ absl::Status Transformer<T>::Allocate() {
   T* tp = nullptr;
   int32_t* ip = nullptr;
   int64_t* lp = nullptr;
+  float* fp = nullptr;
+  double* dp = nullptr;
   params_ = alloc(tp, num_params_);
   grads_ = alloc(tp, num_params_);
   const int64_t Tn = max_batch_ * m.seq_len, S = m.seq_len;
@@ -175,7 +180,7 @@ absl::Status Transformer<T>::Allocate() {
     y.h1 = alloc(tp, Tn * D);
     y.rstd1 = alloc(tp, Tn);
     y.qkv = alloc(tp, Tn * qkv_width);
-    y.probs = alloc(tp, max_batch_ * m.n_heads * S * S);
+    y.att_lse = alloc(tp, max_batch_ * m.n_heads * S);
     y.att = alloc(tp, Tn * D);
     y.x_mid = alloc(tp, Tn * D);
     y.h2 = alloc(tp, Tn * D);
@@ -189,7 +194,7 @@ absl::Status Transformer<T>::Allocate() {
       const int64_t E = m.n_experts, K = m.top_k, P = Tn * K, De = m.d_expert;
       y.rlogits = alloc(tp, Tn * E);
       y.rprobs = alloc(tp, Tn * E);
-      y.lse = alloc(tp, Tn);
+      y.rlse = alloc(tp, Tn);
       y.gate = alloc(tp, Tn * K);
       y.xs = alloc(tp, P * D);
       y.ab_e = alloc(tp, P * 2 * De);
@@ -199,6 +204,8 @@ absl::Status Transformer<T>::Allocate() {
       y.slot_of = alloc(ip, Tn * K);
       y.token_of = alloc(ip, P);
       y.load = alloc(lp, E);
+      y.plan_offsets = alloc(lp, E + 1);
+      y.bias = alloc(fp, E);
       max_e = std::max(max_e, E), max_p = std::max(max_p, P), max_de = std::max(max_de, De);
     }
   }
@@ -206,6 +213,12 @@ absl::Status Transformer<T>::Allocate() {
   g_->rstdf = alloc(tp, Tn);
   g_->logits = alloc(tp, Tn * kVocab);
   g_->loss = alloc(tp, Tn);
+  const int64_t n_moe = static_cast<int64_t>(moe_layers_.size());
+  g_->route_losses = alloc(dp, 2 * n_moe);
+  for (int64_t i = 0; i < n_moe && status.ok(); ++i) {
+    layers_[moe_layers_[i]]->losses = g_->route_losses + 2 * i;
+  }
+  g_->host_route_losses.resize(2 * n_moe);
   g_->dresid = alloc(tp, Tn * D);
   g_->dh = alloc(tp, Tn * D);
   g_->dhf = alloc(tp, Tn * D);
@@ -251,8 +264,15 @@ const RoutingStats& Transformer<T>::Routing(int64_t i) const {
   return layers_[moe_layers_[i]]->stats;
 }
 template <typename T>
-std::vector<float>& Transformer<T>::BalanceBias(int64_t i) {
+float* Transformer<T>::BalanceBias(int64_t i) {
   return layers_[moe_layers_[i]]->bias;
+}
+
+template <typename T>
+size_t Transformer<T>::AllocatedBytes() const {
+  size_t bytes = 0;
+  for (const auto& b : buffers_) bytes += b->bytes();
+  return bytes;
 }
 
 template <typename T>
@@ -289,7 +309,7 @@ ForwardResult Transformer<T>::Forward(const int32_t* tokens, const int32_t* targ
     ops_.matmul_forward(ctx, {Tn, D, qkv_width}, y.qkv, y.h1, p + y.w_qkv, Accumulate::kNo,
                         FlopKind::kModel);
     ops_.rope_forward(ctx, as, y.qkv);
-    ops_.attention_forward(ctx, as, y.att, y.probs, y.qkv);
+    ops_.attention_forward(ctx, as, y.att, y.att_lse, y.qkv);
     device_.Copy(y.x_mid, y.x_in, Tn * D * sizeof(T));
     ops_.matmul_forward(ctx, {Tn, D, D}, y.x_mid, y.att, p + y.w_o, Accumulate::kYes,
                         FlopKind::kModel);
@@ -305,8 +325,6 @@ ForwardResult Transformer<T>::Forward(const int32_t* tokens, const int32_t* targ
                           FlopKind::kModel);
     } else {
       MoeForward(y, Tn, y.x_out);
-      result.aux += y.stats.aux_loss;
-      result.z += y.stats.z_loss;
     }
   }
   ops_.rmsnorm_forward(ctx, Tn, D, g_->hf, g_->rstdf, g_->resid + m.n_layers * Tn * D,
@@ -314,10 +332,22 @@ ForwardResult Transformer<T>::Forward(const int32_t* tokens, const int32_t* targ
   ops_.matmul_forward(ctx, {Tn, D, kVocab}, g_->logits, g_->hf, p + g_->head, Accumulate::kNo,
                       FlopKind::kVocab);
   ops_.cross_entropy_forward(ctx, Tn, kVocab, g_->loss, g_->logits, g_->targets);
+  // The micro-batch's one readback of losses: per-token cross-entropy and the routers' {aux, z}.
   device_.ToHost(g_->host_loss.data(), g_->loss, Tn * sizeof(T));
   double sum = 0.0;
   for (int64_t i = 0; i < Tn; ++i) sum += g_->host_loss[i];
   result.ce = sum / Tn;
+  if (!moe_layers_.empty()) {
+    device_.ToHost(g_->host_route_losses.data(), g_->route_losses,
+                   g_->host_route_losses.size() * sizeof(double));
+    for (size_t i = 0; i < moe_layers_.size(); ++i) {
+      RoutingStats& stats = layers_[moe_layers_[i]]->stats;
+      stats.aux_loss = g_->host_route_losses[2 * i];
+      stats.z_loss = g_->host_route_losses[2 * i + 1];
+      result.aux += stats.aux_loss;
+      result.z += stats.z_loss;
+    }
+  }
   return result;
 }
 
@@ -338,15 +368,15 @@ void Transformer<T>::MoeForward(Layer& y, int64_t Tn, T* out) {
                       .aux_weight = m.aux_loss_weight,
                       .z_weight = m.z_loss_weight,
                       .grad_scale = 1.0};
-  double losses[2] = {0, 0};
   const bool use_bias = m.bias_update_rate > 0;
-  ops_.route_forward(ctx, rs, y.rprobs, y.lse, y.expert, y.gate, y.load, losses, y.rlogits,
-                     use_bias ? y.bias.data() : nullptr);
-  y.stats.aux_loss = losses[0];
-  y.stats.z_loss = losses[1];
-  device_.ToHost(y.stats.load.data(), y.load, E * sizeof(int64_t));
+  ops_.route_forward(ctx, rs, y.rprobs, y.rlse, y.expert, y.gate, y.load, y.losses, y.rlogits,
+                     use_bias ? y.bias : nullptr);
+  ops_.routing_plan(ctx, Tn, K, E, y.plan_offsets, y.slot_of, y.token_of, y.expert);
+  // The layer's one readback: the grouped GEMMs need each expert's row count on the host, and
+  // the step's expert load is the same numbers.
+  device_.ToHost(y.offsets.data(), y.plan_offsets, (E + 1) * sizeof(int64_t));
+  for (int64_t e = 0; e < E; ++e) y.stats.load[e] = y.offsets[e + 1] - y.offsets[e];
   const ExpertShape es{.tokens = Tn, .top_k = K, .experts = E, .d_model = D, .d_expert = De};
-  BuildRoutingPlan(es, y.expert, y.stats.load.data(), y.offsets, y.slot_of, y.token_of);
   GroupedExpertsForward<T>(ops_, ctx, es, y.offsets, y.slot_of, y.token_of, y.gate, y.h2,
                            p + y.e_w13, p + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, out);
   const int64_t Dse = m.SharedDim();
@@ -394,7 +424,7 @@ void Transformer<T>::Backward(double ce_scale, double aux_scale) {
     // Attention block.
     ops_.matmul_backward(ctx, {Tn, D, D}, g_->datt, dp + y.w_o, g_->dresid, y.att, p + y.w_o,
                          Accumulate::kNo, FlopKind::kModel);
-    ops_.attention_backward(ctx, as, g_->dqkv, g_->datt, y.probs, y.qkv);
+    ops_.attention_backward(ctx, as, g_->dqkv, g_->datt, y.att, y.att_lse, y.qkv);
     ops_.rope_backward(ctx, as, g_->dqkv);
     ops_.matmul_backward(ctx, {Tn, D, qkv_width}, g_->dh, dp + y.w_qkv, g_->dqkv, y.h1, p + y.w_qkv,
                          Accumulate::kNo, FlopKind::kModel);
@@ -434,7 +464,7 @@ void Transformer<T>::MoeBackward(Layer& y, int64_t Tn, T* dy, T* dh) {
                       .aux_weight = m.aux_loss_weight,
                       .z_weight = m.z_loss_weight,
                       .grad_scale = aux_scale_};
-  ops_.route_backward(ctx, rs, g_->drlogits, g_->dgate, y.rprobs, y.lse, y.expert, y.load);
+  ops_.route_backward(ctx, rs, g_->drlogits, g_->dgate, y.rprobs, y.rlse, y.expert, y.load);
   ops_.matmul_backward(ctx, {Tn, D, E}, dh, dp + y.router, g_->drlogits, y.h2, p + y.router,
                        Accumulate::kYes, FlopKind::kModel);
 }

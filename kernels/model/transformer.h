@@ -1,7 +1,8 @@
 // The model the engine trains (DESIGN.md §1): a byte-level decoder-only transformer with dense or
 // MoE SwiGLU feed-forward layers. This class owns the parameters, their gradients and the saved
 // activations, and orchestrates ops through the device's op table; it does no arithmetic itself
-// except host-side bookkeeping (routing plan, loss means).
+// except host-side bookkeeping (loss means, expert row counts). Every array it hands to an op is
+// device memory; the host sees per micro-batch the losses and per MoE layer the E+1 plan offsets.
 //
 // Shape legend: B sequences per micro-batch, S sequence length, T = B·S tokens, D = D_m,
 // H/Hkv/Dh heads, F = D_ffn, E experts, K top-k, De/Dse expert and shared-expert widths,
@@ -32,9 +33,9 @@ struct ParamTensor {
   WeightDecay decay = WeightDecay::kApply;
 };
 
-// Routing statistics of one MoE layer for the last forward.
+// Routing statistics of one MoE layer for the last forward (host copies).
 struct RoutingStats {
-  std::vector<int64_t> load;  // [E] routing slots per expert
+  std::vector<int64_t> load;  // [E] routing slots per expert (from the routing plan's offsets)
   double aux_loss = 0;        // λ·E·Σ f_i·P_i
   double z_loss = 0;          // λ_z·mean(lse²)
 };
@@ -72,8 +73,12 @@ class Transformer {
   int64_t NumMoeLayers() const { return static_cast<int64_t>(moe_layers_.size()); }
   int64_t MoeLayerIndex(int64_t i) const { return moe_layers_[i]; }  // i-th MoE layer's depth
   const RoutingStats& Routing(int64_t i) const;
-  // Loss-free balancing biases b_i of the i-th MoE layer (added to scores for selection only).
-  std::vector<float>& BalanceBias(int64_t i);
+  // Loss-free balancing biases b_i of the i-th MoE layer (added to scores for selection only):
+  // a device array of E floats, zero after Create. Move it with the device's ToHost/FromHost.
+  float* BalanceBias(int64_t i);
+
+  // Device memory this model holds (parameters, gradients, activations, scratch), in bytes.
+  size_t AllocatedBytes() const;
 
   struct Layer;  // per-layer parameter offsets and activations (transformer.cc)
 

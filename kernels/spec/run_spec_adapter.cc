@@ -153,6 +153,20 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   tc.eval_tokens = t.eval_tokens() == 0 ? 65536 : static_cast<int64_t>(t.eval_tokens());
   tc.checkpoint_interval = t.checkpoint_every_steps();
   out.threads = static_cast<int>(t.threads() != 0 ? t.threads() : spec.resources().cpu_threads());
+  out.gpus = static_cast<int>(spec.resources().gpus());
+  switch (t.precision()) {
+    case parity::v1::PRECISION_UNSPECIFIED:
+      c.precision = Precision::kUnspecified;
+      break;
+    case parity::v1::PRECISION_FP32:
+      c.precision = Precision::kFp32;
+      break;
+    case parity::v1::PRECISION_BF16:
+      c.precision = Precision::kBf16;
+      break;
+    default:
+      return Bad("training.precision", absl::StrCat("unknown value ", t.precision()));
+  }
   // ---- data ----
   const auto& d = spec.data();
   DataConfig& dc = c.data;

@@ -14,10 +14,12 @@ class RunSpec;
 
 namespace parity::kernels {
 
-// Threads requested by the spec (training.threads, else resources.cpu_threads), 0 if neither.
+// Threads requested by the spec (training.threads, else resources.cpu_threads), 0 if neither;
+// GPUs it asks for (resources.gpus), which picks parity-train's default --device.
 struct ParsedRunSpec {
   RunConfig config;
   int threads = 0;
+  int gpus = 0;
 };
 
 absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& spec);

@@ -117,26 +117,76 @@ TEST_P(AttentionGradTest, RopeAndAttention) {
   const int64_t t = s.batch * s.seq, width = (s.heads + 2 * s.kv_heads) * s.head_dim;
   const int64_t out_width = s.heads * s.head_dim;
   auto qkv = RandomVector(t * width, 12), r = RandomVector(t * out_width, 13);
-  std::vector<double> probs(s.batch * s.heads * s.seq * s.seq), out(t * out_width);
+  std::vector<double> lse(s.batch * s.heads * s.seq), out(t * out_width);
   auto forward = [&](std::vector<double>& rotated) {
     rotated = qkv;
     ops_.rope_forward(ctx_, s, rotated.data());
-    ops_.attention_forward(ctx_, s, out.data(), probs.data(), rotated.data());
+    ops_.attention_forward(ctx_, s, out.data(), lse.data(), rotated.data());
     return Dot(out, r);
   };
   std::vector<double> rotated;
   auto loss = [&] { return forward(rotated); };
   forward(rotated);
   std::vector<double> dqkv(qkv.size());
-  ops_.attention_backward(ctx_, s, dqkv.data(), r.data(), probs.data(), rotated.data());
+  ops_.attention_backward(ctx_, s, dqkv.data(), r.data(), out.data(), lse.data(), rotated.data());
   ops_.rope_backward(ctx_, s, dqkv.data());
   ExpectGradientsMatch(std::string(c.name) + " dqkv", qkv.data(), qkv.size(), dqkv, loss, 400);
+}
+
+// The forward against the definition: out = softmax(scores)·v and lse = log Σ_j≤i exp(score),
+// computed directly per row (the kernel saves lse instead of the probabilities).
+TEST_P(AttentionGradTest, ForwardMatchesDefinitionAndSavesRowLogSumExp) {
+  const AttnCase c = GetParam();
+  const AttentionShape s{.batch = 2,
+                         .seq = 9,
+                         .heads = c.heads,
+                         .kv_heads = c.kv_heads,
+                         .head_dim = 4,
+                         .positions = c.positions,
+                         .rope_theta = 100.0};
+  const int64_t S = s.seq, Dh = s.head_dim, width = (s.heads + 2 * s.kv_heads) * Dh;
+  const int64_t ldo = s.heads * Dh;
+  auto qkv = RandomVector(s.batch * S * width, 21);
+  std::vector<double> lse(s.batch * s.heads * S), out(s.batch * S * ldo);
+  ops_.attention_forward(ctx_, s, out.data(), lse.data(), qkv.data());
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t g = h / (s.heads / s.kv_heads);
+      const double slope =
+          c.positions == Positions::kAlibi ? std::pow(2.0, -8.0 * (h + 1) / s.heads) : 0.0;
+      for (int64_t i = 0; i < S; ++i) {
+        std::vector<double> score(i + 1);
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < Dh; ++d) {
+            dot += qkv[(b * S + i) * width + h * Dh + d] *
+                   qkv[(b * S + j) * width + (s.heads + g) * Dh + d];
+          }
+          score[j] = dot / std::sqrt(static_cast<double>(Dh)) - slope * (i - j);
+          sum += std::exp(score[j]);
+        }
+        ASSERT_NEAR(lse[(b * s.heads + h) * S + i], std::log(sum), 1e-12)
+            << c.name << " lse of sequence " << b << " head " << h << " row " << i;
+        for (int64_t d = 0; d < Dh; ++d) {
+          double want = 0;
+          for (int64_t j = 0; j <= i; ++j) {
+            want += std::exp(score[j]) / sum *
+                    qkv[(b * S + j) * width + (s.heads + s.kv_heads + g) * Dh + d];
+          }
+          ASSERT_NEAR(out[(b * S + i) * ldo + h * Dh + d], want, 1e-12)
+              << c.name << " out of sequence " << b << " head " << h << " row " << i;
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, AttentionGradTest,
                          ::testing::Values(AttnCase{"mha_rope", 2, 2, Positions::kRotary},
                                            AttnCase{"gqa_rope", 4, 2, Positions::kRotary},
-                                           AttnCase{"mqa_alibi", 3, 1, Positions::kAlibi}),
+                                           AttnCase{"mqa_alibi", 3, 1, Positions::kAlibi},
+                                           AttnCase{"gqa_alibi", 4, 2, Positions::kAlibi}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST_F(OpGradTest, RoutePermuteCombine) {
@@ -256,8 +306,9 @@ TEST_P(ModelGradTest, AllParametersMatchFiniteDifferences) {
   // Larger weights than the training init so every path carries signal.
   for (int64_t i = 0; i < model.NumParams(); ++i) model.Params()[i] *= 10;
   for (int64_t i = 0; i < model.NumMoeLayers(); ++i) {
-    auto& bias = model.BalanceBias(i);
+    std::vector<float> bias(c.config.n_experts);
     for (size_t e = 0; e < bias.size(); ++e) bias[e] = 0.01f * static_cast<float>(e % 3);
+    device->FromHost(model.BalanceBias(i), bias.data(), bias.size() * sizeof(float));
   }
   std::vector<int32_t> in(tokens), out(tokens);
   for (int64_t i = 0; i < tokens; ++i) in[i] = (i * 37 + 11) % 256, out[i] = (i * 53 + 5) % 256;

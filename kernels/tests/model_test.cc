@@ -15,6 +15,37 @@ namespace {
 
 using testing::RandomVector;
 
+// The reference routing plan: the serial stable counting sort the engine built on the host before
+// the routing_plan op existed. offsets [E+1], slot_of [T,K], token_of [P].
+void ReferenceRoutingPlan(const ExpertShape& s, const int32_t* expert,
+                          std::vector<int64_t>& offsets, int32_t* slot_of, int32_t* token_of) {
+  offsets.assign(s.experts + 1, 0);
+  for (int64_t i = 0; i < s.tokens * s.top_k; ++i) ++offsets[expert[i] + 1];
+  for (int64_t e = 0; e < s.experts; ++e) offsets[e + 1] += offsets[e];
+  std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
+  for (int64_t i = 0; i < s.tokens * s.top_k; ++i) {
+    const int64_t slot = cursor[expert[i]]++;
+    slot_of[i] = static_cast<int32_t>(slot);
+    token_of[slot] = static_cast<int32_t>(i / s.top_k);
+  }
+}
+
+// K distinct experts per token out of the first `used` of E (the rest stay empty groups).
+std::vector<int32_t> RandomExperts(const ExpertShape& s, int64_t used, uint64_t seed) {
+  std::vector<int32_t> expert(s.tokens * s.top_k);
+  Rng rng{.seed = seed};
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    std::vector<int32_t> pool(used);
+    for (int64_t e = 0; e < used; ++e) pool[e] = static_cast<int32_t>(e);
+    for (int64_t k = 0; k < s.top_k; ++k) {
+      const int64_t j = rng.Below(pool.size());
+      expert[t * s.top_k + k] = pool[j];
+      pool.erase(pool.begin() + j);
+    }
+  }
+  return expert;
+}
+
 ModelConfig Small() {
   ModelConfig m;
   m.d_model = 32;
@@ -139,22 +170,11 @@ TEST(ModelTest, GroupedDroplessPathEqualsPerExpertLoop) {
   const int64_t P = T * K;
   auto x = RandomVector(T * D, 1), w13 = RandomVector(E * 2 * De * D, 2, 0.5);
   auto w2 = RandomVector(E * D * De, 3, 0.5), gate = RandomVector(P, 4);
-  std::vector<int32_t> expert(P);
-  std::vector<int64_t> load(E, 0);
-  Rng rng{.seed = 11};
-  for (int64_t t = 0; t < T; ++t) {
-    // K distinct experts per token; expert 5 left unused to cover an empty group.
-    std::vector<int32_t> pool = {0, 1, 2, 3, 4};
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t j = rng.Below(pool.size());
-      expert[t * K + k] = pool[j];
-      ++load[pool[j]];
-      pool.erase(pool.begin() + j);
-    }
-  }
-  std::vector<int64_t> offsets;
+  const std::vector<int32_t> expert = RandomExperts(s, 5, 11);  // expert 5: an empty group
+  std::vector<int64_t> offsets(E + 1);
   std::vector<int32_t> slot_of(P), token_of(P);
-  BuildRoutingPlan(s, expert.data(), load.data(), offsets, slot_of.data(), token_of.data());
+  ops.routing_plan(device->Context(), T, K, E, offsets.data(), slot_of.data(), token_of.data(),
+                   expert.data());
   std::vector<double> xs(P * D), ab(P * 2 * De), g(P * De), ys(P * D), out(T * D, 0.0);
   GroupedExpertsForward<double>(ops, device->Context(), s, offsets, slot_of.data(), token_of.data(),
                                 gate.data(), x.data(), w13.data(), w2.data(),
@@ -182,6 +202,71 @@ TEST(ModelTest, GroupedDroplessPathEqualsPerExpertLoop) {
       ASSERT_NEAR(out[t * D + c], want[c], 1e-12) << "token " << t << " feature " << c;
     }
   }
+}
+
+// The routing_plan op is the serial stable sort, whatever the pool size: 3000 tokens × 3 slots
+// span several of its 4096-slot chunks, and two of the 7 experts stay empty.
+TEST(ModelTest, RoutingPlanOpEqualsTheHostReference) {
+  const ExpertShape s{.tokens = 3000, .top_k = 3, .experts = 7, .d_model = 1, .d_expert = 1};
+  const int64_t P = s.tokens * s.top_k;
+  const std::vector<int32_t> expert = RandomExperts(s, 5, 17);
+  std::vector<int64_t> want_offsets;
+  std::vector<int32_t> want_slot(P), want_token(P);
+  ReferenceRoutingPlan(s, expert.data(), want_offsets, want_slot.data(), want_token.data());
+  for (int threads : {1, 2, 3}) {
+    auto device = MakeCpuDevice({.threads = threads});
+    std::vector<int64_t> offsets(s.experts + 1, -1);
+    std::vector<int32_t> slot_of(P, -1), token_of(P, -1);
+    device->OpsF32()->routing_plan(device->Context(), s.tokens, s.top_k, s.experts, offsets.data(),
+                                   slot_of.data(), token_of.data(), expert.data());
+    EXPECT_EQ(offsets, want_offsets) << "offsets with " << threads << " threads";
+    EXPECT_EQ(slot_of, want_slot) << "slot_of with " << threads << " threads";
+    EXPECT_EQ(token_of, want_token) << "token_of with " << threads << " threads";
+  }
+}
+
+// bias_update against the loop the trainer ran on the host: b_i += u·sign(mean − load_i), with a
+// load equal to the mean left alone.
+TEST(ModelTest, BiasUpdateOpEqualsTheHostLoop) {
+  auto device = MakeCpuDevice({.threads = 2});
+  const std::vector<int64_t> load = {10, 30, 20, 20, 0, 40};  // mean 20: two experts at the mean
+  std::vector<float> bias = {0.5f, -0.25f, 0.125f, 0.0f, 1e-3f, -7.0f}, want = bias;
+  const double rate = 1e-3;
+  for (int round = 0; round < 3; ++round) {
+    double mean = 0;
+    for (int64_t l : load) mean += l;
+    mean /= static_cast<double>(load.size());
+    for (size_t e = 0; e < load.size(); ++e) {
+      const double d = mean - load[e];
+      want[e] += static_cast<float>(rate * ((d > 0) - (d < 0)));
+    }
+    device->OpsF32()->bias_update(device->Context(), static_cast<int64_t>(load.size()), bias.data(),
+                                  load.data(), rate);
+    for (size_t e = 0; e < load.size(); ++e) {
+      EXPECT_EQ(bias[e], want[e]) << "bias of expert " << e << " after update " << round + 1;
+    }
+  }
+}
+
+// Attention keeps lse[B,H,S], not probabilities [B,H,S,S]: doubling S at most doubles what the
+// model allocates, and one layer's worth of S×S floats is more than the whole model holds.
+TEST(ModelTest, AllocationsGrowLinearlyInSequenceLength) {
+  auto device = MakeCpuDevice({.threads = 1});
+  ModelConfig m = Small();
+  m.layout = MoeLayout::kInterleaved, m.n_experts = 4, m.top_k = 2, m.d_expert = 16;
+  const int64_t batch = 2;
+  auto bytes_at = [&](int64_t seq) {
+    m.seq_len = seq;
+    auto model = Transformer<float>::Create(m, *device, batch);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? static_cast<double>((*model)->AllocatedBytes()) : 0.0;
+  };
+  const double at_1k = bytes_at(1024), at_2k = bytes_at(2048);
+  const double one_layer_probs = static_cast<double>(batch) * m.n_heads * 2048 * 2048 * 4;
+  EXPECT_LE(at_2k, 2.0 * at_1k) << "allocations grow faster than S: " << at_1k << " B at S 1024, "
+                                << at_2k << " B at S 2048";
+  EXPECT_LT(at_2k, one_layer_probs)
+      << "the model holds " << at_2k << " B, less would be needed for one layer's [B,H,S,S]";
 }
 
 struct FlopCase {

@@ -2,9 +2,9 @@
 // against is documented in kernels/README.md ("parity-train interface"); in short:
 //
 //   parity-train --run RUN.json --out DIR [--resume] [--metrics-fd N | --metrics FILE]
-//                [--threads N] [--run-id ID] [--max-steps N]
+//                [--device cpu|cuda[:N]] [--threads N] [--run-id ID] [--max-steps N]
 //
-// Exit codes: 0 completed; 2 bad arguments or run spec (nothing trained); 3 stopped by
+// Exit codes: 0 completed; 2 bad arguments, run spec or device (nothing trained); 3 stopped by
 // SIGTERM/SIGINT or --max-steps after checkpointing (resumable); 4 the checkpoint in DIR is
 // incompatible or corrupt; 5 out of memory; 6 training diverged (non-finite loss); 1 any other
 // failure.
@@ -68,8 +68,8 @@ int ExitCodeFor(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"parity-train: train one Parity run on the CPU backend"};
-  std::string run_path, out_dir, metrics_path, run_id;
+  CLI::App app{"parity-train: train one Parity run on the CPU or CUDA backend"};
+  std::string run_path, out_dir, metrics_path, run_id, device;
   int metrics_fd = -1, threads = 0;
   int64_t max_steps = 0;
   bool resume = false;
@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
   auto* fd_opt = app.add_option("--metrics-fd", metrics_fd, "write metrics JSON lines to this fd");
   app.add_option("--metrics", metrics_path, "append metrics JSON lines to this file")
       ->excludes(fd_opt);
+  app.add_option("--device", device,
+                 "cpu, cuda or cuda:N (default: cuda:0 when the spec's resources.gpus > 0, "
+                 "else cpu)");
   app.add_option("--threads", threads, "CPU threads (default: the spec's, else 1)");
   app.add_option("--max-steps", max_steps,
                  "stop after this many steps in this process (checkpoint, exit 3)");
@@ -121,6 +124,12 @@ int main(int argc, char** argv) {
   if (!parsed.ok()) return fail(parsed.status());
   if (run_id.empty()) run_id = parsed->config.run_id;
   parsed->config.run_id = run_id;
+  parity::kernels::DeviceChoice choice = parity::kernels::DefaultDeviceChoice(parsed->gpus);
+  if (!device.empty()) {
+    auto given = parity::kernels::ParseDeviceChoice(device);
+    if (!given.ok()) return fail(given.status());
+    choice = *given;
+  }
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
@@ -128,6 +137,7 @@ int main(int argc, char** argv) {
       .out_dir = out_dir,
       .resume = resume ? parity::kernels::ResumeMode::kResumeIfPresent
                        : parity::kernels::ResumeMode::kFresh,
+      .device = choice,
       .threads = threads > 0 ? threads : std::max(1, parsed->threads),
       .metrics = &sink,
       .stop = &g_stop,

@@ -17,7 +17,7 @@ namespace parity::kernels {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'A', 'R', 'I', 'T', 'Y', 'C', 'K'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ULL;
@@ -69,6 +69,13 @@ class Reader {
     if (pos_ + sizeof(U) > s_.size()) return false;
     std::memcpy(v, s_.data() + pos_, sizeof(U));
     pos_ += sizeof(U);
+    return true;
+  }
+  bool GetString(std::string* v) {
+    uint32_t n = 0;
+    if (!Get(&n) || n > s_.size() - pos_) return false;
+    v->assign(s_.data() + pos_, n);
+    pos_ += n;
     return true;
   }
   bool GetFloats(size_t n, std::vector<float>* v) {
@@ -133,6 +140,10 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, const Checkp
   w.Append(kMagic, sizeof(kMagic));
   w.Put(kVersion);
   w.Put(c.fingerprint);
+  for (const std::string* text : {&c.device, &c.precision}) {
+    w.Put(static_cast<uint32_t>(text->size()));
+    w.Append(text->data(), text->size());
+  }
   w.Put(c.step);
   w.Put(c.cursor);
   w.Put(c.rng.seed);
@@ -187,7 +198,7 @@ absl::StatusOr<std::optional<Checkpoint>> ReadLatestCheckpoint(const std::string
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("LATEST names missing checkpoint ", path));
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto corrupt = [&](const char* why) {
+  auto corrupt = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why));
   };
   if (data.size() < sizeof(kMagic) + 8 || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
@@ -202,9 +213,14 @@ absl::StatusOr<std::optional<Checkpoint>> ReadLatestCheckpoint(const std::string
   Checkpoint c;
   uint32_t version = 0, layers = 0;
   uint64_t n = 0;
-  if (!r.Get(&version) || version != kVersion) return corrupt("unsupported version");
-  if (!r.Get(&c.fingerprint) || !r.Get(&c.step) || !r.Get(&c.cursor) || !r.Get(&c.rng.seed) ||
-      !r.Get(&c.rng.counter) || !r.Get(&layers)) {
+  if (!r.Get(&version)) return corrupt("truncated header");
+  if (version != kVersion) {
+    return corrupt(absl::StrCat("format ", version, " is not this engine's format ", kVersion,
+                                " (written by an older engine: start the run afresh)"));
+  }
+  if (!r.Get(&c.fingerprint) || !r.GetString(&c.device) || !r.GetString(&c.precision) ||
+      !r.Get(&c.step) || !r.Get(&c.cursor) || !r.Get(&c.rng.seed) || !r.Get(&c.rng.counter) ||
+      !r.Get(&layers)) {
     return corrupt("truncated header");
   }
   c.balance_bias.resize(layers);

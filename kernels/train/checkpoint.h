@@ -5,10 +5,11 @@
 //   step-00000120.ckpt   one file per kept checkpoint (older ones pruned to `keep`)
 //   LATEST               the file name of the newest complete checkpoint, one line
 // Both are written as temp file + fsync + rename (+ fsync of DIR), so a crash leaves either the old
-// or the new state, never a torn file. File format (little-endian): "PARITYCK", u32 version,
-// u64 fingerprint, i64 step, i64 cursor, u64 rng seed, u64 rng counter, u32 MoE layers, then per
-// layer u32 E and E floats of bias, u64 n, then n floats each of params, m, v; finally a u64
-// FNV-1a checksum of all preceding bytes.
+// or the new state, never a torn file. File format (little-endian): "PARITYCK", u32 version (2),
+// u64 fingerprint, u32 length + bytes of the device name, u32 length + bytes of the precision
+// name, i64 step, i64 cursor, u64 rng seed, u64 rng counter, u32 MoE layers, then per layer u32 E
+// and E floats of bias, u64 n, then n floats each of params, m, v; finally a u64 FNV-1a checksum
+// of all preceding bytes. Version 1 (no device, no precision) is refused as from an older engine.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,8 @@ namespace parity::kernels {
 
 struct CheckpointHeader {
   uint64_t fingerprint = 0;  // of the run spec (RunFingerprint); resume refuses a mismatch
+  std::string device;        // Device::Name() that wrote it, e.g. "cpu", "cuda:NVIDIA H200"
+  std::string precision;     // PrecisionName() of the run, e.g. "fp32"
   int64_t step = 0;          // optimizer steps completed
   int64_t cursor = 0;        // training windows consumed
   Rng rng;

@@ -1,5 +1,7 @@
 // The training loop for one run: model + AdamW + schedule + data + checkpoints + telemetry.
-// RunTraining is the whole life of a parity-train process minus argument parsing.
+// RunTraining is the whole life of a parity-train process minus argument parsing; its parts live
+// in session.* (setup, resume, checkpoint), step.* (one optimizer step, bias balancing,
+// validation) and metrics.* (the JSON lines).
 //
 // Threading: RunTraining runs on the caller's thread; the device's pool parallelises inside ops.
 // `stop` (may be null) is polled between steps — set it from a signal handler to checkpoint and
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "kernels/backend/device_choice.h"
 #include "kernels/model/config.h"
 
 namespace parity::kernels {
@@ -27,7 +30,8 @@ enum class ResumeMode { kFresh, kResumeIfPresent };
 struct TrainerOptions {
   std::string out_dir;  // checkpoints go here
   ResumeMode resume = ResumeMode::kFresh;
-  int threads = 1;
+  DeviceChoice device = {};                 // cpu unless told otherwise
+  int threads = 1;                          // CPU pool threads (the CPU device only)
   MetricsSink* metrics = nullptr;           // required
   const std::atomic<bool>* stop = nullptr;  // may be null
   // Stop (checkpoint, outcome kStopped) after this many steps in this process; 0 = no limit.
@@ -42,7 +46,7 @@ struct TrainSummary {
   int64_t steps = 0;
   int64_t tokens = 0;
   double final_train_bpc = 0;
-  double final_val_bpc = 0;
+  double final_val_bpc = 0;             // NaN when no validation ran
   double measured_flops_per_token = 0;  // counted kModel FLOPs of training steps / tokens
   double analytic_flops_per_token = 0;  // M
   std::string checkpoint_path;
@@ -50,14 +54,16 @@ struct TrainSummary {
 };
 
 // A 64-bit fingerprint of everything that determines the run's trajectory (model, optimizer,
-// training and data settings, and the corpus *content* via `corpus_digest` — not its path, so a
-// resume on another machine with the corpus elsewhere is accepted); a checkpoint from a
-// different spec or corpus is refused on resume.
-uint64_t RunFingerprint(const RunConfig& config, uint64_t corpus_digest);
+// training and data settings, precision, the device that computes it — `device_name` is
+// Device::Name(), backend and GPU model — and the corpus *content* via `corpus_digest`, not its
+// path, so a resume on another machine with the corpus elsewhere is accepted); a checkpoint from
+// a different spec, corpus, precision or kind of device is refused on resume.
+uint64_t RunFingerprint(const RunConfig& config, uint64_t corpus_digest,
+                        const std::string& device_name);
 
-// Validates, trains, checkpoints. InvalidArgument for a bad spec (before any work),
-// FailedPrecondition for a checkpoint from a different spec, DataLoss for a corrupt one,
-// OutOfRange when the loss or gradient becomes non-finite (diverged; nothing applied),
+// Validates, trains, checkpoints. InvalidArgument for a bad spec or an unavailable device (before
+// any work), FailedPrecondition for a checkpoint from a different spec or device, DataLoss for a
+// corrupt one, OutOfRange when the loss or gradient becomes non-finite (diverged; nothing applied),
 // PermissionDenied when the output directory cannot be created, other codes for I/O trouble.
 absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerOptions& options);
 

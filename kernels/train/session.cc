@@ -1,0 +1,135 @@
+#include "kernels/train/session.h"
+
+#include <filesystem>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "kernels/train/checkpoint.h"
+
+namespace parity::kernels {
+
+absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind) {
+  const bool cuda = kind == DeviceKind::kCuda;
+  const Precision resolved = requested != Precision::kUnspecified
+                                 ? requested
+                                 : (cuda ? Precision::kBf16 : Precision::kFp32);
+  if (resolved == Precision::kFp32) return resolved;
+  // Every backend's op tables are fp32 (OpTable<float>); bf16 needs weight copies and bf16
+  // kernels that no backend has yet.
+  if (!cuda) {
+    return absl::InvalidArgumentError(
+        "training.precision: PRECISION_BF16 is not supported on the cpu backend (fp32 only); set "
+        "training.precision to PRECISION_FP32 or leave it unset");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "training.precision: ",
+      requested == Precision::kUnspecified ? "unset means PRECISION_BF16 on cuda, which"
+                                           : "PRECISION_BF16",
+      " is not implemented by the engine yet (fp32 kernels only); set training.precision to "
+      "PRECISION_FP32"));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
+                                                     const TrainerOptions& options) {
+  PARITY_RETURN_IF_ERROR(ValidateRunConfig(config));
+  if (options.metrics == nullptr) return absl::InvalidArgumentError("options.metrics is required");
+  PARITY_ASSIGN_OR_RETURN(const Precision precision,
+                          ResolvePrecision(config.precision, options.device.kind));
+  // Fail before any work if checkpoints could not be written.
+  std::error_code ec;
+  std::filesystem::create_directories(options.out_dir, ec);
+  if (ec || options.out_dir.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--out '", options.out_dir, "': cannot create: ", ec.message()));
+  }
+  const TrainConfig& tc = config.train;
+  PARITY_ASSIGN_OR_RETURN(ByteCorpus corpus,
+                          ByteCorpus::Load(config.data, config.model.seq_len, tc.seed));
+  auto s = std::make_unique<Session>(std::move(corpus));
+  s->config = config;
+  s->config.precision = precision;
+  s->options = options;
+  PARITY_ASSIGN_OR_RETURN(s->device, MakeDevice(options.device, options.threads));
+  PARITY_ASSIGN_OR_RETURN(s->model,
+                          Transformer<float>::Create(config.model, *s->device, tc.batch_size));
+  const int64_t n = s->model->NumParams();
+  const int64_t loads = s->model->NumMoeLayers() * config.model.n_experts;
+  for (int64_t bytes : {n * 4, n * 4, std::max<int64_t>(loads, 1) * 8}) {
+    PARITY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> b,
+                            s->device->Allocate(static_cast<size_t>(bytes)));
+    s->memory.push_back(std::move(b));
+  }
+  s->adam_m = s->memory[0]->as<float>();
+  s->adam_v = s->memory[1]->as<float>();
+  s->step_load = s->memory[2]->as<int64_t>();
+  s->fingerprint = RunFingerprint(s->config, s->corpus.Digest(), std::string(s->device->Name()));
+  s->rng = Rng{.seed = tc.seed};
+  s->model->InitParams(s->rng);
+  s->inputs.resize(tc.batch_size * config.model.seq_len);
+  s->targets.resize(tc.batch_size * config.model.seq_len);
+  return s;
+}
+
+absl::Status ResumeSession(Session& s) {
+  PARITY_ASSIGN_OR_RETURN(std::optional<Checkpoint> ckpt, ReadLatestCheckpoint(s.options.out_dir));
+  if (!ckpt.has_value()) return absl::OkStatus();
+  Checkpoint& c = *ckpt;
+  Transformer<float>& model = *s.model;
+  const std::string device(s.device->Name()), precision = PrecisionName(s.config.precision);
+  // Resume is bit-identical only on the same kind of device in the same arithmetic.
+  if (c.device != device || c.precision != precision) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint in ", s.options.out_dir, " was written on ", c.device, " in ", c.precision,
+        "; this run is on ", device, " in ", precision,
+        ": a resume must use the same device kind and training.precision; refusing to resume"));
+  }
+  const int64_t n = model.NumParams(), layers = model.NumMoeLayers();
+  if (c.fingerprint != s.fingerprint || static_cast<int64_t>(c.params.size()) != n ||
+      static_cast<int64_t>(c.balance_bias.size()) != layers) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint in ", s.options.out_dir,
+                     " belongs to a different run spec; refusing to resume"));
+  }
+  Device& d = *s.device;
+  d.FromHost(model.Params(), c.params.data(), n * sizeof(float));
+  d.FromHost(s.adam_m, c.adam_m.data(), n * sizeof(float));
+  d.FromHost(s.adam_v, c.adam_v.data(), n * sizeof(float));
+  for (int64_t i = 0; i < layers; ++i) {
+    if (static_cast<int64_t>(c.balance_bias[i].size()) != s.config.model.n_experts) {
+      return absl::DataLossError(absl::StrCat("checkpoint in ", s.options.out_dir,
+                                              ": balance biases of MoE layer ", i, " have ",
+                                              c.balance_bias[i].size(), " experts"));
+    }
+    d.FromHost(model.BalanceBias(i), c.balance_bias[i].data(),
+               c.balance_bias[i].size() * sizeof(float));
+  }
+  s.step = c.step;
+  s.cursor = c.cursor;
+  s.rng = c.rng;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SaveCheckpoint(Session& s) {
+  Transformer<float>& model = *s.model;
+  Device& d = *s.device;
+  CheckpointHeader c;
+  c.fingerprint = s.fingerprint;
+  c.device = std::string(d.Name());
+  c.precision = PrecisionName(s.config.precision);
+  c.step = s.step;
+  c.cursor = s.cursor;
+  c.rng = s.rng;
+  for (int64_t i = 0; i < model.NumMoeLayers(); ++i) {
+    std::vector<float>& bias = c.balance_bias.emplace_back(s.config.model.n_experts);
+    d.ToHost(bias.data(), model.BalanceBias(i), bias.size() * sizeof(float));
+  }
+  const float* arrays[3] = {model.Params(), s.adam_m, s.adam_v};
+  auto read = [&](CheckpointArray a, int64_t offset, int64_t count, float* dst) {
+    d.ToHost(dst, arrays[static_cast<int>(a)] + offset, count * sizeof(float));
+  };
+  return WriteCheckpoint(s.options.out_dir, c, model.NumParams(), read,
+                         s.config.train.keep_checkpoints);
+}
+
+}  // namespace parity::kernels

@@ -1,0 +1,61 @@
+// Setup and resume of one training process (internal to train/): everything the loop holds — the
+// spec with its precision resolved, the data, the device, the model, the AdamW moments and the
+// run's position — and the checkpoint that saves and restores it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend/device.h"
+#include "kernels/backend/device_choice.h"
+#include "kernels/data/byte_corpus.h"
+#include "kernels/model/config.h"
+#include "kernels/model/rng.h"
+#include "kernels/model/transformer.h"
+#include "kernels/train/trainer.h"
+
+namespace parity::kernels {
+
+struct Session {
+  explicit Session(ByteCorpus c) : corpus(std::move(c)) {}
+
+  RunConfig config;  // precision resolved for the device (never kUnspecified here)
+  TrainerOptions options;
+  ByteCorpus corpus;
+  std::unique_ptr<Device> device;               // declared before what lives in its memory
+  std::vector<std::unique_ptr<Buffer>> memory;  // the optimizer's device arrays below
+  std::unique_ptr<Transformer<float>> model;
+  float* adam_m = nullptr;       // [N] first moments
+  float* adam_v = nullptr;       // [N] second moments
+  int64_t* step_load = nullptr;  // [MoE layers·E] the step's expert loads, for bias_update
+  uint64_t fingerprint = 0;
+  int64_t step = 0;    // optimizer steps completed
+  int64_t cursor = 0;  // training windows consumed
+  Rng rng;
+  std::vector<int32_t> inputs, targets;  // host staging of one micro-batch [B·S]
+
+  const OpTable<float>& ops() const { return *device->OpsF32(); }
+  OpContext& context() { return device->Context(); }
+  int64_t StepTokens() const { return config.train.TokensPerStep(config.model.seq_len); }
+};
+
+// The precision a run trains with on a device of `kind`: unspecified → bf16 on CUDA, fp32 on the
+// CPU. InvalidArgument naming training.precision when the engine cannot train in it there.
+absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind);
+
+// Validates the spec, creates the output directory, loads the corpus, creates the device and the
+// model, and initialises the weights from the seed (step 0).
+absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
+                                                     const TrainerOptions& options);
+
+// Restores the session from DIR/LATEST when there is one. FailedPrecondition (naming what
+// differs) for a checkpoint of another device, precision or spec; DataLoss for a corrupt file.
+absl::Status ResumeSession(Session& session);
+
+// Writes a checkpoint of the current state; returns its path.
+absl::StatusOr<std::string> SaveCheckpoint(Session& session);
+
+}  // namespace parity::kernels

@@ -1,0 +1,37 @@
+// One optimizer step (internal to train/): micro-batches of forward + backward summed into one
+// gradient, global-norm clipping folded into AdamW, then loss-free bias balancing; and the
+// validation pass. All arithmetic runs as ops on the session's device.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/train/session.h"
+
+namespace parity::kernels {
+
+inline constexpr double kLn2 = 0.6931471805599453;  // nats per bit
+
+struct StepResult {
+  double ce = 0, aux = 0, z = 0;  // means over the step's micro-batches (nats; summed over layers)
+  double grad_norm = 0;           // before clipping
+  double learning_rate = 0;
+  std::vector<std::vector<int64_t>> loads;  // [MoE layer][E] slots per expert, summed over the step
+  double model_flops = 0;                   // counted kModel FLOPs of the step
+  double total_flops = 0;                   // all counted FLOPs of the step
+  double seconds = 0;
+};
+
+// Trains step session.step + 1 and advances step and cursor. OutOfRange when the loss or the
+// gradient is not finite; then nothing is applied.
+absl::StatusOr<StepResult> TrainStep(Session& session);
+
+// Loss-free balancing (DESIGN §1): b_i += u·sign(mean load − load_i) per MoE layer, on the device
+// from the step's summed loads. No-op when the rate is 0.
+void BalanceExperts(Session& session, const std::vector<std::vector<int64_t>>& loads);
+
+// Validation BPC on the fixed first eval_tokens of the held-out split.
+double Evaluate(Session& session);
+
+}  // namespace parity::kernels
