@@ -4,9 +4,9 @@
 // exist on CPU for finite-difference gradient checks).
 //
 // Model code holds raw T* into buffers and passes them to ops; it moves memory only through the
-// device's Copy/Zero/ToHost/FromHost (checkpoints, loss readback, routing statistics). One known
-// exception, marked in transformer.cc: the MoE routing plan (a counting sort over T·K ints) is
-// built on the host from the router's output, which a CUDA backend would turn into an op.
+// device's Copy/Zero/ToHost/FromHost (checkpoints, loss readback, per-expert row counts for the
+// grouped expert GEMMs, metrics at logging steps). Every pointer the model hands to an op is a
+// device pointer, never host memory (the routing plan and the router biases included).
 #pragma once
 
 #include <cstddef>
@@ -71,5 +71,13 @@ struct CpuDeviceOptions {
 };
 // The CPU backend (cpu/cpu_device.cc).
 std::unique_ptr<Device> MakeCpuDevice(const CpuDeviceOptions& options);
+
+struct CudaDeviceOptions {
+  int ordinal = 0;  // CUDA device index, after CUDA_VISIBLE_DEVICES
+};
+// The CUDA backend (cuda/cuda_device.cu). FAILED_PRECONDITION when there is no usable GPU (no
+// driver, no device, ordinal out of range); UNIMPLEMENTED in a build without CUDA
+// (backend/no_cuda.cc). Name() is "cuda:<GPU model>", e.g. "cuda:NVIDIA H200".
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(const CudaDeviceOptions& options);
 
 }  // namespace parity::kernels

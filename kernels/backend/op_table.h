@@ -35,10 +35,16 @@ struct FlopCounter {
   void Reset() { flops.fill(0.0); }
 };
 
-// What every op receives: where to run its loops and where to count. `flops` may be null.
+// A backend's own per-device state (CUDA: stream, cuBLAS/cuBLASLt handles, workspace). Defined
+// only by the backend that uses it; the CPU backend leaves OpContext::backend null.
+struct BackendState;
+
+// What every op receives: where to run its loops, where to count, and the backend's state.
+// `flops` may be null; `pool` is null on backends that do not run host loops.
 struct OpContext {
   ThreadPool* pool;
   FlopCounter* flops;
+  BackendState* backend = nullptr;
   void Count(FlopKind kind, double f) const {
     if (flops != nullptr) flops->Add(kind, f);
   }
@@ -94,11 +100,13 @@ struct RouteShape {
      the gradient back (the rotation is orthogonal). */                                           \
   X(kRope, rope_forward, rope_backward, void(const OpContext&, const AttentionShape&, T* qkv),    \
     void(const OpContext&, const AttentionShape&, T* dqkv))                                       \
-  /* out[T,H·Dh] = causal softmax(q·k^T/√Dh [+ alibi])·v; probs[B,H,S,S] saved. dqkv = */    \
+  /* out[T,H·Dh] = causal softmax(q·k^T/√Dh [+ alibi])·v; only lse[B,H,S] (natural-log        \
+     sum-exp of each query row's scaled, masked scores) is saved, never the S×S probabilities;    \
+     backward recomputes them from q, k and lse (FlashAttention-2). dqkv = */                     \
   X(kAttention, attention_forward, attention_backward,                                            \
-    void(const OpContext&, const AttentionShape&, T* out, T* probs, const T* qkv),                \
-    void(const OpContext&, const AttentionShape&, T* dqkv, const T* dout, const T* probs,         \
-         const T* qkv))                                                                           \
+    void(const OpContext&, const AttentionShape&, T* out, T* lse, const T* qkv),                  \
+    void(const OpContext&, const AttentionShape&, T* dqkv, const T* dout, const T* out,           \
+         const T* lse, const T* qkv))                                                             \
   /* loss[T] = -log softmax(logits)[target];  dlogits[T,V] = scale·(softmax - onehot) */         \
   X(kCrossEntropy, cross_entropy_forward, cross_entropy_backward,                                 \
     void(const OpContext&, int64_t t, int64_t v, T* loss, const T* logits,                        \
@@ -125,12 +133,23 @@ struct RouteShape {
     void(const OpContext&, int64_t t, int64_t k, int64_t d, T* dys, T* dgate, const T* dy,        \
          const T* ys, const T* gate, const int32_t* slot_of))
 
-// Ops without a backward: the optimizer step and the gradient norm.
+// Ops without a backward: the routing plan, the loss-free bias update, the gradient norm and the
+// optimizer step.
 struct AdamWArgs {
   double lr, beta1, beta2, eps, weight_decay;
   int64_t step;  // 1-based, for bias correction
 };
 #define PARITY_UPDATE_OPS(X, T)                                                        \
+  /* Stable counting sort of the P = T·Kr slots by expert, on the device: offsets[E+1]  \
+     (offsets[0] = 0; expert e's rows are [offsets[e], offsets[e+1])), slot_of[T,Kr],   \
+     token_of[P]; within an expert, slots keep (token, k) order. */                     \
+  X(kRoutingPlan, routing_plan,                                                        \
+    void(const OpContext&, int64_t t, int64_t k, int64_t e, int64_t* offsets,          \
+         int32_t* slot_of, int32_t* token_of, const int32_t* expert))                  \
+  /* Loss-free balancing: bias[i] += rate·sign(mean(load) − load[i]), load[E] the      \
+     step's summed slot counts (sign 0 → no change). */                                 \
+  X(kBiasUpdate, bias_update,                                                          \
+    void(const OpContext&, int64_t e, float* bias, const int64_t* load, double rate))  \
   /* sum of squares of g[n], accumulated in double in a fixed order */                 \
   X(kSumSquares, sum_squares, double(const OpContext&, int64_t n, const T* g))         \
   /* p, m, v updated in place from g·grad_scale; decoupled weight decay if kApply */  \
