@@ -3,6 +3,7 @@
 // attention_reference.h) on the same random fp32 inputs. fp32 results must be within 1e-5
 // (normwise relative), reductions within 1e-4, FLOP counts identical, and the reductions must
 // repeat bit for bit.
+#include "kernels/cpu/ops_attention.h"
 #include "kernels/cpu/ops_dense.h"
 #include "kernels/cpu/ops_optim.h"
 #include "kernels/cuda/tests/attention_reference.h"
