@@ -1,6 +1,7 @@
 // GPU parity of the MoE ops: route (expert choice and slot counts identical to the CPU float
 // reference, values within tolerance), the routing plan (identical to a stable counting sort),
 // the loss-free bias update (bit-identical to the trainer's formula), permute and combine.
+#include <algorithm>
 #include <numeric>
 
 #include "kernels/cpu/ops_moe.h"
@@ -33,13 +34,14 @@ void ReferencePlan(int64_t t, int64_t k, int64_t e, const std::vector<int32_t>& 
 std::vector<int32_t> RandomExperts(int64_t t, int64_t k, int64_t e, uint64_t seed) {
   Rng rng{.seed = seed};
   std::vector<int32_t> expert(t * k);
+  const int64_t pool = e > k ? e - 1 : e;  // the last expert stays empty where K allows it
   for (int64_t i = 0; i < t; ++i) {
     for (int64_t j = 0; j < k; ++j) {
       int32_t x;
       bool dup;
       do {
         const uint64_t r = rng.Below(4);
-        x = static_cast<int32_t>(r == 0 ? rng.Below(3) : rng.Below(e > 1 ? e - 1 : 1));
+        x = static_cast<int32_t>(r == 0 ? rng.Below(std::min<int64_t>(3, pool)) : rng.Below(pool));
         dup = false;
         for (int64_t q = 0; q < j; ++q) dup |= expert[i * k + q] == x;
       } while (dup);
