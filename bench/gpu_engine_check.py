@@ -186,7 +186,7 @@ def main():
             f"op parity test: {op.get('tests')} tests, {op.get('failures')} failed, "
             f"skipped {len(op.get('skipped', []))}" + (f" ({op['error']})" if "error" in op else "")]
     for f_ in op.get("failed", []):
-        text.append(f"  FAILED {f_['test']}: {' | '.join(m.splitlines()[0] if m else '' for m in f_['messages'])}")
+        text.append(f"  FAILED {f_['test']}: " + " | ".join(" ".join(m.split())[:300] for m in f_["messages"]))
     for t in report["training"]:
         text.append(f"train {t['name']}: {'PASS' if t['pass'] else 'FAIL'} steps compared "
                     f"{t.get('steps_compared')}/{t['steps']}, max rel diff train_bpc "
