@@ -47,6 +47,9 @@ for sp in site.getsitepackages() + [site.getusersitepackages()]:
 print(":".join(dirs))' 2>/dev/null)"
     export LD_LIBRARY_PATH="$b/lib${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >"$out/env.txt"
+    # Where the CUDA libraries resolve (and anything missing), for the log.
+    ldd "$b/bin/kernels_cuda_ops_test" "$b/bin/parity-train" |
+      grep -E 'not found|libcu|libnccl|^/' >"$out/ldd.txt" 2>&1
     : >"$out/stages.txt"
     stage() { echo "$1=$2" >>"$out/stages.txt"; }
     {
