@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
-targets=(parity-worker worker_unit_test parity_fake_engine kernels_cuda_ops_test)
+targets=(parity-worker worker_unit_test parity_fake_engine kernels_cuda_ops_test parity)
 train="${PARITY_TRAIN_BIN:-}"
 if [ -z "$train" ]; then
   targets+=(parity-train)
@@ -24,7 +24,7 @@ b="$stage/bundle"
 mkdir -p "$b/bin" "$b/lib" "$b/data"
 cp "$build/worker/parity-worker" "$build/worker/tests/worker_unit_test" \
   "$build/worker/tests/parity_fake_engine" "$build/kernels/cuda/kernels_cuda_ops_test" "$train" \
-  "$b/bin/"
+  "$build/cli/parity" "$b/bin/"
 for bin in "$b"/bin/*; do
   ldd "$bin" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
@@ -34,6 +34,9 @@ strip --strip-unneeded "$b"/bin/* "$b"/lib/*
 # worker_unit_test finds the fake engine at the absolute path it was built with.
 realpath "$build/worker/tests/parity_fake_engine" >"$b/fake_engine_path"
 cp -L data/kjv.txt "$b/data/kjv.txt"  # the training comparison's corpus (data/ is git-ignored)
+# The PyTorch peer's shapes and the study's runs (gpu_check.sh plans again there with the
+# bundled CLI, and falls back to this copy if that fails).
+"$build/cli/parity" plan examples/full_study_2b.yaml --format json >"$b/plan_full_study_2b.json"
 git rev-parse HEAD >"$b/commit"
 
 rm -rf .gpu && mkdir -p .gpu
