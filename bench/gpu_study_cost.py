@@ -49,7 +49,10 @@ def cost(plan, peer):
     for run in plan:
         counts[kind_of(run)] += 1
         tokens[kind_of(run)] += float(run["accounting"]["tokens"])
+    flops = sum(float(r["accounting"]["tokens"]) * float(r["accounting"]["flops_per_token"])
+                for r in plan)
     out = {"runs": len(plan), "runs_by_kind": counts, "tokens_by_kind": tokens,
+           "flops": flops, "h200_hours_at_peak": round(flops / PEAK_BF16 / 3600, 1),
            "extrapolation": "dense runs at the dense 1C baseline's measured rate, MoE runs at the "
                             "r_a~20% run's; 'constant_mfu' rescales each run by its FLOPs/token",
            "pytorch": {}}
@@ -91,6 +94,8 @@ def summary_lines(peer, study, engine_throughput):
         else:
             lines.append(f"pytorch {key}: {r.get('skipped') or r.get('error')}"
                          + (f" | {' '.join(r['stderr'].split())[-300:]}" if r.get("stderr") else ""))
+    lines.append(f"2B study: {study['flops']:.3g} FLOPs planned, {study['h200_hours_at_peak']:.0f} "
+                 "H200-hours at 100% of 989 TFLOP/s")
     for mode, c in study["pytorch"].items():
         lines.append(f"2B study ({study['runs']} runs) at PyTorch {mode} speeds: "
                      + (f"{c['h200_hours']['measured_rate']:.0f} H200-hours "
