@@ -38,13 +38,13 @@ peer() {
     echo "parity plan failed there ($(tail -1 "$out/plan.log")); using the bundle's plan"
     cp "$b/plan_full_study_2b.json" "$plan"
   fi
-  env LD_LIBRARY_PATH="${PARITY_HOST_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" timeout "$((seconds + 15))" \
-    python3 bench/gpu_torch_peer.py --plan "$plan" --out "$out/torch_peer.json" \
-    --budget "$seconds" ${PARITY_PEER_FLAGS:-} >"$out/torch_peer.log" 2>&1
+  local host_ld="${PARITY_HOST_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}"
+  env LD_LIBRARY_PATH="$host_ld" timeout "$((seconds + 15))" python3 bench/gpu_torch_peer.py \
+    --plan "$plan" --out "$out/torch_peer.json" --budget "$seconds" ${PARITY_PEER_FLAGS:-} \
+    >"$out/torch_peer.log" 2>&1
   stage torch_peer "$?"
   cut -c1-400 "$out/torch_peer.log"
-  env LD_LIBRARY_PATH="${PARITY_HOST_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" \
-    python3 bench/gpu_study_cost.py "$plan" "$out/torch_peer.json" "$out"
+  env LD_LIBRARY_PATH="$host_ld" python3 bench/gpu_study_cost.py "$plan" "$out/torch_peer.json" "$out"
 }
 stage() { echo "$1=$2" >>"$out/stages.txt"; }
 
@@ -140,6 +140,8 @@ print(":".join(dirs))' 2>/dev/null)"
       peer "$out" "$b" "$t" 2>&1 | tee -a "$out/gpu_check.log"
     else
       stage torch_peer "skipped: ${t} s left"
+      python3 bench/gpu_study_cost.py "$b/plan_full_study_2b.json" "$out/torch_peer.json" "$out" \
+        >>"$out/gpu_check.log" 2>&1
     fi
     cat "$out/stages.txt" | tee -a "$out/gpu_check.log"
     echo "== gpu_check status=$status ($(($(date +%s) - start)) s)" | tee -a "$out/gpu_check.log"

@@ -93,7 +93,8 @@ def summary_lines(peer, study, engine_throughput):
                    f"{static / 2**30:.1f} GiB)" if mem and static else ""))
         else:
             lines.append(f"pytorch {key}: {r.get('skipped') or r.get('error')}"
-                         + (f" | {' '.join(r['stderr'].split())[-300:]}" if r.get("stderr") else ""))
+                         + (f" | {' '.join(r['stderr'].split())[-300:]}"
+                            if r.get("stderr") else ""))
     lines.append(f"2B study: {study['flops']:.3g} FLOPs planned, {study['h200_hours_at_peak']:.0f} "
                  "H200-hours at 100% of 989 TFLOP/s")
     for mode, c in study["pytorch"].items():
@@ -104,7 +105,8 @@ def summary_lines(peer, study, engine_throughput):
     tp = engine_throughput or {}
     lines.append("engine fp32 (micro dense d512 L8 S1024, not the 2B shapes): "
                  + (f"{tp['tokens_per_second']} tok/s, {tp.get('flops_per_second')} FLOP/s"
-                    if tp.get("tokens_per_second") else f"none ({tp.get('error', 'no figure')})"))
+                    if tp.get("tokens_per_second") else
+                    f"none ({tp.get('error') or 'exit ' + str(tp.get('exit', '-'))})"))
     lines.append("engine bf16: pending (the CUDA backend is fp32-only); the targets (MFU >= 40% "
                  "dense, >= 25% MoE; >= 1.0x PyTorch compile dense, >= 1.5x PyTorch eager MoE) "
                  "and the peak memory against a planner estimate (the planner has none yet) wait "

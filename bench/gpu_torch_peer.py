@@ -14,7 +14,8 @@ an out-of-memory costs only its own figure.
 
 Measured per (model, mode), after warmup: the median forward+backward time of a micro-batch
 and the time of an optimizer step (clip + fused AdamW), combined into tokens/s of a plan step
-(the plan's batch over its GPUs: `accum` micro-batches, then one optimizer step); MFU = tokens/s · M / 989e12
+(the plan's batch over its GPUs: `accum` micro-batches, then one optimizer step);
+MFU = tokens/s · M / 989e12
 with M the plan's flops_per_token (6N plus attention over the full S×S window, the papers'
 accounting, although a causal kernel executes about half of it), peak memory
 (torch.cuda.max_memory_allocated), compile time (first step minus a timed step). Also the bf16
@@ -364,7 +365,8 @@ def measure_gemm(cfgs, smoke, deadline):
                 sync()
         sync()
         sec = (time.time() - t0) / reps
-        res["shapes"][name] = {"m_k_n": [m, k, n], "tflops": float(f"{2 * m * k * n / sec / 1e12:.4g}")}
+        tflops = float(f"{2 * m * k * n / sec / 1e12:.4g}")
+        res["shapes"][name] = {"m_k_n": [m, k, n], "tflops": tflops}
     return res
 
 
