@@ -163,7 +163,9 @@ def build_model(cfg, torch):
             probs = logits.softmax(-1)
             gate, idx = probs.topk(self.k, dim=-1)
             # Switch-style load balance over the K choices, and the router z-loss.
-            load = F.one_hot(idx, self.e).sum((0, 1)).float() / idx.numel()
+            flat = idx.reshape(-1)  # (scatter_add: F.one_hot checks its range with a sync)
+            load = probs.new_zeros(self.e).scatter_add_(0, flat, probs.new_ones(flat.numel()))
+            load = load / flat.numel()
             aux = cfg["aux_coef"] * self.e * (load * probs.mean(0)).sum() + \
                 cfg["z_coef"] * logits.logsumexp(-1).pow(2).mean()
             y = self.dispatch(x, gate, idx)
