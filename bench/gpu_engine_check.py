@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""The engine half of bench/gpu_check.sh, run on the GPU machine.
+
+1. The same 50-step fp32 runs (micro dense and micro MoE from kernels/examples) with
+   `parity-train --device cpu` and `--device cuda`; each step's train_bpc must agree within 1e-4
+   (relative).
+2. A larger dense run on CUDA only, for throughput (tokens/s, counted FLOP/s).
+3. gpu_check.json and gpu_check.txt in OUT: these results, the op parity test's (from its gtest
+   JSON), the sanitizer runs' exit codes, and the worker checks' status.
+
+Usage: gpu_engine_check.py BUNDLE_DIR OUT_DIR DEADLINE_UNIX_SECONDS
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+REL_TOL = 1e-4
+STEPS = 50
+
+
+def remaining(deadline):
+    return deadline - time.time()
+
+
+def spec_from(example, corpus, name, steps, **training):
+    with open(example) as f:
+        spec = json.load(f)
+    spec["name"] = name
+    spec["data"]["corpus"] = corpus
+    spec["training"].update(
+        steps=steps, logEverySteps=1, evalEverySteps=10 * steps, evalTokens=8192,
+        checkpointEverySteps=0, **training)
+    return spec
+
+
+def train(bundle, out, spec, device, threads, budget):
+    """Runs parity-train; returns (metrics lines, summary line or None, exit code, seconds)."""
+    run_dir = os.path.join(out, "runs", f"{spec['name']}-{device}")
+    os.makedirs(run_dir, exist_ok=True)
+    spec_path = os.path.join(run_dir, "spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f, indent=1)
+    metrics = os.path.join(run_dir, "metrics.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    cmd = [os.path.join(bundle, "bin", "parity-train"), "--run", spec_path, "--out",
+           os.path.join(run_dir, "ckpt"), "--metrics", metrics, "--device", device,
+           "--threads", str(threads)]
+    start = time.time()
+    with open(os.path.join(run_dir, "stderr.log"), "w") as err:
+        try:
+            code = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                                  timeout=max(1, budget)).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    seconds = time.time() - start
+    lines, summary = [], None
+    if os.path.exists(metrics):
+        with open(metrics) as f:
+            for raw in f:
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if line.get("event") == "metrics":
+                    lines.append(line)
+                elif line.get("event") == "summary":
+                    summary = line
+    return lines, summary, code, seconds
+
+
+def stderr_tail(out, spec, device):
+    path = os.path.join(out, "runs", f"{spec['name']}-{device}", "stderr.log")
+    try:
+        with open(path) as f:
+            return f.read()[-600:]
+    except OSError:
+        return ""
+
+
+def compare(bundle, out, corpus, example, name, deadline):
+    spec = spec_from(example, corpus, name, STEPS)
+    result = {"name": name, "steps": STEPS, "tolerance": REL_TOL, "pass": False}
+    runs = {}
+    for device, threads in (("cpu", os.cpu_count() or 1), ("cuda", 1)):
+        budget = min(90, remaining(deadline) - 20)
+        if budget < 10:
+            result["error"] = f"no time left for the {device} run"
+            return result
+        lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget)
+        runs[device] = {l["step"]: l for l in lines}
+        result[device] = {"exit": code, "seconds": round(seconds, 2),
+                          "tokens_per_second": summary and summary.get("tokens_per_second"),
+                          "final_val_bpc": summary and summary.get("final_val_bpc")}
+        if code != 0:
+            result[device]["stderr"] = stderr_tail(out, spec, device)
+    worst, worst_step, compared = 0.0, None, 0
+    for step, cpu in sorted(runs.get("cpu", {}).items()):
+        cuda = runs.get("cuda", {}).get(step)
+        if cuda is None:
+            continue
+        a, b = cpu["train_bpc"], cuda["train_bpc"]
+        rel = abs(a - b) / max(abs(a), 1e-30)
+        compared += 1
+        if rel > worst or worst_step is None:
+            worst, worst_step = rel, step
+    grad = [abs(runs["cpu"][s]["grad_norm"] - runs["cuda"][s]["grad_norm"]) /
+            max(abs(runs["cpu"][s]["grad_norm"]), 1e-30)
+            for s in runs.get("cpu", {}) if s in runs.get("cuda", {})]
+    result.update(steps_compared=compared, max_rel_diff_train_bpc=worst, worst_step=worst_step,
+                  max_rel_diff_grad_norm=max(grad) if grad else None)
+    result["pass"] = compared == STEPS and worst <= REL_TOL
+    return result
+
+
+def throughput(bundle, out, corpus, example, deadline):
+    spec = spec_from(example, corpus, "throughput-dense-d512-l8-s1024", 8,
+                     batchTokens=131072, sequenceLength=1024, microBatchSequences=32,
+                     warmupSteps=2)
+    spec["model"].update(dModel=512, numLayers=8, numHeads=8, numKvHeads=8, ffnHidden=1408)
+    budget = min(90, remaining(deadline) - 15)
+    if budget < 15:
+        return {"error": "no time left"}
+    lines, summary, code, seconds = train(bundle, out, spec, "cuda", 1, budget)
+    res = {"exit": code, "seconds": round(seconds, 2), "steps": len(lines)}
+    if lines:
+        last = lines[-1]
+        res.update(tokens_per_second=last.get("tokens_per_second"),
+                   flops_per_second=last.get("flops_per_second"),
+                   flops_per_token=last.get("flops_per_token"))
+    if code != 0:
+        res["stderr"] = stderr_tail(out, spec, "cuda")
+    return res
+
+
+def op_test_summary(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        return {"error": f"no gtest JSON: {e}"}
+    res = {"tests": doc.get("tests"), "failures": doc.get("failures"),
+           "disabled": doc.get("disabled"), "failed": [], "skipped": []}
+    for suite in doc.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f"{suite['name']}.{t['name']}"
+            if t.get("failures"):
+                res["failed"].append({"test": name, "messages": [
+                    x.get("failure", "")[:800] for x in t["failures"]]})
+            if t.get("result") == "SKIPPED":
+                res["skipped"].append(name)
+    return res
+
+
+def main():
+    bundle, out, deadline = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    corpus = os.path.join(bundle, "data", "kjv.txt")
+    examples = os.path.join(repo, "kernels", "examples")
+    report = {"gpu": open(os.path.join(out, "nvidia-smi.txt")).read().strip()
+              if os.path.exists(os.path.join(out, "nvidia-smi.txt")) else None}
+    report["op_test"] = op_test_summary(os.path.join(out, "cuda_ops_test.json"))
+    report["training"] = [
+        compare(bundle, out, corpus, os.path.join(examples, "micro_dense.json"), "micro-dense",
+                deadline),
+        compare(bundle, out, corpus, os.path.join(examples, "micro_moe.json"), "micro-moe",
+                deadline)]
+    report["throughput"] = throughput(bundle, out, corpus,
+                                      os.path.join(examples, "micro_dense.json"), deadline)
+    stages = {}
+    stages_path = os.path.join(out, "stages.txt")
+    if os.path.exists(stages_path):
+        for line in open(stages_path):
+            key, _, value = line.strip().partition("=")
+            stages[key] = value
+    report["stages"] = stages
+    op = report["op_test"]
+    report["pass"] = (not op.get("error") and op.get("failures") == 0 and not op.get("skipped")
+                      and all(t["pass"] for t in report["training"])
+                      and stages.get("worker_checks") == "0")
+    with open(os.path.join(out, "gpu_check.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    text = [f"GPU: {report['gpu']}",
+            f"op parity test: {op.get('tests')} tests, {op.get('failures')} failed, "
+            f"skipped {len(op.get('skipped', []))}" + (f" ({op['error']})" if "error" in op else "")]
+    for f_ in op.get("failed", []):
+        text.append(f"  FAILED {f_['test']}: " + " | ".join(" ".join(m.split())[:300] for m in f_["messages"]))
+    for t in report["training"]:
+        text.append(f"train {t['name']}: {'PASS' if t['pass'] else 'FAIL'} steps compared "
+                    f"{t.get('steps_compared')}/{t['steps']}, max rel diff train_bpc "
+                    f"{t.get('max_rel_diff_train_bpc')} (step {t.get('worst_step')}), grad_norm "
+                    f"{t.get('max_rel_diff_grad_norm')}; cpu {t.get('cpu')}; cuda {t.get('cuda')}"
+                    + (f"; {t['error']}" if "error" in t else ""))
+    text.append(f"throughput: {report['throughput']}")
+    text.append(f"stages: {stages}")
+    text.append(f"overall: {'PASS' if report['pass'] else 'FAIL'}")
+    with open(os.path.join(out, "gpu_check.txt"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    print("\n".join(text))
+    return 0 if report["pass"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

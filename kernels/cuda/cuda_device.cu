@@ -1,0 +1,223 @@
+// The CUDA backend: device buffers, the device's stream, cuBLAS/cuBLASLt handles and workspace
+// (BackendState), and the fp32 op table filled from ops_*.cu. There is no fp64 table: the CPU
+// backend keeps the finite-difference checks.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/backend/device.h"
+#include "kernels/cuda/backend_state.h"
+#include "kernels/cuda/ops.h"
+
+namespace parity::kernels {
+namespace cuda {
+
+void Die(const char* call, const char* detail, const char* file, int line) {
+  std::fprintf(stderr, "parity cuda: %s failed at %s:%d: %s\n", call, file, line, detail);
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace cuda
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
+
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(cuda::DeviceMemory memory, size_t bytes, cudaStream_t stream)
+      : memory_(std::move(memory)), bytes_(bytes), stream_(stream) {}
+  void* data() override { return memory_.get(); }
+  size_t bytes() const override { return bytes_; }
+  void CopyToHost(void* dst, size_t offset, size_t n) const override {
+    PARITY_CUDA_CHECK(cudaMemcpyAsync(dst, static_cast<const char*>(memory_.get()) + offset, n,
+                                      cudaMemcpyDeviceToHost, stream_));
+    PARITY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void CopyFromHost(const void* src, size_t offset, size_t n) override {
+    PARITY_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(memory_.get()) + offset, src, n,
+                                      cudaMemcpyHostToDevice, stream_));
+    // The caller may free or reuse `src` as soon as we return.
+    PARITY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  cuda::DeviceMemory memory_;
+  size_t bytes_;
+  cudaStream_t stream_;  // the device's stream; buffers must not outlive their device
+};
+
+class CudaStream final : public Stream {
+ public:
+  explicit CudaStream(cudaStream_t stream) : stream_(stream) {}
+  void Synchronize() override { PARITY_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  cudaStream_t stream_;
+};
+
+OpTable<float> MakeCudaTable() {
+  OpTable<float> t;
+  t.embedding_forward = &cuda::EmbeddingForward;
+  t.embedding_backward = &cuda::EmbeddingBackward;
+  t.rmsnorm_forward = &cuda::RmsNormForward;
+  t.rmsnorm_backward = &cuda::RmsNormBackward;
+  t.matmul_forward = &cuda::MatmulForward;
+  t.matmul_backward = &cuda::MatmulBackward;
+  t.swiglu_forward = &cuda::SwiGluForward;
+  t.swiglu_backward = &cuda::SwiGluBackward;
+  t.rope_forward = &cuda::RopeForward;
+  t.rope_backward = &cuda::RopeBackward;
+  t.attention_forward = &cuda::AttentionForward;
+  t.attention_backward = &cuda::AttentionBackward;
+  t.cross_entropy_forward = &cuda::CrossEntropyForward;
+  t.cross_entropy_backward = &cuda::CrossEntropyBackward;
+  t.route_forward = &cuda::RouteForward;
+  t.route_backward = &cuda::RouteBackward;
+  t.permute_forward = &cuda::PermuteForward;
+  t.permute_backward = &cuda::PermuteBackward;
+  t.combine_forward = &cuda::CombineForward;
+  t.combine_backward = &cuda::CombineBackward;
+  t.routing_plan = &cuda::RoutingPlan;
+  t.bias_update = &cuda::BiasUpdate;
+  t.sum_squares = &cuda::SumSquares;
+  t.adamw_update = &cuda::AdamWUpdate;
+  return t;
+}
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(std::string name, std::unique_ptr<BackendState> state)
+      : name_(std::move(name)),
+        state_(std::move(state)),
+        stream_(state_->stream),
+        context_{.pool = nullptr, .flops = &flops_, .backend = state_.get()},
+        f32_(MakeCudaTable()) {}
+  ~CudaDevice() override { (void)cudaStreamSynchronize(state_->stream); }
+
+  std::string_view Name() const override { return name_; }
+  absl::StatusOr<std::unique_ptr<Buffer>> Allocate(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the (non-sticky) allocation error
+      return absl::ResourceExhaustedError(
+          absl::StrCat(name_, ": cannot allocate ", bytes, " bytes: ", cudaGetErrorString(e)));
+    }
+    cuda::DeviceMemory memory(p);
+    PARITY_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, state_->stream));
+    return std::make_unique<CudaBuffer>(std::move(memory), bytes, state_->stream);
+  }
+  Stream& DefaultStream() override { return stream_; }
+  void Copy(void* dst, const void* src, size_t bytes) override {
+    PARITY_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state_->stream));
+  }
+  void Zero(void* dst, size_t bytes) override {
+    PARITY_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, state_->stream));
+  }
+  void ToHost(void* host_dst, const void* src, size_t bytes) override {
+    PARITY_CUDA_CHECK(
+        cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, state_->stream));
+    PARITY_CUDA_CHECK(cudaStreamSynchronize(state_->stream));
+  }
+  void FromHost(void* dst, const void* host_src, size_t bytes) override {
+    PARITY_CUDA_CHECK(
+        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, state_->stream));
+    // Pageable sources are staged before cudaMemcpyAsync returns, pinned ones are not: wait, so
+    // the caller may reuse `host_src` either way.
+    PARITY_CUDA_CHECK(cudaStreamSynchronize(state_->stream));
+  }
+  OpContext& Context() override { return context_; }
+  const OpTable<float>* OpsF32() const override { return &f32_; }
+  const OpTable<double>* OpsF64() const override { return nullptr; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<BackendState> state_;
+  CudaStream stream_;
+  FlopCounter flops_;
+  OpContext context_;
+  OpTable<float> f32_;
+};
+
+absl::Status CudaError(const char* what, cudaError_t e) {
+  return absl::FailedPreconditionError(absl::StrCat("cuda: ", what, ": ", cudaGetErrorString(e)));
+}
+
+absl::Status BlasError(const char* what, cublasStatus_t s) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuda: ", what, ": ", cublasGetStatusString(s)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(const CudaDeviceOptions& options) {
+  int count = 0;
+  // With no driver this fails ("CUDA driver version is insufficient...") rather than returning 0.
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CudaError("no usable GPU", e);
+  }
+  if (count == 0) return absl::FailedPreconditionError("cuda: no usable GPU: no CUDA device");
+  if (options.ordinal < 0 || options.ordinal >= count) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuda: device ordinal ", options.ordinal, " out of range [0, ", count, ")"));
+  }
+  if (const cudaError_t e = cudaSetDevice(options.ordinal); e != cudaSuccess) {
+    return CudaError("cudaSetDevice", e);
+  }
+  cudaDeviceProp prop{};
+  if (const cudaError_t e = cudaGetDeviceProperties(&prop, options.ordinal); e != cudaSuccess) {
+    return CudaError("cudaGetDeviceProperties", e);
+  }
+  if (prop.major < 7) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuda: ", prop.name, " has compute capability ", prop.major, ".", prop.minor,
+                     "; the kernels need 7.0 or newer"));
+  }
+
+  auto state = std::make_unique<BackendState>();
+  state->ordinal = options.ordinal;
+  cudaStream_t stream = nullptr;
+  if (const cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      e != cudaSuccess) {
+    return CudaError("cudaStreamCreate", e);
+  }
+  state->stream_owner.reset(stream);
+  state->stream = stream;
+  // Keep freed scratch (cudaFreeAsync) cached in the pool instead of returning it at each sync.
+  cudaMemPool_t pool = nullptr;
+  if (cudaDeviceGetDefaultMemPool(&pool, options.ordinal) == cudaSuccess) {
+    uint64_t keep = UINT64_MAX;
+    (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
+  cublasLtHandle_t lt = nullptr;
+  if (const cublasStatus_t s = cublasLtCreate(&lt); s != CUBLAS_STATUS_SUCCESS) {
+    return BlasError("cublasLtCreate", s);
+  }
+  state->lt.reset(lt);
+  cublasHandle_t blas = nullptr;
+  if (const cublasStatus_t s = cublasCreate(&blas); s != CUBLAS_STATUS_SUCCESS) {
+    return BlasError("cublasCreate", s);
+  }
+  state->blas.reset(blas);
+  void* ws = nullptr;
+  if (const cudaError_t e = cudaMalloc(&ws, kWorkspaceBytes); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CudaError("workspace allocation", e);
+  }
+  state->workspace.reset(ws);
+  state->workspace_bytes = kWorkspaceBytes;
+  // cuBLAS on our stream, with our fixed workspace, in plain fp32 (no TF32 tensor-op math).
+  if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetWorkspace(blas, ws, kWorkspaceBytes) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
+    return absl::FailedPreconditionError("cuda: configuring the cuBLAS handle failed");
+  }
+  return std::make_unique<CudaDevice>(absl::StrCat("cuda:", prop.name), std::move(state));
+}
+
+}  // namespace parity::kernels

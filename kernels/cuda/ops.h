@@ -1,0 +1,69 @@
+// The CUDA backend's op implementations (fp32), one declaration per OpTable<float> entry; the
+// comments on PARITY_OPS in backend/op_table.h define each op, and every op here mirrors its CPU
+// reference in cpu/ops_*.h: the same outputs, the same accumulate-or-overwrite behaviour, the
+// same FLOP counts (added on the host, so the counted M equals the plan). All pointers are device
+// pointers; work is queued on the device's stream and nothing synchronises except sum_squares,
+// which returns a host value.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/backend/op_table.h"
+
+namespace parity::kernels::cuda {
+
+// ops_dense.cu
+void EmbeddingForward(const OpContext& ctx, int64_t t, int64_t d, float* out, const int32_t* tokens,
+                      const float* table);
+void EmbeddingBackward(const OpContext& ctx, int64_t t, int64_t d, int64_t v, float* dtable,
+                       const float* dout, const int32_t* tokens);
+void RmsNormForward(const OpContext& ctx, int64_t t, int64_t d, float* out, float* rstd,
+                    const float* x, const float* w);
+void RmsNormBackward(const OpContext& ctx, int64_t t, int64_t d, float* dx, float* dw,
+                     const float* dout, const float* x, const float* w, const float* rstd);
+void MatmulForward(const OpContext& ctx, const MatmulShape& s, float* y, const float* x,
+                   const float* w, Accumulate acc, FlopKind kind);
+void MatmulBackward(const OpContext& ctx, const MatmulShape& s, float* dx, float* dw,
+                    const float* dy, const float* x, const float* w, Accumulate acc, FlopKind kind);
+void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, float* g, const float* ab);
+void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, float* dab, const float* dg,
+                    const float* ab);
+void CrossEntropyForward(const OpContext& ctx, int64_t t, int64_t v, float* loss,
+                         const float* logits, const int32_t* targets);
+void CrossEntropyBackward(const OpContext& ctx, int64_t t, int64_t v, float* dlogits,
+                          const float* logits, const int32_t* targets, double scale);
+
+// ops_attention.cu
+void RopeForward(const OpContext& ctx, const AttentionShape& s, float* qkv);
+void RopeBackward(const OpContext& ctx, const AttentionShape& s, float* dqkv);
+void AttentionForward(const OpContext& ctx, const AttentionShape& s, float* out, float* lse,
+                      const float* qkv);
+void AttentionBackward(const OpContext& ctx, const AttentionShape& s, float* dqkv,
+                       const float* dout, const float* out, const float* lse, const float* qkv);
+
+// ops_moe.cu
+void RouteForward(const OpContext& ctx, const RouteShape& s, float* probs, float* lse,
+                  int32_t* expert, float* gate, int64_t* load, double* losses, const float* logits,
+                  const float* bias);
+void RouteBackward(const OpContext& ctx, const RouteShape& s, float* dlogits, const float* dgate,
+                   const float* probs, const float* lse, const int32_t* expert,
+                   const int64_t* load);
+void RoutingPlan(const OpContext& ctx, int64_t t, int64_t k, int64_t e, int64_t* offsets,
+                 int32_t* slot_of, int32_t* token_of, const int32_t* expert);
+void BiasUpdate(const OpContext& ctx, int64_t e, float* bias, const int64_t* load, double rate);
+void PermuteForward(const OpContext& ctx, int64_t p, int64_t d, float* xs, const float* x,
+                    const int32_t* token_of);
+void PermuteBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* dx,
+                     const float* dxs, const int32_t* slot_of);
+void CombineForward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* y,
+                    const float* ys, const float* gate, const int32_t* slot_of);
+void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* dys,
+                     float* dgate, const float* dy, const float* ys, const float* gate,
+                     const int32_t* slot_of);
+
+// ops_optim.cu
+double SumSquares(const OpContext& ctx, int64_t n, const float* g);
+void AdamWUpdate(const OpContext& ctx, int64_t n, float* p, float* m, float* v, const float* g,
+                 double grad_scale, const AdamWArgs& a, WeightDecay decay);
+
+}  // namespace parity::kernels::cuda

@@ -1,0 +1,279 @@
+// CUDA kernels for the dense ops (embedding, RMSNorm, matmul, SwiGLU, cross-entropy), mirroring
+// cpu/ops_dense.h operation for operation. Cross-token reductions (embedding rows, RMSNorm weight
+// gradients) use no atomics: each output element is summed by one thread in a fixed order, or in
+// two passes (fixed chunks, then the chunks in order), so results repeat bit for bit.
+#include <cmath>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/ops.h"
+
+namespace parity::kernels::cuda {
+namespace {
+
+constexpr double kRmsNormEps = 1e-5;  // cpu::kRmsNormEps
+constexpr int kEmbeddingTokenTile = 2048;
+constexpr int64_t kDwRowsPerChunk = 64;
+
+__global__ void EmbeddingForwardKernel(int64_t t, int64_t d, float* out, const int32_t* tokens,
+                                       const float* table) {
+  const int64_t n = t * d;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / d;
+    out[i] = table[static_cast<int64_t>(tokens[row]) * d + (i - row * d)];
+  }
+}
+
+// Block (column tile, vocabulary row): one thread per column adds, in token order, the dout rows
+// of the tokens equal to this row — the same float additions in the same order as the CPU loop.
+__global__ void EmbeddingBackwardKernel(int64_t t, int64_t d, float* dtable, const float* dout,
+                                        const int32_t* tokens) {
+  __shared__ int32_t tile[kEmbeddingTokenTile];
+  const int64_t row = blockIdx.y;
+  const int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  float acc = col < d ? dtable[row * d + col] : 0.0f;
+  for (int64_t base = 0; base < t; base += kEmbeddingTokenTile) {
+    const int n = static_cast<int>(t - base < kEmbeddingTokenTile ? t - base : kEmbeddingTokenTile);
+    __syncthreads();  // the previous tile is no longer read
+    for (int i = threadIdx.x; i < n; i += blockDim.x) tile[i] = tokens[base + i];
+    __syncthreads();
+    if (col < d) {
+      for (int i = 0; i < n; ++i) {
+        if (tile[i] == row) acc += dout[(base + i) * d + col];
+      }
+    }
+  }
+  if (col < d) dtable[row * d + col] = acc;
+}
+
+// One block per row.
+__global__ void RmsNormForwardKernel(int64_t d, float* out, float* rstd, const float* x,
+                                     const float* w) {
+  __shared__ double red[32];
+  const int64_t i = blockIdx.x;
+  const float* xi = x + i * d;
+  double ss = 0.0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += static_cast<double>(xi[j]) * xi[j];
+  ss = BlockSum(ss, red);
+  const float r = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(d) + kRmsNormEps));
+  if (threadIdx.x == 0) rstd[i] = r;
+  float* oi = out + i * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) oi[j] = xi[j] * r * w[j];
+}
+
+// dx[i,:] += r·w·g − r³/D·x·Σ_j x·w·g, one block per row.
+__global__ void RmsNormBackwardDxKernel(int64_t d, float* dx, const float* dout, const float* x,
+                                        const float* w, const float* rstd) {
+  __shared__ double red[32];
+  const int64_t i = blockIdx.x;
+  const float* xi = x + i * d;
+  const float* gi = dout + i * d;
+  const float r = rstd[i];
+  double dot = 0.0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dot += xi[j] * w[j] * gi[j];
+  const float dotf = static_cast<float>(BlockSum(dot, red));
+  const float coef = r * r * r * dotf / static_cast<float>(d);
+  float* dxi = dx + i * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dxi[j] += r * w[j] * gi[j] - coef * xi[j];
+}
+
+// Pass 1 of dw: partial[chunk, j] = Σ over the chunk's rows of g·x·r (one thread per column).
+__global__ void RmsNormDwPartialKernel(int64_t t, int64_t d, double* partial, const float* dout,
+                                       const float* x, const float* rstd) {
+  const int64_t chunk = blockIdx.x;
+  const int64_t col = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (col >= d) return;
+  const int64_t r0 = chunk * kDwRowsPerChunk;
+  const int64_t r1 = r0 + kDwRowsPerChunk < t ? r0 + kDwRowsPerChunk : t;
+  double acc = 0.0;
+  for (int64_t i = r0; i < r1; ++i) acc += dout[i * d + col] * x[i * d + col] * rstd[i];
+  partial[chunk * d + col] = acc;
+}
+
+// Pass 2: dw[j] += Σ_chunks partial[chunk, j], chunks in order.
+__global__ void RmsNormDwFinalKernel(int64_t chunks, int64_t d, float* dw, const double* partial) {
+  const int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (col >= d) return;
+  double acc = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) acc += partial[c * d + col];
+  dw[col] += static_cast<float>(acc);
+}
+
+__device__ __forceinline__ float Sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+
+__global__ void SwiGluForwardKernel(int64_t t, int64_t f, float* g, const float* ab) {
+  const int64_t n = t * f;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / f, j = idx - i * f;
+    const float a = ab[i * 2 * f + j], b = ab[i * 2 * f + f + j];
+    g[idx] = a * Sigmoid(a) * b;
+  }
+}
+
+__global__ void SwiGluBackwardKernel(int64_t t, int64_t f, float* dab, const float* dg,
+                                     const float* ab) {
+  const int64_t n = t * f;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / f, j = idx - i * f;
+    const float a = ab[i * 2 * f + j], b = ab[i * 2 * f + f + j], d = dg[idx];
+    const float sg = Sigmoid(a);
+    dab[i * 2 * f + f + j] = d * a * sg;
+    dab[i * 2 * f + j] = d * b * sg * (1.0f + a * (1.0f - sg));
+  }
+}
+
+// One warp per row: max, Σ exp in double, as cpu::CrossEntropyForward.
+constexpr int kRowsPerBlock = kBlock / 32;
+
+__global__ void CrossEntropyForwardKernel(int64_t t, int64_t v, float* loss, const float* logits,
+                                          const int32_t* targets) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= t) return;  // uniform per warp
+  const float* li = logits + row * v;
+  float mx = -INFINITY;
+  for (int64_t j = lane; j < v; j += 32) mx = fmaxf(mx, li[j]);
+  mx = WarpMax(mx);
+  double sum = 0.0;
+  for (int64_t j = lane; j < v; j += 32) sum += exp(static_cast<double>(li[j] - mx));
+  sum = WarpSum(sum);
+  if (lane == 0) {
+    loss[row] = static_cast<float>(log(sum) + mx - static_cast<double>(li[targets[row]]));
+  }
+}
+
+__global__ void CrossEntropyBackwardKernel(int64_t t, int64_t v, float* dlogits,
+                                           const float* logits, const int32_t* targets,
+                                           double scale) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= t) return;
+  const float* li = logits + row * v;
+  float* di = dlogits + row * v;
+  float mx = -INFINITY;
+  for (int64_t j = lane; j < v; j += 32) mx = fmaxf(mx, li[j]);
+  mx = WarpMax(mx);
+  double sum = 0.0;
+  for (int64_t j = lane; j < v; j += 32) sum += exp(static_cast<double>(li[j] - mx));
+  const double inv = 1.0 / WarpSum(sum);
+  const int64_t target = targets[row];
+  for (int64_t j = lane; j < v; j += 32) {
+    float val = static_cast<float>(scale * exp(static_cast<double>(li[j] - mx)) * inv);
+    if (j == target) val -= static_cast<float>(scale);
+    di[j] = val;
+  }
+}
+
+unsigned WarpRowBlocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+}  // namespace
+
+void EmbeddingForward(const OpContext& ctx, int64_t t, int64_t d, float* out, const int32_t* tokens,
+                      const float* table) {
+  if (t * d == 0) return;
+  EmbeddingForwardKernel<<<GridFor(t * d), kBlock, 0, StreamOf(ctx)>>>(t, d, out, tokens, table);
+  PARITY_CUDA_LAUNCHED();
+}
+
+void EmbeddingBackward(const OpContext& ctx, int64_t t, int64_t d, int64_t v, float* dtable,
+                       const float* dout, const int32_t* tokens) {
+  if (t > 0 && d > 0) {
+    const dim3 grid(static_cast<unsigned>((d + kBlock - 1) / kBlock), static_cast<unsigned>(v));
+    EmbeddingBackwardKernel<<<grid, kBlock, 0, StreamOf(ctx)>>>(t, d, dtable, dout, tokens);
+    PARITY_CUDA_LAUNCHED();
+  }
+  ctx.Count(FlopKind::kVocab, static_cast<double>(t) * d);
+}
+
+void RmsNormForward(const OpContext& ctx, int64_t t, int64_t d, float* out, float* rstd,
+                    const float* x, const float* w) {
+  if (t > 0) {
+    RmsNormForwardKernel<<<static_cast<unsigned>(t), kBlock, 0, StreamOf(ctx)>>>(d, out, rstd, x,
+                                                                                 w);
+    PARITY_CUDA_LAUNCHED();
+  }
+  ctx.Count(FlopKind::kElementwise, 4.0 * t * d);
+}
+
+void RmsNormBackward(const OpContext& ctx, int64_t t, int64_t d, float* dx, float* dw,
+                     const float* dout, const float* x, const float* w, const float* rstd) {
+  if (t > 0) {
+    const cudaStream_t stream = StreamOf(ctx);
+    RmsNormBackwardDxKernel<<<static_cast<unsigned>(t), kBlock, 0, stream>>>(d, dx, dout, x, w,
+                                                                             rstd);
+    PARITY_CUDA_LAUNCHED();
+    const int64_t chunks = (t + kDwRowsPerChunk - 1) / kDwRowsPerChunk;
+    const auto col_tiles = static_cast<unsigned>((d + kBlock - 1) / kBlock);
+    Scratch<double> partial(stream, chunks * d);
+    RmsNormDwPartialKernel<<<dim3(static_cast<unsigned>(chunks), col_tiles), kBlock, 0, stream>>>(
+        t, d, partial.get(), dout, x, rstd);
+    PARITY_CUDA_LAUNCHED();
+    RmsNormDwFinalKernel<<<col_tiles, kBlock, 0, stream>>>(chunks, d, dw, partial.get());
+    PARITY_CUDA_LAUNCHED();
+  }
+  ctx.Count(FlopKind::kElementwise, 10.0 * t * d);
+}
+
+void MatmulForward(const OpContext& ctx, const MatmulShape& s, float* y, const float* x,
+                   const float* w, Accumulate acc, FlopKind kind) {
+  Gemm(State(ctx), Trans::kNo, Trans::kYes, s.rows, s.out, s.in, 1.0f, x, s.in, w, s.in,
+       acc == Accumulate::kYes ? 1.0f : 0.0f, y, s.out);
+  ctx.Count(kind, 2.0 * s.rows * s.out * s.in);
+}
+
+void MatmulBackward(const OpContext& ctx, const MatmulShape& s, float* dx, float* dw,
+                    const float* dy, const float* x, const float* w, Accumulate acc,
+                    FlopKind kind) {
+  BackendState& st = State(ctx);
+  if (dx != nullptr) {
+    Gemm(st, Trans::kNo, Trans::kNo, s.rows, s.in, s.out, 1.0f, dy, s.out, w, s.in,
+         acc == Accumulate::kYes ? 1.0f : 0.0f, dx, s.in);
+    ctx.Count(kind, 2.0 * s.rows * s.out * s.in);
+  }
+  Gemm(st, Trans::kYes, Trans::kNo, s.out, s.in, s.rows, 1.0f, dy, s.out, x, s.in, 1.0f, dw, s.in);
+  ctx.Count(kind, 2.0 * s.rows * s.out * s.in);
+}
+
+void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, float* g, const float* ab) {
+  if (t * f > 0) {
+    SwiGluForwardKernel<<<GridFor(t * f), kBlock, 0, StreamOf(ctx)>>>(t, f, g, ab);
+    PARITY_CUDA_LAUNCHED();
+  }
+  ctx.Count(FlopKind::kElementwise, 5.0 * t * f);
+}
+
+void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, float* dab, const float* dg,
+                    const float* ab) {
+  if (t * f > 0) {
+    SwiGluBackwardKernel<<<GridFor(t * f), kBlock, 0, StreamOf(ctx)>>>(t, f, dab, dg, ab);
+    PARITY_CUDA_LAUNCHED();
+  }
+  ctx.Count(FlopKind::kElementwise, 10.0 * t * f);
+}
+
+void CrossEntropyForward(const OpContext& ctx, int64_t t, int64_t v, float* loss,
+                         const float* logits, const int32_t* targets) {
+  if (t > 0) {
+    CrossEntropyForwardKernel<<<WarpRowBlocks(t), kBlock, 0, StreamOf(ctx)>>>(t, v, loss, logits,
+                                                                              targets);
+    PARITY_CUDA_LAUNCHED();
+  }
+  ctx.Count(FlopKind::kElementwise, 3.0 * t * v);
+}
+
+void CrossEntropyBackward(const OpContext& ctx, int64_t t, int64_t v, float* dlogits,
+                          const float* logits, const int32_t* targets, double scale) {
+  if (t > 0) {
+    CrossEntropyBackwardKernel<<<WarpRowBlocks(t), kBlock, 0, StreamOf(ctx)>>>(
+        t, v, dlogits, logits, targets, scale);
+    PARITY_CUDA_LAUNCHED();
+  }
+  ctx.Count(FlopKind::kElementwise, 4.0 * t * v);
+}
+
+}  // namespace parity::kernels::cuda
