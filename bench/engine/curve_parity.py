@@ -4,27 +4,36 @@ implementation of the same micro models, trained side by side on the same data.
 
     /usr/bin/python3 bench/engine/curve_parity.py                     # both models, seeds 1 and 2
     /usr/bin/python3 bench/engine/curve_parity.py --models dense --seeds 1 --steps 100
-    /usr/bin/python3 bench/engine/curve_parity.py --isolate            # step-0/1 diagnostics
+    /usr/bin/python3 bench/engine/curve_parity.py --init torch --ref-data random   # independent
+    /usr/bin/python3 bench/engine/curve_parity.py --isolate            # step-by-step diagnostics
+    /usr/bin/python3 bench/engine/curve_parity.py --from-json F        # reprint a --json F run
 
 Models (kernels/README.md vocabulary): dense d_model 64, 2 layers, 2 heads, SwiGLU 176, RoPE, MHA,
 untied embeddings; MoE 1dense+SE with E 8, K 2, D_e 32 (shared expert K·D_e = 64, aux 0.01,
 z 0.001, raw gates). AdamW (0.9, 0.95, eps 1e-8, decay 0.1 on matrices), clip 1.0, lr 3e-3 with 3
 warmup steps then cosine to 0.1×, 16 sequences of 128 bytes per step, 300 steps, KJV with the last
-5 % held out, validation on its first --eval-tokens bytes.
+5 % held out, validation on its first --eval-tokens bytes. Minutes per model and seed here.
 
 What is shared between the two sides, and how (engine_compat.py re-implements it from the
-engine's sources, so the PyTorch side reads exactly the engine's windows in the engine's order):
-- data: the engine's unique prefix windows and its SplitMix64 Fisher–Yates epoch order;
+engine's sources, so the PyTorch side can read exactly the engine's windows in its order):
+- data: --ref-data seeded (default) gives torch the engine's unique windows (a seeded sample of
+  the whole training split) in its SplitMix64 Fisher–Yates epoch order; prefix, the first D̂
+  windows, which the engine used before its fix (run it against such a build with --engine);
+  random, torch's own windows at uniform random offsets of the whole split;
 - initial weights: --init engine (default) reproduces InitParams bit for bit (SplitMix64 +
   Box–Muller), so both start from the same weights; --init torch draws the same scheme with
-  torch's generator (independent initial weights, same distribution);
+  torch's generator (independent initial weights, same distribution); --init plain draws
+  N(0, 0.02) everywhere (no 1/√(2L) on the residual outputs);
 - schedule: schedule.h's warmup (step+1)/W and cosine, set on the optimizer every step.
 Everything else — forward, backward (autograd), AdamW (torch.optim), clipping, evaluation — is
-PyTorch's own. The engine runs with --threads 1 and torch with torch.set_num_threads(1).
+PyTorch's own (torch_reference.py). The engine runs with --threads 1, torch with
+torch.set_num_threads(1). Gaps are engine / torch − 1: per run, and on the curves averaged over
+the seeds (with independent initial weights single runs differ by a few % from init noise alone).
 
---isolate checks the pieces one at a time on seed 1: the engine's loss at step 0 against torch's
-on the same weights and batch, its step-1 gradient per tensor (recovered from the AdamW first
-moment in a one-step checkpoint: m₁ = (1−β₁)·clip·g), the parameters after step 1, and the
+--isolate checks the pieces one at a time on the first seed: the loss on step 1's batch from the
+same weights, the gradient per tensor (the engine's recovered from the AdamW first moments of
+consecutive checkpoints: g = (m_k − β₁·m_{k−1}) / ((1 − β₁)·clip)) and the AdamW update, at step 1
+and at step --isolate-step from the engine's own state; the learning rate at every step; and the
 validation BPC of the engine's final weights evaluated by torch.
 """
 import argparse
