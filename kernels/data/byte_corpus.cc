@@ -59,7 +59,8 @@ absl::StatusOr<ByteCorpus> ByteCorpus::Load(const DataConfig& config, int64_t se
   if (config.subset == SubsetMode::kPrefix) {
     for (int64_t i = 0; i < n; ++i) chosen[i] = i;
   } else {
-    // A seeded subset, independent of the epoch shuffles (different stream).
+    // A seeded subset, independent of the epoch shuffles (different stream). Spread over the
+    // whole split, and nested: for one seed a smaller D̂ is a subset of a larger one.
     std::vector<int64_t> all = Permutation(train_windows, Rng::Mix(seed ^ 0x5eed5eedULL));
     chosen.assign(all.begin(), all.begin() + n);
     std::sort(chosen.begin(), chosen.end());

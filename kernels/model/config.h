@@ -78,9 +78,9 @@ struct TrainConfig {
 
 struct DataConfig {
   std::string corpus_path;
-  double validation_fraction = 0.05;  // the last fraction of the file is held out
-  int64_t unique_tokens = 0;          // D̂; 0 = the whole training split
-  SubsetMode subset = SubsetMode::kPrefix;
+  double validation_fraction = 0.05;        // the last fraction of the file is held out
+  int64_t unique_tokens = 0;                // D̂; 0 = the whole training split
+  SubsetMode subset = SubsetMode::kSeeded;  // kPrefix: the split's first D̂ tokens
 };
 
 struct RunConfig {

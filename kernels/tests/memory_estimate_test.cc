@@ -34,10 +34,6 @@ parity::v1::RunSpec LoadRunSpec(const std::string& path) {
 struct Measured {
   uint64_t allocated = 0;  // bytes the device handed out
   int64_t params = 0;
-  // The engine still saves attention probabilities [B,H,S,S] per layer where the estimate counts
-  // the log-sum-exp [B,H,S] a fused attention keeps; this is that difference, in bytes. Once the
-  // engine saves lse[B,H,S] itself, this term goes (and the comparison stays as it is).
-  uint64_t probs_minus_lse = 0;
 };
 
 Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec) {
@@ -57,9 +53,6 @@ Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec) {
   Measured out;
   out.allocated = device->AllocatedBytes();
   out.params = n;
-  const int64_t S = mc.seq_len;
-  out.probs_minus_lse =
-      static_cast<uint64_t>(mc.n_layers * batch * mc.n_heads * (S * S - S)) * sizeof(float);
   return out;
 }
 
@@ -73,14 +66,13 @@ void ExpectEstimateMatches(const parity::v1::RunSpec& spec) {
   const core::MemoryEstimate estimate = core::EstimateTrainingMemory(
       *shape, spec.training().micro_batch_sequences(), core::MemoryPrecision::kFp32);
   EXPECT_EQ(estimate.params, measured.params) << "the estimate counts the engine's parameters";
-  const double expected = double(measured.allocated - measured.probs_minus_lse);
+  const double expected = double(measured.allocated);
   const double got = double(estimate.BufferBytes());
   EXPECT_NEAR(got, expected, 0.02 * expected)
       << "estimate " << estimate.Describe() << " vs " << measured.allocated
-      << " bytes allocated (less " << measured.probs_minus_lse << " of probabilities over lse)";
+      << " bytes allocated";
   // In practice it is exact; print the residual so a drift shows before it breaks the 2%.
-  std::cout << spec.name() << ": allocated " << measured.allocated << " B (LSE layout " << expected
-            << " B), estimate " << got << " B, relative difference " << (got - expected) / expected
+  std::cout << spec.name() << ": allocated " << measured.allocated << " B, estimate " << got << " B, relative difference " << (got - expected) / expected
             << "\n";
   const core::MemoryEstimate bf16 = core::EstimateTrainingMemory(
       *shape, spec.training().micro_batch_sequences(), core::MemoryPrecision::kBf16);

@@ -240,6 +240,45 @@ TEST_F(TrainTest, EpochsReshuffleExactlyTheUniqueBudget) {
   EXPECT_NE(order[0], order[1]) << "epochs should be reshuffled";
 }
 
+// The unique budget is a sample of the whole training split (a corpus is ordered by source, so its
+// first D̂ tokens are one part of the text), and a smaller budget is a subset of a larger one.
+TEST_F(TrainTest, UniqueWindowsSpanTheWholeSplitAndNest) {
+  const std::string random_corpus = (dir_ / "random.bin").string();
+  std::string bytes;
+  Rng rng{.seed = 5};
+  for (int i = 0; i < 40000; ++i) bytes.push_back(static_cast<char>(rng.Below(256)));
+  std::ofstream(random_corpus, std::ios::binary) << bytes;
+  // Start byte of every unique window (random bytes: 16 of them identify the position).
+  auto starts = [&](int64_t windows) {
+    DataConfig d{
+        .corpus_path = random_corpus, .validation_fraction = 0.1, .unique_tokens = 16 * windows};
+    auto corpus = ByteCorpus::Load(d, 16, 7);
+    EXPECT_TRUE(corpus.ok()) << corpus.status();
+    std::set<int64_t> out;
+    std::vector<int32_t> in(16), tg(16);
+    for (int64_t g = 0; g < windows; ++g) {
+      corpus->FillTraining(g, 1, in.data(), tg.data());
+      out.insert(static_cast<int64_t>(bytes.find(std::string(in.begin(), in.end()))));
+    }
+    return out;
+  };
+  const std::set<int64_t> large = starts(200), small = starts(50);
+  ASSERT_EQ(large.size(), 200u);
+  const int64_t split = 36000;
+  std::vector<int> quarters(4, 0);
+  for (int64_t s : large) {
+    ASSERT_EQ(s % 16, 0) << "window at byte " << s << " is not on the window grid";
+    ASSERT_LT(s + 16, split) << "window at byte " << s << " reaches into the validation split";
+    ++quarters[s * 4 / split];
+  }
+  for (int q = 0; q < 4; ++q) {
+    EXPECT_GE(quarters[q], 25) << "quarter " << q << " of the split holds " << quarters[q]
+                               << " of 200 unique windows; expected about 50 (a prefix holds "
+                                  "them all in the first 3200 bytes)";
+  }
+  for (int64_t s : small) EXPECT_TRUE(large.contains(s)) << "D̂ 50 window " << s << " not in D̂ 200";
+}
+
 TEST(ScheduleTest, WarmupCosineAndWsd) {
   OptimizerConfig o{.lr = 1.0, .min_lr = 0.1, .warmup_steps = 10};
   EXPECT_DOUBLE_EQ(LearningRate(o, 0, 100), 0.1);
@@ -290,6 +329,7 @@ TEST_F(TrainTest, RunSpecAdapterAppliesDefaults) {
   EXPECT_DOUBLE_EQ(c.model.aux_loss_weight, 0.01);
   EXPECT_DOUBLE_EQ(c.model.z_loss_weight, 0.001);
   EXPECT_DOUBLE_EQ(c.optimizer.min_lr, 0.0003);
+  EXPECT_EQ(c.data.subset, SubsetMode::kSeeded) << "unique data must sample the whole split";
 }
 
 struct BadSpec {
