@@ -66,7 +66,11 @@ absl::StatusOr<MemoryShape> MemoryShapeOf(const parity::v1::ModelSpec& model, ui
   return m;
 }
 
-MemoryPrecision PrecisionOf(const RunSpec&) { return MemoryPrecision::kFp32; }
+MemoryPrecision PrecisionOf(const RunSpec& run) {
+  // Unset trains fp32 until the engine has bf16 kernels (training.proto's Precision).
+  return run.training().precision() == parity::v1::PRECISION_BF16 ? MemoryPrecision::kBf16
+                                                                   : MemoryPrecision::kFp32;
+}
 
 bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {
   auto& resources = *run.mutable_resources();

@@ -18,8 +18,8 @@ enum class HeadTying { kTied, kUntied };
 enum class GateNorm { kRaw, kRenormalize };
 enum class Schedule { kCosine, kWarmupStableDecay, kConstant };
 enum class SubsetMode { kPrefix, kSeeded };
-// training.precision. kUnspecified resolves per device (ResolvePrecision in train/): bf16 on a
-// GPU, fp32 on the CPU.
+// training.precision. kUnspecified resolves per device (ResolvePrecision in train/): fp32 until a
+// backend has bf16 kernels, then bf16 on a GPU and fp32 on the CPU.
 enum class Precision { kUnspecified, kFp32, kBf16 };
 
 struct ModelConfig {

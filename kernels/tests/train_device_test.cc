@@ -171,7 +171,7 @@ int RunCommand(const std::string& cmd, std::string* output) {
 TEST_F(DeviceTest, CommandLineRefusesBadDevicesAndBf16OnCpuWithExit2) {
   const std::string spec = (dir_ / "run.json").string();
   nlohmann::json fp32 = Spec();
-  fp32["training"]["precision"] = "PRECISION_FP32";  // unset would mean bf16 on cuda
+  fp32["training"]["precision"] = "PRECISION_FP32";
   std::ofstream(spec) << fp32.dump();
   const std::string base =
       std::string(PARITY_TRAIN_BIN) + " --run " + spec + " --out " + (dir_ / "o").string();

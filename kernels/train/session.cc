@@ -10,24 +10,18 @@
 namespace parity::kernels {
 
 absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind) {
-  const bool cuda = kind == DeviceKind::kCuda;
-  const Precision resolved = requested != Precision::kUnspecified
-                                 ? requested
-                                 : (cuda ? Precision::kBf16 : Precision::kFp32);
+  // Unset means fp32 on every device for now: bf16 is meant to become the GPU default, but
+  // every backend's op tables are fp32 (OpTable<float>) and bf16 needs weight copies and bf16
+  // kernels that no backend has yet. Defaulting a GPU run to a mode that is then refused would
+  // make every GPU spec name its precision.
+  const Precision resolved =
+      requested != Precision::kUnspecified ? requested : Precision::kFp32;
   if (resolved == Precision::kFp32) return resolved;
-  // Every backend's op tables are fp32 (OpTable<float>); bf16 needs weight copies and bf16
-  // kernels that no backend has yet.
-  if (!cuda) {
-    return absl::InvalidArgumentError(
-        "training.precision: PRECISION_BF16 is not supported on the cpu backend (fp32 only); set "
-        "training.precision to PRECISION_FP32 or leave it unset");
-  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "training.precision: ",
-      requested == Precision::kUnspecified ? "unset means PRECISION_BF16 on cuda, which"
-                                           : "PRECISION_BF16",
-      " is not implemented by the engine yet (fp32 kernels only); set training.precision to "
-      "PRECISION_FP32"));
+      "training.precision: PRECISION_BF16 is not implemented by the ",
+      kind == DeviceKind::kCuda ? "cuda" : "cpu",
+      " backend yet (fp32 kernels only); set training.precision to PRECISION_FP32 or leave it "
+      "unset"));
 }
 
 absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
