@@ -405,7 +405,7 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
   const absl::Time deadline =
       absl::Now() + (end.preempted ? options_.preempt_report_timeout : options_.report_timeout);
   absl::Time next_heartbeat = absl::Now() + options_.heartbeat_interval;
-  Backoff backoff(options_.backoff);
+  core::Backoff backoff(options_.backoff);
   while (absl::Now() < deadline) {
     absl::Status s = FlushMetrics(/*force=*/true);
     if (s.ok() && buffer_.size() == 0) {
@@ -425,7 +425,7 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
       spdlog::warn("run {}: lease lost while reporting the end ({})", run_.run_id(), s.ToString());
       return RunOutcome::kLeaseLost;
     }
-    if (!IsRetryable(s)) {
+    if (!core::IsRetryable(s)) {
       spdlog::error("run {}: scheduler refused the report: {}", run_.run_id(), s.ToString());
       return RunOutcome::kAbandoned;
     }

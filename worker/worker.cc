@@ -85,7 +85,7 @@ absl::Status WorkerDaemon::Register() {
   for (const auto& [k, v] : options_.labels) (*req.mutable_labels())[k] = v;
   req.set_worker_id(options_.worker_id);
   req.set_version(options_.version);
-  Backoff backoff(options_.backoff);
+  core::Backoff backoff(options_.backoff);
   for (;;) {
     absl::StatusOr<parity::v1::RegisterWorkerResponse> resp = client_.RegisterWorker(req);
     if (resp.ok()) {
@@ -106,7 +106,7 @@ absl::Status WorkerDaemon::Register() {
       req.clear_worker_id();  // the scheduler forgot us: become a new worker
       continue;
     }
-    if (!IsRetryable(resp.status()) && resp.status().code() != absl::StatusCode::kCancelled) {
+    if (!core::IsRetryable(resp.status()) && resp.status().code() != absl::StatusCode::kCancelled) {
       return resp.status();
     }
     const absl::Duration delay = backoff.NextDelay();
@@ -166,7 +166,7 @@ absl::Status WorkerDaemon::Run() {
     return s;
   }
   PublishDevices();
-  Backoff backoff(options_.backoff);
+  core::Backoff backoff(options_.backoff);
   while (!shutting_down()) {
     // Read before reaping, so a run finishing in between still wakes the wait below.
     const uint64_t finished_before = finished_runs();
