@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/proto_time.h"
 #include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 #include "worker/worker_metrics.h"
 
@@ -18,7 +18,6 @@ namespace parity::worker {
 namespace {
 
 namespace fs = std::filesystem;
-using google::protobuf::util::TimeUtil;
 
 bool LeaseGone(const absl::Status& s) {
   return s.code() == absl::StatusCode::kFailedPrecondition ||
@@ -238,7 +237,7 @@ std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint() {
   parity::v1::Checkpoint c;
   c.set_step(found->step);
   c.set_uri(found->path);
-  *c.mutable_create_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+  *c.mutable_create_time() = ToProtoTime(absl::Now());
   last_checkpoint_ = c;
   return c;
 }
@@ -256,7 +255,7 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
   if (!resp.ok()) return resp.status();
   if (ckpt) reported_checkpoint_step_ = ckpt->step();
   if (resp->has_expire_time()) {
-    lease_expiry_ = absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(resp->expire_time()));
+    lease_expiry_ = FromProtoTime(resp->expire_time());
   } else {
     lease_expiry_ = absl::Now() + options_.lease_ttl;
   }
@@ -452,9 +451,8 @@ void RunSupervisor::Supervise() {
   if (options_.worker_metrics != nullptr) {
     options_.worker_metrics->RunStarted(run_.run_id(), run_.spec().name());
   }
-  lease_expiry_ = lease_.has_expire_time()
-                      ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(lease_.expire_time()))
-                      : absl::Now() + options_.lease_ttl;
+  lease_expiry_ = lease_.has_expire_time() ? FromProtoTime(lease_.expire_time())
+                                           : absl::Now() + options_.lease_ttl;
   std::string spec_path;
   bool resume = false;
   absl::Status prepared = PrepareFiles(&spec_path, &resume);

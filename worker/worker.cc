@@ -4,17 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/util/time_util.h"
+#include "core/proto_time.h"
 #include "spdlog/spdlog.h"
 
 namespace parity::worker {
 namespace {
-
-using google::protobuf::util::TimeUtil;
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
 
 std::string DescribeDevices(const std::vector<parity::v1::Device>& devices) {
   std::vector<std::string> parts;
@@ -91,9 +85,9 @@ absl::Status WorkerDaemon::Register() {
     if (resp.ok()) {
       options_.worker_id = resp->worker_id();
       options_.run.worker_id = resp->worker_id();
-      if (resp->has_lease_ttl()) options_.run.lease_ttl = FromProto(resp->lease_ttl());
+      if (resp->has_lease_ttl()) options_.run.lease_ttl = FromProtoDuration(resp->lease_ttl());
       if (resp->has_heartbeat_interval())
-        options_.run.heartbeat_interval = FromProto(resp->heartbeat_interval());
+        options_.run.heartbeat_interval = FromProtoDuration(resp->heartbeat_interval());
       if (!options_.worker_id_file.empty())
         std::ofstream(options_.worker_id_file, std::ios::trunc) << options_.worker_id << "\n";
       spdlog::info("worker: registered as {} (lease ttl {}, heartbeat every {}); devices {}",
@@ -179,8 +173,7 @@ absl::Status WorkerDaemon::Run() {
     parity::v1::LeaseRunRequest req;
     req.set_worker_id(options_.worker_id);
     for (parity::v1::Device& d : free) *req.add_free_devices() = std::move(d);
-    *req.mutable_wait_time() =
-        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.lease_wait));
+    *req.mutable_wait_time() = ToProtoDuration(options_.lease_wait);
     absl::StatusOr<parity::v1::LeaseRunResponse> resp = client_.LeaseRun(req);
     // A long poll ended by our own shutdown is no error worth counting.
     if (options_.metrics != nullptr && (resp.ok() || !shutting_down())) {
