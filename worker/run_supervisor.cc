@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/proto_time.h"
+#include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "spdlog/spdlog.h"
 #include "worker/worker_metrics.h"
@@ -269,8 +270,7 @@ absl::Status RunSupervisor::FlushMetrics(bool force) {
   req.set_run_id(run_.run_id());
   req.set_lease_epoch(lease_.lease_epoch());
   for (parity::v1::MetricPoint& p : buffer_.PeekBatch()) *req.add_points() = std::move(p);
-  absl::StatusOr<parity::v1::ReportMetricsResponse> resp = client_.ReportMetrics(req);
-  if (!resp.ok()) return resp.status();
+  PARITY_RETURN_IF_ERROR(client_.ReportMetrics(req).status());
   buffer_.Acknowledge(static_cast<size_t>(req.points_size()));
   if (options_.worker_metrics != nullptr) {
     options_.worker_metrics->PointsForwarded(req.points_size());

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "parity/v1/sweep.pb.h"
 
 namespace parity::kernels {
@@ -181,7 +182,7 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
     }
   }
   dc.subset = SubsetMode::kPrefix;
-  if (auto s = ValidateRunConfig(c); !s.ok()) return s;
+  PARITY_RETURN_IF_ERROR(ValidateRunConfig(c));
   return out;
 }
 
