@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/time/time.h"
 #include "cli/table.h"
+#include "core/proto_time.h"
 #include "fmt/format.h"
 #include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/time_util.h"
 
 namespace parity::cli {
 namespace {
-
-using google::protobuf::util::TimeUtil;
 
 std::string StripPrefix(const std::string& name, std::string_view prefix) {
   return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
@@ -19,10 +18,7 @@ std::string StripPrefix(const std::string& name, std::string_view prefix) {
 
 std::string Time(const google::protobuf::Timestamp& time) {
   if (time.seconds() == 0 && time.nanos() == 0) return "-";
-  std::string text = TimeUtil::ToString(time);  // 2026-11-29T21:11:24.123Z
-  text = text.substr(0, std::min<size_t>(text.size(), 19));
-  std::replace(text.begin(), text.end(), 'T', ' ');
-  return text;
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", FromProtoTime(time), absl::UTCTimeZone());
 }
 
 std::string Bpc(double value) { return value > 0 ? fmt::format("{:.4f}", value) : "-"; }

@@ -9,6 +9,7 @@
 #include "cli/client_format.h"
 #include "cli/report_analysis.h"
 #include "cli/table.h"
+#include "core/status_macros.h"
 #include "fmt/format.h"
 #include "web/dashboard_documents.h"
 #include "web/web_assets.h"
@@ -169,7 +170,7 @@ absl::Status WriteReport(const ReportData& data, const std::string& dir) {
   const std::filesystem::path root(dir);
   for (const web::EmbeddedAsset& asset : web::EmbeddedAssets()) {
     if (std::string_view(asset.name) == "index.html") continue;
-    if (absl::Status s = WriteFile(root / asset.name, asset.content()); !s.ok()) return s;
+    PARITY_RETURN_IF_ERROR(WriteFile(root / asset.name, asset.content()));
   }
   // A classic script, not a JSON file: browsers refuse fetch() of file:// pages.
   const json report = {{"info",
@@ -181,11 +182,11 @@ absl::Status WriteReport(const ReportData& data, const std::string& dir) {
       "// Written by `parity report`: the dashboard's API documents for one sweep.\n"
       "window.PARITY_REPORT = ",
       report.dump(-1, ' ', false, json::error_handler_t::replace), ";\n");
-  if (absl::Status s = WriteFile(root / "data.js", script); !s.ok()) return s;
-  if (absl::Status s = WriteFile(root / "runs.csv", RunsCsv(data)); !s.ok()) return s;
-  const std::string analysis =
-      AnalysisMarkdown(data.sweep.spec().name(), data.analysis, data.analysis_error);
-  if (absl::Status s = WriteFile(root / "analysis.md", analysis); !s.ok()) return s;
+  PARITY_RETURN_IF_ERROR(WriteFile(root / "data.js", script));
+  PARITY_RETURN_IF_ERROR(WriteFile(root / "runs.csv", RunsCsv(data)));
+  PARITY_RETURN_IF_ERROR(
+      WriteFile(root / "analysis.md",
+                AnalysisMarkdown(data.sweep.spec().name(), data.analysis, data.analysis_error)));
   const std::string index = web::IndexHtmlWith("<script src=\"data.js\"></script>");
   if (index.empty()) return absl::InternalError("index.html is not embedded in this binary");
   return WriteFile(root / "index.html", index);

@@ -5,16 +5,24 @@
 #include <chrono>
 #include <iostream>
 #include <map>
-#include <thread>
 
+#include "absl/time/clock.h"
 #include "cli/client_format.h"
 #include "cli/commands.h"
+#include "core/backoff.h"
 #include "fmt/format.h"
 
 namespace parity::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Reconnects after 250 ms, doubling to 10 s; jittered so that many watchers do not all come back
+// at the same instant after a scheduler restart.
+constexpr core::BackoffOptions kReconnect{.initial = absl::Milliseconds(250),
+                                          .max = absl::Seconds(10)};
+
+void Wait(core::Backoff& backoff) { absl::SleepFor(backoff.NextDelay()); }
 
 bool IsFinal(parity::v1::RunState state) {
   return state == parity::v1::RUN_STATE_SUCCEEDED || state == parity::v1::RUN_STATE_FAILED ||
@@ -68,16 +76,17 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
   const bool tty = isatty(STDOUT_FILENO) == 1;
   SweepView view;
   int lines_drawn = 0;
-  auto backoff = std::chrono::milliseconds(250);
+  core::Backoff backoff(kReconnect);
   while (true) {
     grpc::Status error;
     if (!LoadSnapshot(stub, sweep_id, options, view, error)) {
       if (error.error_code() != grpc::StatusCode::UNAVAILABLE) {
         return ReportRpcError(error, "watch " + sweep_id, options);
       }
-      std::cerr << "scheduler unavailable, retrying in " << backoff.count() << " ms\n";
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+      const absl::Duration delay = backoff.NextDelay();
+      std::cerr << "scheduler unavailable, retrying in " << absl::ToInt64Milliseconds(delay)
+                << " ms\n";
+      absl::SleepFor(delay);
       continue;
     }
     if (tty || lines_drawn == 0) Render(view, tty, lines_drawn);
@@ -91,7 +100,7 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
     parity::v1::WatchSweepResponse event;
     Clock::time_point last_draw = Clock::now();
     while (reader->Read(&event)) {
-      backoff = std::chrono::milliseconds(250);
+      backoff.Reset();
       if (event.has_sweep()) view.sweep = event.sweep();
       if (event.has_state_change()) {
         const auto& change = event.state_change();
@@ -128,8 +137,7 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
       return ReportRpcError(finished, "watch " + sweep_id, options);
     }
     // The stream ended or broke: take a fresh snapshot (the stream restarts from current state).
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+    Wait(backoff);
   }
   grpc::Status error;
   if (LoadSnapshot(stub, sweep_id, options, view, error)) Render(view, tty, lines_drawn);
@@ -141,7 +149,7 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
                       const SchedulerOptions& options) {
   const bool tty = isatty(STDOUT_FILENO) == 1;
   uint64_t from_step = 0;
-  auto backoff = std::chrono::milliseconds(250);
+  core::Backoff backoff(kReconnect);
   parity::v1::Run run;
   while (true) {
     parity::v1::GetRunRequest get;
@@ -152,8 +160,7 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
         return ReportRpcError(status, "watch " + run_id, options);
       }
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+      Wait(backoff);
       continue;
     }
     run = got.run();
@@ -166,7 +173,7 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
     parity::v1::WatchRunResponse event;
     const double steps = static_cast<double>(run.spec().training().steps());
     while (reader->Read(&event)) {
-      backoff = std::chrono::milliseconds(250);
+      backoff.Reset();
       if (event.has_state_change()) {
         run.set_state(event.state_change().to_state());
         std::cout << (tty ? "\r\x1b[K" : "") << run.spec().name() << "  "
@@ -187,8 +194,7 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
     context.TryCancel();
     (void)reader->Finish();
     if (IsFinal(run.state())) break;
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+    Wait(backoff);
   }
   if (tty) std::cout << "\n";
   std::cout << "run " << run_id << " " << RunStateName(run.state()) << "\n";

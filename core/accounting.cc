@@ -1,9 +1,10 @@
-// Parameter and FLOP counting. Everything is integer arithmetic on uint64 until the ratios, so
-// N and N_a are exact and two runs with the same shape always agree to the parameter.
+// A ModelSpec's accounting: its Shape and placement for the shared counting rules
+// (model_counts.h), then the ratios and per-part counts of the Accounting message.
 #include "core/accounting.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "core/symbols.h"
 
 namespace parity::core {
@@ -11,82 +12,50 @@ namespace parity::core {
 using parity::v1::Accounting;
 using parity::v1::ModelSpec;
 
-ParamCounts CountParams(const Shape& s) {
-  const uint64_t d_m = s.d_model;
-  const uint64_t layers = uint64_t{s.dense_layers} + s.moe_layers;
-  ParamCounts c;
-  // Q and O project D_m ↔ H·D_h; K and V project D_m → H_kv·D_h.
-  c.attention =
-      layers * (2 * d_m * s.num_heads * s.head_dim + 2 * d_m * s.num_kv_heads * s.head_dim);
-  const uint64_t dense_ffn = s.dense_layers * 3 * d_m * s.ffn_hidden;
-  const uint64_t routed = s.moe_layers * 3 * d_m * uint64_t{s.expert_hidden} * s.num_experts;
-  const uint64_t active_routed = s.moe_layers * 3 * d_m * uint64_t{s.expert_hidden} * s.top_k;
-  const uint64_t shared = s.moe_layers * 3 * d_m * uint64_t{s.shared_expert_hidden};
-  c.router = s.moe_layers * d_m * s.num_experts;
-  c.ffn = dense_ffn + routed + shared;
-  c.params = c.attention + c.ffn + c.router;
-  c.active_params = c.attention + dense_ffn + active_routed + shared + c.router;
-  return c;
-}
-
-double ForwardFlopsPerToken(const Shape& s, uint64_t active_params, uint32_t sequence_length) {
-  const double layers = double(s.dense_layers) + double(s.moe_layers);
-  // 2 FLOPs per multiply-add over the activated weights, plus QK^T and the weighted sum of V over
-  // a full window of S (the literature's convention, not the causal half).
-  return 2.0 * double(active_params) + 4.0 * double(s.d_model) * sequence_length * layers;
-}
-
-uint32_t MoeLayerCount(const ModelSpec& model) {
-  if (model.architecture() != parity::v1::ARCHITECTURE_MOE) return 0;
-  const uint32_t layers = model.num_layers();
+LayerPlacement PlacementOf(const ModelSpec& model) {
+  LayerPlacement p{.num_layers = model.num_layers(),
+                   .interleave_every = model.moe().interleave_every()};
+  if (model.architecture() != parity::v1::ARCHITECTURE_MOE) return p;
   switch (model.moe().layout()) {
     case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
-      return layers > 0 ? layers - 1 : 0;
+      p.layout = MoeLayout::kOneDenseShared;
+      break;
     case parity::v1::MOE_LAYOUT_ALL_MOE:
-      return layers;
-    case parity::v1::MOE_LAYOUT_INTERLEAVED: {
-      const uint32_t k = model.moe().interleave_every();
-      return k == 0 ? 0 : layers / k;
-    }
+      p.layout = MoeLayout::kAllMoe;
+      break;
+    case parity::v1::MOE_LAYOUT_INTERLEAVED:
+      p.layout = MoeLayout::kInterleaved;
+      break;
     default:
-      return 0;
+      break;  // no MoE layer; ShapeOf refuses an MoE model without one
   }
+  return p;
 }
+
+uint32_t MoeLayerCount(const ModelSpec& model) { return MoeLayerCount(PlacementOf(model)); }
 
 bool IsMoeLayer(const ModelSpec& model, uint32_t index) {
-  if (model.architecture() != parity::v1::ARCHITECTURE_MOE || index >= model.num_layers()) {
-    return false;
-  }
-  switch (model.moe().layout()) {
-    case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
-      return index > 0;
-    case parity::v1::MOE_LAYOUT_ALL_MOE:
-      return true;
-    case parity::v1::MOE_LAYOUT_INTERLEAVED: {
-      const uint32_t k = model.moe().interleave_every();
-      return k > 0 && (index + 1) % k == 0;  // layers k, 2k, ... counted from 1
-    }
-    default:
-      return false;
-  }
+  return IsMoeLayer(PlacementOf(model), index);
 }
 
 absl::StatusOr<Shape> ShapeOf(const ModelSpec& m) {
   auto invalid = [](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("resolved model: ", std::string(what)));
   };
-  if (m.d_model() == 0 || m.num_layers() == 0 || m.num_heads() == 0 || m.head_dim() == 0) {
-    return invalid("d_model, num_layers, num_heads and head_dim must all be set");
+  if (m.d_model() == 0 || m.num_layers() == 0 || m.num_heads() == 0) {
+    return invalid("d_model, num_layers and num_heads must all be set");
   }
-  if (uint64_t{m.num_heads()} * m.head_dim() != m.d_model()) {
-    return invalid(absl::StrCat("num_heads ", m.num_heads(), " × head_dim ", m.head_dim(),
+  // An unset D_h is D_m/H, as the planner derives it and the engine reads it.
+  const uint32_t head_dim = m.head_dim() != 0 ? m.head_dim() : m.d_model() / m.num_heads();
+  if (uint64_t{m.num_heads()} * head_dim != m.d_model()) {
+    return invalid(absl::StrCat("num_heads ", m.num_heads(), " × head_dim ", head_dim,
                                 " != d_model ", m.d_model()));
   }
   Shape s;
   s.d_model = m.d_model();
   s.num_heads = m.num_heads();
   s.num_kv_heads = m.num_kv_heads() == 0 ? m.num_heads() : m.num_kv_heads();
-  s.head_dim = m.head_dim();
+  s.head_dim = head_dim;
   s.ffn_hidden = m.ffn_hidden();
   if (s.num_kv_heads > s.num_heads || s.num_heads % s.num_kv_heads != 0) {
     return invalid(
@@ -108,7 +77,10 @@ absl::StatusOr<Shape> ShapeOf(const ModelSpec& m) {
     s.num_experts = moe.num_experts();
     s.top_k = moe.top_k();
     s.expert_hidden = moe.expert_hidden();
-    s.shared_expert_hidden = moe.shared_expert_hidden();
+    s.shared_expert_hidden =
+        moe.shared_expert_hidden() != 0
+            ? moe.shared_expert_hidden()
+            : DefaultSharedExpertHidden(PlacementOf(m).layout, s.top_k, s.expert_hidden);
   } else if (m.architecture() != parity::v1::ARCHITECTURE_DENSE) {
     return invalid("architecture must be DENSE or MOE");
   }
@@ -117,9 +89,7 @@ absl::StatusOr<Shape> ShapeOf(const ModelSpec& m) {
 
 absl::StatusOr<Accounting> ComputeAccounting(const ModelSpec& model, uint32_t sequence_length) {
   if (sequence_length == 0) return absl::InvalidArgumentError("sequence_length must be > 0");
-  absl::StatusOr<Shape> shape = ShapeOf(model);
-  if (!shape.ok()) return shape.status();
-  const Shape& s = *shape;
+  PARITY_ASSIGN_OR_RETURN(const Shape s, ShapeOf(model));
   const ParamCounts c = CountParams(s);
   const double d_m = s.d_model;
   Accounting a;

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/analysis_stats.h"
+#include "core/status_macros.h"
 
 namespace parity::core {
 namespace {
@@ -217,9 +218,8 @@ absl::StatusOr<double> DenseComputeForLoss(const DenseLawFit& fit, double loss) 
 absl::StatusOr<double> MeasuredEfficiencyLeverage(const DenseLawFit& fit, double moe_loss,
                                                   double moe_compute) {
   if (!(moe_compute > 0)) return absl::InvalidArgumentError("C_moe must be > 0");
-  absl::StatusOr<double> dense_compute = DenseComputeForLoss(fit, moe_loss);
-  if (!dense_compute.ok()) return dense_compute.status();
-  return *dense_compute / moe_compute;
+  PARITY_ASSIGN_OR_RETURN(const double dense_compute, DenseComputeForLoss(fit, moe_loss));
+  return dense_compute / moe_compute;
 }
 
 std::optional<Interval> EfficiencyLeverageInterval(const DenseLawFit& fit, double moe_loss,

@@ -1,7 +1,9 @@
-// PlanSweep. Shapes are solved once per MoE point and once for the dense model, then the grid is
-// expanded by copying them; a 300-run grid plans in milliseconds.
+// PlanSweep: validate, solve the shapes (PlanShapes: once per MoE point and once for the dense
+// model), then expand the grid (ExpandGrid) by copying them into one run each (MakeRun); a
+// 300-run grid plans in milliseconds.
 #include "core/planner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -16,6 +18,7 @@
 #include "core/grid.h"
 #include "core/hyperparameters.h"
 #include "core/shape_solver.h"
+#include "core/status_macros.h"
 #include "core/validation.h"
 
 namespace parity::core {
@@ -41,7 +44,7 @@ std::optional<PlannedModel> Plan(const absl::StatusOr<ModelSpec>& model, std::st
     return std::nullopt;
   }
   absl::StatusOr<Accounting> accounting = ComputeAccounting(*model, sequence_length);
-  if (!accounting.ok()) {
+  if (!accounting.ok()) {  // a violation to collect, not an early return
     violations.push_back({path, std::string(accounting.status().message())});
     return std::nullopt;
   }
@@ -66,188 +69,265 @@ uint64_t TokensFor(double compute, double flops_per_token) {
   return static_cast<uint64_t>(std::llround(compute / flops_per_token));
 }
 
-}  // namespace
+absl::Status Invalid(const SweepSpec& spec, const char* what,
+                     const std::vector<FieldViolation>& violations) {
+  return InvalidArgumentWithViolations(
+      absl::StrCat("sweep '", spec.name(), "' ", what, ": ", violations.size(), " problem(s)"),
+      violations);
+}
 
-absl::StatusOr<std::vector<RunSpec>> PlanSweep(const SweepSpec& spec) {
-  std::vector<FieldViolation> violations = ValidateSweepSpec(spec);
-  if (!violations.empty()) {
-    return InvalidArgumentWithViolations(
-        absl::StrCat("sweep '", spec.name(), "' is invalid: ", violations.size(), " problem(s)"),
-        violations);
+// The solved models of a sweep: one per MoE point (grid order) and the dense model if needed.
+struct PlannedShapes {
+  std::vector<PlannedModel> moe;
+  std::optional<PlannedModel> dense;
+};
+
+// The backbone, then each MoE point's shape. `backbone_target` is the backbone's target N (0
+// when there is no MoE point or the backbone cannot be resolved).
+std::vector<PlannedModel> PlanMoePoints(const SweepSpec& spec, std::optional<ModelSpec>& backbone,
+                                        uint64_t& backbone_target,
+                                        std::vector<FieldViolation>& violations) {
+  std::vector<PlannedModel> planned_points;
+  if (spec.grid().moe().empty()) return planned_points;
+  absl::StatusOr<ModelSpec> resolved = ResolveBackbone(spec.moe());
+  if (!resolved.ok()) {
+    violations.push_back({"moe", std::string(resolved.status().message())});
+    return planned_points;
   }
+  backbone = *resolved;
+  backbone_target = BackboneTargetParams(*backbone);
   const uint32_t seq = spec.training().sequence_length();
-  const std::vector<parity::v1::DataVariant> variants = DataVariantsOf(spec);
+  for (int i = 0; i < spec.grid().moe_size(); ++i) {
+    const auto& point = spec.grid().moe(i);
+    std::optional<PlannedModel> planned =
+        Plan(SolveMoePoint(*backbone, point, backbone_target), MoePointLabel(point), seq,
+             absl::StrCat("grid.moe[", i, "]"), violations);
+    if (planned) planned_points.push_back(*std::move(planned));
+  }
+  return planned_points;
+}
 
-  // Shapes.
+// The dense model, aimed at dense.target_params, else the backbone's N, else the first MoE
+// point's N; a solved N outside the tolerance of that target is a violation.
+std::optional<PlannedModel> PlanDense(const SweepSpec& spec, const ModelSpec* backbone,
+                                      uint64_t backbone_target,
+                                      const std::vector<PlannedModel>& moe_models,
+                                      std::vector<FieldViolation>& violations) {
+  uint64_t target = spec.dense().target_params();
+  if (target == 0) target = backbone_target;
+  if (target == 0 && !moe_models.empty()) target = moe_models.front().accounting.params();
+  std::optional<PlannedModel> dense = Plan(SolveDense(spec.dense(), backbone, target), "dense",
+                                           spec.training().sequence_length(), "dense", violations);
+  if (dense && target > 0 &&
+      std::fabs(dense->accounting.params_error()) > ParamTolerance(dense->model)) {
+    violations.push_back(
+        {"dense",
+         absl::StrFormat("N = %s is %.1f%% from the target N = %s (tolerance %g%%)",
+                         CompactNumber(double(dense->accounting.params())),
+                         dense->accounting.params_error() * 100, CompactNumber(double(target)),
+                         ParamTolerance(dense->model) * 100)});
+  }
+  return dense;
+}
+
+PlannedShapes PlanShapes(const SweepSpec& spec,
+                         const std::vector<parity::v1::DataVariant>& variants,
+                         std::vector<FieldViolation>& violations) {
+  PlannedShapes shapes;
   std::optional<ModelSpec> backbone;
   uint64_t backbone_target = 0;
-  std::vector<PlannedModel> moe_models;
-  if (!spec.grid().moe().empty()) {
-    absl::StatusOr<ModelSpec> resolved = ResolveBackbone(spec.moe());
-    if (!resolved.ok()) {
-      violations.push_back({"moe", std::string(resolved.status().message())});
-    } else {
-      backbone = *resolved;
-      backbone_target = BackboneTargetParams(*backbone);
-      for (int i = 0; i < spec.grid().moe_size(); ++i) {
-        const auto& point = spec.grid().moe(i);
-        std::optional<PlannedModel> planned =
-            Plan(SolveMoePoint(*backbone, point, backbone_target), MoePointLabel(point), seq,
-                 absl::StrCat("grid.moe[", i, "]"), violations);
-        if (planned) moe_models.push_back(*std::move(planned));
-      }
-    }
-  }
-  std::optional<PlannedModel> dense;
+  shapes.moe = PlanMoePoints(spec, backbone, backbone_target, violations);
   if (NeedsDense(spec, variants)) {
-    uint64_t target = spec.dense().target_params();
-    if (target == 0) target = backbone_target;
-    if (target == 0 && !moe_models.empty()) target = moe_models.front().accounting.params();
-    dense = Plan(SolveDense(spec.dense(), backbone ? &*backbone : nullptr, target), "dense", seq,
-                 "dense", violations);
-    if (dense && target > 0 &&
-        std::fabs(dense->accounting.params_error()) > ParamTolerance(dense->model)) {
-      violations.push_back(
-          {"dense",
-           absl::StrFormat("N = %s is %.1f%% from the target N = %s (tolerance %g%%)",
-                           CompactNumber(double(dense->accounting.params())),
-                           dense->accounting.params_error() * 100, CompactNumber(double(target)),
-                           ParamTolerance(dense->model) * 100)});
-    }
+    shapes.dense =
+        PlanDense(spec, backbone ? &*backbone : nullptr, backbone_target, shapes.moe, violations);
   }
-  if (!violations.empty()) {
-    return InvalidArgumentWithViolations(
-        absl::StrCat("sweep '", spec.name(), "' cannot be planned: ", violations.size(),
-                     " problem(s)"),
-        violations);
-  }
+  return shapes;
+}
 
-  // Grid expansion.
+// One model row of a budget and data variant: an MoE point, or a dense baseline spending
+// `multiple`·C.
+struct Row {
+  const PlannedModel* planned;
+  parity::v1::RunRole role;
+  std::string label;
+  double multiple;
+};
+
+std::vector<Row> RowsOf(const SweepSpec& spec, const PlannedShapes& shapes) {
+  std::vector<Row> rows;
+  for (const PlannedModel& m : shapes.moe) {
+    rows.push_back({&m, parity::v1::RUN_ROLE_MOE, absl::StrCat("moe-", m.label), 1.0});
+  }
+  for (const auto& baseline : spec.baselines()) {
+    rows.push_back({&*shapes.dense, parity::v1::RUN_ROLE_DENSE_BASELINE, BaselineLabel(baseline),
+                    baseline.compute_multiple()});
+  }
+  return rows;
+}
+
+// Strict reuse's default D̂: what the 1C dense run of `compute` actually consumes (whole
+// batches). 0 when the sweep has no dense model.
+uint64_t DenseOneCTokens(const SweepSpec& spec, const std::optional<PlannedModel>& dense,
+                         double compute) {
+  if (!dense) return 0;
+  const uint64_t tokens = TokensFor(compute, dense->accounting.flops_per_token());
+  parity::v1::TrainingSpec training = spec.training();
+  if (!ResolveTraining(training, dense->accounting.active_params(), tokens).ok()) return tokens;
+  return training.steps() * training.batch_tokens();
+}
+
+// What one row's runs share within a budget and data variant.
+struct Cell {
+  const SweepSpec& spec;
+  const std::string& budget_label;
+  const parity::v1::DataVariant& variant;
+  uint64_t tokens;  // D the compute buys
+  uint64_t unique;  // D̂ as planned (data.unique_tokens)
+};
+
+// D̂ of a row's runs before the batch rounds D: fixed for strict reuse, D/epochs for loose.
+uint64_t PlannedUniqueTokens(const parity::v1::DataVariant& variant, uint64_t tokens,
+                             uint64_t dense_1c_tokens) {
+  switch (variant.reuse()) {
+    case parity::v1::REUSE_MODE_STRICT:
+      return variant.unique_tokens() > 0 ? variant.unique_tokens() : dense_1c_tokens;
+    case parity::v1::REUSE_MODE_LOOSE:
+      return std::max<uint64_t>(1, std::llround(double(tokens) / variant.epochs()));
+    default:
+      return tokens;
+  }
+}
+
+// D̂ of what the engine consumes (whole steps): loose reuse keeps its epochs, unique reuse sees
+// every consumed token once, strict keeps the planned D̂.
+uint64_t ConsumedUniqueTokens(const parity::v1::DataVariant& variant, uint64_t consumed,
+                              uint64_t unique) {
+  switch (variant.reuse()) {
+    case parity::v1::REUSE_MODE_STRICT:
+      return unique;
+    case parity::v1::REUSE_MODE_LOOSE:
+      return std::max<uint64_t>(1, std::llround(double(consumed) / variant.epochs()));
+    default:
+      return consumed;
+  }
+}
+
+void SetGridPoint(const Cell& cell, const Row& row, uint64_t seed,
+                  const HyperparameterSetting& setting, RunSpec& run) {
+  auto& point = *run.mutable_grid_point();
+  if (row.role == parity::v1::RUN_ROLE_MOE) {
+    point["moe"] = row.planned->label;
+  } else {
+    point["baseline"] = row.label;
+  }
+  point["compute"] = cell.budget_label;
+  point["data"] = cell.variant.name();
+  point["seed"] = absl::StrCat(seed);
+  for (const auto& [field, value] : setting) point[field] = absl::StrFormat("%g", value);
+}
+
+// One fully resolved run; the status of ResolveTraining when its training cannot be completed.
+absl::StatusOr<RunSpec> MakeRun(const Cell& cell, const Row& row, uint64_t seed,
+                                const HyperparameterSetting& setting) {
+  const SweepSpec& spec = cell.spec;
+  RunSpec run;
+  run.set_name(absl::StrCat(row.label, "-", cell.budget_label, "-", cell.variant.name(), "-s", seed,
+                            SettingLabel(setting)));
+  run.set_role(row.role);
+  run.set_sweep_name(spec.name());
+  *run.mutable_model() = row.planned->model;
+  Accounting& acc = *run.mutable_accounting() = row.planned->accounting;
+  auto& training = *run.mutable_training() = spec.training();
+  training.set_seed(seed);
+  for (const auto& [field, value] : setting) {
+    (void)SetTrainingField(training, field, value);  // checked by validation
+  }
+  PARITY_RETURN_IF_ERROR(ResolveTraining(training, acc.active_params(), cell.tokens));
+  // D is what the engine consumes: whole steps of batch_tokens.
+  const uint64_t consumed = training.steps() * training.batch_tokens();
+  SetTokens(consumed, ConsumedUniqueTokens(cell.variant, consumed, cell.unique), acc);
+  auto& data = *run.mutable_data() = spec.data();
+  data.set_reuse(cell.variant.reuse());
+  data.set_unique_tokens(cell.unique);
+  data.set_epochs(acc.epochs());
+  if (data.validation_fraction() == 0) data.set_validation_fraction(0.01);
+  run.set_compute_budget(cell.budget_label);
+  run.set_compute_multiple(row.multiple);
+  run.set_data_variant(cell.variant.name());
+  SetGridPoint(cell, row, seed, setting, run);
+  if (row.role == parity::v1::RUN_ROLE_MOE) {
+    run.set_predicted_efficiency_leverage(PredictedEfficiencyLeverage(
+        acc.expert_activation_ratio(), acc.granularity(), acc.compute_flops()));
+  }
+  *run.mutable_resources() = spec.resources();
+  run.mutable_labels()->insert(spec.labels().begin(), spec.labels().end());
+  return run;
+}
+
+// Budgets × data variants × rows × seeds × settings, in that nesting order. A row whose budget
+// buys no token, a run whose training cannot be resolved and a duplicate name are violations.
+std::vector<RunSpec> ExpandGrid(const SweepSpec& spec, const PlannedShapes& shapes,
+                                const std::vector<parity::v1::DataVariant>& variants,
+                                std::vector<FieldViolation>& violations) {
   const std::vector<HyperparameterSetting> settings = HyperparameterSettingsOf(spec.grid());
   std::vector<uint64_t> seeds(spec.grid().seeds().begin(), spec.grid().seeds().end());
   if (seeds.empty()) seeds.push_back(spec.training().seed());
+  const std::vector<Row> rows = RowsOf(spec, shapes);
   std::vector<RunSpec> runs;
   runs.reserve(ExpectedRunCount(spec));
   absl::flat_hash_set<std::string> names;
-
   for (int b = 0; b < spec.grid().compute_size(); ++b) {
     const auto& budget = spec.grid().compute(b);
     const std::string budget_label = BudgetLabel(budget, b);
     const double compute = budget.compute_flops() > 0 ? budget.compute_flops()
-                                                      : dense->accounting.flops_per_token() *
+                                                      : shapes.dense->accounting.flops_per_token() *
                                                             double(budget.dense_tokens());
-    // Strict reuse's default D̂ is what the 1C dense run actually consumes (whole batches).
-    uint64_t dense_1c_tokens = 0;
-    if (dense) {
-      dense_1c_tokens = TokensFor(compute, dense->accounting.flops_per_token());
-      parity::v1::TrainingSpec dense_training = spec.training();
-      if (ResolveTraining(dense_training, dense->accounting.active_params(), dense_1c_tokens)
-              .ok()) {
-        dense_1c_tokens = dense_training.steps() * dense_training.batch_tokens();
-      }
-    }
+    const uint64_t dense_1c_tokens = DenseOneCTokens(spec, shapes.dense, compute);
     for (const auto& variant : variants) {
-      // One entry per model row of this budget and variant: MoE points, then baselines.
-      struct Row {
-        const PlannedModel* planned;
-        parity::v1::RunRole role;
-        std::string label;
-        double multiple;
-      };
-      std::vector<Row> rows;
-      for (const PlannedModel& m : moe_models) {
-        rows.push_back({&m, parity::v1::RUN_ROLE_MOE, absl::StrCat("moe-", m.label), 1.0});
-      }
-      for (const auto& baseline : spec.baselines()) {
-        rows.push_back({&*dense, parity::v1::RUN_ROLE_DENSE_BASELINE, BaselineLabel(baseline),
-                        baseline.compute_multiple()});
-      }
       for (const Row& row : rows) {
-        const Accounting& base = row.planned->accounting;
-        const uint64_t tokens = TokensFor(compute * row.multiple, base.flops_per_token());
+        const double row_compute = compute * row.multiple;
+        const double flops_per_token = row.planned->accounting.flops_per_token();
+        const uint64_t tokens = TokensFor(row_compute, flops_per_token);
         if (tokens == 0) {
           violations.push_back({absl::StrCat("grid.compute[", b, "]"),
                                 absl::StrFormat("%g FLOPs buys no token of %s (M = %g FLOPs/token)",
-                                                compute, row.label, base.flops_per_token())});
+                                                compute, row.label, flops_per_token)});
           continue;
         }
-        uint64_t unique = tokens;
-        if (variant.reuse() == parity::v1::REUSE_MODE_STRICT) {
-          unique = variant.unique_tokens() > 0 ? variant.unique_tokens() : dense_1c_tokens;
-        } else if (variant.reuse() == parity::v1::REUSE_MODE_LOOSE) {
-          unique = std::max<uint64_t>(1, std::llround(double(tokens) / variant.epochs()));
-        }
+        const Cell cell{spec, budget_label, variant, tokens,
+                        PlannedUniqueTokens(variant, tokens, dense_1c_tokens)};
         for (uint64_t seed : seeds) {
           for (const HyperparameterSetting& setting : settings) {
-            RunSpec run;
-            run.set_name(absl::StrCat(row.label, "-", budget_label, "-", variant.name(), "-s", seed,
-                                      SettingLabel(setting)));
-            run.set_role(row.role);
-            run.set_sweep_name(spec.name());
-            *run.mutable_model() = row.planned->model;
-            Accounting& acc = *run.mutable_accounting() = base;
-            auto& training = *run.mutable_training() = spec.training();
-            training.set_seed(seed);
-            for (const auto& [field, value] : setting) {
-              (void)SetTrainingField(training, field, value);  // checked by validation
-            }
-            if (absl::Status s = ResolveTraining(training, acc.active_params(), tokens); !s.ok()) {
-              violations.push_back({"training", std::string(s.message())});
-              continue;
-            }
-            // D is what the engine consumes: whole steps of batch_tokens.
-            const uint64_t consumed = training.steps() * training.batch_tokens();
-            uint64_t consumed_unique = unique;
-            if (variant.reuse() == parity::v1::REUSE_MODE_LOOSE) {
-              consumed_unique =
-                  std::max<uint64_t>(1, std::llround(double(consumed) / variant.epochs()));
-            } else if (variant.reuse() != parity::v1::REUSE_MODE_STRICT) {
-              consumed_unique = consumed;
-            }
-            SetTokens(consumed, consumed_unique, acc);
-            auto& data = *run.mutable_data() = spec.data();
-            data.set_reuse(variant.reuse());
-            data.set_unique_tokens(unique);
-            data.set_epochs(acc.epochs());
-            if (data.validation_fraction() == 0) data.set_validation_fraction(0.01);
-            run.set_compute_budget(budget_label);
-            run.set_compute_multiple(row.multiple);
-            run.set_data_variant(variant.name());
-            auto& point = *run.mutable_grid_point();
-            if (row.role == parity::v1::RUN_ROLE_MOE) {
-              point["moe"] = row.planned->label;
-            } else {
-              point["baseline"] = row.label;
-            }
-            point["compute"] = budget_label;
-            point["data"] = variant.name();
-            point["seed"] = absl::StrCat(seed);
-            for (const auto& [field, value] : setting) point[field] = absl::StrFormat("%g", value);
-            if (row.role == parity::v1::RUN_ROLE_MOE) {
-              run.set_predicted_efficiency_leverage(PredictedEfficiencyLeverage(
-                  acc.expert_activation_ratio(), acc.granularity(), acc.compute_flops()));
-            }
-            *run.mutable_resources() = spec.resources();
-            if (!SizeRunForGpu(run, violations)) continue;
-            run.mutable_labels()->insert(spec.labels().begin(), spec.labels().end());
-            if (!names.insert(run.name()).second) {
-              violations.push_back({"grid", absl::StrCat("run name '", run.name(),
+            absl::StatusOr<RunSpec> run = MakeRun(cell, row, seed, setting);
+            if (!run.ok()) {
+              violations.push_back({"training", std::string(run.status().message())});
+            } else if (!SizeRunForGpu(*run, violations)) {
+              // the violation names resources.gpu_memory_budget_bytes
+            } else if (!names.insert(run->name()).second) {
+              violations.push_back({"grid", absl::StrCat("run name '", run->name(),
                                                          "' is produced twice; give the axes "
                                                          "distinct labels")});
-              continue;
+            } else {
+              runs.push_back(*std::move(run));
             }
-            runs.push_back(std::move(run));
           }
         }
       }
     }
   }
-  if (!violations.empty()) {
-    return InvalidArgumentWithViolations(
-        absl::StrCat("sweep '", spec.name(), "' cannot be planned: ", violations.size(),
-                     " problem(s)"),
-        violations);
-  }
+  return runs;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RunSpec>> PlanSweep(const SweepSpec& spec) {
+  std::vector<FieldViolation> violations = ValidateSweepSpec(spec);
+  if (!violations.empty()) return Invalid(spec, "is invalid", violations);
+  const std::vector<parity::v1::DataVariant> variants = DataVariantsOf(spec);
+  const PlannedShapes shapes = PlanShapes(spec, variants, violations);
+  if (!violations.empty()) return Invalid(spec, "cannot be planned", violations);
+  std::vector<RunSpec> runs = ExpandGrid(spec, shapes, variants, violations);
+  if (!violations.empty()) return Invalid(spec, "cannot be planned", violations);
   return runs;
 }
 

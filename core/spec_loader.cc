@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/field_violation.h"
+#include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
@@ -387,7 +388,7 @@ absl::Status ParseMessage(std::string_view text, SpecFormat format,
 
 absl::StatusOr<parity::v1::SweepSpec> ParseSweepSpec(std::string_view text, SpecFormat format) {
   parity::v1::SweepSpec spec;
-  if (absl::Status status = ParseMessage(text, format, spec); !status.ok()) return status;
+  PARITY_RETURN_IF_ERROR(ParseMessage(text, format, spec));
   return spec;
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 
 extern char** environ;
 
@@ -64,8 +65,7 @@ std::string ExitStatus::ToString() const {
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOptions& options) {
   if (options.argv.empty()) return absl::InvalidArgumentError("spawn: empty argv");
   if (options.output_fd < 1) return absl::InvalidArgumentError("spawn: output_fd must be >= 1");
-  absl::StatusOr<std::string> program = ResolveProgram(options.argv[0]);
-  if (!program.ok()) return program.status();
+  PARITY_ASSIGN_OR_RETURN(const std::string program, ResolveProgram(options.argv[0]));
 
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   std::vector<char*> argv;
@@ -154,7 +154,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
       (void)!write(src_exec, &err, sizeof err);
       _exit(127);
     }
-    execve(program->c_str(), argv.data(), envp.data());
+    execve(program.c_str(), argv.data(), envp.data());
     int err = errno;
     (void)!write(src_exec, &err, sizeof err);
     _exit(127);
@@ -176,7 +176,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
     int status;
     waitpid(pid, &status, 0);
     close(out_pipe[0]);
-    return ErrnoStatus(absl::StrCat("exec ", *program), child_errno);
+    return ErrnoStatus(absl::StrCat("exec ", program), child_errno);
   }
   return std::unique_ptr<ChildProcess>(new ChildProcess(pid, out_pipe[0]));
 }

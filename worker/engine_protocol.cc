@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "google/protobuf/util/time_util.h"
+#include "core/proto_time.h"
 #include "nlohmann/json.hpp"
 
 namespace parity::worker {
@@ -88,14 +88,16 @@ parity::v1::MetricPoint ToMetric(const json& j) {
     }
   }
   if (std::optional<double> t = Number(j, "time_unix_seconds")) {
-    *p.mutable_time() =
-        google::protobuf::util::TimeUtil::NanosecondsToTimestamp(static_cast<int64_t>(*t * 1e9));
+    *p.mutable_time() = ToProtoTime(absl::FromUnixNanos(static_cast<int64_t>(*t * 1e9)));
   } else if (const json* t = Field(j, "time"); t != nullptr && t->is_string()) {
-    google::protobuf::util::TimeUtil::FromString(t->get<std::string>(), p.mutable_time());
+    absl::Time parsed;
+    std::string error;
+    if (absl::ParseTime(absl::RFC3339_full, t->get<std::string>(), &parsed, &error)) {
+      *p.mutable_time() = ToProtoTime(parsed);
+    }
   }
   if (!p.has_time()) {
-    *p.mutable_time() =
-        google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+    *p.mutable_time() = ToProtoTime(absl::Now());
   }
   return p;
 }
@@ -111,8 +113,7 @@ parity::v1::RunSummary ToSummary(const json& j) {
                     .value_or(Number(j, "wall_seconds").value_or(Num(j, "train_seconds")));
   if (const json* w = Field(j, "wall_time"); w != nullptr && w->is_number())
     wall = w->get<double>();
-  *s.mutable_wall_time() =
-      google::protobuf::util::TimeUtil::NanosecondsToDuration(static_cast<int64_t>(wall * 1e9));
+  *s.mutable_wall_time() = ToProtoDuration(absl::Nanoseconds(static_cast<int64_t>(wall * 1e9)));
   s.set_peak_memory_bytes(Number(j, "peak_memory_bytes") ? U64(j, "peak_memory_bytes")
                                                          : U64(j, "peak_rss_bytes"));
   s.set_tokens_per_second(Num(j, "tokens_per_second"));

@@ -9,8 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/proto_time.h"
+#include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 #include "worker/worker_metrics.h"
 
@@ -18,7 +19,6 @@ namespace parity::worker {
 namespace {
 
 namespace fs = std::filesystem;
-using google::protobuf::util::TimeUtil;
 
 bool LeaseGone(const absl::Status& s) {
   return s.code() == absl::StatusCode::kFailedPrecondition ||
@@ -238,7 +238,7 @@ std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint() {
   parity::v1::Checkpoint c;
   c.set_step(found->step);
   c.set_uri(found->path);
-  *c.mutable_create_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+  *c.mutable_create_time() = ToProtoTime(absl::Now());
   last_checkpoint_ = c;
   return c;
 }
@@ -256,7 +256,7 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
   if (!resp.ok()) return resp.status();
   if (ckpt) reported_checkpoint_step_ = ckpt->step();
   if (resp->has_expire_time()) {
-    lease_expiry_ = absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(resp->expire_time()));
+    lease_expiry_ = FromProtoTime(resp->expire_time());
   } else {
     lease_expiry_ = absl::Now() + options_.lease_ttl;
   }
@@ -270,8 +270,7 @@ absl::Status RunSupervisor::FlushMetrics(bool force) {
   req.set_run_id(run_.run_id());
   req.set_lease_epoch(lease_.lease_epoch());
   for (parity::v1::MetricPoint& p : buffer_.PeekBatch()) *req.add_points() = std::move(p);
-  absl::StatusOr<parity::v1::ReportMetricsResponse> resp = client_.ReportMetrics(req);
-  if (!resp.ok()) return resp.status();
+  PARITY_RETURN_IF_ERROR(client_.ReportMetrics(req).status());
   buffer_.Acknowledge(static_cast<size_t>(req.points_size()));
   if (options_.worker_metrics != nullptr) {
     options_.worker_metrics->PointsForwarded(req.points_size());
@@ -405,7 +404,7 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
   const absl::Time deadline =
       absl::Now() + (end.preempted ? options_.preempt_report_timeout : options_.report_timeout);
   absl::Time next_heartbeat = absl::Now() + options_.heartbeat_interval;
-  Backoff backoff(options_.backoff);
+  core::Backoff backoff(options_.backoff);
   while (absl::Now() < deadline) {
     absl::Status s = FlushMetrics(/*force=*/true);
     if (s.ok() && buffer_.size() == 0) {
@@ -425,7 +424,7 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
       spdlog::warn("run {}: lease lost while reporting the end ({})", run_.run_id(), s.ToString());
       return RunOutcome::kLeaseLost;
     }
-    if (!IsRetryable(s)) {
+    if (!core::IsRetryable(s)) {
       spdlog::error("run {}: scheduler refused the report: {}", run_.run_id(), s.ToString());
       return RunOutcome::kAbandoned;
     }
@@ -452,9 +451,8 @@ void RunSupervisor::Supervise() {
   if (options_.worker_metrics != nullptr) {
     options_.worker_metrics->RunStarted(run_.run_id(), run_.spec().name());
   }
-  lease_expiry_ = lease_.has_expire_time()
-                      ? absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(lease_.expire_time()))
-                      : absl::Now() + options_.lease_ttl;
+  lease_expiry_ = lease_.has_expire_time() ? FromProtoTime(lease_.expire_time())
+                                           : absl::Now() + options_.lease_ttl;
   std::string spec_path;
   bool resume = false;
   absl::Status prepared = PrepareFiles(&spec_path, &resume);

@@ -20,8 +20,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/backoff.h"
 #include "parity/v1/run.pb.h"
-#include "worker/backoff.h"
 #include "worker/child_process.h"
 #include "worker/device_inventory.h"
 #include "worker/engine_protocol.h"
@@ -56,7 +56,7 @@ struct RunSupervisorOptions {
   // Descriptor the engine writes metric lines to.
   int metrics_fd = 3;
   MetricBufferOptions metrics;
-  BackoffOptions backoff;
+  core::BackoffOptions backoff;
   // Called on the supervisor thread once the outcome is final, so the lease loop can take the
   // next run at once instead of polling for a free slot. Must not block.
   std::function<void()> on_finished;
@@ -132,9 +132,9 @@ class RunSupervisor {
   uint64_t dropped_counted_ = 0;            // reader thread only: buffer drops already counted
   std::atomic<bool> engine_reaped_{false};  // set by the supervisor thread, read by the reader
   std::thread thread_;
-  Backoff heartbeat_backoff_;  // supervisor thread only
-  Backoff metrics_backoff_;    // supervisor thread only
-  absl::Time lease_expiry_;    // supervisor thread only: the latest expiry the scheduler granted
+  core::Backoff heartbeat_backoff_;  // supervisor thread only
+  core::Backoff metrics_backoff_;    // supervisor thread only
+  absl::Time lease_expiry_;  // supervisor thread only: the latest expiry the scheduler granted
   uint64_t reported_checkpoint_step_ = 0;                  // supervisor thread only
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 

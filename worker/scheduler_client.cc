@@ -5,6 +5,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "core/proto_time.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "parity/v1/worker_service.grpc.pb.h"
@@ -57,8 +58,7 @@ class GrpcSchedulerClient final : public SchedulerClient {
   absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(
       const parity::v1::LeaseRunRequest& r) override {
     grpc::ClientContext ctx;
-    const absl::Duration wait =
-        absl::Seconds(r.wait_time().seconds()) + absl::Nanoseconds(r.wait_time().nanos());
+    const absl::Duration wait = FromProtoDuration(r.wait_time());
     ctx.set_deadline(DeadlineIn(wait + options_.long_poll_slack));
     {
       absl::MutexLock lock(&mu_);

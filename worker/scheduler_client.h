@@ -1,8 +1,8 @@
 // The worker's view of the scheduler: the five WorkerService calls, with gRPC statuses mapped to
 // absl::Status (same codes). The interface keeps gRPC out of the lease loop and the run supervisor,
 // which are tested against a fake; GrpcSchedulerClient (scheduler_client.cc) is the only file that
-// includes gRPC. Each call is one attempt with a deadline; retrying (backoff.h) is the caller's,
-// because only the caller knows whether to keep the engine training meanwhile.
+// includes gRPC. Each call is one attempt with a deadline; retrying (core/backoff.h) is the
+// caller's, because only the caller knows whether to keep the engine training meanwhile.
 #pragma once
 
 #include <memory>

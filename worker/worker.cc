@@ -4,17 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/util/time_util.h"
+#include "core/proto_time.h"
 #include "spdlog/spdlog.h"
 
 namespace parity::worker {
 namespace {
-
-using google::protobuf::util::TimeUtil;
-
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
 
 std::string DescribeDevices(const std::vector<parity::v1::Device>& devices) {
   std::vector<std::string> parts;
@@ -85,15 +79,15 @@ absl::Status WorkerDaemon::Register() {
   for (const auto& [k, v] : options_.labels) (*req.mutable_labels())[k] = v;
   req.set_worker_id(options_.worker_id);
   req.set_version(options_.version);
-  Backoff backoff(options_.backoff);
+  core::Backoff backoff(options_.backoff);
   for (;;) {
     absl::StatusOr<parity::v1::RegisterWorkerResponse> resp = client_.RegisterWorker(req);
     if (resp.ok()) {
       options_.worker_id = resp->worker_id();
       options_.run.worker_id = resp->worker_id();
-      if (resp->has_lease_ttl()) options_.run.lease_ttl = FromProto(resp->lease_ttl());
+      if (resp->has_lease_ttl()) options_.run.lease_ttl = FromProtoDuration(resp->lease_ttl());
       if (resp->has_heartbeat_interval())
-        options_.run.heartbeat_interval = FromProto(resp->heartbeat_interval());
+        options_.run.heartbeat_interval = FromProtoDuration(resp->heartbeat_interval());
       if (!options_.worker_id_file.empty())
         std::ofstream(options_.worker_id_file, std::ios::trunc) << options_.worker_id << "\n";
       spdlog::info("worker: registered as {} (lease ttl {}, heartbeat every {}); devices {}",
@@ -106,7 +100,7 @@ absl::Status WorkerDaemon::Register() {
       req.clear_worker_id();  // the scheduler forgot us: become a new worker
       continue;
     }
-    if (!IsRetryable(resp.status()) && resp.status().code() != absl::StatusCode::kCancelled) {
+    if (!core::IsRetryable(resp.status()) && resp.status().code() != absl::StatusCode::kCancelled) {
       return resp.status();
     }
     const absl::Duration delay = backoff.NextDelay();
@@ -166,7 +160,7 @@ absl::Status WorkerDaemon::Run() {
     return s;
   }
   PublishDevices();
-  Backoff backoff(options_.backoff);
+  core::Backoff backoff(options_.backoff);
   while (!shutting_down()) {
     // Read before reaping, so a run finishing in between still wakes the wait below.
     const uint64_t finished_before = finished_runs();
@@ -179,8 +173,7 @@ absl::Status WorkerDaemon::Run() {
     parity::v1::LeaseRunRequest req;
     req.set_worker_id(options_.worker_id);
     for (parity::v1::Device& d : free) *req.add_free_devices() = std::move(d);
-    *req.mutable_wait_time() =
-        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(options_.lease_wait));
+    *req.mutable_wait_time() = ToProtoDuration(options_.lease_wait);
     absl::StatusOr<parity::v1::LeaseRunResponse> resp = client_.LeaseRun(req);
     // A long poll ended by our own shutdown is no error worth counting.
     if (options_.metrics != nullptr && (resp.ok() || !shutting_down())) {

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "worker/backoff.h"
+#include "core/backoff.h"
 #include "worker/device_inventory.h"
 #include "worker/run_supervisor.h"
 #include "worker/scheduler_client.h"
@@ -31,7 +31,7 @@ struct WorkerOptions {
   absl::Duration lease_wait = absl::Seconds(20);
   // Template for every run; worker_id, heartbeat_interval and lease_ttl come from registration.
   RunSupervisorOptions run;
-  BackoffOptions backoff;
+  core::BackoffOptions backoff;
   // Where the lease loop and every run report (run.worker_metrics is set from it); may be null,
   // else must outlive the daemon.
   WorkerMetrics* metrics = nullptr;

@@ -6,23 +6,21 @@
 
 namespace parity::kernels {
 
+parity::core::LayerPlacement ModelConfig::Placement() const {
+  auto narrow = [](int64_t v) { return v < 0 ? 0u : static_cast<uint32_t>(v); };
+  return {.layout = layout,
+          .num_layers = narrow(n_layers),
+          .interleave_every = narrow(interleave_every)};
+}
+
 bool ModelConfig::IsMoeLayer(int64_t layer) const {
-  switch (layout) {
-    case MoeLayout::kDense:
-      return false;
-    case MoeLayout::kOneDenseShared:
-      return layer > 0;
-    case MoeLayout::kAllMoe:
-      return true;
-    case MoeLayout::kInterleaved:
-      return (layer + 1) % interleave_every == 0;
-  }
-  return false;
+  return layer >= 0 && parity::core::IsMoeLayer(Placement(), static_cast<uint32_t>(layer));
 }
 
 int64_t ModelConfig::SharedDim() const {
   if (d_shared >= 0) return d_shared;
-  return layout == MoeLayout::kOneDenseShared ? top_k * d_expert : 0;
+  return parity::core::DefaultSharedExpertHidden(layout, static_cast<uint32_t>(top_k),
+                                                 static_cast<uint32_t>(d_expert));
 }
 
 const char* LayoutName(MoeLayout layout) {
@@ -127,24 +125,33 @@ absl::Status ValidateRunConfig(const RunConfig& c) {
   return absl::OkStatus();
 }
 
-AnalyticCounts ComputeAnalyticCounts(const ModelConfig& m) {
-  AnalyticCounts a;
-  const double D = static_cast<double>(m.d_model);
-  const double attn = 2 * D * D + 2 * D * (m.n_kv_heads * m.head_dim());
-  for (int64_t l = 0; l < m.n_layers; ++l) {
-    a.params += attn;
-    a.active_params += attn;
-    if (m.IsMoeLayer(l)) {
-      const double router = D * m.n_experts, shared = 3 * D * m.SharedDim();
-      a.params += router + shared + 3 * D * m.d_expert * m.n_experts;
-      a.active_params += router + shared + 3 * D * m.d_expert * m.top_k;
-    } else {
-      a.params += 3 * D * m.d_ffn;
-      a.active_params += 3 * D * m.d_ffn;
-    }
+parity::core::Shape CountingShape(const ModelConfig& m) {
+  parity::core::Shape s;
+  s.d_model = static_cast<uint32_t>(m.d_model);
+  s.num_heads = static_cast<uint32_t>(m.n_heads);
+  s.num_kv_heads = static_cast<uint32_t>(m.n_kv_heads);
+  s.head_dim = static_cast<uint32_t>(m.head_dim());
+  s.ffn_hidden = static_cast<uint32_t>(m.d_ffn);
+  s.moe_layers = parity::core::MoeLayerCount(m.Placement());
+  s.dense_layers = static_cast<uint32_t>(m.n_layers) - s.moe_layers;
+  if (s.moe_layers > 0) {
+    s.num_experts = static_cast<uint32_t>(m.n_experts);
+    s.top_k = static_cast<uint32_t>(m.top_k);
+    s.expert_hidden = static_cast<uint32_t>(m.d_expert);
+    s.shared_expert_hidden = static_cast<uint32_t>(m.SharedDim());
   }
-  a.vocab_params = kVocab * D * (m.head == HeadTying::kTied ? 1 : 2);
-  a.flops_per_token = 3 * (2 * a.active_params + 4 * D * m.seq_len * m.n_layers);
+  return s;
+}
+
+AnalyticCounts ComputeAnalyticCounts(const ModelConfig& m) {
+  const parity::core::Shape shape = CountingShape(m);
+  const parity::core::ParamCounts counts = parity::core::CountParams(shape);
+  AnalyticCounts a;
+  a.params = static_cast<double>(counts.params);
+  a.active_params = static_cast<double>(counts.active_params);
+  a.vocab_params = static_cast<double>(kVocab * m.d_model * (m.head == HeadTying::kTied ? 1 : 2));
+  a.flops_per_token = 3 * parity::core::ForwardFlopsPerToken(shape, counts.active_params,
+                                                             static_cast<uint32_t>(m.seq_len));
   return a;
 }
 

@@ -1,19 +1,22 @@
 // The engine's own plain configuration structs (no protobuf here: the run-spec adapters in spec/
 // fill these), their validation, and the analytic counts from DESIGN.md §1 that the tests and the
-// summary compare the engine's counted FLOPs against.
+// summary compare the engine's counted FLOPs against. Layer placement, the shared expert's default
+// width and the counts are core/model_counts.h's (library parity_accounting), the same code the
+// planner counts with.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/model_counts.h"
 #include "kernels/backend/op_table.h"
 
 namespace parity::kernels {
 
 inline constexpr int64_t kVocab = 256;  // bytes
 
-enum class MoeLayout { kDense, kOneDenseShared, kAllMoe, kInterleaved };
+using MoeLayout = parity::core::MoeLayout;  // kDense, kOneDenseShared, kAllMoe, kInterleaved
 enum class HeadTying { kTied, kUntied };
 enum class GateNorm { kRaw, kRenormalize };
 enum class Schedule { kCosine, kWarmupStableDecay, kConstant };
@@ -46,8 +49,9 @@ struct ModelConfig {
   double init_std = 0.02;         // standard deviation of initial matrices
 
   int64_t head_dim() const { return d_model / n_heads; }
-  bool IsMoeLayer(int64_t layer) const;
-  int64_t SharedDim() const;  // resolved D_se
+  bool IsMoeLayer(int64_t layer) const;  // core::IsMoeLayer of Placement()
+  int64_t SharedDim() const;             // resolved D_se
+  parity::core::LayerPlacement Placement() const;
 };
 
 struct OptimizerConfig {
@@ -105,6 +109,10 @@ struct AnalyticCounts {
   double flops_per_token = 0;  // M
 };
 AnalyticCounts ComputeAnalyticCounts(const ModelConfig& model);
+
+// The model's shape as the shared counting rules take it (L_d and L_e from its layer placement).
+// Meaningful for a config that ValidateRunConfig accepts.
+parity::core::Shape CountingShape(const ModelConfig& model);
 
 const char* LayoutName(MoeLayout layout);
 const char* PrecisionName(Precision precision);  // "fp32", "bf16", "unspecified"

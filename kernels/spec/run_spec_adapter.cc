@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "parity/v1/sweep.pb.h"
 
 namespace parity::kernels {
@@ -198,7 +199,7 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   // corpora are ordered by source (the KJV by book), so a prefix trains on one part of the text
   // and validates on another (bench/engine/RESULTS.md, "Training-curve parity").
   dc.subset = SubsetMode::kSeeded;
-  if (auto s = ValidateRunConfig(c); !s.ok()) return s;
+  PARITY_RETURN_IF_ERROR(ValidateRunConfig(c));
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "core/backoff.h"
 #include "parity/v1/run.pb.h"
 #include "server/store/run_store.h"
 
@@ -30,9 +31,10 @@ inline RetryDecision DecideRetry(const RetryPolicy& policy, v1::FailureClass fai
     case v1::FAILURE_CLASS_INFRASTRUCTURE:
     case v1::FAILURE_CLASS_OUT_OF_MEMORY: {
       if (attempt >= max_attempts) return {v1::RUN_STATE_FAILED, attempt, absl::ZeroDuration()};
-      absl::Duration delay = policy.backoff_base;
-      for (uint32_t i = 1; i < attempt && delay < policy.backoff_max; ++i) delay *= 2;
-      return {v1::RUN_STATE_PENDING, attempt + 1, std::min(delay, policy.backoff_max)};
+      const absl::Duration delay = core::BackoffDelay(
+          {.initial = policy.backoff_base, .max = policy.backoff_max, .multiplier = 2, .jitter = 0},
+          static_cast<int>(std::min<uint32_t>(attempt, 64)));
+      return {v1::RUN_STATE_PENDING, attempt + 1, delay};
     }
     default:
       return {v1::RUN_STATE_FAILED, attempt, absl::ZeroDuration()};

@@ -32,6 +32,24 @@ TEST(EngineProtocolTest, MetricLine) {
   EXPECT_TRUE(p->has_time());
 }
 
+TEST(EngineProtocolTest, MetricTimeFromUnixSecondsOrRfc3339) {
+  auto time_of = [](std::string_view line) {
+    EngineEvent e = ParseEngineLine(line);
+    auto* p = std::get_if<parity::v1::MetricPoint>(&e);
+    return p == nullptr ? google::protobuf::Timestamp() : p->time();
+  };
+  const google::protobuf::Timestamp unix =
+      time_of(R"({"step":1,"time_unix_seconds":1764547200.5})");
+  EXPECT_EQ(unix.seconds(), 1764547200);
+  EXPECT_EQ(unix.nanos(), 500000000);
+  const google::protobuf::Timestamp text =
+      time_of(R"({"step":1,"time":"2025-12-01T00:00:00.25Z"})");
+  EXPECT_EQ(text.seconds(), 1764547200) << "2025-12-01T00:00:00Z";
+  EXPECT_EQ(text.nanos(), 250000000);
+  const google::protobuf::Timestamp bad = time_of(R"({"step":1,"time":"yesterday"})");
+  EXPECT_GT(bad.seconds(), 1764547200) << "an unreadable time is replaced by the time of receipt";
+}
+
 TEST(EngineProtocolTest, CamelCaseAndMissingValidation) {
   EngineEvent e = ParseEngineLine(
       R"({"type":"metric","step":3,"trainBpc":4.0,"val_bpc":null,"learningRate":0.5})");

@@ -1,8 +1,8 @@
-#include "worker/backoff.h"
+#include "core/backoff.h"
 
 #include "gtest/gtest.h"
 
-namespace parity::worker {
+namespace parity::core {
 namespace {
 
 TEST(BackoffTest, GrowsGeometricallyUpToTheCap) {
@@ -43,6 +43,30 @@ TEST(BackoffTest, JitterStaysWithinItsBandAndVaries) {
   EXPECT_LT(lo, absl::Milliseconds(900)) << "jitter should spread the delays";
 }
 
+TEST(BackoffTest, TheSameSeedGivesTheSameDelays) {
+  const BackoffOptions options{.initial = absl::Milliseconds(100), .max = absl::Seconds(60)};
+  Backoff a(options, /*seed=*/7), b(options, /*seed=*/7), c(options, /*seed=*/8);
+  bool differs = false;
+  for (int i = 0; i < 10; ++i) {
+    const absl::Duration d = a.NextDelay();
+    EXPECT_EQ(d, b.NextDelay()) << "attempt " << i + 1 << ": same seed, same jitter";
+    differs |= d != c.NextDelay();
+  }
+  EXPECT_TRUE(differs) << "another seed should jitter differently";
+}
+
+TEST(BackoffDelayTest, IsInitialTimesMultiplierToTheAttemptMinusOneCapped) {
+  const BackoffOptions options{.initial = absl::Seconds(5), .max = absl::Minutes(5)};
+  EXPECT_EQ(BackoffDelay(options, 0), absl::Seconds(5)) << "attempts below 1 count as the first";
+  EXPECT_EQ(BackoffDelay(options, 1), absl::Seconds(5));
+  EXPECT_EQ(BackoffDelay(options, 2), absl::Seconds(10));
+  EXPECT_EQ(BackoffDelay(options, 7), absl::Seconds(300)) << "5·2^6 = 320 s, capped at 300 s";
+  EXPECT_EQ(BackoffDelay(options, 1'000'000), absl::Minutes(5)) << "no overflow for huge attempts";
+  EXPECT_EQ(
+      BackoffDelay({.initial = absl::Seconds(1), .max = absl::Seconds(100), .multiplier = 3}, 4),
+      absl::Seconds(27));
+}
+
 TEST(BackoffTest, RetryableCodes) {
   EXPECT_TRUE(IsRetryable(absl::UnavailableError("")));
   EXPECT_TRUE(IsRetryable(absl::DeadlineExceededError("")));
@@ -54,4 +78,4 @@ TEST(BackoffTest, RetryableCodes) {
 }
 
 }  // namespace
-}  // namespace parity::worker
+}  // namespace parity::core
