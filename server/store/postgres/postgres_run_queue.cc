@@ -81,7 +81,7 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
   }
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [key, value] : worker.labels) labels[key] = value;
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
     const pqxx::result rows =
         tx.exec_prepared("register_worker",
                          worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
@@ -111,7 +111,7 @@ absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuer
     after_time = parts[0];
     after_id = parts[1];
   }
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Worker>> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Worker>> {
     const pqxx::result rows =
         tx.exec_prepared("list_workers", Seconds(query.seen_within), after_time,
                          after_id.empty() ? std::nullopt : std::optional(after_id),
@@ -129,7 +129,7 @@ absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuer
 }
 
 absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
     absl::StatusOr<LockedRun> run = LockRun(tx, update.run_id);
     if (!run.ok()) return run.status();
     if (run->lease_epoch != update.lease_epoch) {
@@ -166,7 +166,7 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
   const pg::MetricArrays a = pg::MetricsAsArrays(points);
   // One statement (server/sql/append_metric_arrays.sql): lock, fencing check and insert.
   return pg::WithSingleStatement(
-      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<MetricsAppendResult> {
+      *pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<MetricsAppendResult> {
         pqxx::result stored;
         try {
           stored = tx.exec_prepared("append_metric_arrays", run_id, lease_epoch, a.increasing,
@@ -188,7 +188,7 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
 // A failure applies the scheduler's decision in a multi-statement transaction (a cancellation
 // requested meanwhile wins); successes go in batches (postgres_run_store_batches.cc).
 absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Completion& completion) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
     absl::StatusOr<LockedRun> run = LockRun(tx, completion.run_id);
     if (!run.ok()) return run.status();
     if (run->lease_epoch != completion.lease_epoch) {
@@ -225,7 +225,7 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Compl
 }
 
 absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<ReapResult> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<ReapResult> {
     ReapResult result;
     std::vector<std::string> ended_sweeps;
     for (const auto& row : tx.exec_prepared("reap_expired", limit)) {
