@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_support.h"
 #include "server/store/postgres/postgres_run_store.h"
@@ -130,32 +131,31 @@ absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuer
 
 absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
-    absl::StatusOr<LockedRun> run = LockRun(tx, update.run_id);
-    if (!run.ok()) return run.status();
-    if (run->lease_epoch != update.lease_epoch) {
+    PARITY_ASSIGN_OR_RETURN(const LockedRun run, LockRun(tx, update.run_id));
+    if (run.lease_epoch != update.lease_epoch) {
       return pg::LeaseEpochError(
           update.run_id, absl::StrCat("lease epoch ", update.lease_epoch, " is stale; current is ",
-                                      run->lease_epoch));
+                                      run.lease_epoch));
     }
     // Cancelled at an earlier heartbeat of this same lease: say so again (idempotent).
-    if (run->state == v1::RUN_STATE_CANCELLED) return HeartbeatResult{absl::Now(), true};
-    if (!IsLive(run->state) || run->lease_owner != update.worker_id) {
-      return pg::LeaseEpochError(
-          update.run_id, "the lease was lost (run is " + pg::RunStateText(run->state) + ")");
+    if (run.state == v1::RUN_STATE_CANCELLED) return HeartbeatResult{absl::Now(), true};
+    if (!IsLive(run.state) || run.lease_owner != update.worker_id) {
+      return pg::LeaseEpochError(update.run_id,
+                                 "the lease was lost (run is " + pg::RunStateText(run.state) + ")");
     }
-    if (run->cancel_requested) {
+    if (run.cancel_requested) {
       tx.exec_prepared("cancel_run_now", update.run_id);
-      InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_CANCELLED, run->attempt,
+      InsertEvent(tx, update.run_id, run, v1::RUN_STATE_CANCELLED, run.attempt,
                   "cancelled at heartbeat");
-      EndSweepIfDone(tx, run->sweep_id);
+      EndSweepIfDone(tx, run.sweep_id);
       return HeartbeatResult{absl::Now(), true};
     }
     const pqxx::result rows =
         tx.exec_prepared("heartbeat", update.run_id, Seconds(update.ttl),
                          static_cast<int64_t>(update.step), pg::CheckpointStep(update.checkpoint),
                          pg::CheckpointUri(update.checkpoint), update.worker_id);
-    if (run->state == v1::RUN_STATE_LEASED) {
-      InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_RUNNING, run->attempt, "started");
+    if (run.state == v1::RUN_STATE_LEASED) {
+      InsertEvent(tx, update.run_id, run, v1::RUN_STATE_RUNNING, run.attempt, "started");
     }
     return HeartbeatResult{pg::TimeFromMicros(rows[0][0].as<int64_t>()), false};
   });
@@ -189,22 +189,21 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
 // requested meanwhile wins); successes go in batches (postgres_run_store_batches.cc).
 absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Completion& completion) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
-    absl::StatusOr<LockedRun> run = LockRun(tx, completion.run_id);
-    if (!run.ok()) return run.status();
-    if (run->lease_epoch != completion.lease_epoch) {
+    PARITY_ASSIGN_OR_RETURN(const LockedRun run, LockRun(tx, completion.run_id));
+    if (run.lease_epoch != completion.lease_epoch) {
       return pg::LeaseEpochError(completion.run_id,
                                  absl::StrCat("lease epoch ", completion.lease_epoch,
-                                              " is stale; current is ", run->lease_epoch));
+                                              " is stale; current is ", run.lease_epoch));
     }
     CompletionResult result;
-    if (IsLive(run->state)) {
-      if (run->attempt != completion.decided_at_attempt) {
+    if (IsLive(run.state)) {
+      if (run.attempt != completion.decided_at_attempt) {
         return absl::AbortedError(absl::StrCat("run ", completion.run_id, " is at attempt ",
-                                               run->attempt, "; the retry decision was made for ",
+                                               run.attempt, "; the retry decision was made for ",
                                                completion.decided_at_attempt));
       }
       RetryDecision decision = completion.retry;
-      if (run->cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run->attempt, {}};
+      if (run.cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run.attempt, {}};
       const v1::RunState to = decision.next_state;
       const uint32_t attempt = decision.next_attempt;
       result.retry_delay = decision.delay;
@@ -215,8 +214,8 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Compl
                        pg::CheckpointUri(completion.checkpoint));
       const std::string reason = absl::StrCat(pg::FailureClassText(completion.failure_class), ": ",
                                               completion.failure_status.message());
-      InsertEvent(tx, completion.run_id, *run, to, attempt, reason);
-      if (IsFinal(to)) EndSweepIfDone(tx, run->sweep_id);
+      InsertEvent(tx, completion.run_id, run, to, attempt, reason);
+      if (IsFinal(to)) EndSweepIfDone(tx, run.sweep_id);
     }
     // Otherwise this epoch already completed (or was cancelled): report the run as it is.
     result.run = pg::RunFromRow(tx.exec_prepared("get_run", completion.run_id)[0]);

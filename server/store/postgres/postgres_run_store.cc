@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
@@ -112,9 +113,8 @@ absl::StatusOr<Page<v1::Sweep>> PostgresRunStore::ListSweeps(v1::SweepState stat
                                                              const PageRequest& page) {
   std::string after_time, after_id;
   if (!page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
-    if (!text.ok()) return text.status();
-    std::vector<std::string> parts = absl::StrSplit(*text, '|');
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(page.page_token));
+    std::vector<std::string> parts = absl::StrSplit(text, '|');
     if (parts.size() != 2 || parts[0].empty()) return BadPageToken();
     after_time = parts[0];
     after_id = parts[1];
@@ -165,9 +165,8 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
                                                          const PageRequest& page) {
   int64_t after_ordinal = -1;
   if (!page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
-    if (!text.ok()) return text.status();
-    if (!absl::SimpleAtoi(*text, &after_ordinal)) return BadPageToken();
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(page.page_token));
+    if (!absl::SimpleAtoi(text, &after_ordinal)) return BadPageToken();
   }
   std::vector<std::string> state_texts;
   for (v1::RunState state : states) state_texts.push_back(pg::RunStateText(state));
@@ -231,9 +230,8 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
   }
   int64_t offset = 0;
   if (!query.page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(query.page.page_token);
-    if (!text.ok()) return text.status();
-    if (!absl::SimpleAtoi(*text, &offset) || offset < 0) return BadPageToken();
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(query.page.page_token));
+    if (!absl::SimpleAtoi(text, &offset) || offset < 0) return BadPageToken();
   }
   std::vector<std::string> state_texts;
   for (v1::RunState state : query.states) state_texts.push_back(pg::RunStateText(state));
