@@ -31,12 +31,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->options_ = options;
+  if (options.clock != nullptr) server->clock_ = options.clock;
   server->store_ = std::make_unique<PostgresRunStore>(
       PostgresRunStoreOptions{options.database_url, options.pool_size});
   if (observer == nullptr) {
     // Live workers: a worker that has not called for a whole lease TTL has lost its leases too.
     server->metrics_ = std::make_unique<SchedulerMetrics>(
-        *server->store_, server->clock_,
+        *server->store_, *server->clock_,
         SchedulerMetricsOptions{.counts = {.live_worker_window = options.scheduler.lease_ttl}});
     observer = server->metrics_.get();
   }
@@ -55,7 +56,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->listener_ = std::make_unique<PgListener>(
       options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
   server->scheduler_ =
-      std::make_unique<Scheduler>(*server->store_, server->work_signal_, server->clock_,
+      std::make_unique<Scheduler>(*server->store_, server->work_signal_, *server->clock_,
                                   std::move(planner), options.scheduler, observer);
   server->sweep_service_ =
       std::make_unique<SweepServiceImpl>(*server->scheduler_, server->stopping_);
@@ -103,7 +104,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 SchedulerServer::~SchedulerServer() { Shutdown(); }
 
 void SchedulerServer::ReapLoop() {
-  while (!stop_reaper_.WaitForNotificationWithTimeout(options_.reap_interval)) {
+  while (true) {
+    {
+      absl::MutexLock lock(&reaper_mu_);
+      const bool* stop = &stop_reaper_;
+      if (clock_->AwaitWithDeadline(reaper_mu_, absl::Condition(stop),
+                                    clock_->Now() + options_.reap_interval)) {
+        return;
+      }
+    }
     absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
     if (!reaped.ok()) {
       spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
@@ -125,7 +134,10 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
     // Dashboard requests end first: their handlers call the scheduler and the store.
     if (http_server_ != nullptr) http_server_->Stop();
     if (grpc_server_ != nullptr) grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-    stop_reaper_.Notify();
+    {
+      absl::MutexLock lock(&reaper_mu_);
+      stop_reaper_ = true;
+    }
     if (reaper_.joinable()) reaper_.join();
     stop_exposer.join();
     listener_.reset();

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/scheduling/scheduler.h"
 
@@ -37,6 +38,9 @@ struct ServerOptions {
   int pool_size = 16;
   bool migrate_on_start = true;
   absl::Duration reap_interval = absl::Seconds(1);
+  // The time the scheduler, its long polls, watches and reaper go by; null: the wall clock.
+  // One passed in must outlive the server.
+  const Clock* clock = nullptr;
   int max_message_bytes = 32 << 20;
   // Threads the gRPC sync server keeps waiting for calls. gRPC's default (1 to 2) makes a busy
   // server start and end a thread for nearly every call once 32 workers call at once; keeping
@@ -85,7 +89,8 @@ class SchedulerServer {
   void ReapLoop();
 
   ServerOptions options_;
-  RealClock clock_;
+  RealClock real_clock_;
+  const Clock* clock_ = &real_clock_;
   WorkSignal work_signal_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<PostgresRunStore> store_;
@@ -103,7 +108,8 @@ class SchedulerServer {
   // Declared after the scheduler and store its handlers call, so it is destroyed before them.
   std::unique_ptr<HttpServer> http_server_;
   int http_port_ = 0;
-  absl::Notification stop_reaper_;
+  absl::Mutex reaper_mu_;
+  bool stop_reaper_ ABSL_GUARDED_BY(reaper_mu_) = false;
   absl::Notification shut_down_;
   std::thread reaper_;
   std::once_flag shutdown_once_;

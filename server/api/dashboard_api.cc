@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/field_violation.h"
+#include "core/status_macros.h"
 #include "server/scheduling/request_validation.h"
 #include "web/dashboard_documents.h"
 
@@ -169,7 +170,7 @@ absl::StatusOr<std::string> DashboardApi::ListSweeps(const QueryParams& params) 
   request.set_state(reader.SweepState("state"));
   request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
   request.set_page_token(reader.Text("page_token"));
-  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  PARITY_RETURN_IF_ERROR(reader.Check());
   return AsJson(scheduler_.ListSweeps(request));
 }
 
@@ -187,7 +188,7 @@ absl::StatusOr<std::string> DashboardApi::ListRuns(const std::string& sweep_id,
   for (v1::RunState state : reader.RunStates("state")) request.add_states(state);
   request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
   request.set_page_token(reader.Text("page_token"));
-  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  PARITY_RETURN_IF_ERROR(reader.Check());
   // ListRuns answers an unknown sweep with an empty page; the dashboard wants a 404.
   if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
   return AsJson(scheduler_.ListRuns(request));
@@ -201,7 +202,7 @@ absl::StatusOr<std::string> DashboardApi::QueryResults(const std::string& sweep_
   request.set_order_by(reader.Text("order_by"));
   request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 10000)));
   request.set_page_token(reader.Text("page_token"));
-  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  PARITY_RETURN_IF_ERROR(reader.Check());
   if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
   return AsJson(scheduler_.QueryResults(request));
 }
@@ -218,17 +219,16 @@ absl::StatusOr<std::string> DashboardApi::SweepCurves(const std::string& sweep_i
   const int points =
       static_cast<int>(reader.Integer("points", kDefaultCurvePoints, 2, kMaxCurvePoints));
   const std::string wanted_text = reader.Text("run_id");
-  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  PARITY_RETURN_IF_ERROR(reader.Check());
   if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
 
   // The sweep's runs bound what may be asked for: only their ids reach the SQL.
   std::set<std::string> in_sweep;
   PageRequest page{1000, ""};
   do {
-    absl::StatusOr<Page<v1::Run>> runs = store_.ListRuns(sweep_id, {}, page);
-    if (!runs.ok()) return runs.status();
-    for (const v1::Run& run : runs->items) in_sweep.insert(run.run_id());
-    page.page_token = runs->next_page_token;
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, store_.ListRuns(sweep_id, {}, page));
+    for (const v1::Run& run : runs.items) in_sweep.insert(run.run_id());
+    page.page_token = runs.next_page_token;
   } while (!page.page_token.empty());
   std::vector<std::string> run_ids;
   if (wanted_text.empty()) {
@@ -243,14 +243,12 @@ absl::StatusOr<std::string> DashboardApi::SweepCurves(const std::string& sweep_i
         run_ids.emplace_back(id);
       }
     }
-    if (absl::Status status = violations.ToStatus("invalid request parameters"); !status.ok()) {
-      return status;
-    }
+    PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid request parameters"));
   }
-  absl::StatusOr<std::vector<v1::MetricPoint>> sampled =
-      store_.SampleMetrics(run_ids, {.max_points_per_run = points, .validation_only = true});
-  if (!sampled.ok()) return sampled.status();
-  return web::CurvesJson(*sampled);
+  PARITY_ASSIGN_OR_RETURN(
+      std::vector<v1::MetricPoint> sampled,
+      store_.SampleMetrics(run_ids, {.max_points_per_run = points, .validation_only = true}));
+  return web::CurvesJson(sampled);
 }
 
 absl::StatusOr<std::string> DashboardApi::GetRun(const std::string& run_id) {
@@ -264,19 +262,17 @@ absl::StatusOr<std::string> DashboardApi::RunHistory(const std::string& run_id,
   ParamReader reader(params);
   const int points =
       static_cast<int>(reader.Integer("points", kDefaultHistoryPoints, 2, kMaxHistoryPoints));
-  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  PARITY_RETURN_IF_ERROR(reader.Check());
   v1::GetRunRequest request;
   request.set_run_id(run_id);
-  absl::StatusOr<v1::GetRunResponse> run = scheduler_.GetRun(request);
-  if (!run.ok()) return run.status();
-  absl::StatusOr<std::vector<v1::MetricPoint>> sampled =
-      store_.SampleMetrics({run_id}, {.max_points_per_run = points, .expert_load_summaries = true});
-  if (!sampled.ok()) return sampled.status();
+  PARITY_ASSIGN_OR_RETURN(v1::GetRunResponse run, scheduler_.GetRun(request));
+  PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> sampled,
+                          store_.SampleMetrics({run_id}, {.max_points_per_run = points,
+                                                          .expert_load_summaries = true}));
   // The latest point whole: its per-expert shares draw the load bar chart.
-  absl::StatusOr<std::vector<v1::MetricPoint>> latest =
-      store_.ListMetrics(run_id, run->run().latest_step(), 1);
-  if (!latest.ok()) return latest.status();
-  return web::HistoryJson(run_id, *sampled, latest->empty() ? nullptr : &latest->front());
+  PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> latest,
+                          store_.ListMetrics(run_id, run.run().latest_step(), 1));
+  return web::HistoryJson(run_id, sampled, latest.empty() ? nullptr : &latest.front());
 }
 
 absl::StatusOr<std::string> DashboardApi::RunMetrics(const std::string& run_id,
@@ -286,16 +282,15 @@ absl::StatusOr<std::string> DashboardApi::RunMetrics(const std::string& run_id,
       reader.OptionalInteger("after_step", 0, std::numeric_limits<int64_t>::max() - 1);
   const int limit =
       static_cast<int>(reader.Integer("limit", kDefaultMetricsLimit, 1, kMaxMetricsLimit));
-  if (absl::Status status = reader.Check(); !status.ok()) return status;
-  if (absl::StatusOr<std::string> run = GetRun(run_id); !run.ok()) return run.status();
+  PARITY_RETURN_IF_ERROR(reader.Check());
+  PARITY_RETURN_IF_ERROR(GetRun(run_id).status());
   const uint64_t from_step = after_step ? static_cast<uint64_t>(*after_step) + 1 : 0;
   // One point more than asked says whether another page exists.
-  absl::StatusOr<std::vector<v1::MetricPoint>> points =
-      store_.ListMetrics(run_id, from_step, limit + 1);
-  if (!points.ok()) return points.status();
-  const bool more = static_cast<int>(points->size()) > limit;
-  if (more) points->resize(limit);
-  return web::MetricPageJson(*points, more);
+  PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
+                          store_.ListMetrics(run_id, from_step, limit + 1));
+  const bool more = static_cast<int>(points.size()) > limit;
+  if (more) points.resize(limit);
+  return web::MetricPageJson(points, more);
 }
 
 absl::StatusOr<std::string> DashboardApi::ListWorkers(const QueryParams& params) {
@@ -305,7 +300,7 @@ absl::StatusOr<std::string> DashboardApi::ListWorkers(const QueryParams& params)
       static_cast<uint32_t>(reader.Integer("seen_within_seconds", 0, 0, 30 * 24 * 3600)));
   request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
   request.set_page_token(reader.Text("page_token"));
-  if (absl::Status status = reader.Check(); !status.ok()) return status;
+  PARITY_RETURN_IF_ERROR(reader.Check());
   return AsJson(scheduler_.ListWorkers(request));
 }
 

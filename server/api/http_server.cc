@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "core/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "web/dashboard_documents.h"
 #include "web/web_assets.h"
@@ -67,8 +68,7 @@ HttpServer::HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
                                                               Scheduler& scheduler,
                                                               RunStore& store) {
-  absl::StatusOr<HostPort> address = ParseListen(options.listen);
-  if (!address.ok()) return address.status();
+  PARITY_ASSIGN_OR_RETURN(const HostPort address, ParseListen(options.listen));
   std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), scheduler, store));
   if (server->index_html_.empty()) {
     return absl::InternalError("the dashboard's index.html is not embedded in this binary");
@@ -76,10 +76,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   server->InstallRoutes();
   httplib::Server& http = *server->server_;
   try {
-    if (address->port == 0) {
-      server->port_ = http.bind_to_any_port(address->host);
-    } else if (http.bind_to_port(address->host, address->port)) {
-      server->port_ = address->port;
+    if (address.port == 0) {
+      server->port_ = http.bind_to_any_port(address.host);
+    } else if (http.bind_to_port(address.host, address.port)) {
+      server->port_ = address.port;
     } else {
       server->port_ = -1;
     }

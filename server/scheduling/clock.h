@@ -1,6 +1,13 @@
 // Time as a dependency, so tests can reason about deadlines without sleeping on the wall clock.
+// A Clock tells the time and waits until a time on it: code that waits for a deadline (the
+// parked long polls) takes its Clock, and a test drives a FakeClock with Advance().
 #pragma once
 
+#include <cstddef>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -10,11 +17,83 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual absl::Time Now() const = 0;
+  // With `mu` held, waits until `condition` holds or this clock reaches `deadline`; true if the
+  // condition holds. Like absl::Mutex::AwaitWithDeadline, on this clock's time.
+  virtual bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
+                                 absl::Time deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) = 0;
 };
 
 class RealClock final : public Clock {
  public:
   absl::Time Now() const override { return absl::Now(); }
+  bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
+                         absl::Time deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) override {
+    return mu.AwaitWithDeadline(condition, deadline);
+  }
+};
+
+// Time moves only when a test calls Advance(); a waiter whose deadline has passed then wakes.
+// Thread-safe. Lock order: a waiter's mutex before this clock's own.
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(absl::Time start = absl::UnixEpoch() + absl::Hours(24 * 365 * 50))
+      : now_(start) {}
+
+  absl::Time Now() const override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+
+  bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
+                         absl::Time deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) override {
+    {
+      absl::MutexLock lock(&mu_);
+      sleepers_.emplace(deadline, &mu);
+    }
+    auto woken = [&] { return condition.Eval() || Now() >= deadline; };
+    mu.Await(absl::Condition(&woken));
+    absl::MutexLock lock(&mu_);
+    auto [first, last] = sleepers_.equal_range(deadline);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == &mu) {
+        sleepers_.erase(it);
+        break;
+      }
+    }
+    return condition.Eval();
+  }
+
+  // Moves time on by `d` and wakes the waiters whose deadline it reached.
+  void Advance(absl::Duration d) {
+    std::multimap<absl::Time, absl::Mutex*> due;
+    {
+      absl::MutexLock lock(&mu_);
+      now_ += d;
+      for (auto it = sleepers_.begin(); it != sleepers_.end() && it->first <= now_; ++it) {
+        due.insert(*it);
+      }
+    }
+    // Releasing a waiter's mutex makes it look at its condition again (and the new time).
+    for (auto& [deadline, mu] : due) {
+      mu->Lock();
+      mu->Unlock();
+    }
+  }
+
+  // Blocks until someone waits on this clock with exactly `deadline`: a test's way of knowing
+  // that the code under test has gone to sleep until then.
+  void AwaitSleeperUntil(absl::Time deadline) const {
+    absl::MutexLock lock(&mu_);
+    auto sleeping = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return sleepers_.count(deadline) > 0;
+    };
+    mu_.Await(absl::Condition(&sleeping));
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_);
+  mutable std::multimap<absl::Time, absl::Mutex*> sleepers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace parity::server

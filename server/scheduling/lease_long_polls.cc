@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/time/clock.h"
-
 namespace parity::server {
 
-LeaseLongPolls::LeaseLongPolls(WorkSignal& signal, Retry retry)
-    : signal_(signal), retry_(std::move(retry)) {
+LeaseLongPolls::LeaseLongPolls(WorkSignal& signal, const Clock& clock, Retry retry)
+    : signal_(signal), clock_(clock), retry_(std::move(retry)) {
   signal_.SetListener([this](uint64_t generation) {
     absl::MutexLock lock(&mu_);
     generation_ = generation;
@@ -50,7 +48,7 @@ void LeaseLongPolls::Run() {
     for (const Parked& p : parked_) wake = std::min(wake, p.retry_at);
     sleeping_until_ = wake;
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return changed_ || stopping_; };
-    mu_.AwaitWithDeadline(absl::Condition(&woken), wake);
+    clock_.AwaitWithDeadline(mu_, absl::Condition(&woken), wake);
     sleeping_until_ = absl::InfinitePast();  // awake: the next sleep counts calls parked now
     changed_ = false;
     const bool stopping = stopping_;
@@ -60,7 +58,7 @@ void LeaseLongPolls::Run() {
     // Outside the lock: asking whether a gRPC call was cancelled takes gRPC's own locks, and a
     // retry or an answer re-enters the lease queue or gRPC.
     mu_.Unlock();
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_.Now();
     std::vector<Parked> still_waiting;
     for (Parked& p : looked_at) {
       if (stopping || p.lease->cancelled()) {

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "parity/v1/worker_service.pb.h"
+#include "server/scheduling/clock.h"
 #include "server/scheduling/work_signal.h"
 #include "server/store/run_store.h"
 
@@ -38,8 +39,8 @@ class LeaseLongPolls {
   using Retry = std::function<void(std::unique_ptr<PendingLease>)>;
 
   // `retry` takes a parked call back to the lease queue; it runs on this class's thread.
-  // `signal` must outlive this object.
-  LeaseLongPolls(WorkSignal& signal, Retry retry);
+  // `signal` and `clock` (whose time retry_at is on) must outlive this object.
+  LeaseLongPolls(WorkSignal& signal, const Clock& clock, Retry retry);
   // Stops (see Stop).
   ~LeaseLongPolls();
 
@@ -64,6 +65,7 @@ class LeaseLongPolls {
   void Run();
 
   WorkSignal& signal_;
+  const Clock& clock_;
   const Retry retry_;
   absl::Mutex mu_;
   std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);

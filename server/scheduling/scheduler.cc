@@ -51,7 +51,7 @@ Scheduler::Scheduler(RunStore& store, WorkSignal& work_signal, const Clock& cloc
       planner_(std::move(planner)),
       options_(std::move(options)),
       observer_(observer),
-      long_polls_(work_signal,
+      long_polls_(work_signal, clock,
                   [this](std::unique_ptr<PendingLease> lease) { TryLease(std::move(lease)); }),
       leases_(
           [this](const std::vector<const LeaseRequest*>& batch) {

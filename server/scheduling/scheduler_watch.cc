@@ -1,9 +1,11 @@
 // Scheduler::WatchSweep and WatchRun, the watch streams. They poll the store every
 // watch_poll_interval: events (state changes) by event id, metric points by step. Polling keeps
 // replicas stateless (any replica serves any stream) at the cost of ≤ one interval of latency.
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/proto_time.h"
 #include "core/status_macros.h"
@@ -41,12 +43,18 @@ v1::RunStateChange SnapshotOf(const v1::Run& run) {
   return change;
 }
 
-// Sleeps one poll interval in short slices so a cancelled stream ends promptly.
-bool SleepUnlessCancelled(const WatchControl& control, absl::Duration interval) {
-  const absl::Time until = absl::Now() + interval;
-  while (absl::Now() < until) {
+// Sleeps one poll interval on `clock` in short slices so a cancelled stream ends promptly (the
+// cancellation is polled: it is gRPC's state, not a condition on a mutex of ours).
+bool SleepUnlessCancelled(const Clock& clock, const WatchControl& control,
+                          absl::Duration interval) {
+  static constexpr bool kNever = false;
+  absl::Mutex mu;
+  absl::MutexLock lock(&mu);
+  const absl::Time until = clock.Now() + interval;
+  for (absl::Time now = clock.Now(); now < until; now = clock.Now()) {
     if (control.cancelled && control.cancelled()) return false;
-    absl::SleepFor(std::min(interval, absl::Milliseconds(50)));
+    clock.AwaitWithDeadline(mu, absl::Condition(&kNever),
+                            std::min(until, now + absl::Milliseconds(50)));
   }
   return !(control.cancelled && control.cancelled());
 }
@@ -105,7 +113,7 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
     }
     // A final state was seen and the points stored before it have been drained.
     if (ended && !progressed) return absl::OkStatus();
-    if (!progressed && !SleepUnlessCancelled(control, options_.watch_poll_interval)) {
+    if (!progressed && !SleepUnlessCancelled(clock_, control, options_.watch_poll_interval)) {
       return absl::CancelledError("the watch was cancelled");
     }
   }
@@ -186,7 +194,7 @@ absl::Status Scheduler::WatchSweep(
       ended = counts_live(now.counts()) == 0;
     }
     if (ended && !progressed) return absl::OkStatus();
-    if (!progressed && !SleepUnlessCancelled(control, options_.watch_poll_interval)) {
+    if (!progressed && !SleepUnlessCancelled(clock_, control, options_.watch_poll_interval)) {
       return absl::CancelledError("the watch was cancelled");
     }
   }

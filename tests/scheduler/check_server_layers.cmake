@@ -1,7 +1,28 @@
 # Fails naming every file of server/ that includes what its room may not know:
-#   libpqxx (<pqxx/...>) anywhere but store/postgres/;
+#   libpqxx (<pqxx/...>) anywhere but store/postgres/, nor through a store/postgres/ header
+#   that a file outside it includes;
 #   gRPC (<grpcpp/...> or *.grpc.pb.h) in scheduling/ or store/.
 # Usage: cmake -DSERVER_DIR=<repo>/server -P check_server_layers.cmake
+# Sets `out` to the first libpqxx include reached from server/`header` through store/postgres/
+# headers, or to "" when there is none.
+function(pqxx_reached header out)
+  set(found "")
+  file(STRINGS ${SERVER_DIR}/${header} lines REGEX "^#include")
+  foreach(line ${lines})
+    if(line MATCHES "pqxx")
+      set(found "${header}: ${line}")
+      break()
+    elseif(line MATCHES "\"server/(store/postgres/[a-z_]+\\.h)\"")
+      pqxx_reached(${CMAKE_MATCH_1} inner)
+      if(inner)
+        set(found "${inner}")
+        break()
+      endif()
+    endif()
+  endforeach()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
 file(GLOB_RECURSE sources RELATIVE ${SERVER_DIR} ${SERVER_DIR}/*.h ${SERVER_DIR}/*.cc)
 set(violations "")
 foreach(path ${sources})
@@ -9,6 +30,14 @@ foreach(path ${sources})
   foreach(line ${includes})
     if(line MATCHES "pqxx" AND NOT path MATCHES "^store/postgres/")
       string(APPEND violations "  server/${path}: ${line} (libpqxx belongs to store/postgres/)\n")
+    endif()
+    if(NOT path MATCHES "^store/postgres/" AND
+       line MATCHES "\"server/(store/postgres/[a-z_]+\\.h)\"")
+      pqxx_reached(${CMAKE_MATCH_1} reached)
+      if(reached)
+        string(APPEND violations
+               "  server/${path}: ${line} pulls in libpqxx (${reached}); hide it in the room\n")
+      endif()
     endif()
     if((line MATCHES "grpcpp/" OR line MATCHES "\\.grpc\\.pb\\.h") AND
        (path MATCHES "^scheduling/" OR path MATCHES "^store/"))

@@ -1,6 +1,7 @@
 // LeaseLongPolls without a database: a parked LeaseRun goes back to the lease queue when the
 // work signal moves on (including a move during its last try) or when its retry time comes;
-// a cancelled one is answered empty; stopping answers every parked call.
+// a cancelled one is answered empty; stopping answers every parked call. Time is a FakeClock:
+// a retry time is reached by Advance(), never by sleeping.
 #include "server/scheduling/lease_long_polls.h"
 
 #include <algorithm>
@@ -11,8 +12,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "server/scheduling/clock.h"
 
 namespace parity::server {
 namespace {
@@ -30,7 +31,8 @@ class Outcomes {
     answered_.push_back(worker);
     if (has_lease) ++answered_with_lease_;
   }
-  // Waits up to `timeout` for `worker` to show up in the retried (or answered) list.
+  // Waits (at most `timeout`, so a broken build fails rather than hangs) for `worker` to show up in
+  // the retried (or answered) list.
   bool WaitRetried(const std::string& worker, absl::Duration timeout) {
     return WaitFor(retried_, worker, timeout);
   }
@@ -73,7 +75,7 @@ class LeaseLongPollsTest : public ::testing::Test {
       const std::string& worker, std::function<bool()> cancelled = [] { return false; }) {
     auto lease = std::make_unique<PendingLease>();
     lease->request.worker_id = worker;
-    lease->start = absl::Now();
+    lease->start = clock_.Now();
     lease->deadline = absl::InfiniteFuture();
     lease->cancelled = std::move(cancelled);
     lease->done = [this, worker](absl::StatusOr<v1::LeaseRunResponse> response) {
@@ -82,16 +84,18 @@ class LeaseLongPollsTest : public ::testing::Test {
     return lease;
   }
 
+  FakeClock clock_;
   WorkSignal signal_;
   Outcomes outcomes_;
-  LeaseLongPolls polls_{signal_, [this](std::unique_ptr<PendingLease> lease) {
+  LeaseLongPolls polls_{signal_, clock_, [this](std::unique_ptr<PendingLease> lease) {
                           outcomes_.Retried(std::move(lease));
                         }};
 };
 
 TEST_F(LeaseLongPollsTest, ANotifyWakesAParkedCallBeforeItsRetryTime) {
-  polls_.Park(Call("a"), signal_.generation(), absl::Now() + absl::Hours(1));
-  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time retry_at = clock_.Now() + absl::Hours(1);
+  polls_.Park(Call("a"), signal_.generation(), retry_at);
+  clock_.AwaitSleeperUntil(retry_at);
   EXPECT_TRUE(outcomes_.retried().empty()) << "expected the call to wait for work";
   signal_.Notify();
   EXPECT_TRUE(outcomes_.WaitRetried("a", absl::Seconds(10)))
@@ -99,23 +103,34 @@ TEST_F(LeaseLongPollsTest, ANotifyWakesAParkedCallBeforeItsRetryTime) {
 }
 
 TEST_F(LeaseLongPollsTest, AParkedCallIsRetriedAtItsRetryTimeWithoutANotify) {
-  const absl::Time start = absl::Now();
-  polls_.Park(Call("a"), signal_.generation(), start + absl::Milliseconds(200));
-  ASSERT_TRUE(outcomes_.WaitRetried("a", absl::Seconds(10)))
-      << "expected the idle re-check to retry the call";
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(190)) << "expected no retry before its time";
+  const absl::Time retry_at = clock_.Now() + absl::Milliseconds(200);
+  polls_.Park(Call("a"), signal_.generation(), retry_at);
+  clock_.AwaitSleeperUntil(retry_at);
+  clock_.Advance(absl::Milliseconds(199));
+  EXPECT_TRUE(outcomes_.retried().empty()) << "expected no retry before its time";
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(outcomes_.WaitRetried("a", absl::Seconds(10)))
+      << "expected the idle re-check to retry the call at its retry time";
 }
 
 TEST_F(LeaseLongPollsTest, EachParkedCallIsRetriedAtItsOwnTimeWhateverTheOrderParked) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_.Now();
   polls_.Park(Call("late"), signal_.generation(), start + absl::Milliseconds(400));
   polls_.Park(Call("soon"), signal_.generation(), start + absl::Milliseconds(100));
   polls_.Park(Call("later"), signal_.generation(), start + absl::Seconds(30));
-  ASSERT_TRUE(outcomes_.WaitRetried("soon", absl::Seconds(10)));
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(350))
-      << "expected the call parked second, due first, to wake the thread early";
+  clock_.AwaitSleeperUntil(start + absl::Milliseconds(100));  // the call parked second is due first
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_TRUE(outcomes_.WaitRetried("soon", absl::Seconds(10)))
+      << "expected the call due first to be retried at its time";
+  clock_.AwaitSleeperUntil(start + absl::Milliseconds(400));
+  EXPECT_EQ(outcomes_.retried(), std::vector<std::string>{"soon"})
+      << "expected the calls due later to still be waiting";
+  clock_.Advance(absl::Milliseconds(299));
+  EXPECT_EQ(outcomes_.retried(), std::vector<std::string>{"soon"})
+      << "expected no retry of the call due at 400 ms before its time";
+  clock_.Advance(absl::Milliseconds(1));
   ASSERT_TRUE(outcomes_.WaitRetried("late", absl::Seconds(10)));
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(390));
+  clock_.AwaitSleeperUntil(start + absl::Seconds(30));
   EXPECT_EQ(outcomes_.retried(), (std::vector<std::string>{"soon", "late"}))
       << "expected the call due in 30 s to still be waiting";
 }
@@ -123,7 +138,7 @@ TEST_F(LeaseLongPollsTest, EachParkedCallIsRetriedAtItsOwnTimeWhateverTheOrderPa
 TEST_F(LeaseLongPollsTest, AWakeUpDuringTheLastTryIsNotLost) {
   const uint64_t tried_at = signal_.generation();
   signal_.Notify();  // work appeared while the try was in the database
-  polls_.Park(Call("a"), tried_at, absl::Now() + absl::Hours(1));
+  polls_.Park(Call("a"), tried_at, clock_.Now() + absl::Hours(1));
   EXPECT_TRUE(outcomes_.WaitRetried("a", absl::Seconds(10)))
       << "expected a call that missed a wake-up during its try to be retried at once";
 }
@@ -131,8 +146,8 @@ TEST_F(LeaseLongPollsTest, AWakeUpDuringTheLastTryIsNotLost) {
 TEST_F(LeaseLongPollsTest, ACancelledCallIsAnsweredEmptyAtTheNextWakeUp) {
   std::atomic<bool> gone{false};
   polls_.Park(Call("a", [&] { return gone.load(); }), signal_.generation(),
-              absl::Now() + absl::Hours(1));
-  polls_.Park(Call("b"), signal_.generation(), absl::Now() + absl::Hours(1));
+              clock_.Now() + absl::Hours(1));
+  polls_.Park(Call("b"), signal_.generation(), clock_.Now() + absl::Hours(1));
   gone = true;
   signal_.Notify();
   ASSERT_TRUE(outcomes_.WaitAnswered("a", absl::Seconds(10)));
@@ -144,11 +159,11 @@ TEST_F(LeaseLongPollsTest, ACancelledCallIsAnsweredEmptyAtTheNextWakeUp) {
 
 TEST_F(LeaseLongPollsTest, StopAnswersEveryParkedCallEmptyAndLaterCallsAtOnce) {
   for (const char* worker : {"a", "b", "c"}) {
-    polls_.Park(Call(worker), signal_.generation(), absl::Now() + absl::Hours(1));
+    polls_.Park(Call(worker), signal_.generation(), clock_.Now() + absl::Hours(1));
   }
   polls_.Stop();
   EXPECT_EQ(outcomes_.answered().size(), 3u) << "expected Stop to answer all three parked calls";
-  polls_.Park(Call("late"), signal_.generation(), absl::Now() + absl::Hours(1));
+  polls_.Park(Call("late"), signal_.generation(), clock_.Now() + absl::Hours(1));
   EXPECT_EQ(outcomes_.answered().size(), 4u) << "expected a call parked after Stop answered";
   EXPECT_TRUE(outcomes_.retried().empty());
   EXPECT_EQ(outcomes_.answered_with_lease(), 0);

@@ -185,23 +185,6 @@ TEST_F(MetricsEndpointTest, ScrapeShowsWhatTheApiDid) {
   EXPECT_EQ(lint.output, "") << "promtool check metrics found problems";
 }
 
-// A clock the tests move by hand, for the scrape cache.
-class ManualClock final : public Clock {
- public:
-  absl::Time Now() const override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
-};
-
 class SchedulerMetricsTest : public SchedulerTest {
  protected:
   void SetUp() override {
@@ -222,7 +205,8 @@ class SchedulerMetricsTest : public SchedulerTest {
     return e;
   }
 
-  ManualClock metrics_clock_;
+  FakeClock metrics_clock_{
+      absl::FromUnixSeconds(1'700'000'000)};  // moved by hand: the scrape cache
   std::unique_ptr<SchedulerMetrics> metrics_;
 };
 

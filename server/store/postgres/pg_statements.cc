@@ -40,11 +40,10 @@ const char* const kSweepSelect =
     "         count(*) AS total"
     "  FROM runs WHERE runs.sweep_id = s.sweep_id) c ";
 
-void PrepareStatements(pqxx::connection& c) {
-  const std::string run_columns = kRunColumns;
-  const std::string sweep_select = kSweepSelect;
+namespace {
 
-  // --- sweeps ---
+void PrepareSweeps(pqxx::connection& c) {
+  const std::string sweep_select = kSweepSelect;
   // $1 key
   c.prepare("sweep_by_key",
             "SELECT sweep_id::text, spec_bytes FROM sweeps WHERE idempotency_key = $1");
@@ -103,8 +102,10 @@ void PrepareStatements(pqxx::connection& c) {
             "THEN 'CANCELLED' WHEN EXISTS (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id AND "
             "state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END "
             "WHERE s.ended_at IS NULL AND " PARITY_NO_UNFINISHED_RUNS);
+}
 
-  // --- runs ---
+void PrepareRuns(pqxx::connection& c) {
+  const std::string run_columns = kRunColumns;
   c.prepare("get_run", "SELECT " + run_columns + " FROM runs r WHERE r.run_id = $1");
   // $1 sweep, $2 states text[] ('{}' = all), $3 last ordinal, $4 limit
   c.prepare("list_runs", "SELECT " + run_columns +
@@ -112,8 +113,9 @@ void PrepareStatements(pqxx::connection& c) {
                              "(cardinality($2::text[]) = 0 OR r.state = ANY($2::text[])) AND "
                              "r.ordinal > $3 ORDER BY r.ordinal LIMIT $4");
   c.prepare("sweep_exists", "SELECT 1 FROM sweeps WHERE sweep_id = $1");
+}
 
-  // --- workers ---
+void PrepareWorkers(pqxx::connection& c) {
   // $1 id (NULL = new), $2 hostname, $3 devices json, $4 labels json, $5 version
   c.prepare("register_worker",
             "INSERT INTO workers (worker_id, hostname, devices, labels, version) VALUES "
@@ -132,8 +134,10 @@ void PrepareStatements(pqxx::connection& c) {
             "WHERE w.last_seen_at >= now() - make_interval(secs => $1) AND "
             "($2 = '' OR (w.last_seen_at, w.worker_id) < ($2::timestamptz, $3::uuid)) "
             "ORDER BY w.last_seen_at DESC, w.worker_id DESC LIMIT $4");
+}
 
-  // --- leasing ---
+void PrepareLeasing(pqxx::connection& c) {
+  const std::string run_columns = kRunColumns;
   // One statement, one round trip, its own transaction: lease_runs() (server/sql/) touches
   // the workers, ranks the open sweeps with pending work that fits (priority, then fewest live
   // runs — fair share — then oldest), shares the batch among them as leasing one run at a time
@@ -167,8 +171,9 @@ void PrepareStatements(pqxx::connection& c) {
   c.prepare("cancel_run_now",
             "UPDATE runs SET state = 'CANCELLED', cancel_requested = false, lease_owner = NULL, "
             "lease_expires_at = NULL, ended_at = now(), updated_at = now() WHERE run_id = $1");
+}
 
-  // --- metrics ---
+void PrepareMetrics(pqxx::connection& c) {
   // $1 run, $2 lease epoch, $3 steps strictly increasing, $4..$19 one array per column
   // (pg::MetricArrays, server/sql/): the count stored.
   c.prepare("append_metric_arrays",
@@ -182,8 +187,10 @@ void PrepareStatements(pqxx::connection& c) {
             "flops, expert_load::text AS expert_load, " PARITY_US(
                 "logged_at") " AS logged_us FROM metrics WHERE run_id = $1 AND step >= $2 "
                              "ORDER BY step LIMIT $3");
+}
 
-  // --- completion ---
+void PrepareCompletion(pqxx::connection& c) {
+  const std::string run_columns = kRunColumns;
   // Successes in a batch (server/sql/): $1 runs (uuid[]), $2 lease epochs, $3..$10 train and
   // validation BPC, tokens, steps, measured M, wall seconds, peak memory, tokens/s, $11
   // checkpoint steps, $12 checkpoint uris (arrays, NULL = not reported). One row per request
@@ -204,8 +211,9 @@ void PrepareStatements(pqxx::connection& c) {
             "checkpoint_uri), lease_owner = NULL, lease_expires_at = NULL, cancel_requested = "
             "false, ended_at = CASE WHEN $2 = 'PENDING' THEN NULL ELSE now() END, "
             "updated_at = now() WHERE run_id = $1");
+}
 
-  // --- reaper ---
+void PrepareReaper(pqxx::connection& c) {
   // $1 limit. Expired leases: PENDING with attempt + 1, or FAILED (LEASE_EXPIRED) past
   // max_attempts, or CANCELLED when cancellation was pending; one event each.
   c.prepare("reap_expired",
@@ -231,8 +239,10 @@ void PrepareStatements(pqxx::connection& c) {
             "  lease_epoch, worker_id, reason) SELECT run_id, sweep_id, old_state, state, "
             "  attempt, lease_epoch, old_owner, 'lease expired' FROM upd) "
             "SELECT sweep_id::text, state FROM upd");
+}
 
-  // --- dashboards (CountRunsByState) ---
+// CountRunsByState.
+void PrepareDashboards(pqxx::connection& c) {
   // $1 how many unfinished sweeps to count one by one (newest first). Every other sweep's runs
   // fall into the row with sweep_id ''. One grouped scan of runs.
   c.prepare("count_runs_by_state",
@@ -248,8 +258,9 @@ void PrepareStatements(pqxx::connection& c) {
             "  WHERE r.state = 'PENDING' AND r.not_before <= now() AND s.ended_at IS NULL) "
             "  AS ready, (SELECT count(*) FROM workers WHERE last_seen_at >= now() - "
             "  make_interval(secs => $1)) AS live_workers");
+}
 
-  // --- events ---
+void PrepareEvents(pqxx::connection& c) {
   const std::string event_columns =
       "SELECT event_id, run_id::text, coalesce(from_state, '') AS from_state, to_state, "
       "attempt, reason, " PARITY_US("created_at") " AS created_us FROM events ";
@@ -260,6 +271,16 @@ void PrepareStatements(pqxx::connection& c) {
   c.prepare("event_horizon", "SELECT pg_snapshot_xmin(pg_current_snapshot())::text");
   c.prepare("run_events",
             event_columns + "WHERE run_id = $1 AND event_id > $2 ORDER BY event_id LIMIT $3");
+}
+
+}  // namespace
+
+void PrepareStatements(pqxx::connection& c) {
+  for (auto prepare :
+       {&PrepareSweeps, &PrepareRuns, &PrepareWorkers, &PrepareLeasing, &PrepareMetrics,
+        &PrepareCompletion, &PrepareReaper, &PrepareDashboards, &PrepareEvents}) {
+    prepare(c);
+  }
 }
 
 #undef PARITY_NO_UNFINISHED_RUNS

@@ -4,6 +4,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/proto_time.h"
 #include "google/rpc/error_details.pb.h"
 
 namespace parity::server::pg {
@@ -103,10 +104,7 @@ std::string Micros(absl::string_view column) {
 }
 
 google::protobuf::Timestamp TimestampFromMicros(int64_t micros) {
-  google::protobuf::Timestamp ts;
-  ts.set_seconds(micros / 1000000);
-  ts.set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
-  return ts;
+  return ToProtoTime(absl::FromUnixMicros(micros));
 }
 
 absl::Time TimeFromMicros(int64_t micros) { return absl::FromUnixMicros(micros); }

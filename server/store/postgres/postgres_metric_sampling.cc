@@ -49,7 +49,7 @@ absl::StatusOr<std::vector<v1::MetricPoint>> PostgresRunStore::SampleMetrics(
   if (run_ids.empty()) return points;
   const int64_t max_points = std::max(1, sampling.max_points_per_run);
   return pg::WithSingleStatement(
-      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<std::vector<v1::MetricPoint>> {
+      *pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<std::vector<v1::MetricPoint>> {
         const pqxx::result rows =
             tx.exec_params(kSampleMetricsSql, pg::TextArrayLiteral(run_ids), max_points,
                            sampling.validation_only, sampling.expert_load_summaries);

@@ -8,7 +8,7 @@ namespace parity::server {
 
 absl::StatusOr<RunCounts> PostgresRunStore::CountRunsByState(const RunCountsQuery& query) {
   if (query.max_sweeps < 0) return absl::InvalidArgumentError("max_sweeps must not be negative");
-  return pg::WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<RunCounts> {
+  return pg::WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<RunCounts> {
     tx.exec("SET LOCAL statement_timeout = 5000");
     RunCounts counts;
     for (const auto& row : tx.exec_prepared("count_runs_by_state", query.max_sweeps)) {

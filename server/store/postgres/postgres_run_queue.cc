@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_support.h"
 #include "server/store/postgres/postgres_run_store.h"
@@ -81,7 +82,7 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
   }
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [key, value] : worker.labels) labels[key] = value;
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
     const pqxx::result rows =
         tx.exec_prepared("register_worker",
                          worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
@@ -111,7 +112,7 @@ absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuer
     after_time = parts[0];
     after_id = parts[1];
   }
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Worker>> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Worker>> {
     const pqxx::result rows =
         tx.exec_prepared("list_workers", Seconds(query.seen_within), after_time,
                          after_id.empty() ? std::nullopt : std::optional(after_id),
@@ -129,33 +130,32 @@ absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuer
 }
 
 absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
-    absl::StatusOr<LockedRun> run = LockRun(tx, update.run_id);
-    if (!run.ok()) return run.status();
-    if (run->lease_epoch != update.lease_epoch) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
+    PARITY_ASSIGN_OR_RETURN(const LockedRun run, LockRun(tx, update.run_id));
+    if (run.lease_epoch != update.lease_epoch) {
       return pg::LeaseEpochError(
           update.run_id, absl::StrCat("lease epoch ", update.lease_epoch, " is stale; current is ",
-                                      run->lease_epoch));
+                                      run.lease_epoch));
     }
     // Cancelled at an earlier heartbeat of this same lease: say so again (idempotent).
-    if (run->state == v1::RUN_STATE_CANCELLED) return HeartbeatResult{absl::Now(), true};
-    if (!IsLive(run->state) || run->lease_owner != update.worker_id) {
-      return pg::LeaseEpochError(
-          update.run_id, "the lease was lost (run is " + pg::RunStateText(run->state) + ")");
+    if (run.state == v1::RUN_STATE_CANCELLED) return HeartbeatResult{absl::Now(), true};
+    if (!IsLive(run.state) || run.lease_owner != update.worker_id) {
+      return pg::LeaseEpochError(update.run_id,
+                                 "the lease was lost (run is " + pg::RunStateText(run.state) + ")");
     }
-    if (run->cancel_requested) {
+    if (run.cancel_requested) {
       tx.exec_prepared("cancel_run_now", update.run_id);
-      InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_CANCELLED, run->attempt,
+      InsertEvent(tx, update.run_id, run, v1::RUN_STATE_CANCELLED, run.attempt,
                   "cancelled at heartbeat");
-      EndSweepIfDone(tx, run->sweep_id);
+      EndSweepIfDone(tx, run.sweep_id);
       return HeartbeatResult{absl::Now(), true};
     }
     const pqxx::result rows =
         tx.exec_prepared("heartbeat", update.run_id, Seconds(update.ttl),
                          static_cast<int64_t>(update.step), pg::CheckpointStep(update.checkpoint),
                          pg::CheckpointUri(update.checkpoint), update.worker_id);
-    if (run->state == v1::RUN_STATE_LEASED) {
-      InsertEvent(tx, update.run_id, *run, v1::RUN_STATE_RUNNING, run->attempt, "started");
+    if (run.state == v1::RUN_STATE_LEASED) {
+      InsertEvent(tx, update.run_id, run, v1::RUN_STATE_RUNNING, run.attempt, "started");
     }
     return HeartbeatResult{pg::TimeFromMicros(rows[0][0].as<int64_t>()), false};
   });
@@ -166,7 +166,7 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
   const pg::MetricArrays a = pg::MetricsAsArrays(points);
   // One statement (server/sql/append_metric_arrays.sql): lock, fencing check and insert.
   return pg::WithSingleStatement(
-      pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<MetricsAppendResult> {
+      *pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<MetricsAppendResult> {
         pqxx::result stored;
         try {
           stored = tx.exec_prepared("append_metric_arrays", run_id, lease_epoch, a.increasing,
@@ -188,23 +188,22 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
 // A failure applies the scheduler's decision in a multi-statement transaction (a cancellation
 // requested meanwhile wins); successes go in batches (postgres_run_store_batches.cc).
 absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Completion& completion) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
-    absl::StatusOr<LockedRun> run = LockRun(tx, completion.run_id);
-    if (!run.ok()) return run.status();
-    if (run->lease_epoch != completion.lease_epoch) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
+    PARITY_ASSIGN_OR_RETURN(const LockedRun run, LockRun(tx, completion.run_id));
+    if (run.lease_epoch != completion.lease_epoch) {
       return pg::LeaseEpochError(completion.run_id,
                                  absl::StrCat("lease epoch ", completion.lease_epoch,
-                                              " is stale; current is ", run->lease_epoch));
+                                              " is stale; current is ", run.lease_epoch));
     }
     CompletionResult result;
-    if (IsLive(run->state)) {
-      if (run->attempt != completion.decided_at_attempt) {
+    if (IsLive(run.state)) {
+      if (run.attempt != completion.decided_at_attempt) {
         return absl::AbortedError(absl::StrCat("run ", completion.run_id, " is at attempt ",
-                                               run->attempt, "; the retry decision was made for ",
+                                               run.attempt, "; the retry decision was made for ",
                                                completion.decided_at_attempt));
       }
       RetryDecision decision = completion.retry;
-      if (run->cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run->attempt, {}};
+      if (run.cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run.attempt, {}};
       const v1::RunState to = decision.next_state;
       const uint32_t attempt = decision.next_attempt;
       result.retry_delay = decision.delay;
@@ -215,8 +214,8 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Compl
                        pg::CheckpointUri(completion.checkpoint));
       const std::string reason = absl::StrCat(pg::FailureClassText(completion.failure_class), ": ",
                                               completion.failure_status.message());
-      InsertEvent(tx, completion.run_id, *run, to, attempt, reason);
-      if (IsFinal(to)) EndSweepIfDone(tx, run->sweep_id);
+      InsertEvent(tx, completion.run_id, run, to, attempt, reason);
+      if (IsFinal(to)) EndSweepIfDone(tx, run.sweep_id);
     }
     // Otherwise this epoch already completed (or was cancelled): report the run as it is.
     result.run = pg::RunFromRow(tx.exec_prepared("get_run", completion.run_id)[0]);
@@ -225,7 +224,7 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Compl
 }
 
 absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<ReapResult> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<ReapResult> {
     ReapResult result;
     std::vector<std::string> ended_sweeps;
     for (const auto& row : tx.exec_prepared("reap_expired", limit)) {

@@ -161,7 +161,7 @@ std::vector<absl::StatusOr<std::optional<LeasedRun>>> PostgresRunStore::LeaseNex
     if (added) groups.emplace_back(std::move(key), std::vector<size_t>());
     groups[it->second].second.push_back(i);
   }
-  for (const auto& [key, members] : groups) LeaseGroup(pool_, key, requests, members, results);
+  for (const auto& [key, members] : groups) LeaseGroup(*pool_, key, requests, members, results);
   return results;
 }
 
@@ -180,7 +180,7 @@ std::vector<absl::StatusOr<CompletionResult>> PostgresRunStore::CompleteRuns(
       results[i] = CompleteRunFailed(completion);
     }
   }
-  if (!successes.empty()) CompleteSuccesses(pool_, completions, successes, results);
+  if (!successes.empty()) CompleteSuccesses(*pool_, completions, successes, results);
   return results;
 }
 

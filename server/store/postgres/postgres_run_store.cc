@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
@@ -41,13 +42,14 @@ absl::Status NotFound(absl::string_view kind, absl::string_view id) {
 
 PostgresRunStore::PostgresRunStore(PostgresRunStoreOptions options)
     : options_(std::move(options)),
-      pool_(options_.database_url, options_.pool_size, &pg::PrepareStatements) {}
+      pool_(std::make_unique<PgConnectionPool>(options_.database_url, options_.pool_size,
+                                               &pg::PrepareStatements)) {}
 
 PostgresRunStore::~PostgresRunStore() = default;
 
 absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep) {
   const std::string spec_bytes = pg::DeterministicBytes(sweep.spec);
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CreatedSweep> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<CreatedSweep> {
     const pqxx::result inserted = tx.exec_prepared(
         "insert_sweep", sweep.spec.name(), pg::JsonOf(sweep.spec), pg::Bytes(spec_bytes),
         NullIfEmpty(sweep.idempotency_key), sweep.owner, sweep.spec.priority());
@@ -100,7 +102,7 @@ absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep
 }
 
 absl::StatusOr<v1::Sweep> PostgresRunStore::GetSweep(const std::string& sweep_id) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
     const pqxx::result rows = tx.exec_prepared("get_sweep", sweep_id);
     if (rows.empty()) return NotFound("sweep", sweep_id);
     return pg::SweepFromRow(rows[0]);
@@ -111,16 +113,15 @@ absl::StatusOr<Page<v1::Sweep>> PostgresRunStore::ListSweeps(v1::SweepState stat
                                                              const PageRequest& page) {
   std::string after_time, after_id;
   if (!page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
-    if (!text.ok()) return text.status();
-    std::vector<std::string> parts = absl::StrSplit(*text, '|');
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(page.page_token));
+    std::vector<std::string> parts = absl::StrSplit(text, '|');
     if (parts.size() != 2 || parts[0].empty()) return BadPageToken();
     after_time = parts[0];
     after_id = parts[1];
   }
   const std::string state_text =
       state == v1::SWEEP_STATE_UNSPECIFIED ? "" : pg::SweepStateText(state);
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Sweep>> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Sweep>> {
     const pqxx::result rows =
         tx.exec_prepared("list_sweeps", state_text, after_time, NullIfEmpty(after_id),
                          static_cast<int64_t>(page.page_size) + 1);
@@ -138,7 +139,7 @@ absl::StatusOr<Page<v1::Sweep>> PostgresRunStore::ListSweeps(v1::SweepState stat
 
 absl::StatusOr<CancelResult> PostgresRunStore::CancelSweep(const std::string& sweep_id,
                                                            const std::string& reason) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<CancelResult> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<CancelResult> {
     if (tx.exec_prepared("lock_sweep", sweep_id).empty()) return NotFound("sweep", sweep_id);
     tx.exec_prepared("mark_sweep_cancelled", sweep_id);
     CancelResult result;
@@ -152,7 +153,7 @@ absl::StatusOr<CancelResult> PostgresRunStore::CancelSweep(const std::string& sw
 }
 
 absl::StatusOr<v1::Run> PostgresRunStore::GetRun(const std::string& run_id) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Run> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Run> {
     const pqxx::result rows = tx.exec_prepared("get_run", run_id);
     if (rows.empty()) return NotFound("run", run_id);
     return pg::RunFromRow(rows[0]);
@@ -164,13 +165,12 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
                                                          const PageRequest& page) {
   int64_t after_ordinal = -1;
   if (!page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
-    if (!text.ok()) return text.status();
-    if (!absl::SimpleAtoi(*text, &after_ordinal)) return BadPageToken();
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(page.page_token));
+    if (!absl::SimpleAtoi(text, &after_ordinal)) return BadPageToken();
   }
   std::vector<std::string> state_texts;
   for (v1::RunState state : states) state_texts.push_back(pg::RunStateText(state));
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Run>> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::Run>> {
     if (tx.exec_prepared("sweep_exists", sweep_id).empty()) return NotFound("sweep", sweep_id);
     const pqxx::result rows =
         tx.exec_prepared("list_runs", sweep_id, pg::TextArrayLiteral(state_texts), after_ordinal,
@@ -230,9 +230,8 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
   }
   int64_t offset = 0;
   if (!query.page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(query.page.page_token);
-    if (!text.ok()) return text.status();
-    if (!absl::SimpleAtoi(*text, &offset) || offset < 0) return BadPageToken();
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(query.page.page_token));
+    if (!absl::SimpleAtoi(text, &offset) || offset < 0) return BadPageToken();
   }
   std::vector<std::string> state_texts;
   for (v1::RunState state : query.states) state_texts.push_back(pg::RunStateText(state));
@@ -241,7 +240,7 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
       "(cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND ($3 = '' OR layout = $3) "
       "AND ($4 = 0 OR activation_rate >= $4) AND ($5 = 0 OR activation_rate <= $5) ORDER BY ",
       order_sql, " LIMIT $6 OFFSET $7");
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::ResultRow>> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::ResultRow>> {
     const pqxx::result rows =
         tx.exec_params(sql, query.sweep_id, pg::TextArrayLiteral(state_texts), query.layout,
                        query.min_activation_rate, query.max_activation_rate,
@@ -259,7 +258,7 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
 
 absl::StatusOr<SweepEventPage> PostgresRunStore::ListSweepEvents(const std::string& sweep_id,
                                                                  uint64_t horizon) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<SweepEventPage> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<SweepEventPage> {
     SweepEventPage page;
     const std::string now = tx.exec_prepared1("event_horizon")[0].c_str();
     if (!absl::SimpleAtoi(now, &page.next_horizon)) return absl::InternalError("bad horizon");
@@ -274,7 +273,7 @@ absl::StatusOr<SweepEventPage> PostgresRunStore::ListSweepEvents(const std::stri
 absl::StatusOr<std::vector<RunEvent>> PostgresRunStore::ListRunEvents(const std::string& run_id,
                                                                       int64_t after_event_id,
                                                                       int limit) {
-  return WithTransaction(pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<RunEvent>> {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<RunEvent>> {
     std::vector<RunEvent> events;
     for (const auto& row : tx.exec_prepared("run_events", run_id, after_event_id, limit)) {
       events.push_back(pg::EventFromRow(row));
@@ -286,7 +285,7 @@ absl::StatusOr<std::vector<RunEvent>> PostgresRunStore::ListRunEvents(const std:
 absl::StatusOr<std::vector<v1::MetricPoint>> PostgresRunStore::ListMetrics(
     const std::string& run_id, uint64_t from_step, int limit) {
   return WithTransaction(
-      pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<v1::MetricPoint>> {
+      *pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<v1::MetricPoint>> {
         std::vector<v1::MetricPoint> points;
         for (const auto& row :
              tx.exec_prepared("list_metrics", run_id, static_cast<int64_t>(from_step), limit)) {

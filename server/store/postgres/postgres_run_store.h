@@ -9,10 +9,11 @@
 #include <memory>
 #include <string>
 
-#include "server/store/postgres/pg_connection_pool.h"
 #include "server/store/run_store.h"
 
 namespace parity::server {
+
+class PgConnectionPool;
 
 struct PostgresRunStoreOptions {
   std::string database_url;
@@ -61,7 +62,8 @@ class PostgresRunStore final : public RunStore {
   absl::StatusOr<CompletionResult> CompleteRunFailed(const Completion& completion);
 
   const PostgresRunStoreOptions options_;
-  PgConnectionPool pool_;
+  // Behind a pointer so that this header, which the server includes, does not pull in libpqxx.
+  std::unique_ptr<PgConnectionPool> pool_;
 };
 
 }  // namespace parity::server
