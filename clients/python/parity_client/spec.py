@@ -73,10 +73,20 @@ def parse_spec(text, fmt="yaml"):
     return spec
 
 
+_BYTE_UNITS = (("KiB", 2.0**10), ("MiB", 2.0**20), ("GiB", 2.0**30), ("TiB", 2.0**40),
+               ("kB", 1e3), ("KB", 1e3), ("MB", 1e6), ("GB", 1e9), ("TB", 1e12), ("PB", 1e15))
+
+
 def parse_quantity(raw):
     """A number with an optional k/M/B/G/T/P suffix ("68B", "2.86e21", "1_000"); None if not."""
     text = str(raw).strip().replace("_", "")
     scale = 1.0
+    # Byte sizes as core/spec_loader.cc reads them: "141GB" decimal, "80GiB" binary; a bare "B"
+    # stays billions ("68B").
+    for unit, size in _BYTE_UNITS:
+        if text.endswith(unit) and len(text) > len(unit):
+            value = parse_quantity(text[: -len(unit)])
+            return None if value is None else value * size
     if text and text[-1] in _SCALE:
         scale = _SCALE[text[-1]]
         text = text[:-1]
