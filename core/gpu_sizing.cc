@@ -69,7 +69,7 @@ absl::StatusOr<MemoryShape> MemoryShapeOf(const parity::v1::ModelSpec& model, ui
 MemoryPrecision PrecisionOf(const RunSpec& run) {
   // Unset trains fp32 until the engine has bf16 kernels (training.proto's Precision).
   return run.training().precision() == parity::v1::PRECISION_BF16 ? MemoryPrecision::kBf16
-                                                                   : MemoryPrecision::kFp32;
+                                                                  : MemoryPrecision::kFp32;
 }
 
 bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {

@@ -69,11 +69,10 @@ void ExpectEstimateMatches(const parity::v1::RunSpec& spec) {
   const double expected = double(measured.allocated);
   const double got = double(estimate.BufferBytes());
   EXPECT_NEAR(got, expected, 0.02 * expected)
-      << "estimate " << estimate.Describe() << " vs " << measured.allocated
-      << " bytes allocated";
+      << "estimate " << estimate.Describe() << " vs " << measured.allocated << " bytes allocated";
   // In practice it is exact; print the residual so a drift shows before it breaks the 2%.
-  std::cout << spec.name() << ": allocated " << measured.allocated << " B, estimate " << got << " B, relative difference " << (got - expected) / expected
-            << "\n";
+  std::cout << spec.name() << ": allocated " << measured.allocated << " B, estimate " << got
+            << " B, relative difference " << (got - expected) / expected << "\n";
   const core::MemoryEstimate bf16 = core::EstimateTrainingMemory(
       *shape, spec.training().micro_batch_sequences(), core::MemoryPrecision::kBf16);
   EXPECT_EQ(bf16.weight_copies, estimate.params * 2u) << "BF16 adds a bf16 copy of the weights";

@@ -14,8 +14,7 @@ absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind)
   // every backend's op tables are fp32 (OpTable<float>) and bf16 needs weight copies and bf16
   // kernels that no backend has yet. Defaulting a GPU run to a mode that is then refused would
   // make every GPU spec name its precision.
-  const Precision resolved =
-      requested != Precision::kUnspecified ? requested : Precision::kFp32;
+  const Precision resolved = requested != Precision::kUnspecified ? requested : Precision::kFp32;
   if (resolved == Precision::kFp32) return resolved;
   return absl::InvalidArgumentError(absl::StrCat(
       "training.precision: PRECISION_BF16 is not implemented by the ",
