@@ -4,7 +4,9 @@
 // PreconditionFailure of type LEASE_EPOCH, nothing written). See run_store.h for the errors.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,6 +39,20 @@ struct ResourceOffer {
   std::vector<Gpu> gpus;
   uint32_t cpu_device_index = 0;
 };
+
+// The offer's GPUs, largest free memory first (unknown memory counts as unlimited; ties by
+// index): a run needing g GPUs fits when the g-th of them is big enough. Both stores group and
+// match offers in this order (server/sql/lease_runs.sql receives it as an array).
+inline std::vector<ResourceOffer::Gpu> GpusLargestFirst(const ResourceOffer& offer) {
+  std::vector<ResourceOffer::Gpu> gpus = offer.gpus;
+  auto memory = [](const ResourceOffer::Gpu& gpu) {
+    return gpu.memory_bytes == 0 ? std::numeric_limits<uint64_t>::max() : gpu.memory_bytes;
+  };
+  std::stable_sort(gpus.begin(), gpus.end(), [&](const auto& a, const auto& b) {
+    return memory(a) == memory(b) ? a.index < b.index : memory(a) > memory(b);
+  });
+  return gpus;
+}
 
 struct LeaseRequest {
   std::string worker_id;

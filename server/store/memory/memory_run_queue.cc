@@ -28,18 +28,6 @@ absl::Status StaleEpoch(const std::string& run_id, int64_t given, int64_t curren
                          absl::StrCat("lease epoch ", given, " is stale; current is ", current));
 }
 
-// The offer's GPUs, largest free memory first (unknown = unlimited), as lease_runs() sees them.
-std::vector<ResourceOffer::Gpu> GpusLargestFirst(const ResourceOffer& offer) {
-  std::vector<ResourceOffer::Gpu> gpus = offer.gpus;
-  auto memory = [](const ResourceOffer::Gpu& gpu) {
-    return gpu.memory_bytes == 0 ? std::numeric_limits<uint64_t>::max() : gpu.memory_bytes;
-  };
-  std::stable_sort(gpus.begin(), gpus.end(), [&](const auto& a, const auto& b) {
-    return memory(a) == memory(b) ? a.index < b.index : memory(a) > memory(b);
-  });
-  return gpus;
-}
-
 // What PostgresRunStore groups requests by: requests with equal keys share one statement.
 auto OfferKey(const LeaseRequest& request) {
   std::vector<uint64_t> memory;

@@ -11,35 +11,16 @@
 #include "core/proto_time.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/store/deterministic_bytes.h"
 #include "server/store/memory/memory_run_store.h"
 #include "server/store/store_errors.h"
 
 namespace parity::server {
 namespace {
 
-absl::Status BadPageToken() { return absl::InvalidArgumentError("page_token is not valid"); }
-
-std::string EncodeToken(absl::string_view text) { return absl::WebSafeBase64Escape(text); }
-
-absl::StatusOr<std::string> DecodeToken(const std::string& token) {
-  std::string text;
-  if (!absl::WebSafeBase64Unescape(token, &text)) return BadPageToken();
-  return text;
-}
-
 bool IsUnfinished(v1::RunState state) {
   return state == v1::RUN_STATE_PENDING || state == v1::RUN_STATE_LEASED ||
          state == v1::RUN_STATE_RUNNING;
-}
-
-std::string DeterministicBytes(const google::protobuf::Message& message) {
-  std::string bytes;
-  google::protobuf::io::StringOutputStream stream(&bytes);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  message.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return bytes;
 }
 
 }  // namespace
@@ -196,7 +177,7 @@ absl::StatusOr<Page<v1::Sweep>> MemoryRunStore::ListSweeps(v1::SweepState state,
   // Newest first; the token is the last sweep's creation order and id.
   uint64_t after_seq = UINT64_MAX;
   if (!page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
+    absl::StatusOr<std::string> text = DecodePageToken(page.page_token);
     if (!text.ok()) return text.status();
     std::vector<std::string> parts = absl::StrSplit(*text, '|');
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &after_seq)) return BadPageToken();
@@ -214,7 +195,7 @@ absl::StatusOr<Page<v1::Sweep>> MemoryRunStore::ListSweeps(v1::SweepState state,
     result.items.push_back(RenderSweep(*rows[i]));
     if (i + 1 == page.page_size && rows.size() > page.page_size) {
       result.next_page_token =
-          EncodeToken(absl::StrCat(rows[i]->created_seq, "|", rows[i]->sweep_id));
+          EncodePageToken(absl::StrCat(rows[i]->created_seq, "|", rows[i]->sweep_id));
     }
   }
   return result;
@@ -259,7 +240,7 @@ absl::StatusOr<Page<v1::Run>> MemoryRunStore::ListRuns(const std::string& sweep_
                                                        const PageRequest& page) {
   int64_t after_ordinal = -1;
   if (!page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(page.page_token);
+    absl::StatusOr<std::string> text = DecodePageToken(page.page_token);
     if (!text.ok()) return text.status();
     if (!absl::SimpleAtoi(*text, &after_ordinal)) return BadPageToken();
   }
@@ -280,7 +261,7 @@ absl::StatusOr<Page<v1::Run>> MemoryRunStore::ListRuns(const std::string& sweep_
   for (size_t i = 0; i < rows.size() && i < page.page_size; ++i) {
     result.items.push_back(RenderRun(*rows[i]));
     if (i + 1 == page.page_size && rows.size() > page.page_size) {
-      result.next_page_token = EncodeToken(absl::StrCat(rows[i]->ordinal));
+      result.next_page_token = EncodePageToken(absl::StrCat(rows[i]->ordinal));
     }
   }
   return result;
@@ -290,7 +271,7 @@ absl::StatusOr<Page<v1::Worker>> MemoryRunStore::ListWorkers(const WorkersQuery&
   // Most recently seen first, keyset on (last seen, id) as in PostgreSQL.
   std::optional<std::pair<int64_t, std::string>> after;
   if (!query.page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodeToken(query.page.page_token);
+    absl::StatusOr<std::string> text = DecodePageToken(query.page.page_token);
     if (!text.ok()) return text.status();
     std::vector<std::string> parts = absl::StrSplit(*text, '|');
     int64_t micros = 0;
@@ -323,7 +304,7 @@ absl::StatusOr<Page<v1::Worker>> MemoryRunStore::ListWorkers(const WorkersQuery&
     result.items.push_back(std::move(worker));
     if (i + 1 == query.page.page_size && rows.size() > query.page.page_size) {
       result.next_page_token =
-          EncodeToken(absl::StrCat(rows[i].first.first, "|", rows[i].first.second));
+          EncodePageToken(absl::StrCat(rows[i].first.first, "|", rows[i].first.second));
     }
   }
   return result;

@@ -289,17 +289,6 @@ MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points) {
   return out;
 }
 
-std::string DeterministicBytes(const google::protobuf::Message& message) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-  }
-  return bytes;
-}
-
 std::string JsonOf(const google::protobuf::Message& message) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;

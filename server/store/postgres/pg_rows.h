@@ -72,8 +72,6 @@ struct MetricArrays {
 };
 MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points);
 
-// Deterministic protobuf bytes (map order fixed), so equal specs compare equal.
-std::string DeterministicBytes(const google::protobuf::Message& message);
 // Proto3 JSON of a message (for the jsonb columns).
 std::string JsonOf(const google::protobuf::Message& message);
 

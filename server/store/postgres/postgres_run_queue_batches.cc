@@ -26,18 +26,6 @@ struct OfferKey {
   auto operator<=>(const OfferKey&) const = default;
 };
 
-// GPUs largest memory first: a run needing g GPUs fits when the g-th largest is big enough.
-std::vector<ResourceOffer::Gpu> GpusLargestFirst(const ResourceOffer& offer) {
-  std::vector<ResourceOffer::Gpu> gpus = offer.gpus;
-  auto memory = [](const ResourceOffer::Gpu& gpu) {
-    return gpu.memory_bytes == 0 ? std::numeric_limits<uint64_t>::max() : gpu.memory_bytes;
-  };
-  std::stable_sort(gpus.begin(), gpus.end(), [&](const auto& a, const auto& b) {
-    return memory(a) == memory(b) ? a.index < b.index : memory(a) > memory(b);
-  });
-  return gpus;
-}
-
 OfferKey KeyOf(const LeaseRequest& request) {
   OfferKey key{request.offer.cpu_threads,
                request.offer.host_memory_bytes,

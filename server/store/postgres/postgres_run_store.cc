@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
+#include "server/store/deterministic_bytes.h"
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
@@ -21,16 +22,6 @@ using pg::WithTransaction;
 
 std::optional<std::string> NullIfEmpty(const std::string& text) {
   if (text.empty()) return std::nullopt;
-  return text;
-}
-
-absl::Status BadPageToken() { return absl::InvalidArgumentError("page_token is not valid"); }
-
-std::string EncodeToken(absl::string_view text) { return absl::WebSafeBase64Escape(text); }
-
-absl::StatusOr<std::string> DecodeToken(const std::string& token) {
-  std::string text;
-  if (!absl::WebSafeBase64Unescape(token, &text)) return BadPageToken();
   return text;
 }
 
@@ -48,7 +39,7 @@ PostgresRunStore::PostgresRunStore(PostgresRunStoreOptions options)
 PostgresRunStore::~PostgresRunStore() = default;
 
 absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep) {
-  const std::string spec_bytes = pg::DeterministicBytes(sweep.spec);
+  const std::string spec_bytes = DeterministicBytes(sweep.spec);
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<CreatedSweep> {
     const pqxx::result inserted = tx.exec_prepared(
         "insert_sweep", sweep.spec.name(), pg::JsonOf(sweep.spec), pg::Bytes(spec_bytes),
@@ -83,7 +74,7 @@ absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep
       const v1::ResourceRequest& res = run.resources();
       const pqxx::result row = tx.exec_prepared(
           "insert_run", sweep_id, ordinal++, run.name(), pg::JsonOf(run),
-          pg::Bytes(pg::DeterministicBytes(run)), pg::RoleText(run.role()), pg::LayoutText(m),
+          pg::Bytes(DeterministicBytes(run)), pg::RoleText(run.role()), pg::LayoutText(m),
           static_cast<int64_t>(a.params()), static_cast<int64_t>(a.active_params()),
           a.activation_rate(), a.flops_per_token(), a.compute_flops(),
           static_cast<int64_t>(a.tokens()), static_cast<int64_t>(a.unique_tokens()), a.epochs(),
@@ -113,7 +104,7 @@ absl::StatusOr<Page<v1::Sweep>> PostgresRunStore::ListSweeps(v1::SweepState stat
                                                              const PageRequest& page) {
   std::string after_time, after_id;
   if (!page.page_token.empty()) {
-    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(page.page_token));
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodePageToken(page.page_token));
     std::vector<std::string> parts = absl::StrSplit(text, '|');
     if (parts.size() != 2 || parts[0].empty()) return BadPageToken();
     after_time = parts[0];
@@ -129,7 +120,7 @@ absl::StatusOr<Page<v1::Sweep>> PostgresRunStore::ListSweeps(v1::SweepState stat
     for (pqxx::result::size_type i = 0; i < rows.size() && i < page.page_size; ++i) {
       result.items.push_back(pg::SweepFromRow(rows[i]));
       if (i + 1 == page.page_size && rows.size() > page.page_size) {
-        result.next_page_token = EncodeToken(
+        result.next_page_token = EncodePageToken(
             absl::StrCat(rows[i]["created_text"].c_str(), "|", rows[i]["sweep_id"].c_str()));
       }
     }
@@ -165,7 +156,7 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
                                                          const PageRequest& page) {
   int64_t after_ordinal = -1;
   if (!page.page_token.empty()) {
-    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(page.page_token));
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodePageToken(page.page_token));
     if (!absl::SimpleAtoi(text, &after_ordinal)) return BadPageToken();
   }
   std::vector<std::string> state_texts;
@@ -179,7 +170,7 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
     for (pqxx::result::size_type i = 0; i < rows.size() && i < page.page_size; ++i) {
       result.items.push_back(pg::RunFromRow(rows[i]));
       if (i + 1 == page.page_size && rows.size() > page.page_size) {
-        result.next_page_token = EncodeToken(rows[i]["ordinal"].c_str());
+        result.next_page_token = EncodePageToken(rows[i]["ordinal"].c_str());
       }
     }
     return result;
@@ -230,7 +221,7 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
   }
   int64_t offset = 0;
   if (!query.page.page_token.empty()) {
-    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodeToken(query.page.page_token));
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodePageToken(query.page.page_token));
     if (!absl::SimpleAtoi(text, &offset) || offset < 0) return BadPageToken();
   }
   std::vector<std::string> state_texts;
@@ -250,7 +241,7 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
       result.items.push_back(pg::ResultFromRow(rows[i]));
     }
     if (rows.size() > query.page.page_size) {
-      result.next_page_token = EncodeToken(absl::StrCat(offset + query.page.page_size));
+      result.next_page_token = EncodePageToken(absl::StrCat(offset + query.page.page_size));
     }
     return result;
   });
