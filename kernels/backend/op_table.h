@@ -100,8 +100,8 @@ struct RouteShape {
      the gradient back (the rotation is orthogonal). */                                           \
   X(kRope, rope_forward, rope_backward, void(const OpContext&, const AttentionShape&, T* qkv),    \
     void(const OpContext&, const AttentionShape&, T* dqkv))                                       \
-  /* out[T,H·Dh] = causal softmax(q·k^T/√Dh [+ alibi])·v; only lse[B,H,S] (natural-log        \
-     sum-exp of each query row's scaled, masked scores) is saved, never the S×S probabilities;    \
+  /* out[T,H·Dh] = causal softmax(q·k^T/√Dh [+ alibi])·v; only lse[B,H,S] (natural-log       \
+     sum-exp of each query row's scaled, masked scores) is saved, never the S×S probabilities;   \
      backward recomputes them from q, k and lse (FlashAttention-2). dqkv = */                     \
   X(kAttention, attention_forward, attention_backward,                                            \
     void(const OpContext&, const AttentionShape&, T* out, T* lse, const T* qkv),                  \
@@ -139,22 +139,22 @@ struct AdamWArgs {
   double lr, beta1, beta2, eps, weight_decay;
   int64_t step;  // 1-based, for bias correction
 };
-#define PARITY_UPDATE_OPS(X, T)                                                        \
-  /* Stable counting sort of the P = T·Kr slots by expert, on the device: offsets[E+1]  \
-     (offsets[0] = 0; expert e's rows are [offsets[e], offsets[e+1])), slot_of[T,Kr],   \
-     token_of[P]; within an expert, slots keep (token, k) order. */                     \
-  X(kRoutingPlan, routing_plan,                                                        \
-    void(const OpContext&, int64_t t, int64_t k, int64_t e, int64_t* offsets,          \
-         int32_t* slot_of, int32_t* token_of, const int32_t* expert))                  \
-  /* Loss-free balancing: bias[i] += rate·sign(mean(load) − load[i]), load[E] the      \
-     step's summed slot counts (sign 0 → no change). */                                 \
-  X(kBiasUpdate, bias_update,                                                          \
-    void(const OpContext&, int64_t e, float* bias, const int64_t* load, double rate))  \
-  /* sum of squares of g[n], accumulated in double in a fixed order */                 \
-  X(kSumSquares, sum_squares, double(const OpContext&, int64_t n, const T* g))         \
-  /* p, m, v updated in place from g·grad_scale; decoupled weight decay if kApply */  \
-  X(kAdamW, adamw_update,                                                              \
-    void(const OpContext&, int64_t n, T* p, T* m, T* v, const T* g, double grad_scale, \
+#define PARITY_UPDATE_OPS(X, T)                                                                 \
+  /* Stable counting sort of the P = T·Kr slots by expert, on the device: offsets[E+1]         \
+     (offsets[0] = 0; expert e's rows are [offsets[e], offsets[e+1])), slot_of[T,Kr],           \
+     token_of[P]; within an expert, slots keep (token, k) order. */                             \
+  X(kRoutingPlan, routing_plan,                                                                 \
+    void(const OpContext&, int64_t t, int64_t k, int64_t e, int64_t* offsets, int32_t* slot_of, \
+         int32_t* token_of, const int32_t* expert))                                             \
+  /* Loss-free balancing: bias[i] += rate·sign(mean(load) − load[i]), load[E] the            \
+     step's summed slot counts (sign 0 → no change). */                                       \
+  X(kBiasUpdate, bias_update,                                                                   \
+    void(const OpContext&, int64_t e, float* bias, const int64_t* load, double rate))           \
+  /* sum of squares of g[n], accumulated in double in a fixed order */                          \
+  X(kSumSquares, sum_squares, double(const OpContext&, int64_t n, const T* g))                  \
+  /* p, m, v updated in place from g·grad_scale; decoupled weight decay if kApply */           \
+  X(kAdamW, adamw_update,                                                                       \
+    void(const OpContext&, int64_t n, T* p, T* m, T* v, const T* g, double grad_scale,          \
          const AdamWArgs&, WeightDecay))
 
 enum class OpKind : int {
