@@ -65,6 +65,13 @@ absl::Status ResolveTraining(TrainingSpec& t, uint64_t params, uint64_t tokens) 
   if (t.log_every_steps() == 0) t.set_log_every_steps(10);
   if (t.eval_every_steps() == 0) t.set_eval_every_steps(100);
   if (t.eval_tokens() == 0) t.set_eval_tokens(65536);
+  // A killed run loses at most one interval: 5% of the run by steps, and 10 minutes by time
+  // (whichever comes first; the engine checks time after each step).
+  if (!t.has_checkpoint_every_steps()) {
+    t.set_checkpoint_every_steps(
+        static_cast<uint32_t>(std::max<uint64_t>(1, (t.steps() + 19) / 20)));
+  }
+  if (!t.has_checkpoint_every_seconds()) t.set_checkpoint_every_seconds(600);
   return absl::OkStatus();
 }
 

@@ -116,9 +116,15 @@ void SchedulerServer::ReapLoop() {
     absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
     if (!reaped.ok()) {
       spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
-    } else if (reaped->requeued + reaped->failed + reaped->cancelled > 0) {
-      spdlog::info("event=leases_reaped requeued={} failed={} cancelled={}", reaped->requeued,
-                   reaped->failed, reaped->cancelled);
+    } else {
+      if (reaped->extended > 0) {
+        spdlog::info("event=lease_grace extended={} ttl={}", reaped->extended,
+                     absl::FormatDuration(options_.scheduler.lease_ttl));
+      }
+      if (reaped->requeued + reaped->failed + reaped->cancelled > 0) {
+        spdlog::info("event=leases_reaped requeued={} failed={} cancelled={}", reaped->requeued,
+                     reaped->failed, reaped->cancelled);
+      }
     }
   }
 }

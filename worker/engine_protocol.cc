@@ -168,7 +168,12 @@ std::vector<std::string> EngineArgv(const EngineInvocation& in) {
                                    absl::StrCat(in.metrics_fd),
                                    "--threads",
                                    absl::StrCat(in.threads)};
-  if (in.resume) argv.push_back("--resume");
+  if (!in.resume_from.empty()) {
+    argv.push_back("--resume-from");
+    argv.push_back(in.resume_from);
+  } else if (in.resume) {
+    argv.push_back("--resume");
+  }
   return argv;
 }
 
@@ -205,6 +210,25 @@ std::optional<EngineCheckpoint> LatestCheckpointIn(const std::string& dir) {
     if (!std::regex_search(name, m, kStep)) continue;
     uint64_t step = std::stoull(m[1].str());
     if (!best || step > best->step) best = EngineCheckpoint{step, e.path().string()};
+  }
+  return best;
+}
+
+std::optional<EngineCheckpoint> NewestCheckpointAtOrBefore(const std::string& root,
+                                                           uint64_t max_step) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  static const std::regex kStep(R"(^step-0*(\d+)\.ckpt$)");
+  std::optional<EngineCheckpoint> best;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const std::string name = it->path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(name, m, kStep)) continue;
+    const uint64_t step = std::stoull(m[1].str());
+    if (step <= max_step && (!best || step > best->step)) {
+      best = EngineCheckpoint{step, it->path().string()};
+    }
   }
   return best;
 }

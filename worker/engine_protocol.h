@@ -61,6 +61,8 @@ struct EngineInvocation {
   int metrics_fd = 3;
   uint32_t threads = 1;
   bool resume = false;
+  // Resume from exactly this checkpoint file (--resume-from); wins over `resume`.
+  std::string resume_from = {};
 };
 std::vector<std::string> EngineArgv(const EngineInvocation& invocation);
 
@@ -72,5 +74,10 @@ parity::v1::FailureClass ClassifyEngineExit(const ExitStatus& exit, bool killed_
 // "ckpt_120.bin", a "latest" file naming one), or nullopt when there is none. Fallback for an
 // engine that does not print checkpoint notices; used to decide --resume too.
 std::optional<EngineCheckpoint> LatestCheckpointIn(const std::string& dir);
+
+// The newest checkpoint file anywhere under `root` (the run's attempt directories) whose step is
+// at most `max_step`, or nullopt. Where a resume goes when the recorded checkpoint was pruned.
+std::optional<EngineCheckpoint> NewestCheckpointAtOrBefore(const std::string& root,
+                                                           uint64_t max_step);
 
 }  // namespace parity::worker

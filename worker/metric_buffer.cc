@@ -51,4 +51,13 @@ uint64_t MetricBuffer::latest_step() const {
   return latest_step_;
 }
 
+std::optional<uint64_t> MetricBuffer::OldestPendingStep() const {
+  absl::MutexLock lock(&mu_);
+  std::optional<uint64_t> oldest;
+  for (const Entry& e : pending_) {
+    if (!oldest || e.point.step() < *oldest) oldest = e.point.step();
+  }
+  return oldest;
+}
+
 }  // namespace parity::worker

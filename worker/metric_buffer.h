@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -45,6 +46,9 @@ class MetricBuffer {
   uint64_t dropped() const;
   // Highest step added so far, 0 if none.
   uint64_t latest_step() const;
+  // Lowest step still waiting for the scheduler, nullopt when nothing waits. A checkpoint at or
+  // past it must not count for resume yet: a resume from it would leave those points unstored.
+  std::optional<uint64_t> OldestPendingStep() const;
 
  private:
   struct Entry {

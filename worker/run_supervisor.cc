@@ -87,11 +87,16 @@ RunSupervisor::RunSupervisor(SchedulerClient& client, RunSupervisorOptions optio
       lease_(lease.lease()),
       run_(WithRunId(std::move(lease))),
       grant_(std::move(grant)),
-      checkpoint_dir_((fs::path(options_.checkpoint_root) / run_.run_id()).string()),
+      run_checkpoints_((fs::path(options_.checkpoint_root) / run_.run_id()).string()),
+      // One directory per lease: a worker that lost its lease (and may still be training, cut
+      // off) writes only where no newer attempt reads or prunes.
+      checkpoint_dir_(
+          (fs::path(run_checkpoints_) / absl::StrCat("epoch-", lease_.lease_epoch())).string()),
       work_dir_((fs::path(options_.work_root) / run_.run_id()).string()),
       buffer_(options_.metrics),
       heartbeat_backoff_(options_.backoff),
-      metrics_backoff_(options_.backoff) {}
+      metrics_backoff_(options_.backoff),
+      lease_ttl_(options_.lease_ttl) {}
 
 RunSupervisor::~RunSupervisor() {
   Preempt();
@@ -135,7 +140,7 @@ void RunSupervisor::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status RunSupervisor::PrepareFiles(std::string* spec_path, bool* resume) {
+absl::Status RunSupervisor::PrepareFiles(std::string* spec_path, std::string* resume_from) {
   std::error_code ec;
   fs::create_directories(work_dir_, ec);
   if (ec) return absl::InternalError(absl::StrCat("create ", work_dir_, ": ", ec.message()));
@@ -163,11 +168,30 @@ absl::Status RunSupervisor::PrepareFiles(std::string* spec_path, bool* resume) {
   std::ofstream out(*spec_path, std::ios::trunc);
   out << json << "\n";
   if (!out.good()) return absl::InternalError(absl::StrCat("write ", *spec_path));
-  // Resume whenever the store holds a checkpoint of this run: a re-lease (attempt > 1) or a run
-  // the scheduler knows a checkpoint of. A first attempt with leftovers starts over.
-  *resume = (run_.attempt() > 1 || run_.has_checkpoint()) &&
-            LatestCheckpointIn(checkpoint_dir_).has_value();
+  *resume_from = ResumeCheckpoint();
   return absl::OkStatus();
+}
+
+// Only the checkpoint the scheduler recorded counts: every metric point up to it is stored (the
+// supervisor reports a checkpoint only then), so a resume from it leaves no hole in the curve. A
+// newer file on disk may be past points the last holder never delivered. When the recorded file
+// is gone (pruned, or written on another machine's disk), the newest one at or before its step.
+std::string RunSupervisor::ResumeCheckpoint() const {
+  if (!run_.has_checkpoint() || run_.checkpoint().step() == 0) return "";
+  const parity::v1::Checkpoint& recorded = run_.checkpoint();
+  std::error_code ec;
+  if (!recorded.uri().empty() && fs::is_regular_file(recorded.uri(), ec)) return recorded.uri();
+  if (std::optional<EngineCheckpoint> older =
+          NewestCheckpointAtOrBefore(run_checkpoints_, recorded.step())) {
+    spdlog::warn("run {}: recorded checkpoint {} (step {}) is missing; resuming from step {} ({})",
+                 run_.run_id(), recorded.uri(), recorded.step(), older->step, older->path);
+    return older->path;
+  }
+  spdlog::warn(
+      "run {}: recorded checkpoint {} (step {}) is missing and none older is kept; "
+      "starting over",
+      run_.run_id(), recorded.uri(), recorded.step());
+  return "";
 }
 
 void RunSupervisor::ReadOutput(int fd) {
@@ -224,15 +248,38 @@ void RunSupervisor::ReadOutput(int fd) {
   }
 }
 
-std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint() {
-  std::optional<EngineCheckpoint> found;
+uint64_t RunSupervisor::NewestCheckpointStep() {
+  uint64_t step = 0;
   {
     absl::MutexLock lock(&mu_);
-    found = engine_checkpoint_;
+    if (engine_checkpoint_) step = engine_checkpoint_->step;
   }
-  if (std::optional<EngineCheckpoint> on_disk = LatestCheckpointIn(checkpoint_dir_);
-      on_disk && (!found || on_disk->step > found->step)) {
-    found = on_disk;
+  if (std::optional<EngineCheckpoint> on_disk = LatestCheckpointIn(checkpoint_dir_)) {
+    step = std::max(step, on_disk->step);
+  }
+  return step;
+}
+
+std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint(bool require_points_stored) {
+  std::optional<EngineCheckpoint> found;
+  if (require_points_stored) {
+    // The newest checkpoint whose points were all read from the engine and stored: the newest
+    // one may be past points still on their way, an older one of this lease is not.
+    uint64_t limit = latest_step_.load();
+    if (const std::optional<uint64_t> waiting = buffer_.OldestPendingStep()) {
+      limit = std::min(limit, *waiting - 1);
+    }
+    if (limit <= reported_checkpoint_step_) return std::nullopt;
+    found = NewestCheckpointAtOrBefore(checkpoint_dir_, limit);
+  } else {
+    {
+      absl::MutexLock lock(&mu_);
+      found = engine_checkpoint_;
+    }
+    if (std::optional<EngineCheckpoint> on_disk = LatestCheckpointIn(checkpoint_dir_);
+        on_disk && (!found || on_disk->step > found->step)) {
+      found = on_disk;
+    }
   }
   if (!found || found->step <= reported_checkpoint_step_) return std::nullopt;
   parity::v1::Checkpoint c;
@@ -249,17 +296,21 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
   req.set_run_id(run_.run_id());
   req.set_lease_epoch(lease_.lease_epoch());
   req.set_step(latest_step_.load());
-  std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint();
+  // A checkpoint counts only once its points are stored. Send those points now rather than with
+  // the next batch: the engine keeps only its newest few checkpoints, and in a fast run they
+  // would all be pruned before a batch that lags them by up to max_delay had gone out.
+  if (const std::optional<uint64_t> waiting = buffer_.OldestPendingStep();
+      waiting && *waiting <= NewestCheckpointStep()) {
+    (void)FlushMetrics(/*force=*/true);  // a failure leaves the points to the metrics path
+  }
+  std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint(/*require_points_stored=*/true);
   if (ckpt) *req.mutable_checkpoint() = *ckpt;
   absl::StatusOr<parity::v1::HeartbeatResponse> resp = client_.Heartbeat(req);
   if (options_.worker_metrics != nullptr) options_.worker_metrics->HeartbeatSent(resp.ok());
   if (!resp.ok()) return resp.status();
   if (ckpt) reported_checkpoint_step_ = ckpt->step();
-  if (resp->has_expire_time()) {
-    lease_expiry_ = FromProtoTime(resp->expire_time());
-  } else {
-    lease_expiry_ = absl::Now() + options_.lease_ttl;
-  }
+  last_heartbeat_accepted_ = absl::Now();
+  if (resp->has_ttl()) lease_ttl_ = FromProtoDuration(resp->ttl());
   *cancel_requested = resp->cancel_requested();
   return absl::OkStatus();
 }
@@ -344,14 +395,16 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
                      buffer_.size());
       }
     }
-    // No word from the scheduler for a whole TTL past the last expiry it granted: the reaper has
-    // (or will have) handed the run to someone else. Stop, letting the engine checkpoint first.
-    if (!end.lease_lost && !end.cancelled && now > lease_expiry_ + options_.lease_ttl) {
-      spdlog::warn(
-          "run {}: no heartbeat accepted since the lease expired at {}; stopping the engine",
-          run_.run_id(), absl::FormatTime(lease_expiry_));
-      end.lease_lost = true;
-      terminate(now);
+    // No word from the scheduler for a whole TTL: keep training. An outage is no reason to
+    // throw work away; the scheduler extends live leases when it is back, and says so when the
+    // run went elsewhere (FAILED_PRECONDITION), which is the only thing that stops the engine.
+    if (!warned_unreachable_ && now - last_heartbeat_accepted_ > lease_ttl_) {
+      spdlog::warn("run {}: no heartbeat accepted for {}; training on, {} points buffered",
+                   run_.run_id(), absl::FormatDuration(now - last_heartbeat_accepted_),
+                   buffer_.size());
+      warned_unreachable_ = true;
+    } else if (now - last_heartbeat_accepted_ <= lease_ttl_) {
+      warned_unreachable_ = false;
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -398,7 +451,8 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
       absl::StrAppend(&msg, "; log tail:\n", tail);
     f->mutable_status()->set_message(msg);
   }
-  NewCheckpoint();
+  // CompleteRun goes only after every point is stored, so the newest checkpoint counts.
+  NewCheckpoint(/*require_points_stored=*/false);
   if (last_checkpoint_) *req.mutable_checkpoint() = *last_checkpoint_;
 
   const absl::Time deadline =
@@ -451,11 +505,9 @@ void RunSupervisor::Supervise() {
   if (options_.worker_metrics != nullptr) {
     options_.worker_metrics->RunStarted(run_.run_id(), run_.spec().name());
   }
-  lease_expiry_ = lease_.has_expire_time() ? FromProtoTime(lease_.expire_time())
-                                           : absl::Now() + options_.lease_ttl;
-  std::string spec_path;
-  bool resume = false;
-  absl::Status prepared = PrepareFiles(&spec_path, &resume);
+  last_heartbeat_accepted_ = absl::Now();  // the lease itself
+  std::string spec_path, resume_from;
+  absl::Status prepared = PrepareFiles(&spec_path, &resume_from);
   std::unique_ptr<ChildProcess> child;
   if (prepared.ok()) {
     SpawnOptions spawn;
@@ -464,7 +516,7 @@ void RunSupervisor::Supervise() {
                              .checkpoint_dir = checkpoint_dir_,
                              .metrics_fd = options_.metrics_fd,
                              .threads = grant_.threads,
-                             .resume = resume});
+                             .resume_from = resume_from});
     spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
                  {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
                  {"OMP_NUM_THREADS", absl::StrCat(grant_.threads)},
@@ -475,7 +527,7 @@ void RunSupervisor::Supervise() {
     spawn.log_path = work_dir_ + "/engine.log";
     spawn.output_fd = options_.metrics_fd;
     spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "),
-                 resume ? " (resuming)" : "");
+                 resume_from.empty() ? "" : " (resuming)");
     absl::StatusOr<std::unique_ptr<ChildProcess>> spawned = ChildProcess::Spawn(spawn);
     if (spawned.ok()) {
       child = std::move(*spawned);

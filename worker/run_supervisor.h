@@ -36,7 +36,7 @@ struct RunSupervisorOptions {
   std::string worker_id;
   // The engine executable (path or name on PATH).
   std::string train_binary = "parity-train";
-  // Checkpoint store: the run's checkpoints go to <checkpoint_root>/<run_id>/.
+  // Checkpoint store: a lease's checkpoints go to <checkpoint_root>/<run_id>/epoch-<lease epoch>/.
   std::string checkpoint_root;
   // Scratch: <work_root>/<run_id>/ holds the spec JSON and engine.log.
   std::string work_root;
@@ -71,7 +71,7 @@ enum class RunOutcome {
   kFailed,     // CompleteRun(failure) accepted (the scheduler may retry the run)
   kCancelled,  // cancelled by a user; nothing to report
   kPreempted,  // the worker is stopping; reported PREEMPTED
-  kLeaseLost,  // another worker owns the run (or the lease lapsed); dropped without a report
+  kLeaseLost,  // the scheduler says another worker owns the run; dropped without a report
   kAbandoned,  // the scheduler stayed unreachable past report_timeout; the lease will lapse
 };
 const char* RunOutcomeName(RunOutcome outcome);
@@ -102,14 +102,16 @@ class RunSupervisor {
     ExitStatus exit;
     bool preempted = false;     // the worker asked it to stop
     bool cancelled = false;     // the scheduler said the run was cancelled
-    bool lease_lost = false;    // refused with FAILED_PRECONDITION / NOT_FOUND, or lapsed
+    bool lease_lost = false;    // refused with FAILED_PRECONDITION / NOT_FOUND
     bool killed_by_us = false;  // the final SIGKILL came from the worker
   };
   void Supervise();
   // Heartbeats and forwards metrics until the engine has ended (and was reaped).
   ChildEnd SuperviseChild(ChildProcess& child);
   void ReadOutput(int fd);  // reader thread
-  absl::Status PrepareFiles(std::string* spec_path, bool* resume);
+  // Writes the spec; `resume_from` is the checkpoint to resume from, empty to start afresh.
+  absl::Status PrepareFiles(std::string* spec_path, std::string* resume_from);
+  std::string ResumeCheckpoint() const;
   // One heartbeat attempt; returns the call's status (OK also when it asked to cancel).
   absl::Status SendHeartbeat(bool* cancel_requested);
   // One batch attempt, when due or when `force` and anything waits.
@@ -118,24 +120,31 @@ class RunSupervisor {
   RunOutcome Finish(const ExitStatus& exit, const ChildEnd& end);
   void SetOutcome(RunOutcome outcome);
   bool PreemptRequested();
-  std::optional<parity::v1::Checkpoint> NewCheckpoint();
+  // A checkpoint newer than the last reported one; with `require_points_stored`, only one whose
+  // metric points are all stored (then a resume from it leaves no hole in the curve).
+  std::optional<parity::v1::Checkpoint> NewCheckpoint(bool require_points_stored);
+  // Step of the newest checkpoint this lease's engine wrote (announced or on disk), 0 if none.
+  uint64_t NewestCheckpointStep();
 
   SchedulerClient& client_;
   const RunSupervisorOptions options_;
   const parity::v1::Lease lease_;
   const parity::v1::Run run_;
   const DeviceGrant grant_;
-  const std::string checkpoint_dir_;
+  const std::string run_checkpoints_;  // <checkpoint_root>/<run_id>: every attempt's directory
+  const std::string checkpoint_dir_;   // this lease's: <run_checkpoints_>/epoch-<lease_epoch>
   const std::string work_dir_;
   MetricBuffer buffer_;                     // thread-safe itself
   std::atomic<uint64_t> latest_step_{0};    // written by the reader thread
   uint64_t dropped_counted_ = 0;            // reader thread only: buffer drops already counted
   std::atomic<bool> engine_reaped_{false};  // set by the supervisor thread, read by the reader
   std::thread thread_;
-  core::Backoff heartbeat_backoff_;  // supervisor thread only
-  core::Backoff metrics_backoff_;    // supervisor thread only
-  absl::Time lease_expiry_;  // supervisor thread only: the latest expiry the scheduler granted
-  uint64_t reported_checkpoint_step_ = 0;                  // supervisor thread only
+  core::Backoff heartbeat_backoff_;        // supervisor thread only
+  core::Backoff metrics_backoff_;          // supervisor thread only
+  absl::Duration lease_ttl_;               // supervisor thread only: the last TTL granted
+  absl::Time last_heartbeat_accepted_;     // supervisor thread only, by the worker's own clock
+  bool warned_unreachable_ = false;        // supervisor thread only
+  uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
   mutable absl::Mutex mu_;

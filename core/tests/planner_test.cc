@@ -2,6 +2,7 @@
 // Law, warmup, grid expansion and names, the run-count guard, and every example spec.
 #include "core/planner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -133,6 +134,25 @@ TEST(PlannerTest, StepLawAndWarmup) {
   EXPECT_EQ(DefaultWarmupSteps(500000), 2000u) << "clipped at 2000";
   EXPECT_EQ(DefaultWarmupSteps(10000), 200u) << "at least 200 when the run is long enough";
   EXPECT_EQ(DefaultWarmupSteps(300), 30u) << "capped at 10% for a micro run";
+}
+
+// A run planned from a spec checkpoints at least every 5% of its steps and every 10 minutes, so
+// a killed run loses at most one interval; a spec's own cadence, 0 included, is kept.
+TEST(PlannerTest, RunsCheckpointEveryTwentiethOfTheRunAndEveryTenMinutesByDefault) {
+  for (const RunSpec& r : MustPlan(Spec())) {
+    ASSERT_TRUE(r.training().has_checkpoint_every_steps()) << r.name();
+    EXPECT_EQ(r.training().checkpoint_every_steps(),
+              std::max<uint64_t>(1, (r.training().steps() + 19) / 20))
+        << r.name() << ": expected ceil(steps / 20) for " << r.training().steps() << " steps";
+    EXPECT_EQ(r.training().checkpoint_every_seconds(), 600u) << r.name();
+  }
+  SweepSpec explicit_spec = Spec();
+  explicit_spec.mutable_training()->set_checkpoint_every_steps(0);
+  explicit_spec.mutable_training()->set_checkpoint_every_seconds(30);
+  for (const RunSpec& r : MustPlan(explicit_spec)) {
+    EXPECT_EQ(r.training().checkpoint_every_steps(), 0u) << r.name() << ": the spec's 0 is kept";
+    EXPECT_EQ(r.training().checkpoint_every_seconds(), 30u) << r.name();
+  }
 }
 
 TEST(PlannerTest, GridExpansionNamesAndOrder) {

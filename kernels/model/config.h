@@ -75,6 +75,7 @@ struct TrainConfig {
   int64_t eval_interval = 100;      // steps between validation evaluations (and at the end)
   int64_t eval_tokens = 16384;      // size of the fixed held-out slice
   int64_t checkpoint_interval = 0;  // steps between checkpoints; 0 = only at the end
+  double checkpoint_seconds = 0;    // also once this much training time passed; 0 = off
   int64_t keep_checkpoints = 2;
 
   int64_t TokensPerStep(int64_t seq_len) const { return batch_size * grad_accum * seq_len; }

@@ -153,6 +153,7 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   tc.eval_interval = t.eval_every_steps() == 0 ? 100 : t.eval_every_steps();
   tc.eval_tokens = t.eval_tokens() == 0 ? 65536 : static_cast<int64_t>(t.eval_tokens());
   tc.checkpoint_interval = t.checkpoint_every_steps();
+  tc.checkpoint_seconds = t.has_checkpoint_every_seconds() ? t.checkpoint_every_seconds() : 600;
   out.threads = static_cast<int>(t.threads() != 0 ? t.threads() : spec.resources().cpu_threads());
   out.gpus = static_cast<int>(spec.resources().gpus());
   switch (t.precision()) {

@@ -117,6 +117,53 @@ TEST_F(TrainTest, ResumeIsBitIdenticalToStraightRun) {
   }
 }
 
+// A worker resumes from the checkpoint the scheduler recorded (every metric point up to it is
+// stored), which may be older than the newest on disk and lie in an earlier attempt's directory.
+TEST_F(TrainTest, ResumeFromANamedOlderCheckpointElsewhereIsBitIdentical) {
+  const RunConfig c = TinyMoeRun();
+  CollectingSink straight, first, second;
+  const std::string a = (dir_ / "a").string(), b = (dir_ / "attempt1").string(),
+                    next = (dir_ / "attempt2").string();
+  auto sa = RunTraining(c, {.out_dir = a, .threads = 2, .metrics = &straight});
+  ASSERT_TRUE(sa.ok()) << sa.status();
+  auto s1 = RunTraining(c, {.out_dir = b, .threads = 2, .metrics = &first, .max_steps = 6});
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  const std::string step4 = (fs::path(b) / "step-00000004.ckpt").string();
+  ASSERT_TRUE(fs::exists(step4)) << "expected the interval checkpoint at step 4 in " << b;
+  auto s2 =
+      RunTraining(c, {.out_dir = next, .resume_from = step4, .threads = 2, .metrics = &second});
+  ASSERT_TRUE(s2.ok()) << s2.status();
+  EXPECT_EQ(s2->steps, 8);
+  EXPECT_EQ(ReadFile(sa->checkpoint_path), ReadFile(s2->checkpoint_path))
+      << "final checkpoint differs after resuming from step 4 of another directory";
+  ASSERT_FALSE(second.lines.empty());
+  EXPECT_EQ(second.lines.front().value("step", 0), 5) << "the resumed attempt re-logs step 5";
+  EXPECT_TRUE(fs::exists(fs::path(next) / "LATEST")) << "new checkpoints go to --out";
+
+  CollectingSink none;
+  auto missing = RunTraining(c, {.out_dir = next,
+                                 .resume_from = (fs::path(b) / "step-00000099.ckpt").string(),
+                                 .metrics = &none});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition)
+      << "a named checkpoint that is missing must be refused, not trained over: "
+      << missing.status();
+}
+
+// Time-based cadence: with a step cadence of 0, a checkpoint still lands once the interval passed.
+TEST_F(TrainTest, CheckpointsAreAlsoWrittenByElapsedTime) {
+  RunConfig c = TinyMoeRun();
+  c.train.checkpoint_interval = 0;
+  c.train.checkpoint_seconds = 1e-9;  // every step has taken longer than this
+  c.train.keep_checkpoints = 100;
+  CollectingSink sink;
+  const std::string out = (dir_ / "timed").string();
+  auto s = RunTraining(c, {.out_dir = out, .threads = 2, .metrics = &sink});
+  ASSERT_TRUE(s.ok()) << s.status();
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(out)) files += e.path().extension() == ".ckpt";
+  EXPECT_EQ(files, 8) << "expected a checkpoint after each of the 8 steps";
+}
+
 TEST_F(TrainTest, SameSpecSameThreadsGivesIdenticalWeights) {
   RunConfig c = TinyMoeRun();
   c.train.steps = 3;

@@ -1,7 +1,8 @@
 // parity-train: trains one run from a RunSpec JSON file. The interface the worker daemon is built
 // against is documented in kernels/README.md ("parity-train interface"); in short:
 //
-//   parity-train --run RUN.json --out DIR [--resume] [--metrics-fd N | --metrics FILE]
+//   parity-train --run RUN.json --out DIR [--resume | --resume-from FILE]
+//                [--metrics-fd N | --metrics FILE]
 //                [--device cpu|cuda[:N]] [--threads N] [--run-id ID] [--max-steps N]
 //
 // Exit codes: 0 completed; 2 bad arguments, run spec or device (nothing trained); 3 stopped by
@@ -69,13 +70,15 @@ int ExitCodeFor(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"parity-train: train one Parity run on the CPU or CUDA backend"};
-  std::string run_path, out_dir, metrics_path, run_id, device;
+  std::string run_path, out_dir, metrics_path, run_id, device, resume_from;
   int metrics_fd = -1, threads = 0;
   int64_t max_steps = 0;
   bool resume = false;
   app.add_option("--run", run_path, "RunSpec JSON file (parity.v1.RunSpec)")->required();
   app.add_option("--out", out_dir, "checkpoint directory")->required();
   app.add_flag("--resume", resume, "continue from DIR/LATEST if present");
+  app.add_option("--resume-from", resume_from,
+                 "continue from exactly this checkpoint file (may be outside --out)");
   auto* fd_opt = app.add_option("--metrics-fd", metrics_fd, "write metrics JSON lines to this fd");
   app.add_option("--metrics", metrics_path, "append metrics JSON lines to this file")
       ->excludes(fd_opt);
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
       .out_dir = out_dir,
       .resume = resume ? parity::kernels::ResumeMode::kResumeIfPresent
                        : parity::kernels::ResumeMode::kFresh,
+      .resume_from = resume_from,
       .device = choice,
       .threads = threads > 0 ? threads : std::max(1, parsed->threads),
       .metrics = &sink,

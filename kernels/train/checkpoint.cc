@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 namespace parity::kernels {
 namespace {
@@ -195,8 +196,16 @@ std::string LatestCheckpointPath(const std::string& dir) {
 absl::StatusOr<std::optional<Checkpoint>> ReadLatestCheckpoint(const std::string& dir) {
   const std::string path = LatestCheckpointPath(dir);
   if (path.empty()) return std::optional<Checkpoint>();
+  if (!std::filesystem::exists(path)) {
+    return absl::NotFoundError(absl::StrCat("LATEST names missing checkpoint ", path));
+  }
+  PARITY_ASSIGN_OR_RETURN(Checkpoint c, ReadCheckpointFile(path));
+  return std::optional<Checkpoint>(std::move(c));
+}
+
+absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("LATEST names missing checkpoint ", path));
+  if (!in) return absl::NotFoundError(absl::StrCat("no checkpoint at ", path));
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto corrupt = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": ", why));
@@ -232,7 +241,7 @@ absl::StatusOr<std::optional<Checkpoint>> ReadLatestCheckpoint(const std::string
       !r.GetFloats(n, &c.adam_v)) {
     return corrupt("truncated tensors");
   }
-  return std::optional<Checkpoint>(std::move(c));
+  return c;
 }
 
 }  // namespace parity::kernels

@@ -52,6 +52,9 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, const Checkp
 // The checkpoint LATEST names, or std::nullopt when DIR has none. DataLoss on a corrupt file.
 absl::StatusOr<std::optional<Checkpoint>> ReadLatestCheckpoint(const std::string& dir);
 
+// The checkpoint at PATH. NotFound when there is none, DataLoss on a corrupt file.
+absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path);
+
 // Path of the newest checkpoint in DIR, or "" if none.
 std::string LatestCheckpointPath(const std::string& dir);
 

@@ -65,24 +65,35 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
 }
 
 absl::Status ResumeSession(Session& s) {
-  PARITY_ASSIGN_OR_RETURN(std::optional<Checkpoint> ckpt, ReadLatestCheckpoint(s.options.out_dir));
+  std::optional<Checkpoint> ckpt;
+  if (!s.options.resume_from.empty()) {
+    absl::StatusOr<Checkpoint> named = ReadCheckpointFile(s.options.resume_from);
+    if (absl::IsNotFound(named.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume-from ", s.options.resume_from, ": no such checkpoint; refusing to resume"));
+    }
+    PARITY_ASSIGN_OR_RETURN(ckpt, std::move(named));
+  } else {
+    PARITY_ASSIGN_OR_RETURN(ckpt, ReadLatestCheckpoint(s.options.out_dir));
+  }
   if (!ckpt.has_value()) return absl::OkStatus();
+  const std::string& source =
+      s.options.resume_from.empty() ? s.options.out_dir : s.options.resume_from;
   Checkpoint& c = *ckpt;
   Transformer<float>& model = *s.model;
   const std::string device(s.device->Name()), precision = PrecisionName(s.config.precision);
   // Resume is bit-identical only on the same kind of device in the same arithmetic.
   if (c.device != device || c.precision != precision) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint in ", s.options.out_dir, " was written on ", c.device, " in ", c.precision,
+        "checkpoint ", source, " was written on ", c.device, " in ", c.precision,
         "; this run is on ", device, " in ", precision,
         ": a resume must use the same device kind and training.precision; refusing to resume"));
   }
   const int64_t n = model.NumParams(), layers = model.NumMoeLayers();
   if (c.fingerprint != s.fingerprint || static_cast<int64_t>(c.params.size()) != n ||
       static_cast<int64_t>(c.balance_bias.size()) != layers) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint in ", s.options.out_dir,
-                     " belongs to a different run spec; refusing to resume"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", source, " belongs to a different run spec; refusing to resume"));
   }
   Device& d = *s.device;
   d.FromHost(model.Params(), c.params.data(), n * sizeof(float));
@@ -90,7 +101,7 @@ absl::Status ResumeSession(Session& s) {
   d.FromHost(s.adam_v, c.adam_v.data(), n * sizeof(float));
   for (int64_t i = 0; i < layers; ++i) {
     if (static_cast<int64_t>(c.balance_bias[i].size()) != s.config.model.n_experts) {
-      return absl::DataLossError(absl::StrCat("checkpoint in ", s.options.out_dir,
+      return absl::DataLossError(absl::StrCat("checkpoint ", source,
                                               ": balance biases of MoE layer ", i, " have ",
                                               c.balance_bias[i].size(), " experts"));
     }

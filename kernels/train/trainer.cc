@@ -4,6 +4,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/status_macros.h"
 #include "kernels/train/checkpoint.h"
 #include "kernels/train/metrics.h"
@@ -36,11 +38,14 @@ uint64_t RunFingerprint(const RunConfig& c, uint64_t corpus_digest,
 absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerOptions& opt) {
   PARITY_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, OpenSession(config, opt));
   Session& s = *session;
-  if (opt.resume == ResumeMode::kResumeIfPresent) PARITY_RETURN_IF_ERROR(ResumeSession(s));
+  if (opt.resume == ResumeMode::kResumeIfPresent || !opt.resume_from.empty()) {
+    PARITY_RETURN_IF_ERROR(ResumeSession(s));
+  }
   const TrainConfig& tc = s.config.train;
   TrainSummary summary;
   summary.final_val_bpc = std::nan("");
   Telemetry telemetry;
+  absl::Time last_checkpoint = absl::Now();  // or the start of this process's training
   while (s.step < tc.steps) {
     if ((opt.stop != nullptr && opt.stop->load()) ||
         (opt.max_steps > 0 && telemetry.trained_steps >= opt.max_steps)) {
@@ -58,8 +63,11 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
       opt.metrics->Write(MetricsLine(s, step, telemetry, val).dump());
       telemetry.ResetWindow();
     }
-    if ((tc.checkpoint_interval > 0 && s.step % tc.checkpoint_interval == 0) || last) {
+    const bool by_time = tc.checkpoint_seconds > 0 &&
+                         absl::Now() - last_checkpoint >= absl::Seconds(tc.checkpoint_seconds);
+    if ((tc.checkpoint_interval > 0 && s.step % tc.checkpoint_interval == 0) || by_time || last) {
       PARITY_ASSIGN_OR_RETURN(summary.checkpoint_path, SaveCheckpoint(s));
+      last_checkpoint = absl::Now();
     }
   }
   if (summary.outcome == RunOutcome::kStopped && telemetry.trained_steps > 0) {

@@ -30,6 +30,11 @@ enum class ResumeMode { kFresh, kResumeIfPresent };
 struct TrainerOptions {
   std::string out_dir;  // checkpoints go here
   ResumeMode resume = ResumeMode::kFresh;
+  // When set, resume from exactly this checkpoint file (it may lie outside out_dir, e.g. in an
+  // earlier attempt's directory), whatever `resume` says; NotFound if it is missing. A worker
+  // names the checkpoint the scheduler recorded, whose metric points are all stored, rather
+  // than the newest on disk, so a resumed run's curve has no hole.
+  std::string resume_from = {};
   DeviceChoice device = {};                 // cpu unless told otherwise
   int threads = 1;                          // CPU pool threads (the CPU device only)
   MetricsSink* metrics = nullptr;           // required

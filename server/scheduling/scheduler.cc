@@ -321,6 +321,7 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
   PARITY_ASSIGN_OR_RETURN(HeartbeatResult result, store_.Heartbeat(update));
   v1::HeartbeatResponse response;
   *response.mutable_expire_time() = ToProtoTime(result.expire_time);
+  *response.mutable_ttl() = ToProtoDuration(options_.lease_ttl);
   response.set_cancel_requested(result.cancel_requested);
   return response;
 }
@@ -455,19 +456,28 @@ absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
 
 absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases() {
   ReapResult total;
+  const auto failed = [&](const absl::Status& status) {
+    leases_need_grace_.store(true);
+    if (observer_ != nullptr) observer_->OnReapFailed(status);
+    return status;
+  };
+  if (leases_need_grace_.load()) {
+    absl::StatusOr<int> extended = store_.ExtendLiveLeases(options_.lease_ttl);
+    if (!extended.ok()) return failed(extended.status());
+    total.extended = *extended;
+    leases_need_grace_.store(false);
+  }
   while (true) {
     absl::StatusOr<ReapResult> batch = store_.ReapExpiredLeases(options_.reap_batch);
-    if (!batch.ok()) {
-      if (observer_ != nullptr) observer_->OnReapFailed(batch.status());
-      return batch.status();
-    }
+    if (!batch.ok()) return failed(batch.status());
     total.requeued += batch->requeued;
     total.failed += batch->failed;
     total.cancelled += batch->cancelled;
     if (batch->requeued + batch->failed + batch->cancelled < options_.reap_batch) break;
   }
   if (total.requeued > 0) work_signal_.Notify();
-  if (observer_ != nullptr && (total.requeued + total.failed + total.cancelled) > 0) {
+  if (observer_ != nullptr &&
+      (total.requeued + total.failed + total.cancelled + total.extended) > 0) {
     observer_->OnLeasesReaped(total);
   }
   return total;

@@ -10,6 +10,7 @@
 // no thread while a call waits for its batch or for work.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <vector>
 
@@ -125,7 +126,10 @@ class Scheduler {
   absl::StatusOr<v1::CompleteRunResponse> CompleteRun(const v1::CompleteRunRequest& request);
 
   // --- housekeeping ---
-  // Returns expired leases to the queue until none is left (called by the reaper thread).
+  // Returns expired leases to the queue until none is left (called by the reaper thread). The
+  // first pass after the scheduler starts, and the first after a pass failed (the database was
+  // away), first extends every live lease by one TTL: their holders could not heartbeat through
+  // the outage, which is no sign that they died.
   absl::StatusOr<ReapResult> ReapExpiredLeases();
 
  private:
@@ -140,6 +144,8 @@ class Scheduler {
   const Clock& clock_;
   const Planner planner_;
   const SchedulerOptions options_;
+  // Set until a reaper pass has extended the live leases after a start or an outage.
+  std::atomic<bool> leases_need_grace_{true};
   SchedulerObserver* const observer_;  // may be null
   // Before the combiners, so it outlives them: a batch's callback may park a call.
   LeaseLongPolls long_polls_;

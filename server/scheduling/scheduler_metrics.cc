@@ -224,7 +224,13 @@ SchedulerMetrics::SchedulerMetrics(RunStore& store, const Clock& clock,
                          .Name("parity_scheduler_reaper_errors_total")
                          .Help("Reaper passes that failed, e.g. the database was away (count)")
                          .Register(*registry_)
-                         .Add({})) {
+                         .Add({})),
+      lease_grace_(prometheus::BuildCounter()
+                       .Name("parity_scheduler_lease_grace_total")
+                       .Help("Live leases extended by one TTL because the scheduler started or "
+                             "the database came back: their workers could not heartbeat (count)")
+                       .Register(*registry_)
+                       .Add({})) {
   // Series that exist from the start, so rate() and alerts see a 0 rather than nothing.
   sweeps_submitted_.Add({{"deduplicated", "false"}});
   sweeps_submitted_.Add({{"deduplicated", "true"}});
@@ -284,6 +290,7 @@ void SchedulerMetrics::OnLeasesReaped(const ReapResult& result) {
   reaped_.Add({{"outcome", "requeued"}}).Increment(result.requeued);
   reaped_.Add({{"outcome", "failed"}}).Increment(result.failed);
   reaped_.Add({{"outcome", "cancelled"}}).Increment(result.cancelled);
+  lease_grace_.Increment(result.extended);
 }
 
 void SchedulerMetrics::OnReapFailed(const absl::Status&) { reaper_errors_.Increment(); }

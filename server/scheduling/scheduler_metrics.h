@@ -92,6 +92,7 @@ class SchedulerMetrics final : public SchedulerObserver {
   prometheus::Family<prometheus::Counter>& runs_completed_;
   prometheus::Family<prometheus::Counter>& reaped_;
   prometheus::Counter& reaper_errors_;
+  prometheus::Counter& lease_grace_;
 };
 
 }  // namespace parity::server

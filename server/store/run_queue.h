@@ -115,6 +115,7 @@ struct ReapResult {
   int requeued = 0;   // back to PENDING with attempt + 1
   int failed = 0;     // past max_attempts: FAILED, LEASE_EXPIRED
   int cancelled = 0;  // cancellation was pending: CANCELLED
+  int extended = 0;   // live leases given outage grace before this pass (ExtendLiveLeases)
 };
 
 class RunQueue {
@@ -150,6 +151,10 @@ class RunQueue {
       const std::vector<const Completion*>& completions) = 0;
   // Returns up to `limit` expired leases to the queue (or fails them past max_attempts).
   virtual absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) = 0;
+  // Outage grace: moves every live lease's expiry to at least now + `ttl`. Holders that could not
+  // heartbeat while the scheduler or the database was away get a whole TTL to report in before
+  // the reaper may count them dead. Returns how many leases it touched.
+  virtual absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) = 0;
 };
 
 }  // namespace parity::server

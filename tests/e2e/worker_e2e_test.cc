@@ -214,6 +214,17 @@ class WorkerE2ETest : public ::testing::Test {
         EXPECT_EQ(std::stoull((*max)[0]), r.summary().steps())
             << "the last step's metrics must be stored";
       }
+      // No hole: consecutive stored steps are at most one logging interval apart, from the first.
+      const uint64_t every = std::max<uint64_t>(1, r.spec().training().log_every_steps());
+      absl::StatusOr<std::vector<std::string>> holes = stack_->Query(absl::StrCat(
+          "SELECT 'holes: ' || coalesce(string_agg(prev || '..' || step, ', '), 'none') FROM "
+          "(SELECT step, coalesce(lag(step) OVER (ORDER BY step), 0) AS prev FROM metrics "
+          "WHERE run_id = '",
+          r.run_id(), "') g WHERE step - prev > ", every));
+      ASSERT_TRUE(holes.ok() && !holes->empty()) << holes.status();
+      EXPECT_EQ((*holes)[0], "holes: none")
+          << "run " << r.run_id() << " (" << r.spec().name()
+          << ") has holes in its curve (stored step..next stored step)";
     }
   }
 
@@ -336,15 +347,6 @@ TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
 }
 
 TEST_F(WorkerE2ETest, SweepSurvivesASchedulerRestart) {
-  // Known bug, skipped visibly until it is fixed (not a flake: it fails every time on the
-  // development machine since 2026-12-01, on the code that passed CI before as well): a run that
-  // trains through the outage buffers its metric points, its lease expires while the scheduler
-  // is down, the worker drops the points with the lease, and the next attempt resumes from the
-  // final checkpoint and logs none, so a SUCCEEDED run has no curve at all. The fix belongs to the
-  // reliability work (outage grace: leases renewed when the scheduler returns; a checkpoint counts
-  // for resume only once its points are stored). Remove this skip with that fix.
-  GTEST_SKIP() << "known bug: a scheduler outage longer than the lease TTL loses the metric "
-                  "points a worker buffered (see the comment above)";
   const std::string sweep = Submit(SweepYaml("e2e-restart", 1, /*baselines=*/true, "1e11"));
   ASSERT_TRUE(stack_->StartWorker(0).ok());
   ASSERT_TRUE(stack_->StartWorker(1).ok());

@@ -119,6 +119,32 @@ TEST_F(SchedulerTest, ConcurrentLeasersNeverGetTheSameRun) {
   EXPECT_EQ(Sql(database_url_, "SELECT max(lease_epoch) FROM runs"), "1");
 }
 
+// A scheduler that was down longer than the TTL finds every lease expired; its workers could not
+// heartbeat, which is no sign they died. Its first reaper pass gives each live lease one TTL.
+TEST_F(SchedulerTest, ARestartedSchedulerGivesLiveLeasesOneTtlBeforeReapingThem) {
+  Submit(MakeSweepSpec("restart-grace", 1));
+  const std::string worker = Register();
+  ASSERT_TRUE(LeaseNow(worker)->has_lease());
+  const std::string expire = "UPDATE runs SET lease_expires_at = now() - interval '1 s'";
+  Sql(database_url_, expire);  // the outage outlasted the lease
+
+  Scheduler restarted(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  absl::StatusOr<ReapResult> first = restarted.ReapExpiredLeases();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->extended, 1);
+  EXPECT_EQ(first->requeued, 0) << "the start-up pass reaped a lease its worker could not renew";
+  EXPECT_EQ(Sql(database_url_,
+                "SELECT lease_expires_at > now() + interval '25 s' AND state = 'LEASED' FROM runs"),
+            "t")
+      << "the lease should run one TTL (30 s) from the start-up pass";
+
+  Sql(database_url_, expire);  // the worker really is gone: the grace is spent only once
+  absl::StatusOr<ReapResult> second = restarted.ReapExpiredLeases();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->extended, 0);
+  EXPECT_EQ(second->requeued, 1);
+}
+
 TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("fence", 1));
   const std::string worker = Register();

@@ -295,6 +295,31 @@ TYPED_TEST_P(StoreContractTest, TheReaperRequeuesExpiredLeasesThenFailsThem) {
   EXPECT_EQ(run->failure_class(), v1::FAILURE_CLASS_LEASE_EXPIRED);
 }
 
+TYPED_TEST_P(StoreContractTest, OutageGraceExtendsLiveLeasesByOneTtlAndNeverShortensOne) {
+  this->Sweep("grace", 2);
+  const std::string worker = this->Worker();
+  const LeasedRun short_lease = this->LeaseOne(worker, absl::Milliseconds(100));
+  const LeasedRun long_lease = this->LeaseOne(worker, absl::Hours(1));
+  this->harness_.LetTimePass(absl::Milliseconds(300));  // the short lease is past its expiry
+  absl::StatusOr<int> extended = this->queue().ExtendLiveLeases(absl::Milliseconds(700));
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  EXPECT_EQ(*extended, 2) << "both leases are live";
+  absl::StatusOr<ReapResult> reaped = this->queue().ReapExpiredLeases(100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 0) << "an extended lease must not be reaped within its grace";
+
+  this->harness_.LetTimePass(absl::Milliseconds(1000));  // the grace is over
+  reaped = this->queue().ReapExpiredLeases(100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1) << "only the short lease expires; the hour-long one was kept";
+  absl::StatusOr<v1::Run> kept = this->catalog().GetRun(long_lease.run.run_id());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->state(), v1::RUN_STATE_LEASED);
+  absl::StatusOr<v1::Run> requeued = this->catalog().GetRun(short_lease.run.run_id());
+  ASSERT_TRUE(requeued.ok()) << requeued.status();
+  EXPECT_EQ(requeued->state(), v1::RUN_STATE_PENDING);
+}
+
 TYPED_TEST_P(StoreContractTest, CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat) {
   const CreatedSweep sweep = this->Sweep("cancel", 3);
   const std::string worker = this->Worker();
@@ -353,6 +378,7 @@ REGISTER_TYPED_TEST_SUITE_P(StoreContractTest, LeasesByPriorityThenFairShareThen
                             CompletionsEndRunsOnceAndTheLastEndsTheSweep,
                             ARetryWaitsItsDelayWithTheNextAttempt,
                             TheReaperRequeuesExpiredLeasesThenFailsThem,
+                            OutageGraceExtendsLiveLeasesByOneTtlAndNeverShortensOne,
                             CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
                             IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
                             RunsPageInGridOrderAndBadTokensAreRefused);

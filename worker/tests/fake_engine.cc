@@ -2,7 +2,8 @@
 // checkpoint layout (DIR/step-NNNNNNNN.ckpt + DIR/LATEST), deterministic numbers (a function of the
 // step only, so a resumed run ends exactly where an uninterrupted one does), and faults on demand.
 //
-//   parity_fake_engine --run RUN.json --out DIR [--resume] [--metrics-fd N] [--threads N]
+//   parity_fake_engine --run RUN.json --out DIR [--resume | --resume-from FILE] [--metrics-fd N]
+//                      [--threads N]
 // Steps, log and checkpoint intervals come from the spec's training section (defaults 20, 1, 5).
 // Environment:
 //   FAKE_STEP_MS=20           time per step
@@ -74,7 +75,7 @@ double ValBpc(long step) { return TrainBpc(step) + 0.05; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string run_path, out_dir;
+  std::string run_path, out_dir, resume_from;
   bool resume = false;
   int metrics_fd = 1;
   for (int i = 1; i < argc; ++i) {
@@ -86,6 +87,8 @@ int main(int argc, char** argv) {
       out_dir = next();
     else if (a == "--resume")
       resume = true;
+    else if (a == "--resume-from")
+      resume_from = next();
     else if (a == "--metrics-fd")
       metrics_fd = std::atoi(next().c_str());
     else if (a == "--threads")
@@ -124,7 +127,15 @@ int main(int argc, char** argv) {
   std::setvbuf(out, nullptr, _IOLBF, 0);
 
   long step = 0;
-  if (resume) {
+  if (!resume_from.empty()) {
+    std::ifstream named(resume_from);
+    if (!(named >> step)) {
+      std::fprintf(stderr, "fake engine: --resume-from %s: no such checkpoint\n",
+                   resume_from.c_str());
+      return 4;
+    }
+    std::fprintf(stderr, "fake engine: resuming from step %ld of %s\n", step, resume_from.c_str());
+  } else if (resume) {
     std::ifstream latest(out_dir + "/LATEST");
     std::string name;
     if (std::getline(latest, name)) std::sscanf(name.c_str(), "step-%ld.ckpt", &step);

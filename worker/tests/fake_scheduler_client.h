@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -54,6 +55,11 @@ class FakeSchedulerClient : public SchedulerClient {
       return absl::UnavailableError("scheduler down");
     }
     heartbeats.push_back(r);
+    if (r.has_checkpoint()) {
+      uint64_t stored = 0;  // every step 1..stored has its point
+      while (steps.count(stored + 1) > 0) ++stored;
+      checkpoint_reports.push_back({r.checkpoint().step(), stored});
+    }
     if (lose_lease_after_heartbeats > 0 &&
         static_cast<int>(heartbeats.size()) >= lose_lease_after_heartbeats) {
       lost = true;
@@ -113,6 +119,9 @@ class FakeSchedulerClient : public SchedulerClient {
   std::vector<parity::v1::HeartbeatRequest> heartbeats;
   std::vector<parity::v1::MetricPoint> points;
   std::set<uint64_t> steps;
+  // Per heartbeat that reported a checkpoint: its step, and up to which step every point was
+  // stored at that moment.
+  std::vector<std::pair<uint64_t, uint64_t>> checkpoint_reports;
   std::vector<parity::v1::CompleteRunRequest> completes;
 };
 

@@ -4,7 +4,10 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 
 #include "gtest/gtest.h"
 #include "worker/tests/fake_scheduler_client.h"
@@ -33,10 +36,12 @@ class RunSupervisorTest : public ::testing::Test {
     options_.engine_env = {{"FAKE_STEP_MS", "10"}};
   }
 
-  parity::v1::LeaseRunResponse Lease(uint64_t steps, uint32_t attempt = 1) {
+  parity::v1::LeaseRunResponse Lease(uint64_t steps, uint32_t attempt = 1,
+                                     std::optional<parity::v1::Checkpoint> recorded = {}) {
     parity::v1::LeaseRunResponse l;
     l.mutable_lease()->set_run_id("run-1");
-    l.mutable_lease()->set_lease_epoch(7);
+    l.mutable_lease()->set_lease_epoch(6 + attempt);
+    if (recorded) *l.mutable_run()->mutable_checkpoint() = *recorded;
     l.mutable_run()->set_run_id("run-1");
     l.mutable_run()->set_attempt(attempt);
     l.mutable_run()->mutable_spec()->set_name("dense-test");
@@ -150,6 +155,55 @@ TEST_F(RunSupervisorTest, SchedulerOutageIsRetriedWithoutLosingPoints) {
   EXPECT_LE(fake_.max_batch, 256u);
 }
 
+// A resume goes to the checkpoint the scheduler recorded; one recorded past points that were
+// never stored would leave a hole in the run's curve.
+TEST_F(RunSupervisorTest, ACheckpointIsReportedOnlyOnceItsPointsAreStored) {
+  fake_.fail_metrics = 8;  // points wait while heartbeats go through, then flow
+  EXPECT_EQ(RunToEnd(Lease(200)), RunOutcome::kSucceeded);
+  absl::MutexLock l(&fake_.mu);
+  EXPECT_FALSE(fake_.checkpoint_reports.empty()) << "heartbeats report checkpoints";
+  for (const auto& [checkpoint_step, stored_through] : fake_.checkpoint_reports) {
+    EXPECT_LE(checkpoint_step, stored_through)
+        << "a heartbeat reported the checkpoint at step " << checkpoint_step
+        << " while points were stored only through step " << stored_through;
+  }
+  EXPECT_EQ(fake_.steps.size(), 200u);
+}
+
+// The worker's clock decides nothing about the lease: an outage longer than the TTL stops nothing,
+// the points wait, and the run ends as if nothing happened.
+TEST_F(RunSupervisorTest, AnOutageLongerThanTheTtlStopsNothing) {
+  options_.lease_ttl = absl::Milliseconds(300);
+  fake_.fail_heartbeats = 25;  // ≥ 25 × 20 ms of backoff, well past the TTL
+  fake_.fail_metrics = 25;
+  const absl::Time t0 = absl::Now();
+  EXPECT_EQ(RunToEnd(Lease(80)), RunOutcome::kSucceeded);
+  EXPECT_GT(absl::Now() - t0, absl::Milliseconds(600)) << "the outage should outlast the TTL";
+  absl::MutexLock l(&fake_.mu);
+  EXPECT_EQ(fake_.steps.size(), 80u) << "every point reaches the scheduler after the outage";
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_TRUE(fake_.completes[0].has_success());
+}
+
+// A resume whose recorded checkpoint file is gone (pruned) falls back to the newest older one in
+// any of the run's attempt directories, never to a newer one.
+TEST_F(RunSupervisorTest, AMissingRecordedCheckpointFallsBackToAnOlderOne) {
+  const fs::path old_attempt = root_ / "ckpt" / "run-1" / "epoch-3";
+  fs::create_directories(old_attempt);
+  for (int step : {10, 20, 30}) {
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%08d.ckpt", step);
+    std::ofstream(old_attempt / name) << step << "\n";
+  }
+  parity::v1::Checkpoint recorded;
+  recorded.set_step(25);
+  recorded.set_uri((old_attempt / "step-00000025.ckpt").string());  // pruned
+  EXPECT_EQ(RunToEnd(Lease(40, /*attempt=*/2, recorded)), RunOutcome::kSucceeded);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_FALSE(fake_.points.empty());
+  EXPECT_EQ(fake_.points.front().step(), 21u) << "resumed from step 20, the newest at or before 25";
+}
+
 TEST_F(RunSupervisorTest, PreemptedRunCheckpointsAndResumesToTheSameResult) {
   {
     RunSupervisor sup(fake_, options_, Lease(60), DeviceGrant{.threads = 1});
@@ -160,17 +214,19 @@ TEST_F(RunSupervisorTest, PreemptedRunCheckpointsAndResumesToTheSameResult) {
     EXPECT_EQ(sup.outcome(), RunOutcome::kPreempted);
   }
   uint64_t stopped_at = 0;
+  parity::v1::Checkpoint recorded;
   {
     absl::MutexLock l(&fake_.mu);
     ASSERT_EQ(fake_.completes.size(), 1u);
     EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_PREEMPTED);
-    stopped_at = fake_.completes[0].checkpoint().step();
+    recorded = fake_.completes[0].checkpoint();
+    stopped_at = recorded.step();
     EXPECT_GT(stopped_at, 0u) << "the engine checkpointed on SIGTERM";
     EXPECT_LT(stopped_at, 60u);
     fake_.completes.clear();
   }
   // Attempt 2 on the same store: resumes from the checkpoint and ends as an uninterrupted run.
-  EXPECT_EQ(RunToEnd(Lease(60, /*attempt=*/2)), RunOutcome::kSucceeded);
+  EXPECT_EQ(RunToEnd(Lease(60, /*attempt=*/2, recorded)), RunOutcome::kSucceeded);
   absl::MutexLock l(&fake_.mu);
   ASSERT_EQ(fake_.completes.size(), 1u);
   EXPECT_NEAR(fake_.completes[0].success().final_val_bpc(), 2.0 + 6.0 / 7.0 + 0.05, 1e-12);

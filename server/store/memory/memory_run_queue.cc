@@ -302,4 +302,16 @@ absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
   return result;
 }
 
+absl::StatusOr<int> MemoryRunStore::ExtendLiveLeases(absl::Duration ttl) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time until = now_() + ttl;
+  int extended = 0;
+  for (auto& [run_id, run] : runs_) {
+    if (!IsLive(run.run.state())) continue;
+    run.lease_expires = std::max(run.lease_expires, until);
+    ++extended;
+  }
+  return extended;
+}
+
 }  // namespace parity::server

@@ -55,6 +55,7 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue {
   std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
+  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
 
  private:
   struct SweepRow {

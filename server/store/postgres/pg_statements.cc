@@ -239,6 +239,10 @@ void PrepareReaper(pqxx::connection& c) {
             "  lease_epoch, worker_id, reason) SELECT run_id, sweep_id, old_state, state, "
             "  attempt, lease_epoch, old_owner, 'lease expired' FROM upd) "
             "SELECT sweep_id::text, state FROM upd");
+  // $1 seconds. Outage grace (RunQueue::ExtendLiveLeases); never shortens a lease.
+  c.prepare("extend_live_leases",
+            "UPDATE runs SET lease_expires_at = greatest(lease_expires_at, now() + "
+            "make_interval(secs => $1)) WHERE state IN ('LEASED', 'RUNNING')");
 }
 
 // CountRunsByState.

@@ -244,4 +244,11 @@ absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit) {
   });
 }
 
+absl::StatusOr<int> PostgresRunStore::ExtendLiveLeases(absl::Duration ttl) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<int> {
+    return static_cast<int>(
+        tx.exec_prepared("extend_live_leases", absl::ToDoubleSeconds(ttl)).affected_rows());
+  });
+}
+
 }  // namespace parity::server

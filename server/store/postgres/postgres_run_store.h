@@ -47,6 +47,7 @@ class PostgresRunStore final : public RunStore {
   std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
+  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
   absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
                                                  uint64_t horizon) override;
   absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
