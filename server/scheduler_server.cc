@@ -58,6 +58,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->scheduler_ =
       std::make_unique<Scheduler>(*server->store_, server->work_signal_, *server->clock_,
                                   std::move(planner), options.scheduler, observer);
+  // The start-up pass, outage grace included, before any call is served: it must extend only the
+  // leases whose workers had no scheduler to heartbeat to, never one this instance grants. With
+  // the database away it fails, and the reaper thread's first pass that succeeds gives the grace.
+  server->ReapAndLog();
   server->sweep_service_ =
       std::make_unique<SweepServiceImpl>(*server->scheduler_, server->stopping_);
   server->worker_service_ =
@@ -113,19 +117,23 @@ void SchedulerServer::ReapLoop() {
         return;
       }
     }
-    absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
-    if (!reaped.ok()) {
-      spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
-    } else {
-      if (reaped->extended > 0) {
-        spdlog::info("event=lease_grace extended={} ttl={}", reaped->extended,
-                     absl::FormatDuration(options_.scheduler.lease_ttl));
-      }
-      if (reaped->requeued + reaped->failed + reaped->cancelled > 0) {
-        spdlog::info("event=leases_reaped requeued={} failed={} cancelled={}", reaped->requeued,
-                     reaped->failed, reaped->cancelled);
-      }
-    }
+    ReapAndLog();
+  }
+}
+
+void SchedulerServer::ReapAndLog() {
+  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
+  if (!reaped.ok()) {
+    spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
+    return;
+  }
+  if (reaped->extended > 0) {
+    spdlog::info("event=lease_grace extended={} ttl={}", reaped->extended,
+                 absl::FormatDuration(options_.scheduler.lease_ttl));
+  }
+  if (reaped->requeued + reaped->failed + reaped->cancelled > 0) {
+    spdlog::info("event=leases_reaped requeued={} failed={} cancelled={}", reaped->requeued,
+                 reaped->failed, reaped->cancelled);
   }
 }
 

@@ -87,6 +87,8 @@ class SchedulerServer {
  private:
   SchedulerServer() = default;
   void ReapLoop();
+  // One reaper pass (outage grace first where it is due), logged.
+  void ReapAndLog();
 
   ServerOptions options_;
   RealClock real_clock_;
