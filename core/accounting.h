@@ -1,4 +1,4 @@
-// Exact N/C/D accounting of a resolved ModelSpec (DESIGN.md §1, symbols in core/symbols.h). The
+// Exact N/C/D accounting of a resolved ModelSpec (docs/domain.md, symbols in core/symbols.h). The
 // counting rules themselves (layer placement, N, N_a, M_fwd) are model_counts.h's, shared with the
 // engine; this file turns a ModelSpec into their inputs and their results into an Accounting.
 // Token fields (D, D̂, epochs, C) are filled by the planner through SetTokens.

@@ -1,4 +1,4 @@
-// The joint EL law. Base-2 logs of G and base-10 log of C follow DESIGN.md §1 (bases inferred
+// The joint EL law. Base-2 logs of G and base-10 log of C follow docs/domain.md (bases inferred
 // from the published headline figures).
 #include "core/efficiency_leverage.h"
 

@@ -1,4 +1,4 @@
-// The counting rules of DESIGN.md §1 (symbols in core/symbols.h) on plain integers: where MoE
+// The counting rules of docs/domain.md (symbols in core/symbols.h) on plain integers: where MoE
 // layers sit, the shared expert's default width, exact N and N_a, and M_fwd. This is the one copy
 // of those rules: the planner (core/accounting.h, from a ModelSpec) and the engine
 // (kernels/model/config.h, from its ModelConfig) both call it, so a planned run and the model the

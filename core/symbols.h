@@ -1,4 +1,4 @@
-// The paper symbols of DESIGN.md §1, named once. Every formula in core/ uses these names so a
+// The paper symbols of docs/domain.md, named once. Every formula in core/ uses these names so a
 // reader can check the code against the paper line by line. Counts exclude norm weights; the
 // vocabulary parameters (embedding, output head) are kept out of N, N_a and M.
 //

@@ -1,5 +1,5 @@
 // Accounting against hand-derived counts (each expectation's arithmetic is in its comment), the
-// invariants of DESIGN.md §1, and published reference numbers.
+// invariants of docs/domain.md, and published reference numbers.
 #include "core/accounting.h"
 
 #include <cmath>

@@ -5,7 +5,7 @@
 // lse[B, H, S] the log-sum-exp of each query row's scaled, masked scores (FlashAttention-2 style:
 // the S×S probabilities are never stored, only one S×S scratch per pool chunk exists at a time).
 // Each (sequence, head) is two GEMMs over the full S×S window. FLOPs are counted over that full
-// window, which is both what is executed here and DESIGN.md's convention (4·D_m·S per token).
+// window, which is both what is executed here and docs/domain.md's convention (4·D_m·S per token).
 #pragma once
 
 #include <cmath>
@@ -164,8 +164,9 @@ void AttentionBackward(const OpContext& ctx, const AttentionShape& s, T* dqkv, c
       }
     }
   });
-  // kModel keeps DESIGN's convention (a step is 3× the forward: 8·S²·Dh here); the recomputed
-  // scores (2·S²·Dh per head) are the price of not storing probabilities and count as overhead.
+  // kModel keeps docs/domain.md's convention (a step is 3× the forward: 8·S²·Dh here); the
+  // recomputed scores (2·S²·Dh per head) are the price of not storing probabilities and count as
+  // overhead.
   ctx.Count(FlopKind::kModel, 8.0 * s.batch * s.heads * S * S * Dh);
   ctx.Count(FlopKind::kElementwise, 2.0 * s.batch * s.heads * S * S * Dh);
   ctx.Count(FlopKind::kElementwise, 6.0 * s.batch * s.heads * S * S / 2);

@@ -137,8 +137,8 @@ inline void RoutingPlan(const OpContext& ctx, int64_t t, int64_t k, int64_t e, i
   });
 }
 
-// Loss-free balancing (DESIGN §1): bias[i] += rate·sign(mean(load) − load[i]). E is small (tens):
-// one serial pass, the mean in double as the sum of the integer loads over E.
+// Loss-free balancing (docs/domain.md): bias[i] += rate·sign(mean(load) − load[i]). E is small
+// (tens): one serial pass, the mean in double as the sum of the integer loads over E.
 inline void BiasUpdate(const OpContext&, int64_t e, float* bias, const int64_t* load, double rate) {
   double mean = 0;
   for (int64_t i = 0; i < e; ++i) mean += static_cast<double>(load[i]);

@@ -1,5 +1,5 @@
 // The engine's own plain configuration structs (no protobuf here: the run-spec adapters in spec/
-// fill these), their validation, and the analytic counts from DESIGN.md §1 that the tests and the
+// fill these), their validation, and the analytic counts from docs/domain.md that the tests and the
 // summary compare the engine's counted FLOPs against. Layer placement, the shared expert's default
 // width and the counts are core/model_counts.h's (library parity_accounting), the same code the
 // planner counts with.
@@ -101,7 +101,7 @@ struct RunConfig {
 // RunSpec's (proto/parity/v1) paths, e.g. "model.num_heads: ...", since that is what a user wrote.
 absl::Status ValidateRunConfig(const RunConfig& config);
 
-// Analytic counts (DESIGN.md §1): non-vocabulary parameters N, activated N_a, and the training
+// Analytic counts (docs/domain.md): non-vocabulary parameters N, activated N_a, and the training
 // FLOPs per token M = 3·(2·N_a + 4·D_m·S·L). Norm weights excluded, router included.
 struct AnalyticCounts {
   double params = 0;           // N

@@ -1,4 +1,4 @@
-// The model the engine trains (DESIGN.md §1): a byte-level decoder-only transformer with dense or
+// The model the engine trains (docs/domain.md): a byte-level decoder-only transformer with dense or
 // MoE SwiGLU feed-forward layers. This class owns the parameters, their gradients and the saved
 // activations, and orchestrates ops through the device's op table; it does no arithmetic itself
 // except host-side bookkeeping (loss means, expert row counts). Every array it hands to an op is

@@ -135,7 +135,7 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   } else if (t.warmup_fraction() > 0) {
     o.warmup_steps = static_cast<int64_t>(std::llround(t.warmup_fraction() * tc.steps));
   } else {
-    // DESIGN §1: clip(1% of steps, 200, 2000), capped at 10% of the run for short runs.
+    // docs/domain.md: clip(1% of steps, 200, 2000), capped at 10% of the run for short runs.
     const int64_t rule = std::clamp<int64_t>(tc.steps / 100, 200, 2000);
     o.warmup_steps = std::min<int64_t>(rule, tc.steps / 10);
   }

@@ -1,5 +1,5 @@
 // Behavioural checks of the model: initial loss, overfitting, MoE equivalences, and the FLOP
-// count against DESIGN.md's formula M = 3·(2·N_a + 4·D_m·S·L).
+// count against docs/domain.md's formula M = 3·(2·N_a + 4·D_m·S·L).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -27,8 +27,8 @@ struct StepResult {
 // gradient is not finite; then nothing is applied.
 absl::StatusOr<StepResult> TrainStep(Session& session);
 
-// Loss-free balancing (DESIGN §1): b_i += u·sign(mean load − load_i) per MoE layer, on the device
-// from the step's summed loads. No-op when the rate is 0.
+// Loss-free balancing (docs/domain.md): b_i += u·sign(mean load − load_i) per MoE layer, on the
+// device from the step's summed loads. No-op when the rate is 0.
 void BalanceExperts(Session& session, const std::vector<std::vector<int64_t>>& loads);
 
 // Validation BPC on the fixed first eval_tokens of the held-out split.

@@ -95,7 +95,7 @@ std::string LayoutText(const v1::ModelSpec& model) {
     case v1::MOE_LAYOUT_INTERLEAVED:
       return "interleaved";
     default:
-      return "1dense+SE";  // the default layout (DESIGN.md §1)
+      return "1dense+SE";  // the default layout (docs/domain.md)
   }
 }
 

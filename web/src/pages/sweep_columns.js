@@ -1,4 +1,4 @@
-// The columns of a sweep's runs table: accounting (DESIGN.md §1 symbols), state and BPC.
+// The columns of a sweep's runs table: accounting (docs/domain.md symbols), state and BPC.
 // A row is {run (Run message), result (ResultRow), leverage (RunLeverage or undefined),
 // hasBaseline (a finished dense 1C run shares its budget and data variant)}.
 import {count, fixed, flops, h, layoutName, num, percent, signed, stateBadge,
