@@ -182,6 +182,7 @@ parity::v1::FailureClass ClassifyEngineExit(const ExitStatus& exit, bool killed_
     if (exit.code == 2) return parity::v1::FAILURE_CLASS_USER_ERROR;
     if (exit.code == 3) return parity::v1::FAILURE_CLASS_PREEMPTED;
     if (exit.code == 5) return parity::v1::FAILURE_CLASS_OUT_OF_MEMORY;
+    if (exit.code == 6) return parity::v1::FAILURE_CLASS_DIVERGED;
     return parity::v1::FAILURE_CLASS_INFRASTRUCTURE;
   }
   if (exit.signal == SIGKILL && !killed_by_worker) return parity::v1::FAILURE_CLASS_OUT_OF_MEMORY;
@@ -214,20 +215,24 @@ std::optional<EngineCheckpoint> LatestCheckpointIn(const std::string& dir) {
   return best;
 }
 
+std::optional<uint64_t> CheckpointFileStep(const std::string& path) {
+  static const std::regex kStep(R"(^step-0*(\d+)\.ckpt$)");
+  const std::string name = std::filesystem::path(path).filename().string();
+  std::smatch m;
+  if (!std::regex_match(name, m, kStep)) return std::nullopt;
+  return std::stoull(m[1].str());
+}
+
 std::optional<EngineCheckpoint> NewestCheckpointAtOrBefore(const std::string& root,
                                                            uint64_t max_step) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  static const std::regex kStep(R"(^step-0*(\d+)\.ckpt$)");
   std::optional<EngineCheckpoint> best;
   for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_regular_file(ec)) continue;
-    const std::string name = it->path().filename().string();
-    std::smatch m;
-    if (!std::regex_match(name, m, kStep)) continue;
-    const uint64_t step = std::stoull(m[1].str());
-    if (step <= max_step && (!best || step > best->step)) {
-      best = EngineCheckpoint{step, it->path().string()};
+    const std::optional<uint64_t> step = CheckpointFileStep(it->path().string());
+    if (step && *step <= max_step && (!best || *step > best->step)) {
+      best = EngineCheckpoint{*step, it->path().string()};
     }
   }
   return best;

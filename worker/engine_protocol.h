@@ -19,8 +19,8 @@
 // Checkpoints: CKPT_DIR/step-NNNNNNNN.ckpt and CKPT_DIR/LATEST naming the newest, written
 // atomically. Exit: 0 completed; 2 bad spec (USER_ERROR); 3 stopped by SIGTERM after checkpointing
 // (PREEMPTED); 4 incompatible or corrupt checkpoint (INFRASTRUCTURE); 5 out of memory
-// (OUT_OF_MEMORY); SIGKILL not sent by the worker → OUT_OF_MEMORY (the kernel's OOM killer);
-// anything else INFRASTRUCTURE.
+// (OUT_OF_MEMORY); 6 training diverged, a non-finite loss (DIVERGED); SIGKILL not sent by the
+// worker → OUT_OF_MEMORY (the kernel's OOM killer); anything else INFRASTRUCTURE.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +74,9 @@ parity::v1::FailureClass ClassifyEngineExit(const ExitStatus& exit, bool killed_
 // "ckpt_120.bin", a "latest" file naming one), or nullopt when there is none. Fallback for an
 // engine that does not print checkpoint notices; used to decide --resume too.
 std::optional<EngineCheckpoint> LatestCheckpointIn(const std::string& dir);
+
+// The step of a checkpoint file named step-NNNNNNNN.ckpt, nullopt for any other name.
+std::optional<uint64_t> CheckpointFileStep(const std::string& path);
 
 // The newest checkpoint file anywhere under `root` (the run's attempt directories) whose step is
 // at most `max_step`, or nullopt. Where a resume goes when the recorded checkpoint was pruned.

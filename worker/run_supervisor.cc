@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <variant>
@@ -53,6 +54,12 @@ int RpcCodeFor(parity::v1::FailureClass c) {
       return static_cast<int>(absl::StatusCode::kResourceExhausted);
     case parity::v1::FAILURE_CLASS_PREEMPTED:
       return static_cast<int>(absl::StatusCode::kAborted);
+    case parity::v1::FAILURE_CLASS_DIVERGED:
+      return static_cast<int>(absl::StatusCode::kOutOfRange);
+    case parity::v1::FAILURE_CLASS_HUNG:
+      return static_cast<int>(absl::StatusCode::kDeadlineExceeded);
+    case parity::v1::FAILURE_CLASS_INVALID_RESULT:
+      return static_cast<int>(absl::StatusCode::kDataLoss);
     default:
       return static_cast<int>(absl::StatusCode::kInternal);
   }
@@ -204,11 +211,6 @@ void RunSupervisor::ReadOutput(int fd) {
       uint64_t prev = latest_step_.load();
       while (point->step() > prev && !latest_step_.compare_exchange_weak(prev, point->step())) {
       }
-      {
-        absl::MutexLock lock(&mu_);
-        last_point_ = *point;
-        if (point->has_val_bpc()) last_val_bpc_ = point->val_bpc();
-      }
       if (options_.worker_metrics != nullptr) {
         options_.worker_metrics->RunProgress(run_.run_id(), *point);
       }
@@ -246,6 +248,33 @@ void RunSupervisor::ReadOutput(int fd) {
       break;
     }
   }
+}
+
+std::string RunSupervisor::SummaryMismatch(const parity::v1::RunSummary& summary) const {
+  const parity::v1::RunSpec& spec = run_.spec();
+  std::vector<std::string> why;
+  if (const uint64_t planned = spec.training().steps(); planned > 0 && summary.steps() != planned) {
+    why.push_back(absl::StrCat("steps ", summary.steps(), ", planned ", planned));
+  }
+  if (const uint64_t planned = spec.accounting().tokens();
+      planned > 0 && summary.tokens() != planned) {
+    why.push_back(absl::StrCat("tokens ", summary.tokens(), ", planned ", planned));
+  }
+  if (!std::isfinite(summary.final_val_bpc()) || !std::isfinite(summary.final_train_bpc())) {
+    why.push_back(absl::StrCat("final BPC train ", summary.final_train_bpc(), ", validation ",
+                               summary.final_val_bpc()));
+  }
+  // An attempt that resumed from the final checkpoint trains no step and counts no FLOPs.
+  const bool resumed_finished =
+      run_.has_checkpoint() && run_.checkpoint().step() >= spec.training().steps();
+  if (const double planned = spec.accounting().flops_per_token(); planned > 0) {
+    const double measured = summary.measured_flops_per_token();
+    if (!(resumed_finished && measured == 0) && !(std::abs(measured / planned - 1) <= 0.01)) {
+      why.push_back(absl::StrCat("counted ", measured, " FLOPs per token, planned M ", planned,
+                                 " (more than 1% apart)"));
+    }
+  }
+  return absl::StrJoin(why, "; ");
 }
 
 uint64_t RunSupervisor::NewestCheckpointStep() {
@@ -345,12 +374,35 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
     end.killed_by_us = true;
     end.lease_lost = true;
   };
+  // Progress liveness: the last step seen, when it was first seen, and the longest gap so far.
+  uint64_t seen_step = 0;
+  absl::Time last_progress = now;
+  absl::Duration longest_gap = absl::ZeroDuration();
   for (;;) {
     if (std::optional<ExitStatus> exit = child.TryWait()) {
       end.exit = *exit;
       return end;
     }
     now = absl::Now();
+    if (const uint64_t step = latest_step_.load(); step > seen_step) {
+      if (seen_step > 0) longest_gap = std::max(longest_gap, now - last_progress);
+      seen_step = step;
+      last_progress = now;
+    }
+    const absl::Duration allowed = seen_step == 0
+                                       ? options_.startup_timeout
+                                       : std::max(options_.progress_timeout, 4 * longest_gap);
+    if (!end.hung && !kill_at && !end.preempted && !end.cancelled && !end.lease_lost &&
+        now - last_progress > allowed) {
+      spdlog::warn("run {}: no training progress for {} (last step {}); killing the engine",
+                   run_.run_id(), absl::FormatDuration(now - last_progress), seen_step);
+      (void)child.SignalGroup(SIGKILL);
+      end.killed_by_us = true;
+      end.hung = true;
+      hung_detail_ = absl::StrCat(
+          "no training progress for ", absl::FormatDuration(now - last_progress), " (last step ",
+          seen_step, ", allowed ", absl::FormatDuration(allowed), "); killed by the worker");
+    }
     if (!end.preempted && PreemptRequested()) {
       spdlog::info("run {}: worker stopping, SIGTERM to the engine", run_.run_id());
       end.preempted = true;
@@ -415,37 +467,32 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
   req.set_run_id(run_.run_id());
   req.set_lease_epoch(lease_.lease_epoch());
   std::optional<parity::v1::RunSummary> summary;
-  std::optional<parity::v1::MetricPoint> last;
   std::optional<EngineError> engine_error;
-  double last_val = 0;
   {
     absl::MutexLock lock(&mu_);
     summary = summary_;
     engine_error = engine_error_;
-    last = last_point_;
-    last_val = last_val_bpc_;
   }
   bool success = false;
-  if (exit.success() && (summary || !end.preempted)) {
-    success = true;
-    if (!summary) {  // an engine that printed no summary line: take the last metric point
-      summary.emplace();
-      if (last) {
-        summary->set_final_train_bpc(last->train_bpc());
-        summary->set_tokens(last->tokens());
-        summary->set_steps(last->step());
-        summary->set_tokens_per_second(last->tokens_per_second());
-      }
-      summary->set_final_val_bpc(last_val);
-    }
-    *req.mutable_success() = *summary;
-  } else {
-    const parity::v1::FailureClass cls = end.preempted ? parity::v1::FAILURE_CLASS_PREEMPTED
-                                                       : ClassifyEngineExit(exit, end.killed_by_us);
+  // A success is only what matches the plan: an engine that exits 0 without a summary, or with
+  // one that disagrees with the run's spec, produced a result nobody should plot.
+  std::string invalid;
+  if (exit.success() && (summary || !end.preempted) && !end.hung) {
+    invalid = summary ? SummaryMismatch(*summary) : "the engine exited 0 without a summary";
+    success = invalid.empty();
+    if (success) *req.mutable_success() = *summary;
+  }
+  if (!success) {
+    parity::v1::FailureClass cls = ClassifyEngineExit(exit, end.killed_by_us);
+    if (end.preempted) cls = parity::v1::FAILURE_CLASS_PREEMPTED;
+    if (end.hung) cls = parity::v1::FAILURE_CLASS_HUNG;
+    if (!invalid.empty()) cls = parity::v1::FAILURE_CLASS_INVALID_RESULT;
     parity::v1::RunFailure* f = req.mutable_failure();
     f->set_failure_class(cls);
     f->mutable_status()->set_code(RpcCodeFor(cls));
     std::string msg = absl::StrCat("engine ", exit.ToString());
+    if (end.hung) absl::StrAppend(&msg, ": ", hung_detail_);
+    if (!invalid.empty()) absl::StrAppend(&msg, ": invalid result: ", invalid);
     if (engine_error) absl::StrAppend(&msg, ": ", engine_error->code, ": ", engine_error->message);
     if (std::string tail = Tail(work_dir_ + "/engine.log", 1500); !tail.empty())
       absl::StrAppend(&msg, "; log tail:\n", tail);
@@ -508,44 +555,37 @@ void RunSupervisor::Supervise() {
   last_heartbeat_accepted_ = absl::Now();  // the lease itself
   std::string spec_path, resume_from;
   absl::Status prepared = PrepareFiles(&spec_path, &resume_from);
-  std::unique_ptr<ChildProcess> child;
-  if (prepared.ok()) {
-    SpawnOptions spawn;
-    spawn.argv = EngineArgv({.binary = options_.train_binary,
-                             .run_json_path = spec_path,
-                             .checkpoint_dir = checkpoint_dir_,
-                             .metrics_fd = options_.metrics_fd,
-                             .threads = grant_.threads,
-                             .resume_from = resume_from});
-    spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
-                 {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
-                 {"OMP_NUM_THREADS", absl::StrCat(grant_.threads)},
-                 {"OPENBLAS_NUM_THREADS", absl::StrCat(grant_.threads)},
-                 {"CUDA_VISIBLE_DEVICES", absl::StrJoin(grant_.gpu_indices, ",")}};
-    spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
-    spawn.working_dir = work_dir_;
-    spawn.log_path = work_dir_ + "/engine.log";
-    spawn.output_fd = options_.metrics_fd;
-    spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "),
-                 resume_from.empty() ? "" : " (resuming)");
-    absl::StatusOr<std::unique_ptr<ChildProcess>> spawned = ChildProcess::Spawn(spawn);
-    if (spawned.ok()) {
-      child = std::move(*spawned);
-    } else {
-      prepared = spawned.status();
+  ChildEnd end;
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+        prepared.ok() ? StartEngine(spec_path, resume_from)
+                      : absl::StatusOr<std::unique_ptr<ChildProcess>>(prepared);
+    if (!child.ok()) {
+      spdlog::error("run {}: could not start the engine: {}", run_.run_id(),
+                    child.status().ToString());
+      ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
+      SetOutcome(Finish(never, ChildEnd{}));
+      return;
     }
+    engine_reaped_.store(false);
+    std::thread reader([this, fd = (*child)->output_fd()] { ReadOutput(fd); });
+    end = SuperviseChild(**child);
+    engine_reaped_.store(true);
+    reader.join();
+    spdlog::info("run {}: engine {}", run_.run_id(), end.exit.ToString());
+    // A corrupt checkpoint to resume from (exit 4 with DATA_LOSS before any step) is no reason to
+    // fail the attempt, nor the next one that would read it again: fall back to the newest
+    // older checkpoint of the run, and to a fresh start when none is left.
+    if (resume_from.empty() || !ResumeCheckpointWasCorrupt(end)) break;
+    const uint64_t bad_step = CheckpointFileStep(resume_from).value_or(0);
+    std::optional<EngineCheckpoint> older =
+        bad_step > 0 ? NewestCheckpointAtOrBefore(run_checkpoints_, bad_step - 1) : std::nullopt;
+    spdlog::warn("run {}: checkpoint {} is corrupt; resuming from {}", run_.run_id(), resume_from,
+                 older ? older->path : "the start");
+    resume_from = older ? older->path : "";
+    absl::MutexLock lock(&mu_);
+    engine_error_.reset();
   }
-  if (!child) {
-    spdlog::error("run {}: could not start the engine: {}", run_.run_id(), prepared.ToString());
-    ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
-    SetOutcome(Finish(never, ChildEnd{}));
-    return;
-  }
-  std::thread reader([this, fd = child->output_fd()] { ReadOutput(fd); });
-  ChildEnd end = SuperviseChild(*child);
-  engine_reaped_.store(true);
-  reader.join();
-  spdlog::info("run {}: engine {}", run_.run_id(), end.exit.ToString());
   RunOutcome outcome;
   if (end.lease_lost) {
     outcome = RunOutcome::kLeaseLost;
@@ -556,6 +596,36 @@ void RunSupervisor::Supervise() {
   }
   spdlog::info("run {}: {}", run_.run_id(), RunOutcomeName(outcome));
   SetOutcome(outcome);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> RunSupervisor::StartEngine(
+    const std::string& spec_path, const std::string& resume_from) {
+  SpawnOptions spawn;
+  spawn.argv = EngineArgv({.binary = options_.train_binary,
+                           .run_json_path = spec_path,
+                           .checkpoint_dir = checkpoint_dir_,
+                           .metrics_fd = options_.metrics_fd,
+                           .threads = grant_.threads,
+                           .resume_from = resume_from});
+  spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
+               {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
+               {"OMP_NUM_THREADS", absl::StrCat(grant_.threads)},
+               {"OPENBLAS_NUM_THREADS", absl::StrCat(grant_.threads)},
+               {"CUDA_VISIBLE_DEVICES", absl::StrJoin(grant_.gpu_indices, ",")}};
+  spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
+  spawn.working_dir = work_dir_;
+  spawn.log_path = work_dir_ + "/engine.log";
+  spawn.output_fd = options_.metrics_fd;
+  spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "),
+               resume_from.empty() ? "" : " (resuming)");
+  return ChildProcess::Spawn(spawn);
+}
+
+bool RunSupervisor::ResumeCheckpointWasCorrupt(const ChildEnd& end) {
+  if (end.preempted || end.cancelled || end.lease_lost || end.hung) return false;
+  if (end.exit.kind != ExitStatus::Kind::kExited || end.exit.code != 4) return false;
+  absl::MutexLock lock(&mu_);
+  return engine_error_.has_value() && engine_error_->code == "DATA_LOSS";
 }
 
 }  // namespace parity::worker

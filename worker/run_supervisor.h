@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/backoff.h"
@@ -51,6 +52,12 @@ struct RunSupervisorOptions {
   absl::Duration preempt_report_timeout = absl::Seconds(15);
   // How long to keep trying otherwise (the scheduler is away after the engine finished).
   absl::Duration report_timeout = absl::Minutes(10);
+  // Progress liveness. An engine that prints no new step for this long (or for 4× the longest
+  // gap it has shown between two steps, whichever is longer: a step of a large model can take
+  // minutes) is killed and the attempt fails as HUNG.
+  absl::Duration progress_timeout = absl::Minutes(5);
+  // The same before its first step: loading the corpus and building the model come first.
+  absl::Duration startup_timeout = absl::Minutes(30);
   // Extra environment for the engine (on top of the worker's and the PARITY_* / thread variables).
   std::vector<std::pair<std::string, std::string>> engine_env;
   // Descriptor the engine writes metric lines to.
@@ -104,8 +111,13 @@ class RunSupervisor {
     bool cancelled = false;     // the scheduler said the run was cancelled
     bool lease_lost = false;    // refused with FAILED_PRECONDITION / NOT_FOUND
     bool killed_by_us = false;  // the final SIGKILL came from the worker
+    bool hung = false;          // killed for making no progress (progress_timeout)
   };
   void Supervise();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> StartEngine(const std::string& spec_path,
+                                                            const std::string& resume_from);
+  // Whether the engine refused the checkpoint it was told to resume from as corrupt.
+  bool ResumeCheckpointWasCorrupt(const ChildEnd& end);
   // Heartbeats and forwards metrics until the engine has ended (and was reaped).
   ChildEnd SuperviseChild(ChildProcess& child);
   void ReadOutput(int fd);  // reader thread
@@ -123,6 +135,8 @@ class RunSupervisor {
   // A checkpoint newer than the last reported one; with `require_points_stored`, only one whose
   // metric points are all stored (then a resume from it leaves no hole in the curve).
   std::optional<parity::v1::Checkpoint> NewCheckpoint(bool require_points_stored);
+  // Why a success's summary cannot be trusted against the run's plan, "" when it can.
+  std::string SummaryMismatch(const parity::v1::RunSummary& summary) const;
   // Step of the newest checkpoint this lease's engine wrote (announced or on disk), 0 if none.
   uint64_t NewestCheckpointStep();
 
@@ -144,6 +158,7 @@ class RunSupervisor {
   absl::Duration lease_ttl_;               // supervisor thread only: the last TTL granted
   absl::Time last_heartbeat_accepted_;     // supervisor thread only, by the worker's own clock
   bool warned_unreachable_ = false;        // supervisor thread only
+  std::string hung_detail_;                // supervisor thread only: why it was killed as HUNG
   uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
@@ -153,8 +168,6 @@ class RunSupervisor {
   std::optional<EngineCheckpoint> engine_checkpoint_ ABSL_GUARDED_BY(mu_);  // newest notice
   std::optional<parity::v1::RunSummary> summary_ ABSL_GUARDED_BY(mu_);
   std::optional<EngineError> engine_error_ ABSL_GUARDED_BY(mu_);
-  std::optional<parity::v1::MetricPoint> last_point_ ABSL_GUARDED_BY(mu_);
-  double last_val_bpc_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace parity::worker

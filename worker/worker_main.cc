@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   bool no_gpus = false;
   bool probe = false;
   bool list_devices = false;
-  double kill_grace_s = 30, lease_wait_s = 20;
+  double kill_grace_s = 30, lease_wait_s = 20, progress_timeout_s = 300, startup_timeout_s = 1800;
   app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
   app.add_option("--threads", threads, "CPU threads to offer; 0 = all (env PARITY_WORKER_THREADS)");
   app.add_option(
@@ -116,6 +116,13 @@ int main(int argc, char** argv) {
                "Print the devices this worker would register (JSON, one per line) and exit");
   app.add_option("--kill-grace", kill_grace_s, "Seconds between SIGTERM and SIGKILL for an engine");
   app.add_option("--lease-wait", lease_wait_s, "Seconds one LeaseRun long poll waits");
+  app.add_option("--progress-timeout", progress_timeout_s,
+                 "Seconds without a new training step (or 4x the longest gap seen, if longer) "
+                 "before an engine is killed as HUNG")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--startup-timeout", startup_timeout_s,
+                 "Seconds an engine may take to its first step before it is killed as HUNG")
+      ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
   CLI11_PARSE(app, argc, argv);
 
@@ -193,6 +200,8 @@ int main(int argc, char** argv) {
   options.run.work_root = fs::absolute(work_dir).string();
   options.run.corpus_dir = corpus_dir.empty() ? "" : fs::absolute(corpus_dir).string();
   options.run.kill_grace = absl::Seconds(kill_grace_s);
+  options.run.progress_timeout = absl::Seconds(progress_timeout_s);
+  options.run.startup_timeout = absl::Seconds(startup_timeout_s);
   spdlog::info("parity-worker {} → scheduler {}; engine {}; checkpoints {}; max {} runs",
                PARITY_VERSION, scheduler, options.run.train_binary, options.run.checkpoint_root,
                max_runs);

@@ -2,9 +2,10 @@
 // function. The scheduler decides each failed completion with it before the completion goes to
 // the store, which applies the decision (RetryDecision, server/store/run_store.h) as told.
 //   PREEMPTED                      back to PENDING at once, the attempt is not spent;
-//   INFRASTRUCTURE, OUT_OF_MEMORY  back to PENDING with attempt + 1 and a backoff delay, until
-//                                  max_attempts, then FAILED;
-//   USER_ERROR, anything else      FAILED, never retried.
+//   INFRASTRUCTURE, OUT_OF_MEMORY, back to PENDING with attempt + 1 and a backoff delay, until
+//   HUNG                           max_attempts, then FAILED;
+//   USER_ERROR, DIVERGED,          FAILED, never retried: the same spec on the same engine would
+//   INVALID_RESULT, anything else  fail the same way.
 #pragma once
 
 #include <algorithm>
@@ -29,7 +30,8 @@ inline RetryDecision DecideRetry(const RetryPolicy& policy, v1::FailureClass fai
     case v1::FAILURE_CLASS_PREEMPTED:
       return {v1::RUN_STATE_PENDING, attempt, absl::ZeroDuration()};
     case v1::FAILURE_CLASS_INFRASTRUCTURE:
-    case v1::FAILURE_CLASS_OUT_OF_MEMORY: {
+    case v1::FAILURE_CLASS_OUT_OF_MEMORY:
+    case v1::FAILURE_CLASS_HUNG: {
       if (attempt >= max_attempts) return {v1::RUN_STATE_FAILED, attempt, absl::ZeroDuration()};
       const absl::Duration delay = core::BackoffDelay(
           {.initial = policy.backoff_base, .max = policy.backoff_max, .multiplier = 2, .jitter = 0},

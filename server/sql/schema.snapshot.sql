@@ -18,6 +18,10 @@ BEGIN
   IF v_state = 'PENDING' THEN
     RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'the lease was lost (run is PENDING)';
   END IF;
+  IF v_state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN
+    RAISE EXCEPTION USING ERRCODE = 'PR001',
+      MESSAGE = format('the run has ended (%s) and takes no more points', v_state);
+  END IF;
   IF cardinality(p_step) = 0 THEN
     RETURN 0;
   END IF;
@@ -25,10 +29,10 @@ BEGIN
   IF p_increasing AND p_step[1] > coalesce(v_highest, -1) THEN
     INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
                          learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
-                         flops_per_second, flops, expert_load, logged_at)
+                         flops_per_second, flops, expert_load, logged_at, lease_epoch)
     SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           to_timestamp(us / 1000000.0)
+           to_timestamp(us / 1000000.0), p_epoch
     FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
                 p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
                 p_flops_per_second, p_flops, p_expert_load, p_logged_us)
@@ -39,23 +43,32 @@ BEGIN
   ELSE
     INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
                          learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
-                         flops_per_second, flops, expert_load, logged_at)
+                         flops_per_second, flops, expert_load, logged_at, lease_epoch)
     SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           to_timestamp(us / 1000000.0)
+           to_timestamp(us / 1000000.0), p_epoch
     FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
                 p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
                 p_flops_per_second, p_flops, p_expert_load, p_logged_us)
       AS x(step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
            us)
-    ON CONFLICT DO NOTHING;
+    ON CONFLICT (run_id, step) DO UPDATE SET attempt = EXCLUDED.attempt,
+      tokens = EXCLUDED.tokens, unique_tokens = EXCLUDED.unique_tokens, epoch = EXCLUDED.epoch,
+      train_bpc = EXCLUDED.train_bpc, val_bpc = EXCLUDED.val_bpc,
+      learning_rate = EXCLUDED.learning_rate, grad_norm = EXCLUDED.grad_norm,
+      aux_loss = EXCLUDED.aux_loss, z_loss = EXCLUDED.z_loss,
+      tokens_per_second = EXCLUDED.tokens_per_second,
+      flops_per_second = EXCLUDED.flops_per_second, flops = EXCLUDED.flops,
+      expert_load = EXCLUDED.expert_load, logged_at = EXCLUDED.logged_at,
+      received_at = now(), lease_epoch = EXCLUDED.lease_epoch
+    WHERE metrics.lease_epoch < EXCLUDED.lease_epoch;
     GET DIAGNOSTICS v_stored = ROW_COUNT;
   END IF;
-  -- The run's progress follows the points of this batch (as in 0004, where only stored points
-  -- counted: a batch that stored nothing was a resend of points already counted).
+  -- The run's progress follows the points of this batch, the latest lease's (only stored points
+  -- count: a batch that stored nothing was a resend of points already counted).
   IF v_stored > 0 THEN
-    UPDATE runs SET latest_step = greatest(latest_step, (SELECT max(s) FROM unnest(p_step) s)),
+    UPDATE runs SET latest_step = (SELECT max(s) FROM unnest(p_step) s),
       latest_val_bpc = coalesce((SELECT v FROM unnest(p_step, p_val_bpc) AS b(s, v)
                                  WHERE v IS NOT NULL ORDER BY s DESC LIMIT 1), latest_val_bpc)
     WHERE run_id = p_run;
@@ -124,7 +137,7 @@ CREATE TABLE public.runs (
     started_at timestamp with time zone,
     ended_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text]))),
+    CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
@@ -355,7 +368,8 @@ CREATE TABLE public.metrics (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 )
 PARTITION BY HASH (run_id);
 
@@ -377,7 +391,8 @@ CREATE TABLE public.metrics_p00 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p01 (
@@ -398,7 +413,8 @@ CREATE TABLE public.metrics_p01 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p02 (
@@ -419,7 +435,8 @@ CREATE TABLE public.metrics_p02 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p03 (
@@ -440,7 +457,8 @@ CREATE TABLE public.metrics_p03 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p04 (
@@ -461,7 +479,8 @@ CREATE TABLE public.metrics_p04 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p05 (
@@ -482,7 +501,8 @@ CREATE TABLE public.metrics_p05 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p06 (
@@ -503,7 +523,8 @@ CREATE TABLE public.metrics_p06 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p07 (
@@ -524,7 +545,8 @@ CREATE TABLE public.metrics_p07 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p08 (
@@ -545,7 +567,8 @@ CREATE TABLE public.metrics_p08 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p09 (
@@ -566,7 +589,8 @@ CREATE TABLE public.metrics_p09 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p10 (
@@ -587,7 +611,8 @@ CREATE TABLE public.metrics_p10 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p11 (
@@ -608,7 +633,8 @@ CREATE TABLE public.metrics_p11 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p12 (
@@ -629,7 +655,8 @@ CREATE TABLE public.metrics_p12 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p13 (
@@ -650,7 +677,8 @@ CREATE TABLE public.metrics_p13 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p14 (
@@ -671,7 +699,8 @@ CREATE TABLE public.metrics_p14 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE TABLE public.metrics_p15 (
@@ -692,7 +721,8 @@ CREATE TABLE public.metrics_p15 (
     flops double precision NOT NULL,
     expert_load jsonb,
     logged_at timestamp with time zone,
-    received_at timestamp with time zone DEFAULT now() NOT NULL
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_epoch bigint DEFAULT 0 NOT NULL
 );
 
 CREATE VIEW public.results AS

@@ -199,6 +199,53 @@ TYPED_TEST_P(StoreContractTest, MetricsAreStoredOnceAndMoveTheRunsProgress) {
   EXPECT_DOUBLE_EQ(run->latest_val_bpc(), 1.5);
 }
 
+// A resume from an earlier checkpoint trains steps again: the newer lease's points replace the
+// older lease's, a resend under the same lease changes nothing, and the run's progress is the
+// latest lease's. A run that has ended takes no more points.
+TYPED_TEST_P(StoreContractTest, ANewerLeasesPointsReplaceAnOlderLeasesAndAnEndedRunTakesNone) {
+  this->Sweep("truth", 1);  // max_attempts 2
+  const std::string worker = this->Worker();
+  const LeasedRun first = this->LeaseOne(worker, absl::Milliseconds(100));
+  const std::string run_id = first.run.run_id();
+  absl::StatusOr<MetricsAppendResult> old_points = this->queue().AppendMetrics(
+      run_id, first.lease.lease_epoch(), {this->Point(1), this->Point(2), this->Point(3)});
+  ASSERT_TRUE(old_points.ok()) << old_points.status();
+  this->harness_.LetTimePass(absl::Milliseconds(400));
+  ASSERT_TRUE(this->queue().ReapExpiredLeases(100).ok());
+  const LeasedRun second = this->LeaseOne(worker);
+  ASSERT_EQ(second.run.run_id(), run_id);
+
+  absl::StatusOr<MetricsAppendResult> again = this->queue().AppendMetrics(
+      run_id, second.lease.lease_epoch(), {this->Point(1), this->Point(2)});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->accepted, 2u) << "the newer lease's points replace the older lease's";
+  EXPECT_EQ(again->duplicates, 0u);
+  absl::StatusOr<v1::Run> run = this->catalog().GetRun(run_id);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->latest_step(), 2u) << "progress is the latest lease's, below the older one's 3";
+
+  absl::StatusOr<MetricsAppendResult> resent =
+      this->queue().AppendMetrics(run_id, second.lease.lease_epoch(), {this->Point(2)});
+  ASSERT_TRUE(resent.ok()) << resent.status();
+  EXPECT_EQ(resent->accepted, 0u) << "a resend under the same lease changes nothing";
+  EXPECT_EQ(this->queue()
+                .AppendMetrics(run_id, first.lease.lease_epoch(), {this->Point(4)})
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "the older lease is stale";
+
+  Completion success;
+  success.run_id = run_id;
+  success.lease_epoch = second.lease.lease_epoch();
+  success.success.emplace().set_final_val_bpc(1.25);
+  ASSERT_TRUE(this->queue().CompleteRun(success).ok());
+  const absl::Status late =
+      this->queue().AppendMetrics(run_id, second.lease.lease_epoch(), {this->Point(3)}).status();
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition)
+      << "a finished run must take no more points: " << late;
+}
+
 TYPED_TEST_P(StoreContractTest, CompletionsEndRunsOnceAndTheLastEndsTheSweep) {
   const CreatedSweep sweep = this->Sweep("complete", 2);
   const std::string worker = this->Worker();
@@ -375,6 +422,7 @@ REGISTER_TYPED_TEST_SUITE_P(StoreContractTest, LeasesByPriorityThenFairShareThen
                             UnknownWorkersAndRunsAreNotFoundWithTheirResource,
                             StaleEpochsAreRefusedAndWriteNothing,
                             MetricsAreStoredOnceAndMoveTheRunsProgress,
+                            ANewerLeasesPointsReplaceAnOlderLeasesAndAnEndedRunTakesNone,
                             CompletionsEndRunsOnceAndTheLastEndsTheSweep,
                             ARetryWaitsItsDelayWithTheNextAttempt,
                             TheReaperRequeuesExpiredLeasesThenFailsThem,

@@ -127,6 +127,9 @@ TEST(EngineProtocolTest, ExitClasses) {
             parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
   EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 5}, false),
             parity::v1::FAILURE_CLASS_OUT_OF_MEMORY);
+  EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 6}, false),
+            parity::v1::FAILURE_CLASS_DIVERGED)
+      << "6 = a non-finite loss: DIVERGED, which the scheduler does not retry";
   EXPECT_EQ(ClassifyEngineExit({.kind = K::kExited, .code = 1}, false),
             parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
   EXPECT_EQ(ClassifyEngineExit({.kind = K::kSignaled, .signal = SIGSEGV}, false),

@@ -9,6 +9,8 @@
 //   FAKE_STEP_MS=20           time per step
 //   FAKE_CRASH_AT=S           abort() when reaching step S (SIGABRT)
 //   FAKE_EXIT_CODE=C          exit C instead of finishing (at the first step)
+//   FAKE_HANG_AT=S            stop making progress after step S (sleep until killed)
+//   FAKE_NO_SUMMARY=1         finish with exit 0 but print no summary line
 //   FAKE_IGNORE_TERM=1        ignore SIGTERM (the worker must SIGKILL)
 //   FAKE_GRANDCHILD_PID_FILE=P  fork a sleeping grandchild first and write its pid to P
 //   FAKE_CRASH_ONCE_FILE=P    crash at FAKE_CRASH_AT only if P does not exist yet (creates it)
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
   const long step_ms = EnvLong("FAKE_STEP_MS", 20);
   const long crash_at = EnvLong("FAKE_CRASH_AT", -1);
   const long exit_code = EnvLong("FAKE_EXIT_CODE", -1);
+  const long hang_at = EnvLong("FAKE_HANG_AT", -1);
 
   if (EnvLong("FAKE_IGNORE_TERM", 0) != 0) {
     std::signal(SIGTERM, SIG_IGN);
@@ -129,9 +132,18 @@ int main(int argc, char** argv) {
   long step = 0;
   if (!resume_from.empty()) {
     std::ifstream named(resume_from);
-    if (!(named >> step)) {
+    if (!named) {
       std::fprintf(stderr, "fake engine: --resume-from %s: no such checkpoint\n",
                    resume_from.c_str());
+      return 4;
+    }
+    if (!(named >> step)) {  // as parity-train reports a checkpoint it cannot read
+      std::fprintf(out, "%s\n",
+                   nlohmann::json({{"event", "error"},
+                                   {"code", "DATA_LOSS"},
+                                   {"message", "checkpoint " + resume_from + ": corrupt"}})
+                       .dump()
+                       .c_str());
       return 4;
     }
     std::fprintf(stderr, "fake engine: resuming from step %ld of %s\n", step, resume_from.c_str());
@@ -151,6 +163,9 @@ int main(int argc, char** argv) {
                        .dump()
                        .c_str());
       return static_cast<int>(exit_code);
+    }
+    if (step == hang_at) {
+      for (;;) pause();  // a deadlock or a stuck device: no progress, no exit
     }
     usleep(static_cast<useconds_t>(step_ms * 1000));
     ++step;
@@ -199,8 +214,9 @@ int main(int argc, char** argv) {
                             {"final_val_bpc", ValBpc(steps)},
                             {"tokens", steps * 1024},
                             {"steps", steps},
+                            {"measured_flops_per_token", 6e6},
                             {"wall_time_seconds", 0.5},
                             {"tokens_per_second", 5e4}};
-  std::fprintf(out, "%s\n", summary.dump().c_str());
+  if (EnvLong("FAKE_NO_SUMMARY", 0) == 0) std::fprintf(out, "%s\n", summary.dump().c_str());
   return 0;
 }

@@ -107,6 +107,87 @@ TEST_F(RunSupervisorTest, CrashIsAnInfrastructureFailureWithTheLogTail) {
   EXPECT_EQ(fake_.steps.size(), 6u) << "the points before the crash are delivered";
 }
 
+// Progress liveness: an engine that stops stepping is killed and the attempt fails as HUNG (which
+// the scheduler retries), with the points it made before delivered.
+TEST_F(RunSupervisorTest, AnEngineThatStopsSteppingIsKilledAsHung) {
+  options_.progress_timeout = absl::Milliseconds(300);
+  options_.engine_env.push_back({"FAKE_HANG_AT", "5"});
+  const absl::Time t0 = absl::Now();
+  EXPECT_EQ(RunToEnd(Lease(100)), RunOutcome::kFailed);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(20)) << "the hung engine should be killed promptly";
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_HUNG);
+  EXPECT_NE(fake_.completes[0].failure().status().message().find("no training progress"),
+            std::string::npos)
+      << fake_.completes[0].failure().status().message();
+  EXPECT_EQ(fake_.steps.size(), 5u) << "the points before the hang are delivered";
+}
+
+TEST_F(RunSupervisorTest, AnEngineThatNeverStartsSteppingIsKilledAsHungAfterTheStartupTimeout) {
+  options_.startup_timeout = absl::Milliseconds(300);
+  options_.engine_env.push_back({"FAKE_HANG_AT", "0"});
+  EXPECT_EQ(RunToEnd(Lease(100)), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_HUNG);
+}
+
+// A slow but steady engine is not hung: the allowance grows with the gaps it has shown.
+TEST_F(RunSupervisorTest, SlowStepsAreNotMistakenForAHang) {
+  options_.progress_timeout = absl::Milliseconds(100);
+  options_.engine_env = {{"FAKE_STEP_MS", "60"}};
+  EXPECT_EQ(RunToEnd(Lease(10)), RunOutcome::kSucceeded);
+}
+
+TEST_F(RunSupervisorTest, DivergenceFailsAsDiverged) {
+  options_.engine_env.push_back({"FAKE_EXIT_CODE", "6"});
+  EXPECT_EQ(RunToEnd(Lease(20)), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_DIVERGED);
+}
+
+// Honest completion: exit 0 is a success only with a summary that matches the plan.
+TEST_F(RunSupervisorTest, ExitZeroWithoutASummaryIsAnInvalidResult) {
+  options_.engine_env.push_back({"FAKE_NO_SUMMARY", "1"});
+  EXPECT_EQ(RunToEnd(Lease(20)), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_INVALID_RESULT);
+  EXPECT_NE(fake_.completes[0].failure().status().message().find("without a summary"),
+            std::string::npos)
+      << fake_.completes[0].failure().status().message();
+}
+
+TEST_F(RunSupervisorTest, ASummaryThatDisagreesWithThePlanIsAnInvalidResult) {
+  // The fake engine consumes 1024 tokens a step and counts 6e6 FLOPs per token.
+  parity::v1::LeaseRunResponse matching = Lease(20);
+  matching.mutable_run()->mutable_spec()->mutable_accounting()->set_tokens(20 * 1024);
+  matching.mutable_run()->mutable_spec()->mutable_accounting()->set_flops_per_token(6.03e6);
+  EXPECT_EQ(RunToEnd(matching), RunOutcome::kSucceeded) << "within 1% of M is a success";
+
+  parity::v1::LeaseRunResponse other_tokens = Lease(20);
+  other_tokens.mutable_run()->mutable_spec()->mutable_accounting()->set_tokens(20 * 2048);
+  EXPECT_EQ(RunToEnd(other_tokens), RunOutcome::kFailed);
+  parity::v1::LeaseRunResponse other_m = Lease(20);
+  other_m.mutable_run()->mutable_spec()->mutable_accounting()->set_flops_per_token(6.1e6);
+  EXPECT_EQ(RunToEnd(other_m), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 3u);
+  EXPECT_TRUE(fake_.completes[0].has_success());
+  for (int i : {1, 2}) {
+    EXPECT_EQ(fake_.completes[i].failure().failure_class(),
+              parity::v1::FAILURE_CLASS_INVALID_RESULT);
+  }
+  EXPECT_NE(fake_.completes[1].failure().status().message().find("tokens 20480, planned 40960"),
+            std::string::npos)
+      << fake_.completes[1].failure().status().message();
+  EXPECT_NE(fake_.completes[2].failure().status().message().find("FLOPs per token"),
+            std::string::npos)
+      << fake_.completes[2].failure().status().message();
+}
+
 TEST_F(RunSupervisorTest, MissingEngineIsAnInfrastructureFailure) {
   options_.train_binary = "/nonexistent/parity-train";
   EXPECT_EQ(RunToEnd(Lease(5)), RunOutcome::kFailed);
@@ -202,6 +283,25 @@ TEST_F(RunSupervisorTest, AMissingRecordedCheckpointFallsBackToAnOlderOne) {
   absl::MutexLock l(&fake_.mu);
   ASSERT_FALSE(fake_.points.empty());
   EXPECT_EQ(fake_.points.front().step(), 21u) << "resumed from step 20, the newest at or before 25";
+}
+
+// A corrupt recorded checkpoint fails neither this attempt nor the next: the engine is started
+// again from the newest older checkpoint.
+TEST_F(RunSupervisorTest, ACorruptRecordedCheckpointFallsBackToTheNewestIntactOne) {
+  const fs::path old_attempt = root_ / "ckpt" / "run-1" / "epoch-3";
+  fs::create_directories(old_attempt);
+  std::ofstream(old_attempt / "step-00000010.ckpt") << "10\n";
+  std::ofstream(old_attempt / "step-00000020.ckpt") << "20\n";
+  std::ofstream(old_attempt / "step-00000030.ckpt") << "garbage\n";  // torn or bit-rotted
+  parity::v1::Checkpoint recorded;
+  recorded.set_step(30);
+  recorded.set_uri((old_attempt / "step-00000030.ckpt").string());
+  EXPECT_EQ(RunToEnd(Lease(40, /*attempt=*/2, recorded)), RunOutcome::kSucceeded);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_FALSE(fake_.points.empty());
+  EXPECT_EQ(fake_.points.front().step(), 21u) << "resumed from step 20, the newest intact one";
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_TRUE(fake_.completes[0].has_success());
 }
 
 TEST_F(RunSupervisorTest, PreemptedRunCheckpointsAndResumesToTheSameResult) {

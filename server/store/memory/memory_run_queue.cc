@@ -187,16 +187,31 @@ absl::StatusOr<MetricsAppendResult> MemoryRunStore::AppendMetrics(
   if (run.run.state() == v1::RUN_STATE_PENDING) {
     return LeaseEpochError(run_id, "the lease was lost (run is PENDING)");
   }
+  if (!IsLive(run.run.state())) {
+    return LeaseEpochError(
+        run_id, absl::StrCat("the run has ended (", v1::RunState_Name(run.run.state()).substr(10),
+                             ") and takes no more points"));
+  }
   MetricsAppendResult result;
   for (const v1::MetricPoint& point : points) {
-    if (run.metrics.try_emplace(point.step(), point).second) ++result.accepted;
+    // As append_metric_arrays: a point of an older lease is replaced, one of this lease kept.
+    auto [stored, inserted] = run.metrics.try_emplace(point.step(), point, lease_epoch);
+    if (inserted) {
+      ++result.accepted;
+    } else if (stored->second.second < lease_epoch) {
+      stored->second = {point, lease_epoch};
+      ++result.accepted;
+    }
   }
   result.duplicates = static_cast<uint32_t>(points.size()) - result.accepted;
   if (result.accepted > 0) {
-    // As append_metric_arrays: progress follows the whole batch once anything was stored.
+    // As append_metric_arrays: progress follows the whole batch once anything was stored, the
+    // latest lease's even below what an older one had reached.
     const v1::MetricPoint* last_val = nullptr;
+    uint64_t batch_max = 0;
+    for (const v1::MetricPoint& point : points) batch_max = std::max(batch_max, point.step());
+    run.run.set_latest_step(batch_max);
     for (const v1::MetricPoint& point : points) {
-      run.run.set_latest_step(std::max<uint64_t>(run.run.latest_step(), point.step()));
       if (point.has_val_bpc() && (last_val == nullptr || point.step() > last_val->step())) {
         last_val = &point;
       }

@@ -82,7 +82,8 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue {
     uint32_t gpus = 0;
     uint64_t memory_bytes = 0;
     uint64_t gpu_memory_bytes = 0;
-    std::map<uint64_t, v1::MetricPoint> metrics;
+    // Each step's point with the lease it was stored under (append_metric_arrays keeps both).
+    std::map<uint64_t, std::pair<v1::MetricPoint, int64_t>> metrics;
   };
   struct WorkerRow {
     v1::Worker worker;  // last_seen_time rendered from `last_seen`
