@@ -252,7 +252,7 @@ TEST(PlannerTest, EveryExamplePlans) {
     absl::StatusOr<std::vector<RunSpec>> runs = PlanSweep(*spec);
     EXPECT_TRUE(runs.ok()) << entry.path() << ": " << runs.status();
   }
-  EXPECT_GE(examples, 4) << "expected the four examples under examples/";
+  EXPECT_GE(examples, 5) << "expected the five examples under examples/";
 }
 
 TEST(PlannerTest, ExampleSizes) {
@@ -266,11 +266,12 @@ TEST(PlannerTest, ExampleSizes) {
   EXPECT_EQ(count("examples/full_study_2b.yaml"), 243u);
   EXPECT_EQ(count("examples/equal_resources_7b.yaml"), 20u);
   EXPECT_EQ(count("examples/published_2b.yaml"), 3u);
+  EXPECT_EQ(count("examples/cpu_study.yaml"), 42u) << "5 r_a × 2 budgets × 3 seeds + 12 dense";
 }
 
 // The published equal-resources setup: at C1 = 2.86e21 the 1C dense baseline consumes ≈ 68B
 // tokens (the paper's strict-reuse budget), and an MoE at r_a ≈ 20% consumes ≈ 4.6× the dense
-// model's tokens (DESIGN.md §1, 1/R_c).
+// model's tokens (docs/domain.md, 1/R_c).
 TEST(PlannerTest, SevenBStudyMatchesThePublishedBudgets) {
   absl::StatusOr<SweepSpec> spec = LoadSweepSpecFile("examples/equal_resources_7b.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -281,7 +282,7 @@ TEST(PlannerTest, SevenBStudyMatchesThePublishedBudgets) {
   EXPECT_NEAR(dense->accounting().tokens() / 68e9, 1.0, 0.01) << dense->accounting().tokens();
   EXPECT_NEAR(double(moe20->accounting().tokens()) / dense->accounting().tokens(), 4.6, 0.15);
   EXPECT_NEAR(moe20->accounting().total_ffn_ratio(), 21.0, 0.5) << "μ ≈ 21";
-  // DESIGN.md §1's closed form R_c = r_a·[1 + 2γ_m/(4+3β)] / [1 + 2γ_d/(4+3α)] (L_d = 0, equal N)
+  // docs/domain.md's closed form R_c = r_a·[1 + 2γ_m/(4+3β)] / [1 + 2γ_d/(4+3α)] (L_d = 0, equal N)
   // against the exact M ratio: the one dense layer and the N rounding cost well under 1%.
   const auto& m = moe20->accounting();
   const auto& d = dense->accounting();
