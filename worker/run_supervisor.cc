@@ -376,6 +376,7 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
   };
   // Progress liveness: the last step seen, when it was first seen, and the longest gap so far.
   uint64_t seen_step = 0;
+  int advances = 0;  // how many times the step moved
   absl::Time last_progress = now;
   absl::Duration longest_gap = absl::ZeroDuration();
   for (;;) {
@@ -385,11 +386,14 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
     }
     now = absl::Now();
     if (const uint64_t step = latest_step_.load(); step > seen_step) {
-      if (seen_step > 0) longest_gap = std::max(longest_gap, now - last_progress);
+      if (advances > 0) longest_gap = std::max(longest_gap, now - last_progress);
       seen_step = step;
       last_progress = now;
+      ++advances;
     }
-    const absl::Duration allowed = seen_step == 0
+    // Until a gap between two steps has been seen, nothing says how long one takes (a large model
+    // can need minutes per logging interval): the start-up allowance holds until then.
+    const absl::Duration allowed = advances < 2
                                        ? options_.startup_timeout
                                        : std::max(options_.progress_timeout, 4 * longest_gap);
     if (!end.hung && !kill_at && !end.preempted && !end.cancelled && !end.lease_lost &&

@@ -56,7 +56,8 @@ struct RunSupervisorOptions {
   // gap it has shown between two steps, whichever is longer: a step of a large model can take
   // minutes) is killed and the attempt fails as HUNG.
   absl::Duration progress_timeout = absl::Minutes(5);
-  // The same before its first step: loading the corpus and building the model come first.
+  // The allowance until the engine has shown one gap between two steps: loading the corpus and
+  // building the model come first, and the first interval says how long a step takes.
   absl::Duration startup_timeout = absl::Minutes(30);
   // Extra environment for the engine (on top of the worker's and the PARITY_* / thread variables).
   std::vector<std::pair<std::string, std::string>> engine_env;

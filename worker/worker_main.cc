@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
                  "before an engine is killed as HUNG")
       ->check(CLI::PositiveNumber);
   app.add_option("--startup-timeout", startup_timeout_s,
-                 "Seconds an engine may take to its first step before it is killed as HUNG")
+                 "Seconds an engine may take to its first two steps before it is killed as HUNG")
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
   CLI11_PARSE(app, argc, argv);

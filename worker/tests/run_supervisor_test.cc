@@ -124,6 +124,15 @@ TEST_F(RunSupervisorTest, AnEngineThatStopsSteppingIsKilledAsHung) {
   EXPECT_EQ(fake_.steps.size(), 5u) << "the points before the hang are delivered";
 }
 
+// The first interval between two steps is measured, not assumed: a slow first interval (a
+// large model, minutes per logging interval) is within the start-up allowance.
+TEST_F(RunSupervisorTest, ASlowFirstIntervalIsNotAHang) {
+  options_.progress_timeout = absl::Milliseconds(50);
+  options_.startup_timeout = absl::Seconds(30);
+  options_.engine_env = {{"FAKE_STEP_MS", "150"}};
+  EXPECT_EQ(RunToEnd(Lease(4)), RunOutcome::kSucceeded);
+}
+
 TEST_F(RunSupervisorTest, AnEngineThatNeverStartsSteppingIsKilledAsHungAfterTheStartupTimeout) {
   options_.startup_timeout = absl::Milliseconds(300);
   options_.engine_env.push_back({"FAKE_HANG_AT", "0"});
