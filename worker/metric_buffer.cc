@@ -53,11 +53,9 @@ uint64_t MetricBuffer::latest_step() const {
 
 std::optional<uint64_t> MetricBuffer::OldestPendingStep() const {
   absl::MutexLock lock(&mu_);
-  std::optional<uint64_t> oldest;
-  for (const Entry& e : pending_) {
-    if (!oldest || e.point.step() < *oldest) oldest = e.point.step();
-  }
-  return oldest;
+  // Points arrive in step order (one engine, steps increasing) and leave from the front.
+  if (pending_.empty()) return std::nullopt;
+  return pending_.front().point.step();
 }
 
 }  // namespace parity::worker

@@ -277,16 +277,17 @@ std::string RunSupervisor::SummaryMismatch(const parity::v1::RunSummary& summary
   return absl::StrJoin(why, "; ");
 }
 
-uint64_t RunSupervisor::NewestCheckpointStep() {
-  uint64_t step = 0;
+std::optional<EngineCheckpoint> RunSupervisor::NewestCheckpoint() {
+  std::optional<EngineCheckpoint> found;
   {
     absl::MutexLock lock(&mu_);
-    if (engine_checkpoint_) step = engine_checkpoint_->step;
+    found = engine_checkpoint_;
   }
-  if (std::optional<EngineCheckpoint> on_disk = LatestCheckpointIn(checkpoint_dir_)) {
-    step = std::max(step, on_disk->step);
+  if (std::optional<EngineCheckpoint> on_disk = LatestCheckpointIn(checkpoint_dir_);
+      on_disk && (!found || on_disk->step > found->step)) {
+    found = on_disk;
   }
-  return step;
+  return found;
 }
 
 std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint(bool require_points_stored) {
@@ -301,14 +302,7 @@ std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint(bool require_
     if (limit <= reported_checkpoint_step_) return std::nullopt;
     found = NewestCheckpointAtOrBefore(checkpoint_dir_, limit);
   } else {
-    {
-      absl::MutexLock lock(&mu_);
-      found = engine_checkpoint_;
-    }
-    if (std::optional<EngineCheckpoint> on_disk = LatestCheckpointIn(checkpoint_dir_);
-        on_disk && (!found || on_disk->step > found->step)) {
-      found = on_disk;
-    }
+    found = NewestCheckpoint();
   }
   if (!found || found->step <= reported_checkpoint_step_) return std::nullopt;
   parity::v1::Checkpoint c;
@@ -329,7 +323,7 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
   // the next batch: the engine keeps only its newest few checkpoints, and in a fast run they
   // would all be pruned before a batch that lags them by up to max_delay had gone out.
   if (const std::optional<uint64_t> waiting = buffer_.OldestPendingStep();
-      waiting && *waiting <= NewestCheckpointStep()) {
+      waiting && *waiting <= NewestCheckpoint().value_or(EngineCheckpoint{}).step) {
     (void)FlushMetrics(/*force=*/true);  // a failure leaves the points to the metrics path
   }
   std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint(/*require_points_stored=*/true);

@@ -138,8 +138,8 @@ class RunSupervisor {
   std::optional<parity::v1::Checkpoint> NewCheckpoint(bool require_points_stored);
   // Why a success's summary cannot be trusted against the run's plan, "" when it can.
   std::string SummaryMismatch(const parity::v1::RunSummary& summary) const;
-  // Step of the newest checkpoint this lease's engine wrote (announced or on disk), 0 if none.
-  uint64_t NewestCheckpointStep();
+  // The newest checkpoint this lease's engine wrote (announced or on disk).
+  std::optional<EngineCheckpoint> NewestCheckpoint();
 
   SchedulerClient& client_;
   const RunSupervisorOptions options_;

@@ -188,9 +188,8 @@ absl::StatusOr<MetricsAppendResult> MemoryRunStore::AppendMetrics(
     return LeaseEpochError(run_id, "the lease was lost (run is PENDING)");
   }
   if (!IsLive(run.run.state())) {
-    return LeaseEpochError(
-        run_id, absl::StrCat("the run has ended (", v1::RunState_Name(run.run.state()).substr(10),
-                             ") and takes no more points"));
+    return LeaseEpochError(run_id, absl::StrCat("the run has ended (", StateName(run.run.state()),
+                                                ") and takes no more points"));
   }
   MetricsAppendResult result;
   for (const v1::MetricPoint& point : points) {
@@ -209,13 +208,13 @@ absl::StatusOr<MetricsAppendResult> MemoryRunStore::AppendMetrics(
     // latest lease's even below what an older one had reached.
     const v1::MetricPoint* last_val = nullptr;
     uint64_t batch_max = 0;
-    for (const v1::MetricPoint& point : points) batch_max = std::max(batch_max, point.step());
-    run.run.set_latest_step(batch_max);
     for (const v1::MetricPoint& point : points) {
+      batch_max = std::max(batch_max, point.step());
       if (point.has_val_bpc() && (last_val == nullptr || point.step() > last_val->step())) {
         last_val = &point;
       }
     }
+    run.run.set_latest_step(batch_max);
     if (last_val != nullptr) run.run.set_latest_val_bpc(last_val->val_bpc());
   }
   return result;
