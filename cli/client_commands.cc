@@ -1,4 +1,5 @@
-// The subcommands that talk to the scheduler: submit, status, watch, results, cancel, workers.
+// The subcommands that talk to the scheduler: submit, status, watch, results, cancel, delete,
+// workers.
 // Each loads what it needs, makes its calls, prints, and sets the exit code (see commands.h).
 #include <chrono>
 #include <cstdlib>
@@ -144,6 +145,21 @@ int RunCancel(const SweepIdOptions& options) {
   return kExitOk;
 }
 
+int RunDelete(const SweepIdOptions& options) {
+  auto stub = ConnectSweepService(options.scheduler);
+  parity::v1::DeleteSweepRequest request;
+  request.set_sweep_id(options.id);
+  parity::v1::DeleteSweepResponse response;
+  const grpc::Status status =
+      stub->DeleteSweep(UnaryContext(options.scheduler).get(), request, &response);
+  if (!status.ok()) return ReportRpcError(status, "delete " + options.id, options.scheduler);
+  std::cout << fmt::format(
+      "sweep {}: deleted with its {} runs, their events and metrics; workers delete their "
+      "checkpoints at their next retention pass\n",
+      options.id, response.deleted_runs());
+  return kExitOk;
+}
+
 int RunWorkers(const SweepIdOptions& options) {
   auto stub = ConnectSweepService(options.scheduler);
   parity::v1::ListWorkersRequest request;
@@ -208,6 +224,9 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
   AddIdCommand(app, exit_code, "cancel", "Cancel every run of a sweep that has not ended",
                "Sweep id", true, &RunCancel, cancel)
       ->add_option("--reason", cancel->reason, "Recorded with each cancelled run");
+  AddIdCommand(app, exit_code, "delete",
+               "Delete an ended sweep with its runs, events, metrics and checkpoints", "Sweep id",
+               true, &RunDelete, std::make_shared<SweepIdOptions>());
   AddIdCommand(app, exit_code, "workers", "Workers seen recently, with devices and active runs", "",
                false, &RunWorkers, std::make_shared<SweepIdOptions>());
 }

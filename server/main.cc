@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
   std::string lease_ttl = "60s";
   std::string heartbeat_interval = "15s";
   std::string reap_interval = "1s";
+  std::string retention_interval = "1h", metrics_retention = "720h", events_retention = "2160h",
+              workers_retention = "168h";
+  uint32_t thinned_points = 500;
   std::string log_format = "text";
   std::string log_level = "info";
   int pool_size = 16;
@@ -114,6 +117,23 @@ int main(int argc, char** argv) {
       ->envname("PARITY_HEARTBEAT_INTERVAL");
   app.add_option("--reap-interval", reap_interval, "how often expired leases are requeued")
       ->envname("PARITY_REAP_INTERVAL");
+  app.add_option("--retention-interval", retention_interval,
+                 "how often the telemetry retention runs (first at start-up)")
+      ->envname("PARITY_RETENTION_INTERVAL");
+  app.add_option("--metrics-retention", metrics_retention,
+                 "every metric point of an ended sweep is kept this long, then its runs' curves "
+                 "are thinned to --metrics-thinned-points (evaluations and the last point stay)")
+      ->envname("PARITY_METRICS_RETENTION");
+  app.add_option("--metrics-thinned-points", thinned_points,
+                 "training points per run a thinned curve keeps")
+      ->envname("PARITY_METRICS_THINNED_POINTS")
+      ->check(CLI::Range(10u, 1000000u));
+  app.add_option("--events-retention", events_retention,
+                 "an ended sweep's run events are kept this long, then only each run's last")
+      ->envname("PARITY_EVENTS_RETENTION");
+  app.add_option("--workers-retention", workers_retention,
+                 "a worker not seen this long (and holding no lease) is forgotten")
+      ->envname("PARITY_WORKERS_RETENTION");
   app.add_option("--db-pool-size", pool_size, "database connections")
       ->envname("PARITY_DB_POOL_SIZE");
   app.add_option("--log-format", log_format, "text (key=value) or json")
@@ -155,6 +175,20 @@ int main(int argc, char** argv) {
   options.pool_size = pool_size;
   options.migrate_on_start = !no_migrate;
   options.reap_interval = ParseDurationFlag(reap_interval, "reap-interval");
+  options.retention_interval = ParseDurationFlag(retention_interval, "retention-interval");
+  options.retention.metrics_full = ParseDurationFlag(metrics_retention, "metrics-retention");
+  options.retention.thinned_points = thinned_points;
+  options.retention.events = ParseDurationFlag(events_retention, "events-retention");
+  options.retention.workers = ParseDurationFlag(workers_retention, "workers-retention");
+  for (const auto& [name, value] : {std::pair{"retention-interval", options.retention_interval},
+                                    {"metrics-retention", options.retention.metrics_full},
+                                    {"events-retention", options.retention.events},
+                                    {"workers-retention", options.retention.workers}}) {
+    if (value <= absl::ZeroDuration()) {
+      std::cerr << "parity-scheduler: --" << name << ": must be positive\n";
+      return 2;
+    }
+  }
   options.scheduler.lease_ttl = ParseDurationFlag(lease_ttl, "lease-ttl");
   options.scheduler.heartbeat_interval =
       ParseDurationFlag(heartbeat_interval, "heartbeat-interval");

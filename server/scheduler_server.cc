@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 SchedulerServer::~SchedulerServer() { Shutdown(); }
 
 void SchedulerServer::ReapLoop() {
+  absl::Time next_retention = clock_->Now();
   while (true) {
     {
       absl::MutexLock lock(&reaper_mu_);
@@ -118,6 +119,25 @@ void SchedulerServer::ReapLoop() {
       }
     }
     ReapAndLog();
+    if (clock_->Now() >= next_retention) {
+      RetainAndLog();
+      next_retention = clock_->Now() + options_.retention_interval;
+    }
+  }
+}
+
+void SchedulerServer::RetainAndLog() {
+  absl::StatusOr<RetentionResult> retained = scheduler_->ApplyRetention(options_.retention);
+  if (!retained.ok()) {  // the next pass tries again; nothing is half-done (one transaction)
+    spdlog::warn("event=retention_failed error=\"{}\"", retained.status().ToString());
+    return;
+  }
+  if (retained->sweeps_thinned + retained->sweeps_pruned + retained->workers_deleted > 0) {
+    spdlog::info(
+        "event=retention sweeps_thinned={} points_deleted={} sweeps_pruned={} events_deleted={} "
+        "workers_deleted={}",
+        retained->sweeps_thinned, retained->points_deleted, retained->sweeps_pruned,
+        retained->events_deleted, retained->workers_deleted);
   }
 }
 

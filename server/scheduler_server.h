@@ -38,6 +38,9 @@ struct ServerOptions {
   int pool_size = 16;
   bool migrate_on_start = true;
   absl::Duration reap_interval = absl::Seconds(1);
+  // How often the telemetry retention runs (on the reaper thread, first at start), and its policy.
+  absl::Duration retention_interval = absl::Hours(1);
+  RetentionPolicy retention;
   // The time the scheduler, its long polls, watches and reaper go by; null: the wall clock.
   // One passed in must outlive the server.
   const Clock* clock = nullptr;
@@ -89,6 +92,8 @@ class SchedulerServer {
   void ReapLoop();
   // One reaper pass (outage grace first where it is due), logged.
   void ReapAndLog();
+  // One telemetry retention pass, logged.
+  void RetainAndLog();
 
   ServerOptions options_;
   RealClock real_clock_;

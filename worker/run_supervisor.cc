@@ -12,8 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "core/proto_time.h"
 #include "core/status_macros.h"
+#include "core/summary_check.h"
 #include "google/protobuf/util/json_util.h"
 #include "spdlog/spdlog.h"
+#include "worker/checkpoint_retention.h"
 #include "worker/worker_metrics.h"
 
 namespace parity::worker {
@@ -250,33 +252,6 @@ void RunSupervisor::ReadOutput(int fd) {
   }
 }
 
-std::string RunSupervisor::SummaryMismatch(const parity::v1::RunSummary& summary) const {
-  const parity::v1::RunSpec& spec = run_.spec();
-  std::vector<std::string> why;
-  if (const uint64_t planned = spec.training().steps(); planned > 0 && summary.steps() != planned) {
-    why.push_back(absl::StrCat("steps ", summary.steps(), ", planned ", planned));
-  }
-  if (const uint64_t planned = spec.accounting().tokens();
-      planned > 0 && summary.tokens() != planned) {
-    why.push_back(absl::StrCat("tokens ", summary.tokens(), ", planned ", planned));
-  }
-  if (!std::isfinite(summary.final_val_bpc()) || !std::isfinite(summary.final_train_bpc())) {
-    why.push_back(absl::StrCat("final BPC train ", summary.final_train_bpc(), ", validation ",
-                               summary.final_val_bpc()));
-  }
-  // An attempt that resumed from the final checkpoint trains no step and counts no FLOPs.
-  const bool resumed_finished =
-      run_.has_checkpoint() && run_.checkpoint().step() >= spec.training().steps();
-  if (const double planned = spec.accounting().flops_per_token(); planned > 0) {
-    const double measured = summary.measured_flops_per_token();
-    if (!(resumed_finished && measured == 0) && !(std::abs(measured / planned - 1) <= 0.01)) {
-      why.push_back(absl::StrCat("counted ", measured, " FLOPs per token, planned M ", planned,
-                                 " (more than 1% apart)"));
-    }
-  }
-  return absl::StrJoin(why, "; ");
-}
-
 std::optional<EngineCheckpoint> RunSupervisor::NewestCheckpoint() {
   std::optional<EngineCheckpoint> found;
   {
@@ -332,6 +307,17 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
   if (options_.worker_metrics != nullptr) options_.worker_metrics->HeartbeatSent(resp.ok());
   if (!resp.ok()) return resp.status();
   if (ckpt) reported_checkpoint_step_ = ckpt->step();
+  if (ckpt && !older_leases_pruned_) {
+    // This lease's checkpoint is the run's resume point now: what older leases left on this disk
+    // will never be read again.
+    parity::v1::RunRetention retention;
+    retention.set_exists(true);
+    retention.set_state(parity::v1::RUN_STATE_RUNNING);
+    *retention.mutable_checkpoint() = *ckpt;
+    retention.set_lease_epoch(lease_.lease_epoch());
+    ApplyCheckpointRetention(run_checkpoints_, retention);
+    older_leases_pruned_ = true;
+  }
   last_heartbeat_accepted_ = absl::Now();
   if (resp->has_ttl()) lease_ttl_ = FromProtoDuration(resp->ttl());
   *cancel_requested = resp->cancel_requested();
@@ -476,7 +462,9 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
   // one that disagrees with the run's spec, produced a result nobody should plot.
   std::string invalid;
   if (exit.success() && (summary || !end.preempted) && !end.hung) {
-    invalid = summary ? SummaryMismatch(*summary) : "the engine exited 0 without a summary";
+    invalid = summary ? core::SummaryMismatch(run_.spec(), *summary,
+                                              run_.has_checkpoint() ? run_.checkpoint().step() : 0)
+                      : "the engine exited 0 without a summary";
     success = invalid.empty();
     if (success) *req.mutable_success() = *summary;
   }
@@ -514,6 +502,17 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
             "run {}: completed ({}), run is now {}", run_.run_id(),
             success ? "success" : parity::v1::FailureClass_Name(req.failure().failure_class()),
             parity::v1::RunState_Name(resp->run().state()));
+        // What the run needs of this disk's checkpoints now: a finished run only its final
+        // one, a requeued run only its resume point.
+        if (resp->run().run_id() == run_.run_id() &&
+            resp->run().state() != parity::v1::RUN_STATE_UNSPECIFIED) {
+          ApplyCheckpointRetention(run_checkpoints_, RetentionOf(resp->run()));
+        }
+        if (success && resp->run().state() == parity::v1::RUN_STATE_FAILED) {
+          spdlog::error("run {}: the scheduler refused the result: {}", run_.run_id(),
+                        resp->run().failure().message());
+          return RunOutcome::kFailed;
+        }
         if (success) return RunOutcome::kSucceeded;
         return end.preempted ? RunOutcome::kPreempted : RunOutcome::kFailed;
       }

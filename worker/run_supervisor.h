@@ -136,8 +136,6 @@ class RunSupervisor {
   // A checkpoint newer than the last reported one; with `require_points_stored`, only one whose
   // metric points are all stored (then a resume from it leaves no hole in the curve).
   std::optional<parity::v1::Checkpoint> NewCheckpoint(bool require_points_stored);
-  // Why a success's summary cannot be trusted against the run's plan, "" when it can.
-  std::string SummaryMismatch(const parity::v1::RunSummary& summary) const;
   // The newest checkpoint this lease's engine wrote (announced or on disk).
   std::optional<EngineCheckpoint> NewestCheckpoint();
 
@@ -161,6 +159,8 @@ class RunSupervisor {
   bool warned_unreachable_ = false;        // supervisor thread only
   std::string hung_detail_;                // supervisor thread only: why it was killed as HUNG
   uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
+  // Whether this lease has recorded a checkpoint and pruned what older leases left.
+  bool older_leases_pruned_ = false;                       // supervisor thread only
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
   mutable absl::Mutex mu_;

@@ -55,6 +55,12 @@ class GrpcSchedulerClient final : public SchedulerClient {
                  parity::v1::CompleteRunResponse{});
   }
 
+  absl::StatusOr<parity::v1::CheckpointRetentionResponse> CheckpointRetention(
+      const parity::v1::CheckpointRetentionRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::CheckpointRetention,
+                 parity::v1::CheckpointRetentionResponse{});
+  }
+
   absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(
       const parity::v1::LeaseRunRequest& r) override {
     grpc::ClientContext ctx;

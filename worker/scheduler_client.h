@@ -29,6 +29,8 @@ class SchedulerClient {
       const parity::v1::ReportMetricsRequest&) = 0;
   virtual absl::StatusOr<parity::v1::CompleteRunResponse> CompleteRun(
       const parity::v1::CompleteRunRequest&) = 0;
+  virtual absl::StatusOr<parity::v1::CheckpointRetentionResponse> CheckpointRetention(
+      const parity::v1::CheckpointRetentionRequest&) = 0;
   // Ends any LeaseRun long poll in flight now (it returns CANCELLED); used at shutdown.
   virtual void CancelLongPolls() {}
 };

@@ -1,11 +1,14 @@
 #include "worker/worker.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/proto_time.h"
 #include "spdlog/spdlog.h"
+#include "worker/checkpoint_retention.h"
 
 namespace parity::worker {
 namespace {
@@ -136,6 +139,43 @@ void WorkerDaemon::StartRun(parity::v1::LeaseRunResponse lease) {
   PublishDevices();
 }
 
+void WorkerDaemon::RetainCheckpoints() {
+  namespace fs = std::filesystem;
+  constexpr int kRunsPerCall = 1000;  // the scheduler's limit per request
+  const std::string& root = options_.run.checkpoint_root;
+  std::error_code ec;
+  if (root.empty() || !fs::is_directory(root, ec)) return;
+  std::vector<std::string> held;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    // Run directories are named by run id (a UUID); anything else is not ours to judge.
+    if (entry.is_directory(ec) && name.size() == 36 && name[8] == '-' && !runs_.contains(name)) {
+      held.push_back(name);
+    }
+  }
+  int deleted = 0;
+  for (size_t from = 0; from < held.size(); from += kRunsPerCall) {
+    parity::v1::CheckpointRetentionRequest req;
+    req.set_worker_id(options_.worker_id);
+    for (size_t i = from; i < std::min(held.size(), from + kRunsPerCall); ++i) {
+      req.add_run_ids(held[i]);
+    }
+    absl::StatusOr<parity::v1::CheckpointRetentionResponse> resp = client_.CheckpointRetention(req);
+    if (!resp.ok()) {  // nothing is deleted on a guess: the next pass asks again
+      spdlog::warn("worker: checkpoint retention skipped: {}", resp.status().ToString());
+      return;
+    }
+    for (const parity::v1::RunRetention& run : resp->runs()) {
+      if (runs_.contains(run.run_id())) continue;  // leased here since the listing
+      deleted += ApplyCheckpointRetention((fs::path(root) / run.run_id()).string(), run);
+    }
+  }
+  if (deleted > 0) {
+    spdlog::info("worker: checkpoint retention deleted {} paths of {} runs not running here",
+                 deleted, held.size());
+  }
+}
+
 void WorkerDaemon::PublishDevices() {
   if (options_.metrics != nullptr) options_.metrics->SetDevices(slots_.Usage());
 }
@@ -161,7 +201,12 @@ absl::Status WorkerDaemon::Run() {
   }
   PublishDevices();
   core::Backoff backoff(options_.backoff);
+  absl::Time next_retention = absl::InfinitePast();
   while (!shutting_down()) {
+    if (absl::Now() >= next_retention) {
+      RetainCheckpoints();
+      next_retention = absl::Now() + options_.checkpoint_retention_interval;
+    }
     // Read before reaping, so a run finishing in between still wakes the wait below.
     const uint64_t finished_before = finished_runs();
     ReapFinished();

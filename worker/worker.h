@@ -32,6 +32,8 @@ struct WorkerOptions {
   // Template for every run; worker_id, heartbeat_interval and lease_ttl come from registration.
   RunSupervisorOptions run;
   core::BackoffOptions backoff;
+  // How often the checkpoints on this disk that no run needs are deleted (and once at start).
+  absl::Duration checkpoint_retention_interval = absl::Minutes(10);
   // Where the lease loop and every run report (run.worker_metrics is set from it); may be null,
   // else must outlive the daemon.
   WorkerMetrics* metrics = nullptr;
@@ -54,6 +56,10 @@ class WorkerDaemon {
   absl::Status Register();
   void StartRun(parity::v1::LeaseRunResponse lease);
   void ReapFinished();
+  // Deletes what no run needs of the checkpoints under the root (checkpoint_retention.h): the
+  // runs of deleted sweeps, all but the final checkpoint of finished runs, the older leases'
+  // files of runs that moved on. Runs supervised here are their supervisors' to tidy.
+  void RetainCheckpoints();
   // Tells the metrics which devices runs hold now.
   void PublishDevices();
   // Sleeps up to `d`, waking early on Shutdown(). Returns whether shutting down.

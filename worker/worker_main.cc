@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
   bool no_gpus = false;
   bool probe = false;
   bool list_devices = false;
-  double kill_grace_s = 30, lease_wait_s = 20, progress_timeout_s = 300, startup_timeout_s = 1800;
+  double kill_grace_s = 30, lease_wait_s = 20, progress_timeout_s = 300, startup_timeout_s = 1800,
+         checkpoint_retention_s = 600;
   app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
   app.add_option("--threads", threads, "CPU threads to offer; 0 = all (env PARITY_WORKER_THREADS)");
   app.add_option(
@@ -122,6 +123,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--startup-timeout", startup_timeout_s,
                  "Seconds an engine may take to its first two steps before it is killed as HUNG")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-retention-interval", checkpoint_retention_s,
+                 "Seconds between passes that delete the checkpoints no run needs any more (a "
+                 "deleted sweep's runs, all but the final one of a finished run)")
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
   CLI11_PARSE(app, argc, argv);
@@ -202,6 +207,7 @@ int main(int argc, char** argv) {
   options.run.kill_grace = absl::Seconds(kill_grace_s);
   options.run.progress_timeout = absl::Seconds(progress_timeout_s);
   options.run.startup_timeout = absl::Seconds(startup_timeout_s);
+  options.checkpoint_retention_interval = absl::Seconds(checkpoint_retention_s);
   spdlog::info("parity-worker {} → scheduler {}; engine {}; checkpoints {}; max {} runs",
                PARITY_VERSION, scheduler, options.run.train_binary, options.run.checkpoint_root,
                max_runs);

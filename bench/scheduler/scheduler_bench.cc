@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "core/summary_check.h"
 #include "parity/v1/sweep_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
 #include "server/scheduler_server.h"
@@ -192,7 +193,8 @@ class SimulatedWorker {
     complete_.Clear();
     complete_.set_run_id(leased_.run().run_id());
     complete_.set_lease_epoch(leased_.lease().lease_epoch());
-    complete_.mutable_success()->set_final_val_bpc(1.0);
+    // What an honest engine reports: the scheduler refuses a summary off the plan.
+    *complete_.mutable_success() = core::PlannedSummary(leased_.run().spec(), 1.0, 1.0);
     done_.Clear();
     stub_->async()->CompleteRun(context_.get(), &complete_, &done_,
                                 [this](grpc::Status status) { OnCompleted(std::move(status)); });

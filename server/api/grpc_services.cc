@@ -50,6 +50,10 @@ grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext*, const v1::Cance
                                            v1::CancelSweepResponse* out) {
   return Reply(scheduler_.CancelSweep(*r), out);
 }
+grpc::Status SweepServiceImpl::DeleteSweep(grpc::ServerContext*, const v1::DeleteSweepRequest* r,
+                                           v1::DeleteSweepResponse* out) {
+  return Reply(scheduler_.DeleteSweep(*r), out);
+}
 grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext*, const v1::ListRunsRequest* r,
                                         v1::ListRunsResponse* out) {
   return Reply(scheduler_.ListRuns(*r), out);
@@ -100,6 +104,11 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseRun(grpc::CallbackServerContex
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* r,
                                           v1::HeartbeatResponse* out) {
   return Reply(scheduler_.Heartbeat(*r), out);
+}
+grpc::Status WorkerServiceImpl::CheckpointRetention(grpc::ServerContext*,
+                                                    const v1::CheckpointRetentionRequest* r,
+                                                    v1::CheckpointRetentionResponse* out) {
+  return Reply(scheduler_.CheckpointRetention(*r), out);
 }
 grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext*,
                                               const v1::ReportMetricsRequest* r,

@@ -30,6 +30,8 @@ class SweepServiceImpl final : public v1::SweepService::Service {
                           v1::ListSweepsResponse*) override;
   grpc::Status CancelSweep(grpc::ServerContext*, const v1::CancelSweepRequest*,
                            v1::CancelSweepResponse*) override;
+  grpc::Status DeleteSweep(grpc::ServerContext*, const v1::DeleteSweepRequest*,
+                           v1::DeleteSweepResponse*) override;
   grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*,
                         v1::ListRunsResponse*) override;
   grpc::Status GetRun(grpc::ServerContext*, const v1::GetRunRequest*, v1::GetRunResponse*) override;
@@ -64,6 +66,8 @@ class WorkerServiceImpl final
                          v1::HeartbeatResponse*) override;
   grpc::Status ReportMetrics(grpc::ServerContext*, const v1::ReportMetricsRequest*,
                              v1::ReportMetricsResponse*) override;
+  grpc::Status CheckpointRetention(grpc::ServerContext*, const v1::CheckpointRetentionRequest*,
+                                   v1::CheckpointRetentionResponse*) override;
   grpc::ServerUnaryReactor* CompleteRun(grpc::CallbackServerContext*, const v1::CompleteRunRequest*,
                                         v1::CompleteRunResponse*) override;
 

@@ -10,6 +10,7 @@
 #include "core/status_macros.h"
 #include "server/scheduling/await_callback.h"
 #include "server/scheduling/request_validation.h"
+#include "spdlog/spdlog.h"
 
 namespace parity::server {
 namespace {
@@ -145,6 +146,56 @@ absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(
   *response.mutable_sweep() = std::move(cancelled.sweep);
   response.set_cancelled_runs(cancelled.cancelled_runs);
   return response;
+}
+
+absl::StatusOr<v1::DeleteSweepResponse> Scheduler::DeleteSweep(
+    const v1::DeleteSweepRequest& request) {
+  Violations violations;
+  violations.RequireUuid("sweep_id", request.sweep_id());
+  if (absl::Status status = violations.ToStatus("invalid DeleteSweep request"); !status.ok()) {
+    return status;
+  }
+  PARITY_ASSIGN_OR_RETURN(const uint32_t deleted, store_.DeleteSweep(request.sweep_id()));
+  v1::DeleteSweepResponse response;
+  response.set_deleted_runs(deleted);
+  return response;
+}
+
+// A read per run: a worker asks at start and every few minutes, for the runs on its disk.
+absl::StatusOr<v1::CheckpointRetentionResponse> Scheduler::CheckpointRetention(
+    const v1::CheckpointRetentionRequest& request) {
+  constexpr int kMaxRuns = 1000;
+  Violations violations;
+  violations.RequireUuid("worker_id", request.worker_id());
+  if (request.run_ids_size() > kMaxRuns) {
+    violations.Add("run_ids", absl::StrCat("more than ", kMaxRuns, " runs"));
+  }
+  for (int i = 0; i < request.run_ids_size() && i < kMaxRuns; ++i) {
+    violations.RequireUuid(absl::StrCat("run_ids[", i, "]"), request.run_ids(i));
+  }
+  if (absl::Status status = violations.ToStatus("invalid CheckpointRetention request");
+      !status.ok()) {
+    return status;
+  }
+  v1::CheckpointRetentionResponse response;
+  for (const std::string& run_id : request.run_ids()) {
+    v1::RunRetention* retention = response.add_runs();
+    retention->set_run_id(run_id);
+    absl::StatusOr<v1::Run> run = store_.GetRun(run_id);
+    if (absl::IsNotFound(run.status())) continue;  // exists = false
+    if (!run.ok()) return run.status();
+    retention->set_exists(true);
+    retention->set_state(run->state());
+    if (run->has_checkpoint()) *retention->mutable_checkpoint() = run->checkpoint();
+    retention->set_lease_epoch(run->lease().lease_epoch());
+  }
+  return response;
+}
+
+absl::StatusOr<RetentionResult> Scheduler::ApplyRetention(const RetentionPolicy& policy) {
+  PARITY_ASSIGN_OR_RETURN(const RetentionResult result, store_.ApplyRetention(policy));
+  if (observer_ != nullptr) observer_->OnRetentionApplied(result);
+  return result;
 }
 
 absl::StatusOr<v1::ListRunsResponse> Scheduler::ListRuns(const v1::ListRunsRequest& request) {
@@ -435,7 +486,7 @@ std::vector<absl::StatusOr<CompletionResult>> Scheduler::CompleteBatch(
       }
       Completion& with_decision = decided.emplace_back(*completion);
       with_decision.retry = DecideRetry(options_.retry_policy, completion->failure_class,
-                                        run->attempt(), run->max_attempts());
+                                        {run->attempt(), run->max_attempts(), run->preemptions()});
       with_decision.decided_at_attempt = run->attempt();
       completion = &with_decision;
     }
@@ -444,8 +495,35 @@ std::vector<absl::StatusOr<CompletionResult>> Scheduler::CompleteBatch(
   }
   if (to_store.empty()) return results;
   std::vector<absl::StatusOr<CompletionResult>> stored = store_.CompleteRuns(to_store);
-  for (size_t j = 0; j < slots.size(); ++j) results[slots[j]] = std::move(stored[j]);
+  for (size_t j = 0; j < slots.size(); ++j) {
+    if (stored[j].ok() && !stored[j]->invalid_summary.empty()) {
+      stored[j] = FailInvalidSuccess(*to_store[j], stored[j]->invalid_summary);
+    }
+    results[slots[j]] = std::move(stored[j]);
+  }
   return results;
+}
+
+// The store refused a success whose summary disagrees with the plan and left the run leased: the
+// attempt fails as INVALID_RESULT, decided as any failure is. Rare (a worker of another version,
+// a broken engine, a forged call), so one completion at a time.
+absl::StatusOr<CompletionResult> Scheduler::FailInvalidSuccess(const Completion& success,
+                                                               const std::string& why) {
+  spdlog::warn("run {}: refused the success of lease {}: the summary disagrees with the plan: {}",
+               success.run_id, success.lease_epoch, why);
+  PARITY_ASSIGN_OR_RETURN(const v1::Run run, store_.GetRun(success.run_id));
+  Completion failure;
+  failure.run_id = success.run_id;
+  failure.lease_epoch = success.lease_epoch;
+  failure.failure_class = v1::FAILURE_CLASS_INVALID_RESULT;
+  failure.failure_status.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  failure.failure_status.set_message(absl::StrCat(
+      "the scheduler refused the success: the summary disagrees with the plan: ", why));
+  failure.checkpoint = success.checkpoint;
+  failure.retry = DecideRetry(options_.retry_policy, failure.failure_class,
+                              {run.attempt(), run.max_attempts(), run.preemptions()});
+  failure.decided_at_attempt = run.attempt();
+  return store_.CompleteRun(failure);
 }
 
 absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(

@@ -66,6 +66,7 @@ class SchedulerObserver {
   virtual void OnLeasesReaped(const ReapResult& result) {}
   // A reaper pass failed (the database was away); expired leases wait for the next pass.
   virtual void OnReapFailed(const absl::Status& status) {}
+  virtual void OnRetentionApplied(const RetentionResult& result) {}
 };
 
 // How a streaming call is told to stop, and how it hands messages back.
@@ -89,6 +90,7 @@ class Scheduler {
   absl::StatusOr<v1::GetSweepResponse> GetSweep(const v1::GetSweepRequest& request);
   absl::StatusOr<v1::ListSweepsResponse> ListSweeps(const v1::ListSweepsRequest& request);
   absl::StatusOr<v1::CancelSweepResponse> CancelSweep(const v1::CancelSweepRequest& request);
+  absl::StatusOr<v1::DeleteSweepResponse> DeleteSweep(const v1::DeleteSweepRequest& request);
   absl::StatusOr<v1::ListRunsResponse> ListRuns(const v1::ListRunsRequest& request);
   absl::StatusOr<v1::GetRunResponse> GetRun(const v1::GetRunRequest& request);
   absl::StatusOr<v1::QueryResultsResponse> QueryResults(const v1::QueryResultsRequest& request);
@@ -119,6 +121,10 @@ class Scheduler {
                                                 absl::Time call_deadline,
                                                 const WatchControl& control);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::CheckpointRetentionResponse> CheckpointRetention(
+      const v1::CheckpointRetentionRequest& request);
+  // One telemetry retention pass (store/telemetry_retention.h); the server runs it periodically.
+  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy);
   absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(const v1::ReportMetricsRequest& request);
   // Records success or failure in the next completion batch; `done` as for LeaseRun.
   void CompleteRun(const v1::CompleteRunRequest& request,
@@ -138,6 +144,9 @@ class Scheduler {
   // One completion batch to the store, each failure with its retry decision made here first.
   std::vector<absl::StatusOr<CompletionResult>> CompleteBatch(
       const std::vector<const Completion*>& batch);
+  // Fails, as INVALID_RESULT, a success the store refused for disagreeing with the plan.
+  absl::StatusOr<CompletionResult> FailInvalidSuccess(const Completion& success,
+                                                      const std::string& why);
 
   RunStore& store_;
   WorkSignal& work_signal_;

@@ -230,12 +230,21 @@ SchedulerMetrics::SchedulerMetrics(RunStore& store, const Clock& clock,
                        .Help("Live leases extended by one TTL because the scheduler started or "
                              "the database came back: their workers could not heartbeat (count)")
                        .Register(*registry_)
-                       .Add({})) {
+                       .Add({})),
+      retention_deleted_(prometheus::BuildCounter()
+                             .Name("parity_scheduler_retention_deleted_total")
+                             .Help("Rows the telemetry retention deleted: metric points thinned "
+                                   "from ended sweeps' curves, pruned events, forgotten workers "
+                                   "(count)")
+                             .Register(*registry_)) {
   // Series that exist from the start, so rate() and alerts see a 0 rather than nothing.
   sweeps_submitted_.Add({{"deduplicated", "false"}});
   sweeps_submitted_.Add({{"deduplicated", "true"}});
   for (const char* outcome : {"requeued", "failed", "cancelled"}) {
     reaped_.Add({{"outcome", outcome}});
+  }
+  for (const char* kind : {"metric_points", "events", "workers"}) {
+    retention_deleted_.Add({{"kind", kind}});
   }
   // The completions retry_policy.h can produce; a first increment of any other combination is
   // still counted, only rate() misses that one.
@@ -295,6 +304,14 @@ void SchedulerMetrics::OnLeasesReaped(const ReapResult& result) {
 }
 
 void SchedulerMetrics::OnReapFailed(const absl::Status&) { reaper_errors_.Increment(); }
+
+void SchedulerMetrics::OnRetentionApplied(const RetentionResult& result) {
+  retention_deleted_.Add({{"kind", "metric_points"}})
+      .Increment(static_cast<double>(result.points_deleted));
+  retention_deleted_.Add({{"kind", "events"}})
+      .Increment(static_cast<double>(result.events_deleted));
+  retention_deleted_.Add({{"kind", "workers"}}).Increment(result.workers_deleted);
+}
 
 void SchedulerMetrics::ObserveRpc(absl::string_view method, absl::StatusCode code,
                                   absl::Duration duration) {

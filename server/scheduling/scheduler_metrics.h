@@ -61,6 +61,7 @@ class SchedulerMetrics final : public SchedulerObserver {
   void OnRunCompleted(const v1::Run& run) override;
   void OnLeasesReaped(const ReapResult& result) override;
   void OnReapFailed(const absl::Status& status) override;
+  void OnRetentionApplied(const RetentionResult& result) override;
 
   // One finished RPC. `method` is the gRPC path ("/parity.v1.WorkerService/LeaseRun") or the
   // bare method name; methods outside SweepService and WorkerService count as "other".
@@ -93,6 +94,7 @@ class SchedulerMetrics final : public SchedulerObserver {
   prometheus::Family<prometheus::Counter>& reaped_;
   prometheus::Counter& reaper_errors_;
   prometheus::Counter& lease_grace_;
+  prometheus::Family<prometheus::Counter>& retention_deleted_;
 };
 
 }  // namespace parity::server

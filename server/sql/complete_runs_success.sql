@@ -6,6 +6,11 @@
 --   'completed'  this call ended the run (SUCCEEDED, one event);
 --   'unchanged'  the epoch matches but the run is not live (already completed by this lease,
 --                cancelled, or requeued by the reaper): the run as it is;
+--   'invalid'    the summary disagrees with the run's plan (reason says how, as
+--                core::SummaryMismatch words it): nothing is written, the run stays leased for
+--                the scheduler to fail as INVALID_RESULT. The plan: steps and tokens equal to
+--                the planned ones (where planned), finite BPCs, counted FLOPs per token within
+--                1% of M (0 allowed for an attempt that resumed from the final checkpoint);
 --   'stale'      another lease holds the run (the run shows the current epoch);
 --   'not_found'  no such run (run is NULL).
 -- A sweep whose last unfinished run this batch ends is ended in the same statement (SUCCEEDED,
@@ -23,7 +28,7 @@ CREATE OR REPLACE FUNCTION complete_runs_success(p_runs uuid[], p_epochs bigint[
                                                  p_tokens_per_second double precision[],
                                                  p_checkpoint_step bigint[],
                                                  p_checkpoint_uri text[])
-RETURNS TABLE (request integer, outcome text, run runs) LANGUAGE plpgsql
+RETURNS TABLE (request integer, outcome text, reason text, run runs) LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
   -- Every writer of a run locks its row first; in run_id order, so two batches cannot deadlock.
@@ -36,11 +41,31 @@ BEGIN
       WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
                            wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
                            checkpoint_uri, i)),
-  ending AS (
+  planned AS (
     SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
-           r.lease_owner
+           r.lease_owner, r.tokens AS planned_tokens, r.flops_per_token AS planned_m,
+           coalesce((r.spec_json->'training'->>'steps')::bigint, 0) AS planned_steps,
+           coalesce(r.checkpoint_step, 0) AS resumed_from
     FROM input q JOIN runs r ON r.run_id = q.run_id AND r.lease_epoch = q.epoch
     WHERE r.state IN ('LEASED', 'RUNNING') ORDER BY q.run_id, q.i),
+  checked AS (
+    SELECT p.*, concat_ws('; ',
+      CASE WHEN p.planned_steps > 0 AND p.steps IS DISTINCT FROM p.planned_steps THEN
+        format('steps %s, planned %s', coalesce(p.steps, 0), p.planned_steps) END,
+      CASE WHEN p.planned_tokens > 0 AND p.tokens IS DISTINCT FROM p.planned_tokens THEN
+        format('tokens %s, planned %s', coalesce(p.tokens, 0), p.planned_tokens) END,
+      -- NaN sorts above Infinity in PostgreSQL, so both fail "< 'Infinity'".
+      CASE WHEN NOT coalesce(p.train_bpc > '-Infinity' AND p.train_bpc < 'Infinity'
+                             AND p.val_bpc > '-Infinity' AND p.val_bpc < 'Infinity', false) THEN
+        format('final BPC train %s, validation %s', p.train_bpc, p.val_bpc) END,
+      CASE WHEN p.planned_m > 0
+                AND NOT (p.planned_steps > 0 AND p.resumed_from >= p.planned_steps
+                         AND p.measured_m = 0)
+                AND NOT coalesce(abs(p.measured_m / p.planned_m - 1) <= 0.01, false) THEN
+        format('counted %s FLOPs per token, planned M %s (more than 1%% apart)',
+               p.measured_m, p.planned_m) END) AS why
+    FROM planned p),
+  ending AS (SELECT * FROM checked c WHERE c.why = ''),
   done AS (
     UPDATE runs r SET state = 'SUCCEEDED', final_train_bpc = e.train_bpc,
       final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
@@ -73,10 +98,13 @@ BEGIN
         AND l.state IN ('LEASED', 'RUNNING') AND l.run_id NOT IN (SELECT e.run_id FROM ending e)))
   SELECT q.i::integer,
          CASE WHEN d.i = q.i THEN 'completed' WHEN d.i IS NOT NULL THEN 'unchanged'
+              WHEN bad.run_id IS NOT NULL THEN 'invalid'
               WHEN cur.run_id IS NULL THEN 'not_found'
               WHEN cur.lease_epoch <> q.epoch THEN 'stale' ELSE 'unchanged' END,
+         CASE WHEN d.i IS NULL THEN bad.why END,
          CASE WHEN d.i IS NOT NULL THEN d.ended WHEN cur.run_id IS NULL THEN NULL
               ELSE cur END
   FROM input q LEFT JOIN done d ON (d.ended).run_id = q.run_id
+  LEFT JOIN checked bad ON bad.run_id = q.run_id AND bad.why <> ''
   LEFT JOIN runs cur ON cur.run_id = q.run_id;
 END $$;

@@ -76,6 +76,59 @@ BEGIN
   RETURN v_stored;
 END $$;
 
+CREATE FUNCTION public.apply_telemetry_retention(p_metrics_age double precision, p_points integer, p_events_age double precision, p_workers_age double precision, p_sweeps integer) RETURNS TABLE(sweeps_thinned integer, points_deleted bigint, sweeps_pruned integer, events_deleted bigint, workers_deleted integer)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_thin uuid[];
+  v_prune uuid[];
+BEGIN
+  sweeps_thinned := 0; points_deleted := 0; sweeps_pruned := 0; events_deleted := 0;
+  v_thin := ARRAY(SELECT s.sweep_id FROM sweeps s
+                  WHERE s.ended_at < now() - make_interval(secs => p_metrics_age)
+                    AND s.metrics_thinned_at IS NULL
+                  ORDER BY s.ended_at LIMIT p_sweeps FOR UPDATE SKIP LOCKED);
+  IF cardinality(v_thin) > 0 THEN
+    WITH ranked AS (
+      SELECT m.run_id, m.step, m.val_bpc,
+             row_number() OVER (PARTITION BY m.run_id ORDER BY m.step) AS rn,
+             count(*) OVER (PARTITION BY m.run_id) AS n
+      FROM metrics m WHERE m.run_id IN (SELECT r.run_id FROM runs r WHERE r.sweep_id = ANY (v_thin))),
+    gone AS (
+      DELETE FROM metrics m USING ranked k
+      WHERE m.run_id = k.run_id AND m.step = k.step AND k.n > p_points AND k.val_bpc IS NULL
+        AND k.rn <> k.n AND (k.rn - 1) % ceil(k.n::double precision / p_points)::bigint <> 0
+      RETURNING 1)
+    SELECT count(*) INTO points_deleted FROM gone;
+    UPDATE sweeps SET metrics_thinned_at = now() WHERE sweep_id = ANY (v_thin);
+    sweeps_thinned := cardinality(v_thin);
+  END IF;
+
+  v_prune := ARRAY(SELECT s.sweep_id FROM sweeps s
+                   WHERE s.ended_at < now() - make_interval(secs => p_events_age)
+                     AND s.events_pruned_at IS NULL
+                   ORDER BY s.ended_at LIMIT p_sweeps FOR UPDATE SKIP LOCKED);
+  IF cardinality(v_prune) > 0 THEN
+    WITH last_event AS (
+      SELECT e.run_id, max(e.event_id) AS event_id FROM events e
+      WHERE e.sweep_id = ANY (v_prune) GROUP BY e.run_id),
+    gone AS (
+      DELETE FROM events e USING last_event l
+      WHERE e.sweep_id = ANY (v_prune) AND e.run_id = l.run_id AND e.event_id <> l.event_id
+      RETURNING 1)
+    SELECT count(*) INTO events_deleted FROM gone;
+    UPDATE sweeps SET events_pruned_at = now() WHERE sweep_id = ANY (v_prune);
+    sweeps_pruned := cardinality(v_prune);
+  END IF;
+
+  DELETE FROM workers w
+  WHERE w.last_seen_at < now() - make_interval(secs => p_workers_age)
+    AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.lease_owner = w.worker_id
+                      AND r.state IN ('LEASED', 'RUNNING'));
+  GET DIAGNOSTICS workers_deleted = ROW_COUNT;
+  RETURN NEXT;
+END $$;
+
 CREATE TABLE public.runs (
     run_id uuid NOT NULL,
     sweep_id uuid NOT NULL,
@@ -137,12 +190,13 @@ CREATE TABLE public.runs (
     started_at timestamp with time zone,
     ended_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    preemptions integer DEFAULT 0 NOT NULL,
     CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
 
-CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[]) RETURNS TABLE(request integer, outcome text, run public.runs)
+CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[]) RETURNS TABLE(request integer, outcome text, reason text, run public.runs)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -157,11 +211,31 @@ BEGIN
       WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
                            wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
                            checkpoint_uri, i)),
-  ending AS (
+  planned AS (
     SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
-           r.lease_owner
+           r.lease_owner, r.tokens AS planned_tokens, r.flops_per_token AS planned_m,
+           coalesce((r.spec_json->'training'->>'steps')::bigint, 0) AS planned_steps,
+           coalesce(r.checkpoint_step, 0) AS resumed_from
     FROM input q JOIN runs r ON r.run_id = q.run_id AND r.lease_epoch = q.epoch
     WHERE r.state IN ('LEASED', 'RUNNING') ORDER BY q.run_id, q.i),
+  checked AS (
+    SELECT p.*, concat_ws('; ',
+      CASE WHEN p.planned_steps > 0 AND p.steps IS DISTINCT FROM p.planned_steps THEN
+        format('steps %s, planned %s', coalesce(p.steps, 0), p.planned_steps) END,
+      CASE WHEN p.planned_tokens > 0 AND p.tokens IS DISTINCT FROM p.planned_tokens THEN
+        format('tokens %s, planned %s', coalesce(p.tokens, 0), p.planned_tokens) END,
+      -- NaN sorts above Infinity in PostgreSQL, so both fail "< 'Infinity'".
+      CASE WHEN NOT coalesce(p.train_bpc > '-Infinity' AND p.train_bpc < 'Infinity'
+                             AND p.val_bpc > '-Infinity' AND p.val_bpc < 'Infinity', false) THEN
+        format('final BPC train %s, validation %s', p.train_bpc, p.val_bpc) END,
+      CASE WHEN p.planned_m > 0
+                AND NOT (p.planned_steps > 0 AND p.resumed_from >= p.planned_steps
+                         AND p.measured_m = 0)
+                AND NOT coalesce(abs(p.measured_m / p.planned_m - 1) <= 0.01, false) THEN
+        format('counted %s FLOPs per token, planned M %s (more than 1%% apart)',
+               p.measured_m, p.planned_m) END) AS why
+    FROM planned p),
+  ending AS (SELECT * FROM checked c WHERE c.why = ''),
   done AS (
     UPDATE runs r SET state = 'SUCCEEDED', final_train_bpc = e.train_bpc,
       final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
@@ -194,11 +268,14 @@ BEGIN
         AND l.state IN ('LEASED', 'RUNNING') AND l.run_id NOT IN (SELECT e.run_id FROM ending e)))
   SELECT q.i::integer,
          CASE WHEN d.i = q.i THEN 'completed' WHEN d.i IS NOT NULL THEN 'unchanged'
+              WHEN bad.run_id IS NOT NULL THEN 'invalid'
               WHEN cur.run_id IS NULL THEN 'not_found'
               WHEN cur.lease_epoch <> q.epoch THEN 'stale' ELSE 'unchanged' END,
+         CASE WHEN d.i IS NULL THEN bad.why END,
          CASE WHEN d.i IS NOT NULL THEN d.ended WHEN cur.run_id IS NULL THEN NULL
               ELSE cur END
   FROM input q LEFT JOIN done d ON (d.ended).run_id = q.run_id
+  LEFT JOIN checked bad ON bad.run_id = q.run_id AND bad.why <> ''
   LEFT JOIN runs cur ON cur.run_id = q.run_id;
 END $$;
 
@@ -789,6 +866,8 @@ CREATE TABLE public.sweeps (
     priority integer DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     ended_at timestamp with time zone,
+    metrics_thinned_at timestamp with time zone,
+    events_pruned_at timestamp with time zone,
     CONSTRAINT sweeps_state_check CHECK ((state = ANY (ARRAY['ACTIVE'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 );
 

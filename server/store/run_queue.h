@@ -90,6 +90,7 @@ struct RetryDecision {
   v1::RunState next_state = v1::RUN_STATE_FAILED;  // PENDING (retry) or FAILED
   uint32_t next_attempt = 0;
   absl::Duration delay = absl::ZeroDuration();  // before the run may be leased again
+  uint32_t next_preemptions = 0;                // the run's preemptions after this failure
 };
 
 struct Completion {
@@ -109,6 +110,9 @@ struct Completion {
 struct CompletionResult {
   v1::Run run;
   absl::Duration retry_delay = absl::ZeroDuration();  // > 0 when requeued with a delay
+  // A success whose summary disagrees with the run's plan (core::SummaryMismatch): why. Nothing
+  // was written; the run is as it was, still leased, for the scheduler to fail as INVALID_RESULT.
+  std::string invalid_summary;
 };
 
 struct ReapResult {

@@ -1,9 +1,11 @@
-// RunStore: the scheduler's durable state as domain operations (not a key-value blob), in three
+// RunStore: the scheduler's durable state as domain operations (not a key-value blob), in four
 // interfaces by job:
-//   SweepCatalog (sweep_catalog.h)  sweeps, their runs and the workers: submit, cancel, list;
-//   RunQueue     (run_queue.h)      the lease queue that workers drive, and the reaper;
-//   ReadModels   (read_models.h)    results, event feeds, counts and metric samples.
-// RunStore is all three, what the Scheduler holds.
+//   SweepCatalog       (sweep_catalog.h)        sweeps, their runs and the workers: submit,
+//                                               cancel, delete, list;
+//   RunQueue           (run_queue.h)            the lease queue that workers drive, the reaper;
+//   ReadModels         (read_models.h)          results, event feeds, counts, metric samples;
+//   TelemetryRetention (telemetry_retention.h)  old telemetry thinned, pruned, forgotten.
+// RunStore is all four, what the Scheduler holds.
 //
 // Errors are absl::Status, chosen by what the caller should do:
 //   NOT_FOUND            the sweep, run or worker does not exist (payload: ResourceInfo);
@@ -19,9 +21,13 @@
 #include "server/store/read_models.h"
 #include "server/store/run_queue.h"
 #include "server/store/sweep_catalog.h"
+#include "server/store/telemetry_retention.h"
 
 namespace parity::server {
 
-class RunStore : public SweepCatalog, public RunQueue, public ReadModels {};
+class RunStore : public SweepCatalog,
+                 public RunQueue,
+                 public ReadModels,
+                 public TelemetryRetention {};
 
 }  // namespace parity::server

@@ -52,6 +52,10 @@ class SweepCatalog {
   // heartbeat. Idempotent.
   virtual absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
                                                    const std::string& reason) = 0;
+  // Deletes an ended sweep with its runs and their events and metrics; returns how many runs
+  // went. FAILED_PRECONDITION while a run may still train (cancel the sweep and let its live runs
+  // stop first). Workers delete the runs' checkpoints when they next look (CheckpointRetention).
+  virtual absl::StatusOr<uint32_t> DeleteSweep(const std::string& sweep_id) = 0;
 
   virtual absl::StatusOr<v1::Run> GetRun(const std::string& run_id) = 0;
   virtual absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,

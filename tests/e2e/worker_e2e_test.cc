@@ -252,6 +252,39 @@ TEST_F(WorkerE2ETest, SmallSweepCompletesOnTwoWorkers) {
   }
   EXPECT_EQ(SweepState(sweep), parity::v1::SWEEP_STATE_SUCCEEDED);
   ExpectMetricsOncePerStep(runs);
+
+  // Retention: a finished run keeps only the checkpoint of its result on the disk.
+  const fs::path checkpoints = root_ / "checkpoints";
+  for (const parity::v1::Run& r : runs) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(checkpoints / r.run_id(), ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (it->is_regular_file()) files.push_back(it->path().string());
+    }
+    ASSERT_FALSE(r.checkpoint().uri().empty()) << r.spec().name() << ": no final checkpoint";
+    EXPECT_EQ(files, std::vector<std::string>{r.checkpoint().uri()})
+        << r.spec().name() << ": only the final checkpoint should be left";
+  }
+
+  // Deleting the sweep deletes its checkpoints at the workers' next retention pass (at start).
+  grpc::ClientContext ctx;
+  parity::v1::DeleteSweepRequest remove;
+  remove.set_sweep_id(sweep);
+  parity::v1::DeleteSweepResponse removed;
+  ASSERT_TRUE(stack_->sweeps().DeleteSweep(&ctx, remove, &removed).ok());
+  EXPECT_EQ(removed.deleted_runs(), 12u);
+  stack_->StopWorker(0);
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  const auto run_dirs_left = [&] {
+    int left = 0;
+    std::error_code ec;
+    for (const parity::v1::Run& r : runs) left += fs::exists(checkpoints / r.run_id(), ec);
+    return left;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return run_dirs_left() == 0; }, absl::Seconds(30)))
+      << run_dirs_left() << " run directories of the deleted sweep are left\n"
+      << stack_->LogTail("worker-0.log");
 }
 
 // The whole file, or "<unreadable PATH>" so a comparison fails with the path in its message.

@@ -41,9 +41,7 @@ class BatchedStoreTest : public SchedulerTest {
     Completion completion;
     completion.run_id = leased.run.run_id();
     completion.lease_epoch = leased.lease.lease_epoch();
-    completion.success.emplace();
-    completion.success->set_final_val_bpc(val_bpc);
-    completion.success->set_steps(100);
+    completion.success = core::PlannedSummary(leased.run.spec(), val_bpc, val_bpc);
     return completion;
   }
 };

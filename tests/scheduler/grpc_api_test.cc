@@ -14,6 +14,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "core/summary_check.h"
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -164,7 +165,7 @@ TEST_F(GrpcApiTest, RunLifecycleOverGrpc) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(leased.run().run_id());
   complete.set_lease_epoch(leased.lease().lease_epoch());
-  complete.mutable_success()->set_final_val_bpc(1.25);
+  *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), 1.25, 1.25);
   v1::CompleteRunResponse done;
   ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
   EXPECT_EQ(done.run().state(), v1::RUN_STATE_SUCCEEDED);
@@ -208,6 +209,57 @@ TEST_F(GrpcApiTest, OversizedMetricsBatchIsResourceExhausted) {
   v1::ReportMetricsResponse response;
   EXPECT_EQ(workers_->ReportMetrics(Context().get(), metrics, &response).error_code(),
             grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// What a worker's retention pass asks, and what deleting a sweep changes in the answer: a live
+// sweep is refused, an ended one goes with its runs, and its runs then no longer exist.
+TEST_F(GrpcApiTest, DeletingAnEndedSweepTellsWorkersItsCheckpointsMayGo) {
+  const v1::SubmitSweepResponse submitted = SubmitSweep(1);
+  const std::string worker = RegisterWorker();
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_worker_id(worker);
+  *lease_request.add_free_devices() = CpuDevice();
+  v1::LeaseRunResponse leased;
+  ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+  ASSERT_TRUE(leased.has_lease());
+
+  v1::DeleteSweepRequest remove;
+  remove.set_sweep_id(submitted.sweep().sweep_id());
+  v1::DeleteSweepResponse removed;
+  EXPECT_EQ(sweeps_->DeleteSweep(Context().get(), remove, &removed).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION)
+      << "a sweep with a live run must not be deleted";
+
+  v1::CompleteRunRequest complete;
+  complete.set_run_id(leased.run().run_id());
+  complete.set_lease_epoch(leased.lease().lease_epoch());
+  *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), 1.25, 1.25);
+  complete.mutable_checkpoint()->set_step(leased.run().spec().training().steps());
+  complete.mutable_checkpoint()->set_uri("/ckpt/final.ckpt");
+  v1::CompleteRunResponse done;
+  ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
+
+  v1::CheckpointRetentionRequest ask;
+  ask.set_worker_id(worker);
+  ask.add_run_ids(leased.run().run_id());
+  v1::CheckpointRetentionResponse answer;
+  ASSERT_TRUE(workers_->CheckpointRetention(Context().get(), ask, &answer).ok());
+  ASSERT_EQ(answer.runs_size(), 1);
+  EXPECT_TRUE(answer.runs(0).exists());
+  EXPECT_EQ(answer.runs(0).state(), v1::RUN_STATE_SUCCEEDED);
+  EXPECT_EQ(answer.runs(0).checkpoint().uri(), "/ckpt/final.ckpt") << "the result's checkpoint";
+
+  ASSERT_TRUE(sweeps_->DeleteSweep(Context().get(), remove, &removed).ok());
+  EXPECT_EQ(removed.deleted_runs(), 1u);
+  ASSERT_TRUE(workers_->CheckpointRetention(Context().get(), ask, &answer).ok());
+  ASSERT_EQ(answer.runs_size(), 1);
+  EXPECT_EQ(answer.runs(0).run_id(), leased.run().run_id());
+  EXPECT_FALSE(answer.runs(0).exists()) << "a deleted sweep's runs no longer exist";
+
+  ask.add_run_ids("not-a-uuid");
+  const grpc::Status bad = workers_->CheckpointRetention(Context().get(), ask, &answer);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ViolatedFields(bad), ElementsAre("run_ids[1]"));
 }
 
 TEST_F(GrpcApiTest, UnknownIdsAreNotFoundAndBadIdsInvalidArgument) {
@@ -469,7 +521,8 @@ TEST_F(GrpcApiTest, AnalyzeSweepOverGrpc) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(leased.run().run_id());
     complete.set_lease_epoch(leased.lease().lease_epoch());
-    complete.mutable_success()->set_final_val_bpc(SyntheticBpc(leased.run().spec()));
+    const double bpc = SyntheticBpc(leased.run().spec());
+    *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), bpc, bpc);
     v1::CompleteRunResponse done;
     ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
   }

@@ -10,6 +10,7 @@ class MemoryHarness {
   void SetUp() {}
   SweepCatalog& catalog() { return store_; }
   RunQueue& queue() { return store_; }
+  TelemetryRetention& retention() { return store_; }
   void LetTimePass(absl::Duration duration) { now_ += duration; }
 
  private:

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/summary_check.h"
 #include "gmock/gmock.h"
 #include "parity/v1/sweep_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
@@ -114,7 +115,7 @@ TEST_F(MetricsEndpointTest, ScrapeShowsWhatTheApiDid) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(first.run().run_id());
   complete.set_lease_epoch(first.lease().lease_epoch());
-  complete.mutable_success()->set_final_val_bpc(1.4);
+  *complete.mutable_success() = core::PlannedSummary(first.run().spec(), 1.4, 1.4);
   v1::CompleteRunResponse completed;
   ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &completed).ok());
   Lease(registered.worker_id());
@@ -340,7 +341,7 @@ TEST(SchedulerMetricsRpc, MethodsOutsideTheApiShareOneLabel) {
   std::set<std::string> methods;
   for (const auto& s : m.Series("parity_scheduler_rpcs_total"))
     methods.insert(s.labels.at("method"));
-  EXPECT_EQ(methods.size(), 18u) << "12 SweepService + 5 WorkerService methods + other";
+  EXPECT_EQ(methods.size(), 20u) << "13 SweepService + 6 WorkerService methods + other";
 }
 
 }  // namespace

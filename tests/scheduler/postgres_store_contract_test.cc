@@ -20,6 +20,7 @@ class PostgresHarness {
   }
   SweepCatalog& catalog() { return *store_; }
   RunQueue& queue() { return *store_; }
+  TelemetryRetention& retention() { return *store_; }
   void LetTimePass(absl::Duration duration) { absl::SleepFor(duration); }
 
  private:

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/field_violation.h"
+#include "core/summary_check.h"
 #include "gtest/gtest.h"
 #include "server/scheduling/scheduler.h"
 #include "server/store/postgres/postgres_run_store.h"
@@ -183,7 +184,10 @@ class SchedulerTest : public ::testing::Test {
     database_url_ = parity::testing::PostgresEnvironment::FreshDatabase();
     ASSERT_FALSE(database_url_.empty());
     store_ = std::make_unique<PostgresRunStore>(PostgresRunStoreOptions{database_url_, 8});
-    options_.retry_policy = RetryPolicy{absl::Milliseconds(1), absl::Milliseconds(10)};
+    options_.retry_policy = RetryPolicy{.backoff_base = absl::Milliseconds(1),
+                                        .backoff_max = absl::Milliseconds(10),
+                                        .preemption_backoff_base = absl::Milliseconds(1),
+                                        .preemption_backoff_max = absl::Milliseconds(10)};
     options_.lease_ttl = absl::Seconds(30);
     options_.idle_poll_interval = absl::Milliseconds(50);
     options_.watch_poll_interval = absl::Milliseconds(20);
@@ -213,6 +217,15 @@ class SchedulerTest : public ::testing::Test {
     return response.ok() ? *response : v1::SubmitSweepResponse();
   }
 
+  // What an honest engine reports for the run `run_id` (core::PlannedSummary), with this BPC.
+  v1::RunSummary PlannedSummaryOf(const std::string& run_id, double bpc) {
+    v1::GetRunRequest request;
+    request.set_run_id(run_id);
+    absl::StatusOr<v1::GetRunResponse> run = scheduler_->GetRun(request);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? core::PlannedSummary(run->run().spec(), bpc, bpc) : v1::RunSummary();
+  }
+
   // Leases up to `count` runs with one worker and completes each with SyntheticBpc().
   void FinishRuns(int count) {
     const std::string worker = Register();
@@ -222,7 +235,8 @@ class SchedulerTest : public ::testing::Test {
       v1::CompleteRunRequest complete;
       complete.set_run_id(leased->run().run_id());
       complete.set_lease_epoch(leased->lease().lease_epoch());
-      complete.mutable_success()->set_final_val_bpc(SyntheticBpc(leased->run().spec()));
+      const double bpc = SyntheticBpc(leased->run().spec());
+      *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), bpc, bpc);
       ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
     }
   }

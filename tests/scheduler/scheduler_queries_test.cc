@@ -5,6 +5,7 @@
 #include "core/field_violation.h"
 #include "core/planner.h"
 #include "core/spec_loader.h"
+#include "core/summary_check.h"
 #include "gmock/gmock.h"
 #include "server/store/postgres/migrations.h"
 #include "tests/scheduler/scheduler_fixture.h"
@@ -86,7 +87,7 @@ TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(submitted.run_ids(0));
     complete.set_lease_epoch(1);
-    complete.mutable_success();
+    *complete.mutable_success() = PlannedSummaryOf(submitted.run_ids(0), 1.5);
     EXPECT_TRUE(scheduler_->CompleteRun(complete).ok());
   });
   v1::WatchRunRequest watch;
@@ -235,7 +236,7 @@ TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(leased->run().run_id());
     complete.set_lease_epoch(leased->lease().lease_epoch());
-    complete.mutable_success();
+    *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), 1.5, 1.5);
     ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
   }
   watcher.join();

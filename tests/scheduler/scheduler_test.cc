@@ -8,6 +8,7 @@
 #include "core/field_violation.h"
 #include "core/planner.h"
 #include "core/spec_loader.h"
+#include "core/summary_check.h"
 #include "gmock/gmock.h"
 #include "server/store/postgres/migrations.h"
 #include "tests/scheduler/scheduler_fixture.h"
@@ -57,8 +58,7 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(run_id);
     complete.set_lease_epoch(1);
-    complete.mutable_success()->set_final_val_bpc(i == 0 ? 1.5 : 1.4);
-    complete.mutable_success()->set_measured_flops_per_token(1.8e7);
+    *complete.mutable_success() = PlannedSummaryOf(run_id, i == 0 ? 1.5 : 1.4);
     complete.mutable_success()->mutable_wall_time()->set_seconds(12);
     absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
     ASSERT_TRUE(done.ok()) << done.status();
@@ -80,7 +80,8 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->rows().size(), 2);
   EXPECT_NEAR(results->rows(1).delta_bpc_vs_dense(), -0.1, 1e-9);
-  EXPECT_DOUBLE_EQ(results->rows(1).measured_flops_per_token(), 1.8e7);
+  EXPECT_DOUBLE_EQ(results->rows(1).measured_flops_per_token(), results->rows(1).flops_per_token())
+      << "an honest summary counts the planned M";
   EXPECT_DOUBLE_EQ(results->rows(1).wall_seconds(), 12);
   // Every state change is an event: created, leased, running, succeeded per run.
   EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM events"), "8");
@@ -323,6 +324,93 @@ TEST_F(SchedulerTest, UserErrorFailsAtOnce) {
   complete.set_lease_epoch(leased->lease().lease_epoch());
   complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_USER_ERROR);
   EXPECT_EQ(scheduler_->CompleteRun(complete)->run().state(), v1::RUN_STATE_FAILED);
+}
+
+// A preempted attempt is free only up to the cap: an engine that keeps exiting "preempted"
+// spends attempts past it and ends FAILED, instead of cycling through the queue forever.
+TEST_F(SchedulerTest, PreemptionsPastTheCapSpendAttempts) {
+  scheduler_.reset();
+  options_.retry_policy.max_preemptions = 2;
+  scheduler_ =
+      std::make_unique<Scheduler>(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  v1::SweepSpec spec = MakeSweepSpec("preempted", 1);
+  spec.set_max_attempts(2);
+  const v1::SubmitSweepResponse submitted = Submit(spec);
+  const std::string worker = Register();
+  std::vector<std::pair<uint32_t, uint32_t>> seen;  // (attempt, preemptions) after each
+  v1::Run run;
+  for (int preemption = 0; preemption < 4; ++preemption) {
+    absl::StatusOr<v1::LeaseRunResponse> leased;
+    for (int i = 0; i < 200; ++i) {  // preemption backoffs are milliseconds in this fixture
+      leased = LeaseNow(worker);
+      if (leased.ok() && leased->has_lease()) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_TRUE(leased.ok() && leased->has_lease()) << "preemption " << preemption;
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(submitted.run_ids(0));
+    complete.set_lease_epoch(leased->lease().lease_epoch());
+    complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_PREEMPTED);
+    absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
+    ASSERT_TRUE(done.ok()) << done.status();
+    run = done->run();
+    seen.emplace_back(run.attempt(), run.preemptions());
+  }
+  const std::vector<std::pair<uint32_t, uint32_t>> expected = {{1, 1}, {1, 2}, {2, 3}, {2, 4}};
+  EXPECT_EQ(seen, expected) << "two free preemptions, then each spends an attempt";
+  EXPECT_EQ(run.state(), v1::RUN_STATE_FAILED) << "past the cap the last attempt fails the run";
+  EXPECT_EQ(run.failure_class(), v1::FAILURE_CLASS_PREEMPTED);
+}
+
+// The store refuses a success that disagrees with the plan; the scheduler fails the attempt as
+// INVALID_RESULT (never retried) and says why, so a result nobody should plot is never stored.
+TEST_F(SchedulerTest, ASuccessOffThePlanFailsAsInvalidResult) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("invalid", 1));
+  absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
+  ASSERT_TRUE(leased.ok() && leased->has_lease());
+  v1::CompleteRunRequest complete;
+  complete.set_run_id(submitted.run_ids(0));
+  complete.set_lease_epoch(leased->lease().lease_epoch());
+  *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), 1.4, 1.4);
+  complete.mutable_success()->set_tokens(leased->run().spec().accounting().tokens() / 2);
+  absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->run().state(), v1::RUN_STATE_FAILED);
+  EXPECT_EQ(done->run().failure_class(), v1::FAILURE_CLASS_INVALID_RESULT);
+  EXPECT_THAT(done->run().failure().message(), ::testing::HasSubstr("tokens 500000, planned"));
+  EXPECT_FALSE(done->run().has_summary()) << "the refused summary is not stored";
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM results WHERE final_val_bpc IS NOT NULL"),
+            "0");
+  absl::StatusOr<v1::CompleteRunResponse> again = scheduler_->CompleteRun(complete);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->run().state(), v1::RUN_STATE_FAILED) << "a resend changes nothing";
+}
+
+// The events half of telemetry retention, which only PostgreSQL keeps: an old ended sweep's runs
+// keep only their last event, and a live sweep's history is untouched.
+TEST_F(SchedulerTest, RetentionCutsAnOldEndedSweepsEventsToEachRunsLast) {
+  const v1::SubmitSweepResponse ended = Submit(MakeSweepSpec("events-ended", 2));
+  const v1::SubmitSweepResponse live = Submit(MakeSweepSpec("events-live", 1));
+  FinishRuns(2);  // the older sweep's runs go first
+  const std::string count = "SELECT count(*) FROM events WHERE sweep_id = '";
+  ASSERT_EQ(Sql(database_url_, count + ended.sweep().sweep_id() + "'"), "6")
+      << "expected created, leased, succeeded for each run before retention";
+  const std::string live_events = Sql(database_url_, count + live.sweep().sweep_id() + "'");
+  absl::SleepFor(absl::Milliseconds(300));
+  RetentionPolicy policy;
+  policy.metrics_full = absl::Milliseconds(100);
+  policy.events = absl::Milliseconds(100);
+  absl::StatusOr<RetentionResult> retained = scheduler_->ApplyRetention(policy);
+  ASSERT_TRUE(retained.ok()) << retained.status();
+  EXPECT_EQ(retained->sweeps_pruned, 1);
+  EXPECT_EQ(retained->events_deleted, 4);
+  EXPECT_EQ(Sql(database_url_,
+                "SELECT string_agg(to_state, ',' ORDER BY to_state) FROM events "
+                "WHERE sweep_id = '" +
+                    ended.sweep().sweep_id() + "'"),
+            "SUCCEEDED,SUCCEEDED")
+      << "each run keeps how it ended";
+  EXPECT_EQ(Sql(database_url_, count + live.sweep().sweep_id() + "'"), live_events);
 }
 
 TEST_F(SchedulerTest, RunsGoOnlyToWorkersWithTheDevicesTheyNeed) {

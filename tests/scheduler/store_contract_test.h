@@ -7,17 +7,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "core/summary_check.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/store/run_queue.h"
 #include "server/store/sweep_catalog.h"
+#include "server/store/telemetry_retention.h"
 
 namespace parity::server::testing {
 
 // A harness provides: void SetUp(); SweepCatalog& catalog(); RunQueue& queue();
-// void LetTimePass(absl::Duration).
+// TelemetryRetention& retention(); void LetTimePass(absl::Duration).
 template <typename Harness>
 class StoreContractTest : public ::testing::Test {
  protected:
@@ -25,6 +28,7 @@ class StoreContractTest : public ::testing::Test {
 
   SweepCatalog& catalog() { return harness_.catalog(); }
   RunQueue& queue() { return harness_.queue(); }
+  TelemetryRetention& retention() { return harness_.retention(); }
 
   CreatedSweep Sweep(const std::string& name, int runs, int priority = 0,
                      const std::string& key = "") {
@@ -38,6 +42,22 @@ class StoreContractTest : public ::testing::Test {
       run.set_name(name + "-" + std::to_string(i));
       run.mutable_resources()->set_cpu_threads(1);
     }
+    absl::StatusOr<CreatedSweep> created = catalog().CreateSweep(sweep);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? *created : CreatedSweep();
+  }
+
+  // One run with a plan to check a summary against: 200 steps of 4,096 tokens, M = 1e7.
+  CreatedSweep PlannedSweep(const std::string& name) {
+    NewSweep sweep;
+    sweep.spec.set_name(name);
+    sweep.spec.set_max_attempts(2);
+    v1::RunSpec& run = sweep.runs.emplace_back();
+    run.set_name(name + "-0");
+    run.mutable_resources()->set_cpu_threads(1);
+    run.mutable_training()->set_steps(200);
+    run.mutable_accounting()->set_tokens(200 * 4096);
+    run.mutable_accounting()->set_flops_per_token(1e7);
     absl::StatusOr<CreatedSweep> created = catalog().CreateSweep(sweep);
     EXPECT_TRUE(created.ok()) << created.status();
     return created.ok() ? *created : CreatedSweep();
@@ -238,7 +258,7 @@ TYPED_TEST_P(StoreContractTest, ANewerLeasesPointsReplaceAnOlderLeasesAndAnEnded
   Completion success;
   success.run_id = run_id;
   success.lease_epoch = second.lease.lease_epoch();
-  success.success.emplace().set_final_val_bpc(1.25);
+  success.success = core::PlannedSummary(second.run.spec(), 1.25, 1.25);
   ASSERT_TRUE(this->queue().CompleteRun(success).ok());
   const absl::Status late =
       this->queue().AppendMetrics(run_id, second.lease.lease_epoch(), {this->Point(3)}).status();
@@ -254,7 +274,7 @@ TYPED_TEST_P(StoreContractTest, CompletionsEndRunsOnceAndTheLastEndsTheSweep) {
   Completion success;
   success.run_id = first.run.run_id();
   success.lease_epoch = first.lease.lease_epoch();
-  success.success.emplace().set_final_val_bpc(1.25);
+  success.success = core::PlannedSummary(first.run.spec(), 1.25, 1.25);
   absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(success);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED);
@@ -292,6 +312,191 @@ TYPED_TEST_P(StoreContractTest, CompletionsEndRunsOnceAndTheLastEndsTheSweep) {
   EXPECT_EQ(ended->state(), v1::SWEEP_STATE_FAILED) << "a sweep with a failed run ends FAILED";
   EXPECT_EQ(ended->counts().succeeded(), 1u);
   EXPECT_EQ(ended->counts().failed(), 1u);
+}
+
+// A success is only what the plan asked for, whoever sends it: a summary with other steps or
+// tokens, a non-finite BPC or FLOPs per token more than 1% off M changes nothing and says why.
+TYPED_TEST_P(StoreContractTest, ASuccessOffItsPlanIsRefusedAndWritesNothing) {
+  const CreatedSweep sweep = this->PlannedSweep("planned");
+  const LeasedRun leased = this->LeaseOne(this->Worker());
+  const v1::RunSpec& spec = leased.run.spec();
+  ASSERT_EQ(spec.training().steps(), 200u) << "the leased run must carry its plan";
+  Completion bad;
+  bad.run_id = leased.run.run_id();
+  bad.lease_epoch = leased.lease.lease_epoch();
+  bad.success = core::PlannedSummary(spec, 1.5, 1.5);
+  bad.success->set_steps(150);
+  bad.success->set_tokens(1);
+  bad.success->set_final_val_bpc(std::numeric_limits<double>::quiet_NaN());
+  bad.success->set_measured_flops_per_token(1.02e7);
+  absl::StatusOr<CompletionResult> refused = this->queue().CompleteRun(bad);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_THAT(refused->invalid_summary, ::testing::HasSubstr("steps 150, planned 200"));
+  EXPECT_THAT(refused->invalid_summary, ::testing::HasSubstr("tokens 1, planned 819200"));
+  EXPECT_THAT(refused->invalid_summary, ::testing::HasSubstr("final BPC"));
+  EXPECT_THAT(refused->invalid_summary, ::testing::HasSubstr("FLOPs per token"));
+  EXPECT_EQ(refused->run.state(), v1::RUN_STATE_LEASED) << "a refused success writes nothing";
+  absl::StatusOr<v1::Run> stored = this->catalog().GetRun(leased.run.run_id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state(), v1::RUN_STATE_LEASED);
+  EXPECT_EQ(stored->lease().lease_epoch(), leased.lease.lease_epoch());
+  EXPECT_FALSE(stored->has_summary());
+
+  Completion close = bad;  // within 1% of M and otherwise the plan: a success
+  close.success = core::PlannedSummary(spec, 1.5, 1.6);
+  close.success->set_measured_flops_per_token(1.009e7);
+  absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(close);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->invalid_summary, "");
+  EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED);
+  absl::StatusOr<v1::Sweep> ended = this->catalog().GetSweep(sweep.sweep.sweep_id());
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->state(), v1::SWEEP_STATE_SUCCEEDED);
+}
+
+// An attempt that resumed from the final checkpoint trains no step and counts no FLOPs: its
+// measured M of 0 is not a disagreement.
+TYPED_TEST_P(StoreContractTest, AnAttemptResumedFromTheFinalCheckpointMayCountNoFlops) {
+  this->PlannedSweep("resumed-final");
+  const std::string worker = this->Worker();
+  const LeasedRun leased = this->LeaseOne(worker);
+  HeartbeatUpdate update;
+  update.worker_id = worker;
+  update.run_id = leased.run.run_id();
+  update.lease_epoch = leased.lease.lease_epoch();
+  update.step = 200;
+  update.checkpoint.emplace().set_step(200);
+  update.checkpoint->set_uri("/ckpt/200");
+  update.ttl = absl::Seconds(60);
+  ASSERT_TRUE(this->queue().Heartbeat(update).ok());
+  Completion success;
+  success.run_id = leased.run.run_id();
+  success.lease_epoch = leased.lease.lease_epoch();
+  success.success = core::PlannedSummary(leased.run.spec(), 1.5, 1.5);
+  success.success->set_measured_flops_per_token(0);
+  absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(success);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->invalid_summary, "");
+  EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED);
+}
+
+// The store keeps the run's preemption count as the decision says (the cap is the scheduler's).
+TYPED_TEST_P(StoreContractTest, AFailureStoresTheRunsPreemptions) {
+  this->Sweep("preempted", 1);
+  const std::string worker = this->Worker();
+  const LeasedRun leased = this->LeaseOne(worker);
+  EXPECT_EQ(leased.run.preemptions(), 0u);
+  Completion preempted;
+  preempted.run_id = leased.run.run_id();
+  preempted.lease_epoch = leased.lease.lease_epoch();
+  preempted.failure_class = v1::FAILURE_CLASS_PREEMPTED;
+  preempted.retry = {v1::RUN_STATE_PENDING, leased.run.attempt(), absl::ZeroDuration(), 1};
+  preempted.decided_at_attempt = leased.run.attempt();
+  absl::StatusOr<CompletionResult> requeued = this->queue().CompleteRun(preempted);
+  ASSERT_TRUE(requeued.ok()) << requeued.status();
+  EXPECT_EQ(requeued->run.preemptions(), 1u);
+  EXPECT_EQ(requeued->run.attempt(), leased.run.attempt()) << "the attempt is not spent";
+  const LeasedRun again = this->LeaseOne(worker);
+  EXPECT_EQ(again.run.preemptions(), 1u) << "a lease shows the run's preemptions";
+}
+
+// Deleting a sweep is for ended ones (a live run's worker still writes): refused while a run
+// may train, with nothing deleted; then the sweep and its runs are gone, and a second delete is
+// NOT_FOUND.
+TYPED_TEST_P(StoreContractTest, OnlyAnEndedSweepIsDeletedAndItsRunsGoWithIt) {
+  const CreatedSweep sweep = this->Sweep("delete", 2);
+  const CreatedSweep other = this->Sweep("delete-other", 1);
+  const LeasedRun leased = this->LeaseOne(this->Worker());
+  ASSERT_EQ(leased.run.sweep_id(), sweep.sweep.sweep_id());
+  const absl::Status refused = this->catalog().DeleteSweep(sweep.sweep.sweep_id()).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_TRUE(this->catalog().GetRun(sweep.run_ids[1]).ok()) << "a refused delete deletes nothing";
+
+  ASSERT_TRUE(this->catalog().CancelSweep(sweep.sweep.sweep_id(), "done with it").ok());
+  Completion stopped;
+  stopped.run_id = leased.run.run_id();
+  stopped.lease_epoch = leased.lease.lease_epoch();
+  stopped.failure_class = v1::FAILURE_CLASS_PREEMPTED;
+  stopped.retry = {v1::RUN_STATE_PENDING, leased.run.attempt(), absl::ZeroDuration(), 1};
+  stopped.decided_at_attempt = leased.run.attempt();
+  ASSERT_TRUE(this->queue().CompleteRun(stopped).ok());  // cancellation wins: CANCELLED
+
+  absl::StatusOr<uint32_t> deleted = this->catalog().DeleteSweep(sweep.sweep.sweep_id());
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2u);
+  EXPECT_EQ(this->catalog().GetSweep(sweep.sweep.sweep_id()).status().code(),
+            absl::StatusCode::kNotFound);
+  for (const std::string& run_id : sweep.run_ids) {
+    EXPECT_EQ(this->catalog().GetRun(run_id).status().code(), absl::StatusCode::kNotFound)
+        << "run " << run_id << " must go with its sweep";
+  }
+  EXPECT_TRUE(this->catalog().GetRun(other.run_ids[0]).ok()) << "another sweep's run stays";
+  EXPECT_EQ(this->catalog().DeleteSweep(sweep.sweep.sweep_id()).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Telemetry retention: an ended sweep's curves are thinned once it is old enough (evaluations
+// and the last point stay), a live sweep's never; a worker unseen for long is forgotten unless
+// it holds a live lease.
+TYPED_TEST_P(StoreContractTest, RetentionThinsOldEndedCurvesOnceAndForgetsUnseenWorkers) {
+  this->Sweep("retention-live", 1);
+  const std::string holder = this->Worker();
+  const LeasedRun live = this->LeaseOne(holder);
+  this->Sweep("retention-ended", 1);
+  const std::string idle = this->Worker();
+  const LeasedRun ended = this->LeaseOne(idle);
+  std::vector<v1::MetricPoint> points;
+  for (uint64_t step = 1; step <= 30; ++step) {
+    points.push_back(this->Point(step));
+    if (step % 10 == 0) points.back().set_val_bpc(2.5);  // evaluations at 10, 20, 30
+  }
+  for (const LeasedRun* run : {&live, &ended}) {
+    ASSERT_TRUE(
+        this->queue().AppendMetrics(run->run.run_id(), run->lease.lease_epoch(), points).ok());
+  }
+  Completion success;
+  success.run_id = ended.run.run_id();
+  success.lease_epoch = ended.lease.lease_epoch();
+  success.success = core::PlannedSummary(ended.run.spec(), 2.5, 2.0);
+  ASSERT_TRUE(this->queue().CompleteRun(success).ok());
+
+  RetentionPolicy policy;
+  policy.metrics_full = absl::Milliseconds(100);
+  policy.thinned_points = 5;
+  policy.events = absl::Milliseconds(100);
+  policy.workers = absl::Hours(1);
+  absl::StatusOr<RetentionResult> early = this->retention().ApplyRetention(policy);
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(early->sweeps_thinned, 0) << "the sweep ended too recently to be thinned";
+  this->harness_.LetTimePass(absl::Milliseconds(400));
+
+  absl::StatusOr<RetentionResult> thinned = this->retention().ApplyRetention(policy);
+  ASSERT_TRUE(thinned.ok()) << thinned.status();
+  EXPECT_EQ(thinned->sweeps_thinned, 1) << "only the ended sweep";
+  // 30 points, every 6th kept (steps 1, 7, 13, 19, 25) and the evaluations 10, 20, 30: 8 stay.
+  EXPECT_EQ(thinned->points_deleted, 22);
+  EXPECT_EQ(thinned->sweeps_pruned, 1);
+  EXPECT_EQ(thinned->workers_deleted, 0);
+  absl::StatusOr<RetentionResult> again = this->retention().ApplyRetention(policy);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->sweeps_thinned, 0) << "a sweep is thinned once";
+  EXPECT_EQ(again->points_deleted, 0);
+  absl::StatusOr<MetricsAppendResult> still_live =
+      this->queue().AppendMetrics(live.run.run_id(), live.lease.lease_epoch(), points);
+  ASSERT_TRUE(still_live.ok()) << still_live.status();
+  EXPECT_EQ(still_live->accepted, 0u) << "a live run's curve keeps every point";
+
+  policy.workers = absl::Milliseconds(100);
+  absl::StatusOr<RetentionResult> forgotten = this->retention().ApplyRetention(policy);
+  ASSERT_TRUE(forgotten.ok()) << forgotten.status();
+  EXPECT_EQ(forgotten->workers_deleted, 1) << "the idle worker goes, the lease holder stays";
+  WorkersQuery query;
+  query.seen_within = absl::Hours(1);
+  absl::StatusOr<Page<v1::Worker>> workers = this->catalog().ListWorkers(query);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  std::vector<std::string> ids;
+  for (const v1::Worker& worker : workers->items) ids.push_back(worker.worker_id());
+  EXPECT_THAT(ids, ::testing::ElementsAre(holder)) << "the holder of a live lease is kept";
 }
 
 TYPED_TEST_P(StoreContractTest, ARetryWaitsItsDelayWithTheNextAttempt) {
@@ -417,18 +622,19 @@ TYPED_TEST_P(StoreContractTest, RunsPageInGridOrderAndBadTokensAreRefused) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-REGISTER_TYPED_TEST_SUITE_P(StoreContractTest, LeasesByPriorityThenFairShareThenAgeInGridOrder,
-                            ABatchLeasesWhatOneLeaseAfterAnotherWould,
-                            UnknownWorkersAndRunsAreNotFoundWithTheirResource,
-                            StaleEpochsAreRefusedAndWriteNothing,
-                            MetricsAreStoredOnceAndMoveTheRunsProgress,
-                            ANewerLeasesPointsReplaceAnOlderLeasesAndAnEndedRunTakesNone,
-                            CompletionsEndRunsOnceAndTheLastEndsTheSweep,
-                            ARetryWaitsItsDelayWithTheNextAttempt,
-                            TheReaperRequeuesExpiredLeasesThenFailsThem,
-                            OutageGraceExtendsLiveLeasesByOneTtlAndNeverShortensOne,
-                            CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
-                            IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
-                            RunsPageInGridOrderAndBadTokensAreRefused);
+REGISTER_TYPED_TEST_SUITE_P(
+    StoreContractTest, LeasesByPriorityThenFairShareThenAgeInGridOrder,
+    ABatchLeasesWhatOneLeaseAfterAnotherWould, UnknownWorkersAndRunsAreNotFoundWithTheirResource,
+    StaleEpochsAreRefusedAndWriteNothing, MetricsAreStoredOnceAndMoveTheRunsProgress,
+    ANewerLeasesPointsReplaceAnOlderLeasesAndAnEndedRunTakesNone,
+    CompletionsEndRunsOnceAndTheLastEndsTheSweep, ASuccessOffItsPlanIsRefusedAndWritesNothing,
+    AnAttemptResumedFromTheFinalCheckpointMayCountNoFlops, AFailureStoresTheRunsPreemptions,
+    OnlyAnEndedSweepIsDeletedAndItsRunsGoWithIt,
+    RetentionThinsOldEndedCurvesOnceAndForgetsUnseenWorkers, ARetryWaitsItsDelayWithTheNextAttempt,
+    TheReaperRequeuesExpiredLeasesThenFailsThem,
+    OutageGraceExtendsLiveLeasesByOneTtlAndNeverShortensOne,
+    CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
+    IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
+    RunsPageInGridOrderAndBadTokensAreRefused);
 
 }  // namespace parity::server::testing

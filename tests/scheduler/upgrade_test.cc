@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "core/summary_check.h"
 #include "gmock/gmock.h"
 #include "server/store/postgres/migrations.h"
 #include "tests/scheduler/scheduler_fixture.h"
@@ -35,7 +36,10 @@ struct SchedulerOn {
   static SchedulerOptions Options() {
     SchedulerOptions options;
     options.lease_ttl = absl::Seconds(30);
-    options.retry_policy = RetryPolicy{absl::Milliseconds(1), absl::Milliseconds(10)};
+    options.retry_policy = RetryPolicy{.backoff_base = absl::Milliseconds(1),
+                                       .backoff_max = absl::Milliseconds(10),
+                                       .preemption_backoff_base = absl::Milliseconds(1),
+                                       .preemption_backoff_max = absl::Milliseconds(10)};
     return options;
   }
   std::string Register() {
@@ -67,7 +71,7 @@ struct SchedulerOn {
     v1::CompleteRunRequest request;
     request.set_run_id(leased.run().run_id());
     request.set_lease_epoch(leased.lease().lease_epoch());
-    request.mutable_success()->set_final_val_bpc(val_bpc);
+    *request.mutable_success() = core::PlannedSummary(leased.run().spec(), val_bpc, val_bpc);
     return scheduler.CompleteRun(request);
   }
 
@@ -94,6 +98,12 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
 
   std::string sweep_id, worker, leased_run;
   int64_t leased_epoch = 0;
+  v1::RunSpec leased_spec;
+  // This binary stands in for the 0008 one. Its reads name a column that 0011 adds
+  // (runs.preemptions): the column exists while it writes and is dropped before the upgrade, so
+  // the upgrade starts from the schema 0008 left. Its success goes through 0008's own
+  // complete_runs_success, whose result lacks the later `reason` column.
+  Sql(url, "ALTER TABLE runs ADD COLUMN preemptions integer NOT NULL DEFAULT 0");
   {
     SchedulerOn before(url);
     v1::SubmitSweepRequest submit;
@@ -104,12 +114,23 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
     worker = before.Register();
     const v1::LeaseRunResponse baseline = before.Lease(worker);  // the dense baseline
     ASSERT_TRUE(before.Report(baseline, 1, 5).ok());
-    ASSERT_TRUE(before.Complete(baseline, 1.5).ok());
+    const v1::RunSpec& plan = baseline.run().spec();
+    EXPECT_EQ(
+        Sql(url,
+            absl::StrCat("SELECT outcome FROM complete_runs_success(ARRAY['",
+                         baseline.run().run_id(), "']::uuid[], ARRAY[",
+                         baseline.lease().lease_epoch(), "]::bigint[], '{1.5}', '{1.5}', ARRAY[",
+                         plan.accounting().tokens(), "]::bigint[], ARRAY[", plan.training().steps(),
+                         "]::bigint[], ARRAY[", plan.accounting().flops_per_token(),
+                         "]::float8[], '{12}', '{0}', '{0}', '{NULL}', '{NULL}')")),
+        "completed");
     const v1::LeaseRunResponse held = before.Lease(worker);  // still leased across the upgrade
     ASSERT_TRUE(before.Report(held, 1, 5).ok());
     leased_run = held.run().run_id();
     leased_epoch = held.lease().lease_epoch();
+    leased_spec = held.run().spec();
   }
+  Sql(url, "ALTER TABLE runs DROP COLUMN preemptions");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "
@@ -139,6 +160,7 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   v1::LeaseRunResponse held;
   held.mutable_run()->set_run_id(leased_run);
   held.mutable_lease()->set_lease_epoch(leased_epoch);
+  *held.mutable_run()->mutable_spec() = leased_spec;
   ASSERT_TRUE(after.Report(held, 6, 10).ok());
   absl::StatusOr<v1::CompleteRunResponse> done = after.Complete(held, 1.4);
   ASSERT_TRUE(done.ok()) << done.status();

@@ -103,6 +103,21 @@ class FakeSchedulerClient : public SchedulerClient {
     return parity::v1::CompleteRunResponse{};
   }
 
+  // Answers from `retention` by run id; a run it does not name does not exist.
+  absl::StatusOr<parity::v1::CheckpointRetentionResponse> CheckpointRetention(
+      const parity::v1::CheckpointRetentionRequest& r) override {
+    absl::MutexLock l(&mu);
+    retention_requests.push_back(r);
+    parity::v1::CheckpointRetentionResponse resp;
+    for (const std::string& run_id : r.run_ids()) {
+      auto it = retention.find(run_id);
+      parity::v1::RunRetention* entry = resp.add_runs();
+      if (it != retention.end()) *entry = it->second;
+      entry->set_run_id(run_id);
+    }
+    return resp;
+  }
+
   void CancelLongPolls() override {
     absl::MutexLock l(&mu);
     poll_cancelled = true;
@@ -123,6 +138,8 @@ class FakeSchedulerClient : public SchedulerClient {
   // stored at that moment.
   std::vector<std::pair<uint64_t, uint64_t>> checkpoint_reports;
   std::vector<parity::v1::CompleteRunRequest> completes;
+  std::map<std::string, parity::v1::RunRetention> retention;
+  std::vector<parity::v1::CheckpointRetentionRequest> retention_requests;
 };
 
 }  // namespace parity::worker

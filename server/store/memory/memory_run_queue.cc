@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/proto_time.h"
+#include "core/summary_check.h"
 #include "server/store/memory/memory_run_store.h"
 #include "server/store/store_errors.h"
 #include "server/store/uuid.h"
@@ -240,6 +241,15 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
   const absl::Time now = now_();
   // Not live: this epoch already completed (or was cancelled): the run as it is.
   if (IsLive(run.run.state())) {
+    if (completion.success) {
+      const uint64_t resumed_from = run.run.has_checkpoint() ? run.run.checkpoint().step() : 0;
+      result.invalid_summary =
+          core::SummaryMismatch(run.run.spec(), *completion.success, resumed_from);
+      if (!result.invalid_summary.empty()) {
+        result.run = RenderRun(run);
+        return result;
+      }
+    }
     if (completion.checkpoint) {
       run.run.mutable_checkpoint()->set_step(completion.checkpoint->step());
       run.run.mutable_checkpoint()->set_uri(completion.checkpoint->uri());
@@ -257,8 +267,11 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
                          "; the retry decision was made for ", completion.decided_at_attempt));
       }
       RetryDecision decision = completion.retry;
-      if (run.run.cancel_requested()) decision = {v1::RUN_STATE_CANCELLED, run.run.attempt(), {}};
+      if (run.run.cancel_requested()) {
+        decision = {v1::RUN_STATE_CANCELLED, run.run.attempt(), {}, run.run.preemptions()};
+      }
       run.run.set_state(decision.next_state);
+      run.run.set_preemptions(decision.next_preemptions);
       run.run.set_attempt(decision.next_attempt);
       run.not_before = now + decision.delay;
       run.run.set_failure_class(completion.failure_class);
@@ -326,6 +339,60 @@ absl::StatusOr<int> MemoryRunStore::ExtendLiveLeases(absl::Duration ttl) {
     ++extended;
   }
   return extended;
+}
+
+absl::StatusOr<RetentionResult> MemoryRunStore::ApplyRetention(const RetentionPolicy& policy) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = now_();
+  const uint64_t kept = std::max<uint32_t>(policy.thinned_points, 1);
+  RetentionResult result;
+  // Oldest-ended first, as PostgreSQL takes them.
+  std::vector<SweepRow*> ended;
+  for (auto& [id, sweep] : sweeps_) {
+    if (sweep.ended) ended.push_back(&sweep);
+  }
+  std::sort(ended.begin(), ended.end(),
+            [](const SweepRow* a, const SweepRow* b) { return *a->ended < *b->ended; });
+  for (SweepRow* sweep : ended) {
+    if (!sweep->metrics_thinned && *sweep->ended < now - policy.metrics_full &&
+        result.sweeps_thinned < policy.sweeps_per_pass) {
+      for (const std::string& run_id : sweep->run_ids) {
+        auto& metrics = runs_.at(run_id).metrics;
+        const uint64_t n = metrics.size();
+        if (n <= kept) continue;
+        const uint64_t every = (n + kept - 1) / kept;
+        uint64_t rank = 0;
+        for (auto it = metrics.begin(); it != metrics.end(); ++rank) {
+          const bool keep = it->second.first.has_val_bpc() || rank + 1 == n || rank % every == 0;
+          if (keep) {
+            ++it;
+          } else {
+            it = metrics.erase(it);
+            ++result.points_deleted;
+          }
+        }
+      }
+      sweep->metrics_thinned = true;
+      ++result.sweeps_thinned;
+    }
+    if (!sweep->events_pruned && *sweep->ended < now - policy.events &&
+        result.sweeps_pruned < policy.sweeps_per_pass) {
+      sweep->events_pruned = true;
+      ++result.sweeps_pruned;
+    }
+  }
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const bool holds_lease = std::any_of(runs_.begin(), runs_.end(), [&](const auto& entry) {
+      return IsLive(entry.second.run.state()) && entry.second.lease_owner == it->first;
+    });
+    if (it->second.last_seen < now - policy.workers && !holds_lease) {
+      it = workers_.erase(it);
+      ++result.workers_deleted;
+    } else {
+      ++it;
+    }
+  }
+  return result;
 }
 
 }  // namespace parity::server

@@ -1,8 +1,8 @@
-// MemoryRunStore: the SweepCatalog and RunQueue contracts held in memory, for tests of the
-// scheduling logic without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it
-// does: priorities and fair share across sweeps (lease_runs.sql's order), fencing epochs,
-// idempotency keys, retry states as the caller decides them, keyset paging tokens, and the same
-// codes with the same payloads (store_errors.h). One mutex makes every call one transaction.
+// MemoryRunStore: the SweepCatalog, RunQueue and TelemetryRetention contracts held in memory,
+// for tests of the scheduling logic without PostgreSQL. It keeps what PostgresRunStore keeps and
+// answers as it does: priorities and fair share across sweeps (lease_runs.sql's order), fencing
+// epochs, idempotency keys, retry states as the caller decides them, keyset paging tokens, and the
+// same codes with the same payloads (store_errors.h). One mutex makes every call one transaction.
 // tests/scheduler/store_contract_test.h holds it to the same suite as PostgreSQL.
 //
 // The clock is injected: leases expire, retries wait and workers age by `now()`, so tests move
@@ -23,10 +23,11 @@
 #include "absl/time/time.h"
 #include "server/store/run_queue.h"
 #include "server/store/sweep_catalog.h"
+#include "server/store/telemetry_retention.h"
 
 namespace parity::server {
 
-class MemoryRunStore final : public SweepCatalog, public RunQueue {
+class MemoryRunStore final : public SweepCatalog, public RunQueue, public TelemetryRetention {
  public:
   // `now` is read for every timestamp; absl::Now by default.
   explicit MemoryRunStore(std::function<absl::Time()> now = &absl::Now);
@@ -38,6 +39,7 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue {
                                              const PageRequest& page) override;
   absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
                                            const std::string& reason) override;
+  absl::StatusOr<uint32_t> DeleteSweep(const std::string& sweep_id) override;
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
   absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,
                                          const std::vector<v1::RunState>& states,
@@ -57,6 +59,9 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue {
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
 
+  // TelemetryRetention.
+  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
+
  private:
   struct SweepRow {
     std::string sweep_id;
@@ -68,6 +73,8 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue {
     uint64_t created_seq = 0;  // creation order: created_at, never equal
     absl::Time created;
     std::optional<absl::Time> ended;
+    bool metrics_thinned = false;      // TelemetryRetention, once per sweep
+    bool events_pruned = false;        // the same (this store keeps no events)
     std::vector<std::string> run_ids;  // grid order
   };
   struct RunRow {

@@ -228,6 +228,21 @@ absl::StatusOr<CancelResult> MemoryRunStore::CancelSweep(const std::string& swee
   return result;
 }
 
+absl::StatusOr<uint32_t> MemoryRunStore::DeleteSweep(const std::string& sweep_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return NotFoundError("sweep", sweep_id);
+  if (!it->second.ended) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sweep ", sweep_id, " has runs that have not ended; cancel it and let them stop first"));
+  }
+  const uint32_t runs = static_cast<uint32_t>(it->second.run_ids.size());
+  for (const std::string& run_id : it->second.run_ids) runs_.erase(run_id);
+  if (!it->second.idempotency_key.empty()) sweep_by_key_.erase(it->second.idempotency_key);
+  sweeps_.erase(it);
+  return runs;
+}
+
 absl::StatusOr<v1::Run> MemoryRunStore::GetRun(const std::string& run_id) {
   absl::MutexLock lock(&mu_);
   auto it = runs_.find(run_id);

@@ -32,6 +32,7 @@ v1::Run RunFromRow(const pqxx::row& row) {
   run.set_priority(row["priority"].as<int32_t>());
   run.set_attempt(row["attempt"].as<uint32_t>());
   run.set_max_attempts(row["max_attempts"].as<uint32_t>());
+  run.set_preemptions(row["preemptions"].as<uint32_t>());
   if (!row["lease_owner"].is_null()) {
     v1::Lease* lease = run.mutable_lease();
     lease->set_run_id(run.run_id());

@@ -16,7 +16,7 @@ namespace parity::server::pg {
 
 const char* const kRunColumns =
     "r.run_id::text AS run_id, r.sweep_id::text AS sweep_id, r.spec_bytes, r.state, r.priority, "
-    "r.attempt, r.max_attempts, r.lease_owner::text AS lease_owner, r.lease_epoch, "
+    "r.attempt, r.max_attempts, r.preemptions, r.lease_owner::text AS lease_owner, r.lease_epoch, "
     PARITY_US("r.lease_expires_at") " AS lease_expires_us, r.device_indices::text AS devices, "
     "r.cancel_requested, r.checkpoint_step, r.checkpoint_uri, "
     PARITY_US("r.checkpoint_at") " AS checkpoint_us, r.failure_class, r.failure_code, "
@@ -70,6 +70,12 @@ void PrepareSweeps(pqxx::connection& c) {
             "SELECT run_id::text FROM runs WHERE sweep_id = $1 ORDER BY ordinal");
   c.prepare("get_sweep", sweep_select + "WHERE s.sweep_id = $1");
   c.prepare("lock_sweep", "SELECT state FROM sweeps WHERE sweep_id = $1 FOR UPDATE");
+  // $1 sweep. Its runs go with it (ON DELETE CASCADE), their events and metrics with them
+  // (runs_deleted_with_records); only once it has ended: a live run's worker still writes.
+  c.prepare("delete_ended_sweep",
+            "WITH gone AS (DELETE FROM sweeps WHERE sweep_id = $1 AND ended_at IS NOT NULL "
+            "RETURNING sweep_id) SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM runs r "
+            "WHERE r.sweep_id = $1)");
   // $1 state ('' = all), $2 created_at text of the last row ('' = first page), $3 its id, $4 limit
   c.prepare("list_sweeps",
             sweep_select +
@@ -194,18 +200,20 @@ void PrepareCompletion(pqxx::connection& c) {
   // Successes in a batch (server/sql/): $1 runs (uuid[]), $2 lease epochs, $3..$10 train and
   // validation BPC, tokens, steps, measured M, wall seconds, peak memory, tokens/s, $11
   // checkpoint steps, $12 checkpoint uris (arrays, NULL = not reported). One row per request
-  // (1-based) with its outcome (completed, unchanged, stale, not_found) and the run as it ends
-  // up, in kRunColumns (NULL when not found).
+  // (1-based) with its outcome (completed, unchanged, invalid, stale, not_found), why an invalid
+  // summary disagrees with the plan, and the run as it ends up, in kRunColumns (NULL when not
+  // found).
   c.prepare("complete_runs_success",
-            "SELECT l.request, l.outcome, " + run_columns +
+            "SELECT l.request, l.outcome, l.reason, " + run_columns +
                 " FROM complete_runs_success($1::uuid[], $2::bigint[], $3::float8[], "
                 "$4::float8[], $5::bigint[], $6::bigint[], $7::float8[], $8::float8[], "
                 "$9::bigint[], $10::float8[], $11::bigint[], $12::text[]) l "
                 "CROSS JOIN LATERAL (SELECT (l.run).*) r");
   // $1 run, $2 next state, $3 next attempt, $4 delay seconds, $5 class, $6 code, $7 message,
-  // $8 checkpoint step (NULL), $9 checkpoint uri (NULL)
+  // $8 checkpoint step (NULL), $9 checkpoint uri (NULL), $10 preemptions
   c.prepare("complete_failure",
-            "UPDATE runs SET state = $2, attempt = $3, not_before = now() + make_interval(secs "
+            "UPDATE runs SET state = $2, attempt = $3, preemptions = $10, not_before = now() + "
+            "make_interval(secs "
             "=> $4), failure_class = $5, failure_code = $6, failure_message = $7, "
             "checkpoint_step = coalesce($8, checkpoint_step), checkpoint_uri = coalesce($9, "
             "checkpoint_uri), lease_owner = NULL, lease_expires_at = NULL, cancel_requested = "
@@ -243,6 +251,11 @@ void PrepareReaper(pqxx::connection& c) {
   c.prepare("extend_live_leases",
             "UPDATE runs SET lease_expires_at = greatest(lease_expires_at, now() + "
             "make_interval(secs => $1)) WHERE state IN ('LEASED', 'RUNNING')");
+  // $1 metrics age s, $2 points kept per run, $3 events age s, $4 workers age s, $5 sweeps per
+  // pass (TelemetryRetention; server/sql/apply_telemetry_retention.sql).
+  c.prepare("apply_telemetry_retention",
+            "SELECT * FROM apply_telemetry_retention($1::float8, $2::integer, $3::float8, "
+            "$4::float8, $5::integer)");
 }
 
 // CountRunsByState.

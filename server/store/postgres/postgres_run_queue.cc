@@ -203,7 +203,9 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Compl
                                                completion.decided_at_attempt));
       }
       RetryDecision decision = completion.retry;
-      if (run.cancel_requested) decision = {v1::RUN_STATE_CANCELLED, run.attempt, {}};
+      if (run.cancel_requested) {
+        decision = {v1::RUN_STATE_CANCELLED, run.attempt, {}, completion.retry.next_preemptions};
+      }
       const v1::RunState to = decision.next_state;
       const uint32_t attempt = decision.next_attempt;
       result.retry_delay = decision.delay;
@@ -211,7 +213,8 @@ absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Compl
                        Seconds(decision.delay), pg::FailureClassText(completion.failure_class),
                        completion.failure_status.code(), completion.failure_status.message(),
                        pg::CheckpointStep(completion.checkpoint),
-                       pg::CheckpointUri(completion.checkpoint));
+                       pg::CheckpointUri(completion.checkpoint),
+                       static_cast<int64_t>(decision.next_preemptions));
       const std::string reason = absl::StrCat(pg::FailureClassText(completion.failure_class), ": ",
                                               completion.failure_status.message());
       InsertEvent(tx, completion.run_id, run, to, attempt, reason);
@@ -248,6 +251,23 @@ absl::StatusOr<int> PostgresRunStore::ExtendLiveLeases(absl::Duration ttl) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<int> {
     return static_cast<int>(
         tx.exec_prepared("extend_live_leases", absl::ToDoubleSeconds(ttl)).affected_rows());
+  });
+}
+
+absl::StatusOr<RetentionResult> PostgresRunStore::ApplyRetention(const RetentionPolicy& policy) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<RetentionResult> {
+    const pqxx::row row =
+        tx.exec_prepared("apply_telemetry_retention", absl::ToDoubleSeconds(policy.metrics_full),
+                         static_cast<int>(std::max<uint32_t>(policy.thinned_points, 1)),
+                         absl::ToDoubleSeconds(policy.events),
+                         absl::ToDoubleSeconds(policy.workers), policy.sweeps_per_pass)[0];
+    RetentionResult result;
+    result.sweeps_thinned = row["sweeps_thinned"].as<int>();
+    result.points_deleted = row["points_deleted"].as<int64_t>();
+    result.sweeps_pruned = row["sweeps_pruned"].as<int>();
+    result.events_deleted = row["events_deleted"].as<int64_t>();
+    result.workers_deleted = row["workers_deleted"].as<int>();
+    return result;
   });
 }
 

@@ -119,6 +119,7 @@ void CompleteSuccesses(PgConnectionPool& pool, const std::vector<const Completio
       } else {
         CompletionResult result;
         result.run = pg::RunFromRow(row);
+        if (outcome == "invalid") result.invalid_summary = row["reason"].c_str();
         results[i] = std::move(result);
       }
     }

@@ -143,6 +143,19 @@ absl::StatusOr<CancelResult> PostgresRunStore::CancelSweep(const std::string& sw
   });
 }
 
+absl::StatusOr<uint32_t> PostgresRunStore::DeleteSweep(const std::string& sweep_id) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<uint32_t> {
+    if (tx.exec_prepared("lock_sweep", sweep_id).empty()) return NotFound("sweep", sweep_id);
+    // The runs' count is read in the statement's snapshot, before the cascade.
+    const pqxx::row gone = tx.exec_prepared("delete_ended_sweep", sweep_id)[0];
+    if (gone[0].as<int64_t>() == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "sweep ", sweep_id, " has runs that have not ended; cancel it and let them stop first"));
+    }
+    return gone[1].as<uint32_t>();
+  });
+}
+
 absl::StatusOr<v1::Run> PostgresRunStore::GetRun(const std::string& run_id) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Run> {
     const pqxx::result rows = tx.exec_prepared("get_run", run_id);

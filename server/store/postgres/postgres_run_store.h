@@ -31,6 +31,7 @@ class PostgresRunStore final : public RunStore {
                                              const PageRequest& page) override;
   absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
                                            const std::string& reason) override;
+  absl::StatusOr<uint32_t> DeleteSweep(const std::string& sweep_id) override;
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
   absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,
                                          const std::vector<v1::RunState>& states,
@@ -48,6 +49,9 @@ class PostgresRunStore final : public RunStore {
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
+
+  // TelemetryRetention.
+  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
   absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
                                                  uint64_t horizon) override;
   absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
