@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   std::string lease_ttl = "60s";
   std::string heartbeat_interval = "15s";
   std::string reap_interval = "1s";
+  std::string statement_timeout = "60s";
   std::string retention_interval = "1h", metrics_retention = "720h", events_retention = "2160h",
               workers_retention = "168h";
   uint32_t thinned_points = 500;
@@ -134,6 +135,9 @@ int main(int argc, char** argv) {
   app.add_option("--workers-retention", workers_retention,
                  "a worker not seen this long (and holding no lease) is forgotten")
       ->envname("PARITY_WORKERS_RETENTION");
+  app.add_option("--statement-timeout", statement_timeout,
+                 "every database statement of the API is cancelled after this")
+      ->envname("PARITY_STATEMENT_TIMEOUT");
   app.add_option("--db-pool-size", pool_size, "database connections")
       ->envname("PARITY_DB_POOL_SIZE");
   app.add_option("--log-format", log_format, "text (key=value) or json")
@@ -176,11 +180,13 @@ int main(int argc, char** argv) {
   options.migrate_on_start = !no_migrate;
   options.reap_interval = ParseDurationFlag(reap_interval, "reap-interval");
   options.retention_interval = ParseDurationFlag(retention_interval, "retention-interval");
+  options.statement_timeout = ParseDurationFlag(statement_timeout, "statement-timeout");
   options.retention.metrics_full = ParseDurationFlag(metrics_retention, "metrics-retention");
   options.retention.thinned_points = thinned_points;
   options.retention.events = ParseDurationFlag(events_retention, "events-retention");
   options.retention.workers = ParseDurationFlag(workers_retention, "workers-retention");
   for (const auto& [name, value] : {std::pair{"retention-interval", options.retention_interval},
+                                    {"statement-timeout", options.statement_timeout},
                                     {"metrics-retention", options.retention.metrics_full},
                                     {"events-retention", options.retention.events},
                                     {"workers-retention", options.retention.workers}}) {

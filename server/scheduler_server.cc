@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->options_ = options;
   if (options.clock != nullptr) server->clock_ = options.clock;
   server->store_ = std::make_unique<PostgresRunStore>(
-      PostgresRunStoreOptions{options.database_url, options.pool_size});
+      PostgresRunStoreOptions{options.database_url, options.pool_size, options.statement_timeout});
   if (observer == nullptr) {
     // Live workers: a worker that has not called for a whole lease TTL has lost its leases too.
     server->metrics_ = std::make_unique<SchedulerMetrics>(

@@ -36,6 +36,8 @@ struct ServerOptions {
   std::string listen_address = "0.0.0.0:50051";  // port 0 = pick a free one (tests)
   std::string database_url;
   int pool_size = 16;
+  // Every store statement is cancelled after this (PostgresRunStoreOptions::statement_timeout).
+  absl::Duration statement_timeout = absl::Seconds(60);
   bool migrate_on_start = true;
   absl::Duration reap_interval = absl::Seconds(1);
   // How often the telemetry retention runs (on the reaper thread, first at start), and its policy.

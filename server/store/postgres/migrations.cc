@@ -59,7 +59,8 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
       try {
         tx.exec(sql);
       } catch (const pqxx::sql_error& e) {
-        return InFile(pg::StatusFromException(e), absl::StrCat("migrations/", migration.name));
+        return InFile(pg::StatusFromException(e, pg::DatabaseText::kKeep),
+                      absl::StrCat("migrations/", migration.name));
       }
       tx.exec_params("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                      migration.version, std::string(migration.name), checksum);
@@ -97,7 +98,8 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
       try {
         tx.exec(sql);
       } catch (const pqxx::sql_error& e) {
-        return InFile(pg::StatusFromException(e), absl::StrCat("server/sql/", name));
+        return InFile(pg::StatusFromException(e, pg::DatabaseText::kKeep),
+                      absl::StrCat("server/sql/", name));
       }
       tx.exec_params(
           "INSERT INTO schema_repeatables (name, checksum) VALUES ($1, $2) ON CONFLICT (name) DO "
@@ -110,7 +112,7 @@ absl::StatusOr<MigrationReport> ApplyMigrations(const std::string& database_url,
     }
     return report;
   } catch (const std::exception& e) {
-    return pg::StatusFromException(e);
+    return pg::StatusFromException(e, pg::DatabaseText::kKeep);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "server/store/postgres/pg_support.h"
 
 namespace parity::server {
 
@@ -48,7 +49,8 @@ absl::StatusOr<PgConnectionPool::Handle> PgConnectionPool::Acquire(absl::Duratio
     } catch (const std::exception& e) {
       absl::MutexLock lock(&mu_);
       --open_;
-      return absl::UnavailableError(std::string("cannot connect to the database: ") + e.what());
+      return pg::DatabaseFailure(absl::StatusCode::kUnavailable, "cannot connect to the database",
+                                 e.what());
     }
   }
   return absl::InternalError("unreachable");

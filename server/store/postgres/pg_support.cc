@@ -1,11 +1,15 @@
 #include "server/store/postgres/pg_support.h"
 
+#include <atomic>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/proto_time.h"
 #include "google/rpc/error_details.pb.h"
+#include "spdlog/spdlog.h"
 
 namespace parity::server::pg {
 namespace {
@@ -17,31 +21,51 @@ std::string StripPrefix(const std::string& name, absl::string_view prefix) {
 
 }  // namespace
 
-absl::Status StatusFromException(const std::exception& e) {
+absl::Status DatabaseFailure(absl::StatusCode code, absl::string_view kind,
+                             absl::string_view detail) {
+  static std::atomic<uint64_t> next{0};
+  // Unique within a process, and told apart across restarts by the start time.
+  static const uint64_t start = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+  const std::string ref = absl::StrCat(absl::Hex(start & 0xffffff), "-", next.fetch_add(1));
+  spdlog::warn("event=database_error ref={} kind=\"{}\" detail=\"{}\"", ref, std::string(kind),
+               absl::CHexEscape(detail));
+  return absl::Status(code, absl::StrCat(kind, " (scheduler log ref ", ref, ")"));
+}
+
+absl::Status StatusFromException(const std::exception& e, DatabaseText text) {
   const std::string what = e.what();
+  const auto failure = [&](absl::StatusCode code, absl::string_view kind) {
+    if (text == DatabaseText::kKeep) return absl::Status(code, absl::StrCat(kind, ": ", what));
+    return DatabaseFailure(code, kind, what);
+  };
   if (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr ||
       dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr) {
-    return absl::UnavailableError(absl::StrCat("database unreachable: ", what));
+    return failure(absl::StatusCode::kUnavailable, "database unreachable");
   }
   if (dynamic_cast<const pqxx::serialization_failure*>(&e) != nullptr ||
       dynamic_cast<const pqxx::deadlock_detected*>(&e) != nullptr) {
-    return absl::AbortedError(absl::StrCat("lost a race, retry: ", what));
+    return failure(absl::StatusCode::kAborted, "lost a race in the database, retry");
   }
   if (dynamic_cast<const pqxx::unique_violation*>(&e) != nullptr) {
-    return absl::AlreadyExistsError(what);
+    return failure(absl::StatusCode::kAlreadyExists, "conflicts with a stored record");
   }
   if (const auto* sql = dynamic_cast<const pqxx::sql_error*>(&e); sql != nullptr) {
     const std::string& state = sql->sqlstate();
     // Class 08: connection exceptions; 57P0x: the server is shutting down or restarting.
     if (absl::StartsWith(state, "08") || absl::StartsWith(state, "57P")) {
-      return absl::UnavailableError(absl::StrCat("database unavailable: ", what));
+      return failure(absl::StatusCode::kUnavailable, "database unavailable");
     }
     if (state == "40001" || state == "40P01" || state == "55P03") {
-      return absl::AbortedError(absl::StrCat("lost a race, retry: ", what));
+      return failure(absl::StatusCode::kAborted, "lost a race in the database, retry");
     }
-    if (state == "22P02") return absl::InvalidArgumentError(what);  // e.g. a malformed UUID
+    if (state == "57014") {  // statement_timeout (or a cancel): the database was too slow
+      return failure(absl::StatusCode::kUnavailable, "database statement timed out");
+    }
+    if (state == "22P02") {  // e.g. a malformed UUID that got past the request checks
+      return failure(absl::StatusCode::kInvalidArgument, "malformed value");
+    }
   }
-  return absl::InternalError(absl::StrCat("database error: ", what));
+  return failure(absl::StatusCode::kInternal, "database error");
 }
 
 std::string PrimaryMessage(const pqxx::sql_error& e) {

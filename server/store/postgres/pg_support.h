@@ -22,8 +22,17 @@
 
 namespace parity::server::pg {
 
-// Maps a libpqxx/libpq failure to the code that tells the caller what to do.
-absl::Status StatusFromException(const std::exception& e);
+// Whether a status may carry PostgreSQL's own text (table, column and constraint names, values,
+// the server's address): only for the operator (migrations at start-up), never for a client.
+enum class DatabaseText { kLog, kKeep };
+
+// Maps a libpqxx/libpq failure to the code that tells the caller what to do. With kLog (every
+// store call) the message says only what kind of failure it was and a reference; the database's
+// text goes to the scheduler's log under that reference (event=database_error ref=…).
+absl::Status StatusFromException(const std::exception& e, DatabaseText text = DatabaseText::kLog);
+// The same for a failure described by `detail` (logged, not returned).
+absl::Status DatabaseFailure(absl::StatusCode code, absl::string_view kind,
+                             absl::string_view detail);
 // The primary line of a server error ("ERROR:  text\nCONTEXT: ..." → "text"): what a
 // RAISE EXCEPTION said, without its severity and PL/pgSQL context.
 std::string PrimaryMessage(const pqxx::sql_error& e);

@@ -256,6 +256,7 @@ absl::StatusOr<int> PostgresRunStore::ExtendLiveLeases(absl::Duration ttl) {
 
 absl::StatusOr<RetentionResult> PostgresRunStore::ApplyRetention(const RetentionPolicy& policy) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<RetentionResult> {
+    tx.exec("SET LOCAL statement_timeout = '10min'");  // many rows in one pass, rarely
     const pqxx::row row =
         tx.exec_prepared("apply_telemetry_retention", absl::ToDoubleSeconds(policy.metrics_full),
                          static_cast<int>(std::max<uint32_t>(policy.thinned_points, 1)),

@@ -33,8 +33,15 @@ absl::Status NotFound(absl::string_view kind, absl::string_view id) {
 
 PostgresRunStore::PostgresRunStore(PostgresRunStoreOptions options)
     : options_(std::move(options)),
-      pool_(std::make_unique<PgConnectionPool>(options_.database_url, options_.pool_size,
-                                               &pg::PrepareStatements)) {}
+      pool_(std::make_unique<PgConnectionPool>(
+          options_.database_url, options_.pool_size,
+          [timeout_ms = absl::ToInt64Milliseconds(options_.statement_timeout)](
+              pqxx::connection& connection) {
+            pqxx::nontransaction tx(connection);
+            tx.exec("SET statement_timeout = " + std::to_string(timeout_ms));
+            tx.commit();
+            pg::PrepareStatements(connection);
+          })) {}
 
 PostgresRunStore::~PostgresRunStore() = default;
 

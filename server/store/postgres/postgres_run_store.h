@@ -18,6 +18,10 @@ class PgConnectionPool;
 struct PostgresRunStoreOptions {
   std::string database_url;
   int pool_size = 8;
+  // Every statement on the store's connections is cancelled after this (a query that would hold
+  // row locks or a connection for longer is a fault, not a workload). The retention pass, which
+  // thins many rows in one transaction, allows itself ten minutes.
+  absl::Duration statement_timeout = absl::Seconds(60);
 };
 
 class PostgresRunStore final : public RunStore {
