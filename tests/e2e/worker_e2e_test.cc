@@ -336,6 +336,38 @@ TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
   }
 }
 
+// An engine that exits 0 without its summary (the fake engine, told so) has produced nothing to
+// plot: the run ends FAILED as INVALID_RESULT on its first attempt, not SUCCEEDED with zeros and
+// not retried, and no result row carries a BPC.
+TEST_F(WorkerE2ETest, AnEngineThatExitsZeroWithoutASummaryIsAnInvalidResult) {
+#if PARITY_HAVE_TEST_SUPPORT
+  stack_.reset();
+  StackOptions options{.scheduler_bin = EnvOr("PARITY_E2E_SCHEDULER", PARITY_SCHEDULER_BIN),
+                       .worker_bin = PARITY_WORKER_BIN,
+                       .engine_bin = PARITY_FAKE_ENGINE};
+  options.worker_env = {{"FAKE_STEP_MS", "5"}, {"FAKE_NO_SUMMARY", "1"}};
+  fs::create_directories(root_ / "lying");
+  absl::StatusOr<std::unique_ptr<LocalStack>> s = LocalStack::Start(
+      options, parity::testing::PostgresEnvironment::FreshDatabase(), (root_ / "lying").string());
+  ASSERT_TRUE(s.ok()) << s.status();
+  stack_ = std::move(*s);
+  const std::string sweep = Submit(SweepYaml("e2e-no-summary", 1, /*baselines=*/false, "2e10"));
+  ASSERT_FALSE(sweep.empty());
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(3))) << "sweep did not end";
+  for (const parity::v1::Run& r : Runs(sweep)) {
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_FAILED) << r.spec().name();
+    EXPECT_EQ(r.failure_class(), parity::v1::FAILURE_CLASS_INVALID_RESULT) << r.spec().name();
+    EXPECT_EQ(r.attempt(), 1u) << r.spec().name() << ": an invalid result must not be retried";
+    EXPECT_FALSE(r.has_summary()) << r.spec().name();
+  }
+  absl::StatusOr<std::vector<std::string>> with_bpc =
+      stack_->Query("SELECT count(*) FROM results WHERE final_val_bpc IS NOT NULL");
+  ASSERT_TRUE(with_bpc.ok()) << with_bpc.status();
+  EXPECT_EQ(*with_bpc, std::vector<std::string>{"0"});
+#endif
+}
+
 TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
   const std::string sweep = Submit(SweepYaml("e2e-cancel", 2, /*baselines=*/false, "3e11"));
   ASSERT_FALSE(sweep.empty());
