@@ -86,10 +86,10 @@ void OnSignal(int signal) { g_signal = signal; }
 int main(int argc, char** argv) {
   CLI::App app{"parity-scheduler: leases Parity training runs to workers (gRPC + PostgreSQL)"};
   std::string listen = "0.0.0.0:50051";
-  std::string metrics_listen = "0.0.0.0:9464";
+  std::string metrics_listen = "127.0.0.1:9464";
   // Read by hand: CLI11's envname ignores an empty variable, and empty means "off" here.
   if (const char* env = std::getenv("PARITY_METRICS_LISTEN"); env != nullptr) metrics_listen = env;
-  std::string http_listen = "0.0.0.0:8080";
+  std::string http_listen = "127.0.0.1:8080";
   if (const char* env = std::getenv("PARITY_HTTP_LISTEN"); env != nullptr) http_listen = env;
   std::string database_url = "postgresql:///parity";
   std::string lease_ttl = "60s";
@@ -106,10 +106,10 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "gRPC address")->envname("PARITY_LISTEN");
   app.add_option("--metrics-listen", metrics_listen,
                  "Prometheus /metrics address ip:port, port 0 = any; empty = off (env "
-                 "PARITY_METRICS_LISTEN, default 0.0.0.0:9464)");
+                 "PARITY_METRICS_LISTEN, default 127.0.0.1:9464: loopback only, set an address to expose it)");
   app.add_option("--http-listen", http_listen,
                  "Web dashboard and /api/v1 JSON address host:port, port 0 = any; empty = off "
-                 "(env PARITY_HTTP_LISTEN, default 0.0.0.0:8080)");
+                 "(env PARITY_HTTP_LISTEN, default 127.0.0.1:8080: loopback only, set an address to expose it)");
   app.add_option("--database-url", database_url, "libpq connection string or URL")
       ->envname("PARITY_DATABASE_URL");
   app.add_option("--lease-ttl", lease_ttl, "lease lifetime without a heartbeat")
