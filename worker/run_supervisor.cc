@@ -265,6 +265,31 @@ std::optional<EngineCheckpoint> RunSupervisor::NewestCheckpoint() {
   return found;
 }
 
+// The engine keeps only its newest few checkpoints, and it goes on training (and pruning) while
+// its worker is cut off from the scheduler, so the file the scheduler recorded could be gone by
+// the time another worker resumes from it. The recorded one is therefore a hard link outside the
+// engine's directory, <run>/recorded-<lease epoch>/step-NNNNNNNN.ckpt, which the engine never
+// prunes and retention (checkpoint_retention.h) keeps while it is the run's resume point.
+std::string RunSupervisor::KeepForResume(const std::string& engine_file) const {
+  std::error_code ec;
+  const fs::path dir = fs::path(run_checkpoints_) / absl::StrCat("recorded-", lease_.lease_epoch());
+  fs::create_directories(dir, ec);
+  const fs::path link = dir / fs::path(engine_file).filename();
+  if (!ec && (fs::exists(link, ec) || (fs::create_hard_link(engine_file, link, ec), !ec))) {
+    return link.string();
+  }
+  spdlog::warn("run {}: cannot keep checkpoint {} for resume ({}); reporting the engine's file",
+               run_.run_id(), engine_file, ec.message());
+  return engine_file;
+}
+
+void RunSupervisor::RemoveKept(const std::string& path) const {
+  if (fs::path(path).parent_path().filename().string().starts_with("recorded-")) {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
+}
+
 std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint(bool require_points_stored) {
   std::optional<EngineCheckpoint> found;
   if (require_points_stored) {
@@ -302,11 +327,22 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
     (void)FlushMetrics(/*force=*/true);  // a failure leaves the points to the metrics path
   }
   std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint(/*require_points_stored=*/true);
+  if (ckpt) {
+    ckpt->set_uri(KeepForResume(ckpt->uri()));
+    last_checkpoint_ = *ckpt;
+  }
   if (ckpt) *req.mutable_checkpoint() = *ckpt;
   absl::StatusOr<parity::v1::HeartbeatResponse> resp = client_.Heartbeat(req);
   if (options_.worker_metrics != nullptr) options_.worker_metrics->HeartbeatSent(resp.ok());
-  if (!resp.ok()) return resp.status();
-  if (ckpt) reported_checkpoint_step_ = ckpt->step();
+  if (!resp.ok()) {
+    if (ckpt && ckpt->uri() != kept_for_resume_) RemoveKept(ckpt->uri());  // made anew next time
+    return resp.status();
+  }
+  if (ckpt) {
+    reported_checkpoint_step_ = ckpt->step();
+    if (!kept_for_resume_.empty() && kept_for_resume_ != ckpt->uri()) RemoveKept(kept_for_resume_);
+    kept_for_resume_ = ckpt->uri();
+  }
   if (ckpt && !older_leases_pruned_) {
     // This lease's checkpoint is the run's resume point now: what older leases left on this disk
     // will never be read again.

@@ -136,6 +136,11 @@ class RunSupervisor {
   // A checkpoint newer than the last reported one; with `require_points_stored`, only one whose
   // metric points are all stored (then a resume from it leaves no hole in the curve).
   std::optional<parity::v1::Checkpoint> NewCheckpoint(bool require_points_stored);
+  // A hard link to `engine_file` where the engine does not prune (the file itself if that
+  // fails): what a heartbeat records as the run's resume point.
+  std::string KeepForResume(const std::string& engine_file) const;
+  // Deletes a link KeepForResume made (nothing else).
+  void RemoveKept(const std::string& path) const;
   // The newest checkpoint this lease's engine wrote (announced or on disk).
   std::optional<EngineCheckpoint> NewestCheckpoint();
 
@@ -160,7 +165,8 @@ class RunSupervisor {
   std::string hung_detail_;                // supervisor thread only: why it was killed as HUNG
   uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
   // Whether this lease has recorded a checkpoint and pruned what older leases left.
-  bool older_leases_pruned_ = false;                       // supervisor thread only
+  bool older_leases_pruned_ = false;  // supervisor thread only
+  std::string kept_for_resume_;       // supervisor thread only: the recorded checkpoint's link
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
   mutable absl::Mutex mu_;

@@ -260,6 +260,30 @@ TEST_F(RunSupervisorTest, ACheckpointIsReportedOnlyOnceItsPointsAreStored) {
   EXPECT_EQ(fake_.steps.size(), 200u);
 }
 
+// The engine prunes its own directory to its newest few checkpoints, and keeps training while
+// its worker is cut off: the checkpoint a heartbeat records is a hard link outside that
+// directory, so the run's resume point survives; only the latest recorded one is kept.
+TEST_F(RunSupervisorTest, TheRecordedCheckpointIsKeptWhereTheEngineDoesNotPrune) {
+  EXPECT_EQ(RunToEnd(Lease(200)), RunOutcome::kSucceeded);
+  std::string last;
+  {
+    absl::MutexLock l(&fake_.mu);
+    for (const parity::v1::HeartbeatRequest& h : fake_.heartbeats) {
+      if (!h.has_checkpoint()) continue;
+      EXPECT_NE(h.checkpoint().uri().find("/run-1/recorded-7/step-"), std::string::npos)
+          << "recorded checkpoint " << h.checkpoint().uri() << " is not the kept link";
+      last = h.checkpoint().uri();
+    }
+  }
+  ASSERT_FALSE(last.empty()) << "heartbeats should have recorded a checkpoint";
+  EXPECT_TRUE(fs::is_regular_file(last)) << last << " must outlive the engine's pruning";
+  std::vector<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(fs::path(last).parent_path())) {
+    kept.push_back(entry.path().string());
+  }
+  EXPECT_EQ(kept, std::vector<std::string>{last}) << "older recorded links are removed";
+}
+
 // The worker's clock decides nothing about the lease: an outage longer than the TTL stops nothing,
 // the points wait, and the run ends as if nothing happened.
 TEST_F(RunSupervisorTest, AnOutageLongerThanTheTtlStopsNothing) {
