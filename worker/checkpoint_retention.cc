@@ -22,14 +22,18 @@ bool IsLive(parity::v1::RunState state) {
   return state == parity::v1::RUN_STATE_LEASED || state == parity::v1::RUN_STATE_RUNNING;
 }
 
-// The lease epoch of a directory named epoch-N, nullopt for any other name.
+// The lease epoch of a directory of one lease (epoch-N: the engine's; recorded-N: the links its
+// heartbeats recorded), nullopt for any other name.
 std::optional<int64_t> EpochOf(const fs::path& dir) {
   const std::string name = dir.filename().string();
   int64_t epoch = 0;
-  if (!absl::StartsWith(name, "epoch-") || !absl::SimpleAtoi(name.substr(6), &epoch)) {
-    return std::nullopt;
+  for (const absl::string_view prefix : {"epoch-", "recorded-"}) {
+    if (absl::StartsWith(name, prefix) &&
+        absl::SimpleAtoi(absl::string_view(name).substr(prefix.size()), &epoch)) {
+      return epoch;
+    }
   }
-  return epoch;
+  return std::nullopt;
 }
 
 bool SamePath(const fs::path& a, const std::string& b) {
@@ -63,7 +67,8 @@ std::vector<std::string> CheckpointsToDelete(const std::string& run_dir,
   if (final_state && keep.empty()) return {run_dir};
   for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, ec)) {
     const std::optional<int64_t> epoch = EpochOf(entry.path());
-    // The live lease's directory is its holder's: it may be writing there right now.
+    // The live lease's directories are its holder's: it may be writing there right now (a link
+    // it is about to record, too).
     if (epoch && IsLive(retention.state()) && *epoch >= retention.lease_epoch()) continue;
     const bool holds_keep = !keep.empty() && SamePath(entry.path(), fs::path(keep).parent_path());
     if (!holds_keep) {

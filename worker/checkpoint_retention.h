@@ -1,7 +1,8 @@
 // What of a run's checkpoints a worker keeps on its disk, as a pure function of what the
 // scheduler says the run still needs (WorkerService.CheckpointRetention, or the run a completion
 // returns). Layout: <checkpoint root>/<run id>/epoch-<lease epoch>/step-NNNNNNNN.ckpt (one
-// directory per lease, run_supervisor.h). The policy:
+// directory per lease, the engine's) and recorded-<lease epoch>/step-NNNNNNNN.ckpt (the hard link
+// a heartbeat recorded as the resume point, run_supervisor.h). The policy:
 //   the run no longer exists (its sweep was deleted)  → everything of it;
 //   the run ended (SUCCEEDED, FAILED, CANCELLED)      → all but the recorded checkpoint (the
 //                                                        result's), and the run's directory

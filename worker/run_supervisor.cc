@@ -343,17 +343,6 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
     if (!kept_for_resume_.empty() && kept_for_resume_ != ckpt->uri()) RemoveKept(kept_for_resume_);
     kept_for_resume_ = ckpt->uri();
   }
-  if (ckpt && !older_leases_pruned_) {
-    // This lease's checkpoint is the run's resume point now: what older leases left on this disk
-    // will never be read again.
-    parity::v1::RunRetention retention;
-    retention.set_exists(true);
-    retention.set_state(parity::v1::RUN_STATE_RUNNING);
-    *retention.mutable_checkpoint() = *ckpt;
-    retention.set_lease_epoch(lease_.lease_epoch());
-    ApplyCheckpointRetention(run_checkpoints_, retention);
-    older_leases_pruned_ = true;
-  }
   last_heartbeat_accepted_ = absl::Now();
   if (resp->has_ttl()) lease_ttl_ = FromProtoDuration(resp->ttl());
   *cancel_requested = resp->cancel_requested();

@@ -164,9 +164,7 @@ class RunSupervisor {
   bool warned_unreachable_ = false;        // supervisor thread only
   std::string hung_detail_;                // supervisor thread only: why it was killed as HUNG
   uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
-  // Whether this lease has recorded a checkpoint and pruned what older leases left.
-  bool older_leases_pruned_ = false;  // supervisor thread only
-  std::string kept_for_resume_;       // supervisor thread only: the recorded checkpoint's link
+  std::string kept_for_resume_;            // supervisor thread only: the recorded checkpoint's link
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
   mutable absl::Mutex mu_;

@@ -98,10 +98,13 @@ TEST_F(CheckpointRetentionTest, ALiveRunKeepsItsResumePointAndTheLiveLeasesDirec
   const std::string recorded = Write(1, 80);
   Write(1, 120);  // past the recorded step: its points were never all stored
   Write(3, 160);  // the live lease's: its holder may be writing there
+  fs::create_directories(run_dir_ / "recorded-3");  // a link the holder is about to record
+  std::ofstream(run_dir_ / "recorded-3" / "step-00000160.ckpt") << "weights";
   ApplyCheckpointRetention(run_dir_.string(),
                            Retention(parity::v1::RUN_STATE_RUNNING, recorded, 80, 3));
-  EXPECT_THAT(Left(), UnorderedElementsAre("epoch-1/step-00000080.ckpt", "epoch-3/LATEST",
-                                           "epoch-3/step-00000160.ckpt"));
+  EXPECT_THAT(Left(),
+              UnorderedElementsAre("epoch-1/step-00000080.ckpt", "epoch-3/LATEST",
+                                   "epoch-3/step-00000160.ckpt", "recorded-3/step-00000160.ckpt"));
 }
 
 TEST_F(CheckpointRetentionTest, APendingRunWhoseRecordedFileIsGoneKeepsTheNewestOlderOne) {
