@@ -104,12 +104,14 @@ int main(int argc, char** argv) {
   int pool_size = 16;
   bool no_migrate = false;
   app.add_option("--listen", listen, "gRPC address")->envname("PARITY_LISTEN");
-  app.add_option("--metrics-listen", metrics_listen,
-                 "Prometheus /metrics address ip:port, port 0 = any; empty = off (env "
-                 "PARITY_METRICS_LISTEN, default 127.0.0.1:9464: loopback only, set an address to expose it)");
+  app.add_option(
+      "--metrics-listen", metrics_listen,
+      "Prometheus /metrics address ip:port, port 0 = any; empty = off (env "
+      "PARITY_METRICS_LISTEN, default 127.0.0.1:9464: loopback only, set an address to expose it)");
   app.add_option("--http-listen", http_listen,
                  "Web dashboard and /api/v1 JSON address host:port, port 0 = any; empty = off "
-                 "(env PARITY_HTTP_LISTEN, default 127.0.0.1:8080: loopback only, set an address to expose it)");
+                 "(env PARITY_HTTP_LISTEN, default 127.0.0.1:8080: loopback only, set an address "
+                 "to expose it)");
   app.add_option("--database-url", database_url, "libpq connection string or URL")
       ->envname("PARITY_DATABASE_URL");
   app.add_option("--lease-ttl", lease_ttl, "lease lifetime without a heartbeat")

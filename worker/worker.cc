@@ -166,7 +166,6 @@ void WorkerDaemon::RetainCheckpoints() {
       return;
     }
     for (const parity::v1::RunRetention& run : resp->runs()) {
-      if (runs_.contains(run.run_id())) continue;  // leased here since the listing
       deleted += ApplyCheckpointRetention((fs::path(root) / run.run_id()).string(), run);
     }
   }
