@@ -53,7 +53,7 @@ int RunSubmit(const SubmitOptions& options) {
   *request.mutable_spec() = *spec;
   request.set_idempotency_key(options.idempotency_key.empty() ? NewIdempotencyKey()
                                                               : options.idempotency_key);
-  request.set_owner(options.owner.empty() ? (getenv("USER") ? getenv("USER") : "") : options.owner);
+  request.set_owner(options.owner);  // empty: the sweep is the token's name's
   parity::v1::SubmitSweepResponse response;
   // A broken connection is retried under the same key: the scheduler returns the same sweep.
   grpc::Status status;
@@ -199,7 +199,9 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
                     "Follow progress until every run ended, then print the results");
   command->add_option("--idempotency-key", submit->idempotency_key,
                       "Resubmitting with the same key returns the same sweep");
-  command->add_option("--owner", submit->owner, "Owner recorded with the sweep (default $USER)");
+  command->add_option("--owner", submit->owner,
+                      "Submit on behalf of this identity (admin tokens only; default: the "
+                      "token's name)");
   AddSchedulerOptions(*command, submit->scheduler);
   command->footer(std::string(kExitCodesHelp));
   command->callback([submit, &exit_code] { exit_code = RunSubmit(*submit); });

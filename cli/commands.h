@@ -10,18 +10,19 @@
 namespace parity::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;       // I/O, server or internal failure
-inline constexpr int kExitInvalidSpec = 2;   // the spec or request is invalid; errors on stderr
-inline constexpr int kExitNotFound = 3;      // the sweep, run or worker does not exist
-inline constexpr int kExitRunsFailed = 4;    // a waited-for sweep or run ended not SUCCEEDED
-inline constexpr int kExitUsage = 64;        // bad command line
-inline constexpr int kExitUnavailable = 69;  // the scheduler cannot be reached
+inline constexpr int kExitFailure = 1;        // I/O, server or internal failure
+inline constexpr int kExitInvalidSpec = 2;    // the spec or request is invalid; errors on stderr
+inline constexpr int kExitNotFound = 3;       // the sweep, run or worker does not exist
+inline constexpr int kExitRunsFailed = 4;     // a waited-for sweep or run ended not SUCCEEDED
+inline constexpr int kExitUsage = 64;         // bad command line
+inline constexpr int kExitNoPermission = 77;  // no valid token, or its role may not do this
+inline constexpr int kExitUnavailable = 69;   // the scheduler cannot be reached
 
 inline constexpr std::string_view kExitCodesHelp =
     "Exit codes: 0 success; 1 failure (unreadable file, server or internal error); 2 invalid "
     "spec or request (every error printed to stderr as 'error: FIELD: REASON'); 3 not found; 4 "
     "a waited-for sweep or run ended FAILED or CANCELLED; 64 bad command line; 69 scheduler "
-    "unreachable.";
+    "unreachable; 77 no valid token, or its role may not do this.";
 
 // `parity plan SPEC [--format table|csv|json]`.
 void RegisterPlanCommand(CLI::App& app, int& exit_code);
@@ -30,6 +31,9 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code);
 // `results SWEEP [--format table|csv|json]`, `cancel SWEEP`, `workers`; each with --scheduler
 // (env PARITY_SCHEDULER).
 void RegisterClientCommands(CLI::App& app, int& exit_code);
+
+// `token create|list|revoke` (admin): the scheduler's access tokens.
+void RegisterTokenCommands(CLI::App& app, int& exit_code);
 
 // `report SWEEP --out DIR`: a static HTML report (the dashboard offline) and runs.csv.
 void RegisterReportCommand(CLI::App& app, int& exit_code);

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "clients/cpp/scheduler_channel.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -16,15 +17,45 @@ void AddSchedulerOptions(CLI::App& command, SchedulerOptions& options) {
   command.add_option("--timeout", options.timeout_seconds, "Deadline of each call (seconds)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  command.add_option("--token", options.token,
+                     "Bearer token (env PARITY_TOKEN; prefer --token-file: a command line is "
+                     "visible to other users)");
+  command.add_option("--token-file", options.token_file,
+                     "File holding the bearer token (env PARITY_TOKEN_FILE)");
+  command.add_option("--tls-ca", options.tls_ca,
+                     "PEM CA of the scheduler's certificate: connect over TLS (env PARITY_TLS_CA)");
+  command.add_option("--tls-client-cert", options.tls_client_cert,
+                     "PEM client certificate, for mutual TLS (env PARITY_TLS_CLIENT_CERT)");
+  command.add_option("--tls-client-key", options.tls_client_key,
+                     "PEM key of --tls-client-cert (env PARITY_TLS_CLIENT_KEY)");
+  command.add_option("--tls-server-name", options.tls_server_name,
+                     "Name to expect in the scheduler's certificate (env PARITY_TLS_SERVER_NAME)");
+}
+
+std::shared_ptr<grpc::Channel> ConnectScheduler(const SchedulerOptions& options) {
+  clients::SchedulerChannelOptions channel{options.address,
+                                           options.token,
+                                           options.tls_ca,
+                                           options.tls_client_cert,
+                                           options.tls_client_key,
+                                           options.tls_server_name,
+                                           {}};
+  // Results pages and watch streams can be large; the server bounds them, not the client.
+  channel.args.SetMaxReceiveMessageSize(64 << 20);
+  absl::Status resolved = clients::ResolveFromEnvironment(channel, options.token_file);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made =
+      resolved.ok() ? clients::MakeSchedulerChannel(channel)
+                    : absl::StatusOr<std::shared_ptr<grpc::Channel>>(resolved);
+  if (!made.ok()) {
+    std::cerr << "error: " << made.status().message() << "\n";
+    std::exit(kExitUsage);
+  }
+  return *made;
 }
 
 std::unique_ptr<parity::v1::SweepService::Stub> ConnectSweepService(
     const SchedulerOptions& options) {
-  grpc::ChannelArguments args;
-  // Results pages and watch streams can be large; the server bounds them, not the client.
-  args.SetMaxReceiveMessageSize(64 << 20);
-  return parity::v1::SweepService::NewStub(
-      grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args));
+  return parity::v1::SweepService::NewStub(ConnectScheduler(options));
 }
 
 std::unique_ptr<grpc::ClientContext> UnaryContext(const SchedulerOptions& options) {
@@ -92,6 +123,12 @@ int ReportRpcError(const grpc::Status& status, std::string_view what,
       return kExitInvalidSpec;
     case grpc::StatusCode::NOT_FOUND:
       return kExitNotFound;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      std::cerr << "hint: give a token with --token-file or PARITY_TOKEN_FILE (or PARITY_TOKEN); "
+                   "an admin makes one with `parity token create`\n";
+      return kExitNoPermission;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return kExitNoPermission;
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       std::cerr << "hint: is the scheduler running at " << options.address

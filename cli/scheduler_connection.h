@@ -1,5 +1,6 @@
-// What the client subcommands share: where the scheduler is (--scheduler, PARITY_SCHEDULER), a
-// stub to it, and how a failed call becomes stderr lines and an exit code. Only these files and
+// What the client subcommands share: where the scheduler is (--scheduler, PARITY_SCHEDULER), how
+// to reach it (TLS and the bearer token: clients/cpp/scheduler_channel.h), a stub to it, and how
+// a failed call becomes stderr lines and an exit code. Only these files and
 // the client subcommands include gRPC; `parity plan` works without a server.
 #pragma once
 
@@ -22,12 +23,23 @@ struct SchedulerOptions {
   std::string address = std::string(kDefaultScheduler);
   // Deadline of each unary call.
   double timeout_seconds = 30;
+  // The bearer token, or a file holding it (else PARITY_TOKEN / PARITY_TOKEN_FILE).
+  std::string token;
+  std::string token_file;
+  // TLS: the CA of the scheduler's certificate (turns TLS on), a client certificate and key
+  // (mutual TLS), the name to expect in the certificate (else PARITY_TLS_*).
+  std::string tls_ca;
+  std::string tls_client_cert;
+  std::string tls_client_key;
+  std::string tls_server_name;
 };
 
-// Adds --scheduler (env PARITY_SCHEDULER) and --timeout to a subcommand.
+// Adds --scheduler (env PARITY_SCHEDULER), --timeout, --token, --token-file and the --tls-*
+// options to a subcommand.
 void AddSchedulerOptions(CLI::App& command, SchedulerOptions& options);
 
-// A stub over an insecure channel (TLS termination is the deployment's concern on loopback).
+// The channel to the scheduler; on a bad TLS or token file prints why and exits 64.
+std::shared_ptr<grpc::Channel> ConnectScheduler(const SchedulerOptions& options);
 std::unique_ptr<parity::v1::SweepService::Stub> ConnectSweepService(
     const SchedulerOptions& options);
 

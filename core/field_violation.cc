@@ -21,6 +21,23 @@ absl::string_view TypeUrl() {
 
 absl::Status InvalidArgumentWithViolations(std::string_view summary,
                                            std::span<const FieldViolation> violations) {
+  return StatusWithViolations(absl::StatusCode::kInvalidArgument, summary, violations);
+}
+
+absl::Status PermissionDeniedWithViolation(std::string field, std::string description) {
+  const FieldViolation violation{std::move(field), std::move(description)};
+  return StatusWithViolations(absl::StatusCode::kPermissionDenied, "not allowed",
+                              std::span(&violation, 1));
+}
+
+absl::Status ResourceExhaustedWithViolation(std::string field, std::string description) {
+  const FieldViolation violation{std::move(field), std::move(description)};
+  return StatusWithViolations(absl::StatusCode::kResourceExhausted, "over a limit",
+                              std::span(&violation, 1));
+}
+
+absl::Status StatusWithViolations(absl::StatusCode code, std::string_view summary,
+                                  std::span<const FieldViolation> violations) {
   std::string message(summary);
   google::rpc::BadRequest bad_request;
   for (const FieldViolation& v : violations) {
@@ -29,7 +46,7 @@ absl::Status InvalidArgumentWithViolations(std::string_view summary,
     out->set_field(v.field);
     out->set_description(v.description);
   }
-  absl::Status status = absl::InvalidArgumentError(message);
+  absl::Status status(code, message);
   status.SetPayload(TypeUrl(), absl::Cord(bad_request.SerializeAsString()));
   return status;
 }

@@ -27,6 +27,13 @@ inline constexpr std::string_view kBadRequestTypeUrl = "type.googleapis.com/goog
 absl::Status InvalidArgumentWithViolations(std::string_view summary,
                                            std::span<const FieldViolation> violations);
 
+// The same with another code, for a field that is well-formed but not allowed
+// (PERMISSION_DENIED: an admin-only value) or past a limit (RESOURCE_EXHAUSTED).
+absl::Status StatusWithViolations(absl::StatusCode code, std::string_view summary,
+                                  std::span<const FieldViolation> violations);
+absl::Status PermissionDeniedWithViolation(std::string field, std::string description);
+absl::Status ResourceExhaustedWithViolation(std::string field, std::string description);
+
 // The violations carried by `status`; empty when it carries none.
 std::vector<FieldViolation> FieldViolationsOf(const absl::Status& status);
 

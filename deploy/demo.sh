@@ -23,6 +23,8 @@ echo "== 2/3 the local stack: PostgreSQL, scheduler, 2 workers (state in $stack_
 deploy/local/up.sh --dir "$stack_dir" --build-dir "$build" --workers 2 --port "$port" \
   --http-port "$http_port"
 export PARITY_SCHEDULER="127.0.0.1:$port"
+# The local stack's admin token, made at its first start (deploy/local/up.sh).
+export PARITY_TOKEN_FILE="$stack_dir/admin.token"
 
 echo
 echo "== 3/3 the study: submit, follow, results"
@@ -39,10 +41,10 @@ sweep_id="$("$parity" status 2>/dev/null | awk 'NR == 3 { print $1 }' || true)"
 cat <<TXT
 
 Where things are:
-  dashboard         http://127.0.0.1:${http_port}/sweeps/${sweep_id}
+  dashboard         http://127.0.0.1:${http_port}/login?token=$(cat "$PARITY_TOKEN_FILE")  (then the sweep: /sweeps/${sweep_id})
   metrics           http://127.0.0.1:${metrics_port:-9464}/metrics (scheduler), workers on the next ports; Grafana: deploy/grafana/
   static report     $parity report ${sweep_id:-SWEEP_ID} --out report/   (then open report/index.html)
-  scheduler (gRPC)  127.0.0.1:$port     e.g. PARITY_SCHEDULER=127.0.0.1:$port $parity status
+  scheduler (gRPC)  127.0.0.1:$port     e.g. PARITY_TOKEN_FILE=$PARITY_TOKEN_FILE $parity status
   database          psql "$db_url" -c 'SELECT * FROM results'
   logs              $stack_dir/logs/
   stop everything   deploy/local/down.sh --dir $stack_dir

@@ -28,6 +28,7 @@ packages=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3
   iproute2  # ip netns, veth, tc: the network fault test (tests/faults)
+  openssl  # the TLS tests make their certificates with it
   chromium  # the dashboard's browser tests (tests/dashboard) drive it headless
   prometheus  # promtool: the deploy/ tests lint the metrics, config, alert rules and dashboard
   python3-grpcio python3-protobuf python3-yaml  # the Python client (clients/python)

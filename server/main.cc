@@ -85,7 +85,12 @@ void OnSignal(int signal) { g_signal = signal; }
 
 int main(int argc, char** argv) {
   CLI::App app{"parity-scheduler: leases Parity training runs to workers (gRPC + PostgreSQL)"};
-  std::string listen = "0.0.0.0:50051";
+  std::string listen = "127.0.0.1:50051";
+  std::string tls_cert, tls_key, tls_client_ca, bootstrap_token_file;
+  bool insecure_plaintext = false;
+  int32_t max_priority = 100;
+  uint32_t max_open_sweeps = 100, max_watch_streams = 16;
+  uint64_t max_queued_runs = 50000;
   std::string metrics_listen = "127.0.0.1:9464";
   // Read by hand: CLI11's envname ignores an empty variable, and empty means "off" here.
   if (const char* env = std::getenv("PARITY_METRICS_LISTEN"); env != nullptr) metrics_listen = env;
@@ -103,7 +108,37 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   int pool_size = 16;
   bool no_migrate = false;
-  app.add_option("--listen", listen, "gRPC address")->envname("PARITY_LISTEN");
+  app.add_option("--listen", listen,
+                 "gRPC address host:port (default 127.0.0.1:50051; without TLS only loopback)")
+      ->envname("PARITY_LISTEN");
+  app.add_option("--tls-cert", tls_cert, "PEM certificate chain: TLS on the gRPC and HTTP ports")
+      ->envname("PARITY_TLS_CERT");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert")->envname("PARITY_TLS_KEY");
+  app.add_option("--tls-client-ca", tls_client_ca,
+                 "PEM CA of the workers' client certificates: workers need one (mutual TLS)")
+      ->envname("PARITY_TLS_CLIENT_CA");
+  app.add_flag("--insecure-plaintext", insecure_plaintext,
+               "allow plaintext on a non-loopback address (only behind a TLS-terminating proxy: "
+               "bearer tokens would otherwise cross the network in clear)")
+      ->envname("PARITY_INSECURE_PLAINTEXT");
+  app.add_option("--bootstrap-token-file", bootstrap_token_file,
+                 "the first admin token: read from this file, or created in it (0600) when the "
+                 "file does not exist; without it a first start prints a new one once")
+      ->envname("PARITY_BOOTSTRAP_TOKEN_FILE");
+  app.add_option("--max-priority", max_priority,
+                 "the highest sweep priority a non-admin may submit")
+      ->envname("PARITY_MAX_PRIORITY");
+  app.add_option("--max-open-sweeps", max_open_sweeps, "ACTIVE sweeps one identity may own at once")
+      ->envname("PARITY_MAX_OPEN_SWEEPS")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--max-queued-runs", max_queued_runs,
+                 "runs not yet ended one identity may have queued")
+      ->envname("PARITY_MAX_QUEUED_RUNS")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
+  app.add_option("--max-watch-streams", max_watch_streams,
+                 "concurrent watch streams one identity may hold")
+      ->envname("PARITY_MAX_WATCH_STREAMS")
+      ->check(CLI::Range(1u, 10000u));
   app.add_option(
       "--metrics-listen", metrics_listen,
       "Prometheus /metrics address ip:port, port 0 = any; empty = off (env "
@@ -175,6 +210,13 @@ int main(int argc, char** argv) {
 
   parity::server::ServerOptions options;
   options.listen_address = listen;
+  options.tls = {tls_cert, tls_key, tls_client_ca};
+  options.insecure_plaintext = insecure_plaintext;
+  options.bootstrap_token_file = bootstrap_token_file;
+  options.access.max_watch_streams_per_identity = static_cast<int>(max_watch_streams);
+  options.scheduler.max_priority = max_priority;
+  options.scheduler.max_open_sweeps_per_owner = max_open_sweeps;
+  options.scheduler.max_queued_runs_per_owner = max_queued_runs;
   options.metrics_listen = metrics_listen;
   options.http_listen = http_listen;
   options.database_url = database_url;

@@ -1,27 +1,124 @@
 #include "server/scheduler_server.h"
 
+#include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/exposer.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/status_macros.h"
 #include "server/api/grpc_services.h"
 #include "server/api/http_server.h"
 #include "server/api/rpc_metrics_interceptor.h"
 #include "server/scheduling/scheduler_metrics.h"
+#include "server/scheduling/secrets.h"
 #include "server/store/postgres/migrations.h"
 #include "server/store/postgres/pg_listener.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "spdlog/spdlog.h"
 
 namespace parity::server {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read '", path, "'"));
+  }
+  return text.str();
+}
+
+// 127.0.0.0/8, ::1 and "localhost": where plaintext stays on this machine.
+bool IsLoopback(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  host = std::string(absl::StripSuffix(absl::StripPrefix(host, "["), "]"));
+  return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
+}
+
+// The bootstrap admin token (ServerOptions::bootstrap_token*), or empty when none is needed.
+absl::StatusOr<std::string> BootstrapToken(const ServerOptions& options, AccessControl& access) {
+  if (!options.bootstrap_token.empty()) return options.bootstrap_token;
+  const std::string& file = options.bootstrap_token_file;
+  if (!file.empty() && std::filesystem::exists(file)) {
+    std::ifstream in(file);
+    std::string token;
+    std::getline(in, token);
+    token = std::string(absl::StripAsciiWhitespace(token));
+    if (token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--bootstrap-token-file '", file,
+                                                     "' is empty: delete it to make a new one"));
+    }
+    return token;
+  }
+  PARITY_ASSIGN_OR_RETURN(const bool has_admin, access.HasLiveAdmin());
+  if (has_admin && file.empty()) return std::string();
+  const std::string token = RandomSecret("parity_");
+  if (file.empty()) {
+    // Shown once, on the terminal that started the first scheduler, never in the log.
+    std::cerr << "parity-scheduler: no admin token exists; this one was made (shown only now):\n"
+              << "  " << token << "\n"
+              << "Keep it secret; create others with `parity token create`.\n";
+    return token;
+  }
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bootstrap-token-file: cannot create '", file, "': ", std::strerror(errno)));
+  }
+  const std::string line = token + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!written) return absl::InternalError(absl::StrCat("cannot write '", file, "'"));
+  spdlog::info("event=bootstrap_token_created file={}", file);
+  return token;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     ServerOptions options, Planner planner, SchedulerObserver* observer) {
+  if (options.tls.enabled() != !options.tls.key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!options.tls.client_ca_file.empty() && !options.tls.enabled()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  if (!options.tls.enabled() && !options.insecure_plaintext) {
+    for (const auto& [flag, address] :
+         {std::pair{"--listen", options.listen_address}, {"--http-listen", options.http_listen}}) {
+      if (!address.empty() && !IsLoopback(address)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, " ", address,
+            ": without TLS the scheduler listens only on loopback (bearer "
+            "tokens would cross the network in clear); give --tls-cert and --tls-key, or "
+            "--insecure-plaintext behind a TLS-terminating proxy"));
+      }
+    }
+  }
+  if (options.tls.enabled() && !options.metrics_listen.empty() &&
+      !IsLoopback(options.metrics_listen) && !options.insecure_plaintext) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-listen ", options.metrics_listen,
+        ": that port has no TLS; with TLS on, "
+        "scrape /metrics on the HTTPS dashboard port (--http-listen) and keep this one on "
+        "loopback or off"));
+  }
   if (options.migrate_on_start) {
     absl::StatusOr<MigrationReport> report =
         ApplyMigrations(options.database_url, EmbeddedMigrations());
@@ -34,6 +131,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (options.clock != nullptr) server->clock_ = options.clock;
   server->store_ = std::make_unique<PostgresRunStore>(
       PostgresRunStoreOptions{options.database_url, options.pool_size, options.statement_timeout});
+  server->access_ =
+      std::make_unique<AccessControl>(*server->store_, *server->clock_, options.access);
   if (observer == nullptr) {
     // Live workers: a worker that has not called for a whole lease TTL has lost its leases too.
     server->metrics_ = std::make_unique<SchedulerMetrics>(
@@ -50,6 +149,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
         server->metrics_->Expose(options.metrics_listen);
     if (!exposer.ok()) return exposer.status();
     server->exposer_ = std::move(*exposer);
+    // The metrics port is civetweb's (prometheus-cpp), which knows only basic auth: any user
+    // name, a token of a reading role as the password.
+    server->exposer_->RegisterAuth(
+        [access = server->access_.get()](const std::string&, const std::string& password) {
+          return access->Authorize(password, "GET /metrics").ok();
+        },
+        "parity");
     const std::vector<int> ports = server->exposer_->GetListeningPorts();
     server->metrics_port_ = ports.empty() ? 0 : ports.front();
   }
@@ -58,20 +164,48 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->scheduler_ =
       std::make_unique<Scheduler>(*server->store_, server->work_signal_, *server->clock_,
                                   std::move(planner), options.scheduler, observer);
+  {
+    PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
+    if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
+  }
   // The start-up pass, outage grace included, before any call is served: it must extend only the
   // leases whose workers had no scheduler to heartbeat to, never one this instance grants. With
   // the database away it fails, and the reaper thread's first pass that succeeds gives the grace.
   server->ReapAndLog();
   server->sweep_service_ =
-      std::make_unique<SweepServiceImpl>(*server->scheduler_, server->stopping_);
+      std::make_unique<SweepServiceImpl>(*server->scheduler_, *server->access_, server->stopping_);
   server->worker_service_ =
-      std::make_unique<WorkerServiceImpl>(*server->scheduler_, server->stopping_);
+      std::make_unique<WorkerServiceImpl>(*server->scheduler_, *server->access_, server->stopping_,
+                                          !options.tls.client_ca_file.empty());
+  server->token_service_ = std::make_unique<TokenServiceImpl>(*server->access_);
+
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.enabled()) {
+    grpc::SslServerCredentialsOptions ssl(
+        options.tls.client_ca_file.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            // Requested and verified when sent; the WorkerService then insists on one. Clients
+            // (the CLI) connect without.
+            : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    PARITY_ASSIGN_OR_RETURN(const std::string cert, ReadPem(options.tls.cert_file, "--tls-cert"));
+    PARITY_ASSIGN_OR_RETURN(const std::string key, ReadPem(options.tls.key_file, "--tls-key"));
+    ssl.pem_key_cert_pairs.push_back({key, cert});
+    if (!options.tls.client_ca_file.empty()) {
+      PARITY_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                              ReadPem(options.tls.client_ca_file, "--tls-client-ca"));
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(options.listen_address, credentials, &server->port_);
+  // Dead peers are found within a minute, and a client may not ping more often than every 10 s.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 30 * 60'000);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
                               options.grpc_min_pollers);
@@ -79,6 +213,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                               options.grpc_max_pollers);
   builder.RegisterService(server->sweep_service_.get());
   builder.RegisterService(server->worker_service_.get());
+  builder.RegisterService(server->token_service_.get());
   if (server->metrics_ != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(std::make_unique<RpcMetricsInterceptorFactory>(*server->metrics_));
@@ -89,19 +224,23 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
   }
   if (!options.http_listen.empty()) {
-    HttpServerOptions http{.listen = options.http_listen, .metrics_text = nullptr};
+    HttpServerOptions http{.listen = options.http_listen,
+                           .metrics_text = nullptr,
+                           .tls_cert_file = options.tls.cert_file,
+                           .tls_key_file = options.tls.key_file};
     if (server->metrics_ != nullptr) {
       http.metrics_text = [metrics = server->metrics_.get()] { return metrics->Render(); };
     }
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        HttpServer::Start(std::move(http), *server->scheduler_, *server->store_);
+        HttpServer::Start(std::move(http), *server->scheduler_, *server->store_, *server->access_);
     if (!started.ok()) return started.status();
     server->http_server_ = std::move(*started);
     server->http_port_ = server->http_server_->port();
   }
   server->reaper_ = std::thread([s = server.get()] { s->ReapLoop(); });
-  spdlog::info("event=serving address={} port={} metrics_port={}", options.listen_address,
-               server->port_, server->metrics_port_);
+  spdlog::info("event=serving address={} port={} metrics_port={} tls={} mtls_workers={}",
+               options.listen_address, server->port_, server->metrics_port_, options.tls.enabled(),
+               !options.tls.client_ca_file.empty());
   return server;
 }
 

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "server/api/access_control.h"
 #include "server/scheduling/scheduler.h"
 
 namespace grpc {
@@ -30,10 +31,32 @@ class PgListener;
 class HttpServer;
 class SchedulerMetrics;
 class SweepServiceImpl;
+class TokenServiceImpl;
 class WorkerServiceImpl;
 
+// PEM files of the scheduler's TLS, on the gRPC and the HTTP port.
+struct TlsFiles {
+  std::string cert_file;  // certificate chain; with key_file, TLS is on
+  std::string key_file;
+  // CA bundle that signed the workers' client certificates: when set, the WorkerService needs
+  // a verified client certificate as well as a worker token (mutual TLS).
+  std::string client_ca_file;
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct ServerOptions {
-  std::string listen_address = "0.0.0.0:50051";  // port 0 = pick a free one (tests)
+  std::string listen_address = "127.0.0.1:50051";  // port 0 = pick a free one (tests)
+  // TLS on the gRPC and HTTP ports. Without it the scheduler listens only on loopback unless
+  // insecure_plaintext says otherwise: bearer tokens would cross the network in clear.
+  TlsFiles tls;
+  bool insecure_plaintext = false;
+  // The admin token that makes a fresh installation usable: `bootstrap_token` itself, or read
+  // from `bootstrap_token_file`, which is created (0600, a new random token) when it does not
+  // exist. With neither and no live admin token in the database, a new one is printed once to
+  // standard error. See AccessControl::Bootstrap.
+  std::string bootstrap_token;
+  std::string bootstrap_token_file;
+  AccessControlOptions access;
   std::string database_url;
   int pool_size = 16;
   // Every store statement is cancelled after this (PostgresRunStoreOptions::statement_timeout).
@@ -64,10 +87,11 @@ struct ServerOptions {
 
 class SchedulerServer {
  public:
-  // Migrates (when asked), connects and starts serving. UNAVAILABLE when the database cannot be
-  // reached or an address cannot be bound. `observer` may be null, and then the server keeps its
-  // own SchedulerMetrics (metrics()); one passed in must outlive the server and excludes
-  // metrics_listen (INVALID_ARGUMENT).
+  // Migrates (when asked), connects, makes sure an admin token exists and starts serving.
+  // UNAVAILABLE when the database cannot be reached or an address cannot be bound;
+  // INVALID_ARGUMENT for plaintext on a non-loopback address, or an unreadable TLS file. `observer`
+  // may be null, and then the server keeps its own SchedulerMetrics (metrics()); one passed in must
+  // outlive the server and excludes metrics_listen (INVALID_ARGUMENT).
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(
       ServerOptions options, Planner planner, SchedulerObserver* observer = nullptr);
   // Shuts down (see Shutdown) if still running.
@@ -78,6 +102,7 @@ class SchedulerServer {
   Scheduler& scheduler() { return *scheduler_; }
   // The built-in metrics; null when Start() was given an observer. Render() gives /metrics.
   SchedulerMetrics* metrics() { return metrics_.get(); }
+  AccessControl& access() { return *access_; }
   // The port of the metrics endpoint; 0 when metrics_listen was empty.
   int metrics_port() const { return metrics_port_; }
   // The bound port of the web dashboard; 0 when http_listen was empty.
@@ -110,8 +135,10 @@ class SchedulerServer {
   int metrics_port_ = 0;
   std::unique_ptr<PgListener> listener_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<AccessControl> access_;
   std::unique_ptr<SweepServiceImpl> sweep_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<TokenServiceImpl> token_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   // Declared after the scheduler and store its handlers call, so it is destroyed before them.

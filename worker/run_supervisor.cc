@@ -23,9 +23,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// PERMISSION_DENIED: the scheduler does not take this worker for the lease's holder (its
+// secret or identity do not match), so no write of this lease can ever succeed.
 bool LeaseGone(const absl::Status& s) {
   return s.code() == absl::StatusCode::kFailedPrecondition ||
-         s.code() == absl::StatusCode::kNotFound;
+         s.code() == absl::StatusCode::kNotFound || s.code() == absl::StatusCode::kPermissionDenied;
 }
 
 parity::v1::Run WithRunId(parity::v1::LeaseRunResponse lease) {
@@ -94,6 +96,7 @@ RunSupervisor::RunSupervisor(SchedulerClient& client, RunSupervisorOptions optio
     : client_(client),
       options_(std::move(options)),
       lease_(lease.lease()),
+      lease_secret_(lease.lease_secret()),
       run_(WithRunId(std::move(lease))),
       grant_(std::move(grant)),
       run_checkpoints_((fs::path(options_.checkpoint_root) / run_.run_id()).string()),
@@ -318,6 +321,7 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
   req.set_worker_id(options_.worker_id);
   req.set_run_id(run_.run_id());
   req.set_lease_epoch(lease_.lease_epoch());
+  req.set_lease_secret(lease_secret_);
   req.set_step(latest_step_.load());
   // A checkpoint counts only once its points are stored. Send those points now rather than with
   // the next batch: the engine keeps only its newest few checkpoints, and in a fast run they
@@ -354,6 +358,7 @@ absl::Status RunSupervisor::FlushMetrics(bool force) {
   parity::v1::ReportMetricsRequest req;
   req.set_run_id(run_.run_id());
   req.set_lease_epoch(lease_.lease_epoch());
+  req.set_lease_secret(lease_secret_);
   for (parity::v1::MetricPoint& p : buffer_.PeekBatch()) *req.add_points() = std::move(p);
   PARITY_RETURN_IF_ERROR(client_.ReportMetrics(req).status());
   buffer_.Acknowledge(static_cast<size_t>(req.points_size()));
@@ -475,6 +480,7 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
   parity::v1::CompleteRunRequest req;
   req.set_run_id(run_.run_id());
   req.set_lease_epoch(lease_.lease_epoch());
+  req.set_lease_secret(lease_secret_);
   std::optional<parity::v1::RunSummary> summary;
   std::optional<EngineError> engine_error;
   {

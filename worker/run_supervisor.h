@@ -147,6 +147,7 @@ class RunSupervisor {
   SchedulerClient& client_;
   const RunSupervisorOptions options_;
   const parity::v1::Lease lease_;
+  const std::string lease_secret_;  // sent with every write about the run; never logged
   const parity::v1::Run run_;
   const DeviceGrant grant_;
   const std::string run_checkpoints_;  // <checkpoint_root>/<run_id>: every attempt's directory

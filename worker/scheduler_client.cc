@@ -25,15 +25,10 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
 // Thread-safe: the stub is; long_polls_ is guarded.
 class GrpcSchedulerClient final : public SchedulerClient {
  public:
-  GrpcSchedulerClient(const std::string& target, GrpcClientOptions options) : options_(options) {
-    grpc::ChannelArguments args;
-    // Reconnect quickly after a scheduler restart (the default backoff grows to 120 s).
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
-    channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-    stub_ = parity::v1::WorkerService::NewStub(channel_);
-  }
+  GrpcSchedulerClient(std::shared_ptr<grpc::Channel> channel, GrpcClientOptions options)
+      : options_(options),
+        channel_(std::move(channel)),
+        stub_(parity::v1::WorkerService::NewStub(channel_)) {}
 
   absl::StatusOr<parity::v1::RegisterWorkerResponse> RegisterWorker(
       const parity::v1::RegisterWorkerRequest& r) override {
@@ -108,10 +103,11 @@ class GrpcSchedulerClient final : public SchedulerClient {
 
 }  // namespace
 
-absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration timeout) {
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
+absl::Status ProbeSchedulerHealth(const clients::SchedulerChannelOptions& options,
+                                  absl::Duration timeout) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = clients::MakeSchedulerChannel(options);
+  if (!channel.ok()) return channel.status();
+  grpc::GenericStub stub(*channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineIn(timeout));
@@ -142,9 +138,16 @@ absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration time
   return absl::UnavailableError("scheduler health: not SERVING");
 }
 
-std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target,
-                                                         GrpcClientOptions options) {
-  return std::make_unique<GrpcSchedulerClient>(target, options);
+absl::StatusOr<std::unique_ptr<SchedulerClient>> MakeGrpcSchedulerClient(
+    clients::SchedulerChannelOptions channel, GrpcClientOptions options) {
+  // Reconnect quickly after a scheduler restart (the default backoff grows to 120 s).
+  channel.args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  channel.args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  channel.args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made = clients::MakeSchedulerChannel(channel);
+  if (!made.ok()) return made.status();
+  return std::unique_ptr<SchedulerClient>(
+      std::make_unique<GrpcSchedulerClient>(*std::move(made), options));
 }
 
 }  // namespace parity::worker

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "clients/cpp/scheduler_channel.h"
 #include "parity/v1/worker_service.pb.h"
 
 namespace parity::worker {
@@ -45,10 +46,13 @@ struct GrpcClientOptions {
 // Asks the scheduler's standard gRPC health service (grpc.health.v1.Health/Check, service "");
 // OK when it answers SERVING, UNAVAILABLE otherwise. Used by `parity-worker --probe` and the
 // local stack scripts, since grpcurl is not packaged.
-absl::Status ProbeSchedulerHealth(const std::string& target, absl::Duration timeout);
+// The health service needs no token; TLS as the channel options say.
+absl::Status ProbeSchedulerHealth(const clients::SchedulerChannelOptions& channel,
+                                  absl::Duration timeout);
 
-// A client over an insecure channel to `target` (host:port). The channel reconnects by itself.
-std::unique_ptr<SchedulerClient> MakeGrpcSchedulerClient(const std::string& target,
-                                                         GrpcClientOptions options = {});
+// A client over the channel the options describe (TLS and the worker's token). The channel
+// reconnects by itself. INVALID_ARGUMENT when a TLS file cannot be read.
+absl::StatusOr<std::unique_ptr<SchedulerClient>> MakeGrpcSchedulerClient(
+    clients::SchedulerChannelOptions channel, GrpcClientOptions options = {});
 
 }  // namespace parity::worker

@@ -126,6 +126,7 @@ void WorkerDaemon::StartRun(parity::v1::LeaseRunResponse lease) {
     parity::v1::CompleteRunRequest req;
     req.set_run_id(run_id);
     req.set_lease_epoch(lease.lease().lease_epoch());
+    req.set_lease_secret(lease.lease_secret());
     req.mutable_failure()->set_failure_class(parity::v1::FAILURE_CLASS_INFRASTRUCTURE);
     req.mutable_failure()->mutable_status()->set_code(
         static_cast<int>(absl::StatusCode::kFailedPrecondition));

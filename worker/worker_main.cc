@@ -1,5 +1,9 @@
 // parity-worker: the worker daemon. Flags (each with an environment fallback where noted):
 //   --scheduler HOST:PORT    (PARITY_SCHEDULER, default localhost:50051)
+//   --token-file FILE        the worker's bearer token, role worker (PARITY_TOKEN_FILE; or
+//                            --token / PARITY_TOKEN, which the engines do not inherit)
+//   --tls-ca FILE            TLS to the scheduler, verified against this CA (PARITY_TLS_CA);
+//   --tls-client-cert/-key   a client certificate for mutual TLS (PARITY_TLS_CLIENT_CERT/KEY)
 //   --threads N              CPU threads offered (PARITY_WORKER_THREADS; default: all)
 //   --max-runs N             concurrent runs (PARITY_WORKER_MAX_RUNS; default: 1 per GPU, else
 //                            one per thread: runs book their cpu_threads until threads run out)
@@ -93,6 +97,19 @@ int main(int argc, char** argv) {
   double kill_grace_s = 30, lease_wait_s = 20, progress_timeout_s = 300, startup_timeout_s = 1800,
          checkpoint_retention_s = 600;
   app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
+  parity::clients::SchedulerChannelOptions channel;
+  std::string token_file;
+  app.add_option("--token", channel.token,
+                 "Bearer token of role worker (env PARITY_TOKEN; prefer --token-file)");
+  app.add_option("--token-file", token_file, "File holding the token (env PARITY_TOKEN_FILE)");
+  app.add_option("--tls-ca", channel.tls_ca_file,
+                 "PEM CA of the scheduler's certificate: connect over TLS (env PARITY_TLS_CA)");
+  app.add_option("--tls-client-cert", channel.tls_client_cert_file,
+                 "PEM client certificate for mutual TLS (env PARITY_TLS_CLIENT_CERT)");
+  app.add_option("--tls-client-key", channel.tls_client_key_file,
+                 "PEM key of --tls-client-cert (env PARITY_TLS_CLIENT_KEY)");
+  app.add_option("--tls-server-name", channel.tls_server_name,
+                 "Name to expect in the scheduler's certificate (env PARITY_TLS_SERVER_NAME)");
   app.add_option("--threads", threads, "CPU threads to offer; 0 = all (env PARITY_WORKER_THREADS)");
   app.add_option(
       "--max-runs", max_runs,
@@ -130,9 +147,17 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
   CLI11_PARSE(app, argc, argv);
+  channel.address = scheduler;
+  if (absl::Status resolved = parity::clients::ResolveFromEnvironment(channel, token_file);
+      !resolved.ok()) {
+    std::fprintf(stderr, "parity-worker: %s\n", std::string(resolved.message()).c_str());
+    return 2;
+  }
+  // The engines are this process's children: they need no token, so they do not inherit one.
+  unsetenv("PARITY_TOKEN");
 
   if (probe) {
-    absl::Status health = parity::worker::ProbeSchedulerHealth(scheduler, absl::Seconds(2));
+    absl::Status health = parity::worker::ProbeSchedulerHealth(channel, absl::Seconds(2));
     if (!health.ok()) {
       std::fprintf(stderr, "%s: %s\n", scheduler.c_str(), health.ToString().c_str());
       return 1;
@@ -227,8 +252,20 @@ int main(int argc, char** argv) {
                  ports.empty() ? 0 : ports.front());
   }
 
-  std::unique_ptr<parity::worker::SchedulerClient> client =
-      parity::worker::MakeGrpcSchedulerClient(scheduler);
+  if (channel.token.empty()) {
+    std::fprintf(stderr,
+                 "parity-worker: no token: give --token-file (or PARITY_TOKEN_FILE / "
+                 "PARITY_TOKEN) with a token of role worker (`parity token create --role "
+                 "worker`)\n");
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<parity::worker::SchedulerClient>> made =
+      parity::worker::MakeGrpcSchedulerClient(channel);
+  if (!made.ok()) {
+    std::fprintf(stderr, "parity-worker: %s\n", std::string(made.status().message()).c_str());
+    return 2;
+  }
+  std::unique_ptr<parity::worker::SchedulerClient> client = *std::move(made);
   parity::worker::WorkerDaemon daemon(*client, slots, options);
   std::thread signals([&daemon, stop_signals] {
     int sig = 0;

@@ -30,6 +30,7 @@
 #include "server/store/postgres/migrations.h"
 #include "spdlog/spdlog.h"
 #include "tests/support/postgres_cluster.h"
+#include "tests/support/test_tokens.h"
 
 namespace {
 
@@ -193,6 +194,7 @@ class SimulatedWorker {
     complete_.Clear();
     complete_.set_run_id(leased_.run().run_id());
     complete_.set_lease_epoch(leased_.lease().lease_epoch());
+    complete_.set_lease_secret(leased_.lease_secret());
     // What an honest engine reports: the scheduler refuses a summary off the plan.
     *complete_.mutable_success() = core::PlannedSummary(leased_.run().spec(), 1.0, 1.0);
     done_.Clear();
@@ -253,6 +255,7 @@ int main(int argc, char** argv) {
   if (!(*cluster)->CreateDatabase("bench").ok()) return 1;
   server::ServerOptions options;
   options.listen_address = "127.0.0.1:0";
+  options.bootstrap_token = parity::testing::kTestAdminToken;
   options.database_url = (*cluster)->ConnectionString("bench");
   options.pool_size = workers + 4;
   options.scheduler.lease_ttl = absl::Minutes(10);
@@ -267,7 +270,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < channel_count; ++i) {
     grpc::ChannelArguments args;
     args.SetInt("bench_channel", i);  // distinct channels → distinct connections
-    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(
+        parity::testing::TokenChannel((*server)->port(), parity::testing::kTestAdminToken, args));
   }
   auto sweeps = v1::SweepService::NewStub(channels[0]);
 
@@ -392,6 +396,7 @@ int main(int argc, char** argv) {
         v1::ReportMetricsRequest request;
         request.set_run_id(leased.run().run_id());
         request.set_lease_epoch(leased.lease().lease_epoch());
+        request.set_lease_secret(leased.lease_secret());
         for (int64_t s = step; s < std::min(step + 256, per_run); ++s) {
           v1::MetricPoint* p = request.add_points();
           p->set_step(s);

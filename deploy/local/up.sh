@@ -9,6 +9,9 @@
 # Defaults: DIR=<repo>/.parity, 2 workers, scheduler on 127.0.0.1:50051 with its web dashboard on
 # http://127.0.0.1:8080/ and Prometheus metrics on 127.0.0.1:9464 (worker-N on 9464+N),
 # PostgreSQL on 54329, binaries from <repo>/build (PARITY_BUILD_DIR).
+# Access (everything on loopback, plaintext): the scheduler creates the admin token in
+# DIR/admin.token at its first start; the workers use a worker token made with it
+# (DIR/worker.token); both files are 0600. `export PARITY_TOKEN_FILE=DIR/admin.token` for the CLI.
 # Running it again starts only what is not running.
 set -euo pipefail
 usage() { sed -n '2,13p' "$0"; }
@@ -70,7 +73,8 @@ else
   "$sched_bin" migrate >>"$dir/logs/scheduler.log" 2>&1 || {
     echo "up.sh: migration failed; see $dir/logs/scheduler.log" >&2; exit 1; }
   echo "up: starting scheduler on 127.0.0.1:$port (dashboard http://127.0.0.1:$http_port/)"
-  setsid "$sched_bin" serve >>"$dir/logs/scheduler.log" 2>&1 </dev/null &
+  setsid "$sched_bin" serve --bootstrap-token-file "$dir/admin.token" \
+    >>"$dir/logs/scheduler.log" 2>&1 </dev/null &
   echo $! >"$dir/pids/scheduler.pid"
 fi
 for _ in $(seq 1 300); do
@@ -80,7 +84,18 @@ for _ in $(seq 1 300); do
 done
 scheduler_healthy || { echo "up.sh: scheduler not healthy after 30 s; see $dir/logs/scheduler.log" >&2; exit 1; }
 
-# 3. Workers, sharing one checkpoint store; the host's threads split between them by default.
+# 3. The workers' token (role worker), made once with the admin token the scheduler created.
+cli_bin="$build/cli/parity"
+if [ ! -s "$dir/worker.token" ]; then
+  for _ in $(seq 1 50); do [ -s "$dir/admin.token" ] && break; sleep 0.1; done
+  (umask 077 && "$cli_bin" token create --name local-workers --role worker \
+     --scheduler "127.0.0.1:$port" --token-file "$dir/admin.token" >"$dir/worker.token.new" \
+     2>>"$dir/logs/scheduler.log") || {
+    echo "up.sh: cannot create the workers' token; see $dir/logs/scheduler.log" >&2; exit 1; }
+  mv "$dir/worker.token.new" "$dir/worker.token"
+fi
+
+# 4. Workers, sharing one checkpoint store; the host's threads split between them by default.
 [ -n "$threads" ] || threads=$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))
 for i in $(seq 1 "$workers"); do
   pidf="$dir/pids/worker-$i.pid"
@@ -89,7 +104,7 @@ for i in $(seq 1 "$workers"); do
     continue
   fi
   args=(--scheduler "127.0.0.1:$port" --checkpoint-dir "$dir/checkpoints" --work-dir "$dir/work/worker-$i"
-        --corpus-dir "$repo/data" --label "local=worker-$i")
+        --corpus-dir "$repo/data" --label "local=worker-$i" --token-file "$dir/worker.token")
   args+=(--threads "$threads" --metrics-listen "127.0.0.1:$((metrics_port + i))")
   setsid "$worker_bin" "${args[@]}" >>"$dir/logs/worker-$i.log" 2>&1 </dev/null &
   echo $! >"$pidf"
@@ -100,8 +115,9 @@ cat <<INFO
 
 Parity local stack is up.
   scheduler   127.0.0.1:$port  (export PARITY_SCHEDULER=127.0.0.1:$port)
-  dashboard   http://127.0.0.1:$http_port/
-  metrics     http://127.0.0.1:$metrics_port/metrics (scheduler), ports $((metrics_port + 1))-$((metrics_port + workers)) (workers)
+  dashboard   http://127.0.0.1:$http_port/login?token=$(cat "$dir/admin.token")  (signs you in)
+  token       export PARITY_TOKEN_FILE=$dir/admin.token   (admin; \`parity token create\` makes others)
+  metrics     http://127.0.0.1:$metrics_port/metrics (scheduler; basic auth, the token as password), ports $((metrics_port + 1))-$((metrics_port + workers)) (workers)
   database    $db_url
   logs        $dir/logs/
   checkpoints $dir/checkpoints/

@@ -8,6 +8,10 @@
 namespace parity::server {
 namespace {
 
+constexpr char kSweeps[] = "parity.v1.SweepService/";
+constexpr char kWorkers[] = "parity.v1.WorkerService/";
+constexpr char kTokens[] = "parity.v1.TokenService/";
+
 // Copies a StatusOr's value into the gRPC reply and maps its status.
 template <typename T>
 grpc::Status Reply(absl::StatusOr<T> result, T* response) {
@@ -28,99 +32,157 @@ auto FinishWith(grpc::ServerUnaryReactor* reactor, T* response) {
   };
 }
 
+absl::StatusOr<Identity> AuthorizeCall(AccessControl& access, grpc::ServerContextBase* context,
+                                       const char* service, const char* method) {
+  return access.Authorize(BearerTokenOf(*context), std::string(service) + method);
+}
+
 }  // namespace
 
-grpc::Status SweepServiceImpl::PlanSweep(grpc::ServerContext*, const v1::PlanSweepRequest* r,
-                                         v1::PlanSweepResponse* out) {
-  return Reply(scheduler_.PlanSweep(*r), out);
+absl::string_view BearerTokenOf(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return {};
+  return AccessControl::BearerToken(absl::string_view(it->second.data(), it->second.size()));
 }
-grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest* r,
-                                           v1::SubmitSweepResponse* out) {
-  return Reply(scheduler_.SubmitSweep(*r), out);
-}
-grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext*, const v1::GetSweepRequest* r,
-                                        v1::GetSweepResponse* out) {
-  return Reply(scheduler_.GetSweep(*r), out);
-}
-grpc::Status SweepServiceImpl::ListSweeps(grpc::ServerContext*, const v1::ListSweepsRequest* r,
-                                          v1::ListSweepsResponse* out) {
-  return Reply(scheduler_.ListSweeps(*r), out);
-}
-grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext*, const v1::CancelSweepRequest* r,
-                                           v1::CancelSweepResponse* out) {
-  return Reply(scheduler_.CancelSweep(*r), out);
-}
-grpc::Status SweepServiceImpl::DeleteSweep(grpc::ServerContext*, const v1::DeleteSweepRequest* r,
-                                           v1::DeleteSweepResponse* out) {
-  return Reply(scheduler_.DeleteSweep(*r), out);
-}
-grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext*, const v1::ListRunsRequest* r,
-                                        v1::ListRunsResponse* out) {
-  return Reply(scheduler_.ListRuns(*r), out);
-}
-grpc::Status SweepServiceImpl::GetRun(grpc::ServerContext*, const v1::GetRunRequest* r,
-                                      v1::GetRunResponse* out) {
-  return Reply(scheduler_.GetRun(*r), out);
-}
-grpc::Status SweepServiceImpl::QueryResults(grpc::ServerContext*, const v1::QueryResultsRequest* r,
-                                            v1::QueryResultsResponse* out) {
-  return Reply(scheduler_.QueryResults(*r), out);
-}
-grpc::Status SweepServiceImpl::AnalyzeSweep(grpc::ServerContext*, const v1::AnalyzeSweepRequest* r,
-                                            v1::AnalyzeSweepResponse* out) {
-  return Reply(scheduler_.AnalyzeSweep(*r), out);
-}
-grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* r,
-                                           v1::ListWorkersResponse* out) {
-  return Reply(scheduler_.ListWorkers(*r), out);
-}
+
+// Each SweepService handler: authorize by the method's rule, then the Scheduler with the caller.
+#define PARITY_SWEEP_CALL(Method, Request, Response, Call)                              \
+  grpc::Status SweepServiceImpl::Method(grpc::ServerContext* context, const Request* r, \
+                                        Response* out) {                                \
+    absl::StatusOr<Identity> who = AuthorizeCall(access_, context, kSweeps, #Method);   \
+    if (!who.ok()) return ToGrpcStatus(who.status());                                   \
+    return Reply(Call, out);                                                            \
+  }
+
+PARITY_SWEEP_CALL(PlanSweep, v1::PlanSweepRequest, v1::PlanSweepResponse, scheduler_.PlanSweep(*r))
+PARITY_SWEEP_CALL(SubmitSweep, v1::SubmitSweepRequest, v1::SubmitSweepResponse,
+                  scheduler_.SubmitSweep(*r, who->AsCaller()))
+PARITY_SWEEP_CALL(GetSweep, v1::GetSweepRequest, v1::GetSweepResponse, scheduler_.GetSweep(*r))
+PARITY_SWEEP_CALL(ListSweeps, v1::ListSweepsRequest, v1::ListSweepsResponse,
+                  scheduler_.ListSweeps(*r))
+PARITY_SWEEP_CALL(CancelSweep, v1::CancelSweepRequest, v1::CancelSweepResponse,
+                  scheduler_.CancelSweep(*r, who->AsCaller()))
+PARITY_SWEEP_CALL(DeleteSweep, v1::DeleteSweepRequest, v1::DeleteSweepResponse,
+                  scheduler_.DeleteSweep(*r, who->AsCaller()))
+PARITY_SWEEP_CALL(ListRuns, v1::ListRunsRequest, v1::ListRunsResponse, scheduler_.ListRuns(*r))
+PARITY_SWEEP_CALL(GetRun, v1::GetRunRequest, v1::GetRunResponse, scheduler_.GetRun(*r))
+PARITY_SWEEP_CALL(QueryResults, v1::QueryResultsRequest, v1::QueryResultsResponse,
+                  scheduler_.QueryResults(*r))
+PARITY_SWEEP_CALL(AnalyzeSweep, v1::AnalyzeSweepRequest, v1::AnalyzeSweepResponse,
+                  scheduler_.AnalyzeSweep(*r))
+PARITY_SWEEP_CALL(ListWorkers, v1::ListWorkersRequest, v1::ListWorkersResponse,
+                  scheduler_.ListWorkers(*r))
+#undef PARITY_SWEEP_CALL
+
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context,
                                           const v1::WatchSweepRequest* r,
                                           grpc::ServerWriter<v1::WatchSweepResponse>* writer) {
+  absl::StatusOr<Identity> who = AuthorizeCall(access_, context, kSweeps, "WatchSweep");
+  if (!who.ok()) return ToGrpcStatus(who.status());
+  absl::StatusOr<AccessControl::WatchSlot> slot = access_.AcquireWatchSlot(*who);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   return ToGrpcStatus(scheduler_.WatchSweep(
       *r, ControlOf(context, stopping_),
       [writer](const v1::WatchSweepResponse& message) { return writer->Write(message); }));
 }
 grpc::Status SweepServiceImpl::WatchRun(grpc::ServerContext* context, const v1::WatchRunRequest* r,
                                         grpc::ServerWriter<v1::WatchRunResponse>* writer) {
+  absl::StatusOr<Identity> who = AuthorizeCall(access_, context, kSweeps, "WatchRun");
+  if (!who.ok()) return ToGrpcStatus(who.status());
+  absl::StatusOr<AccessControl::WatchSlot> slot = access_.AcquireWatchSlot(*who);
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   return ToGrpcStatus(scheduler_.WatchRun(
       *r, ControlOf(context, stopping_),
       [writer](const v1::WatchRunResponse& message) { return writer->Write(message); }));
 }
 
-grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext*,
+absl::StatusOr<Caller> WorkerServiceImpl::Authorize(grpc::ServerContextBase* context,
+                                                    absl::string_view method) {
+  if (require_client_certificate_ && !context->auth_context()->IsPeerAuthenticated()) {
+    return absl::UnauthenticatedError(
+        "this scheduler requires workers to present a client certificate (mutual TLS)");
+  }
+  absl::StatusOr<Identity> who =
+      AuthorizeCall(access_, context, kWorkers, std::string(method).c_str());
+  if (!who.ok()) return who.status();
+  return who->AsCaller();
+}
+
+grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
                                                const v1::RegisterWorkerRequest* r,
                                                v1::RegisterWorkerResponse* out) {
+  absl::StatusOr<Caller> caller = Authorize(context, "RegisterWorker");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   return Reply(scheduler_.RegisterWorker(*r), out);
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseRun(grpc::CallbackServerContext* context,
                                                       const v1::LeaseRunRequest* r,
                                                       v1::LeaseRunResponse* out) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Caller> caller = Authorize(context, "LeaseRun");
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
   scheduler_.LeaseRun(*r, absl::FromChrono(context->deadline()), ControlOf(context, stopping_),
-                      FinishWith(reactor, out));
+                      FinishWith(reactor, out), *caller);
   return reactor;
 }
-grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* r,
+grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
+                                          const v1::HeartbeatRequest* r,
                                           v1::HeartbeatResponse* out) {
-  return Reply(scheduler_.Heartbeat(*r), out);
+  absl::StatusOr<Caller> caller = Authorize(context, "Heartbeat");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return Reply(scheduler_.Heartbeat(*r, *caller), out);
 }
-grpc::Status WorkerServiceImpl::CheckpointRetention(grpc::ServerContext*,
+grpc::Status WorkerServiceImpl::CheckpointRetention(grpc::ServerContext* context,
                                                     const v1::CheckpointRetentionRequest* r,
                                                     v1::CheckpointRetentionResponse* out) {
+  absl::StatusOr<Caller> caller = Authorize(context, "CheckpointRetention");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   return Reply(scheduler_.CheckpointRetention(*r), out);
 }
-grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext*,
+grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* context,
                                               const v1::ReportMetricsRequest* r,
                                               v1::ReportMetricsResponse* out) {
-  return Reply(scheduler_.ReportMetrics(*r), out);
+  absl::StatusOr<Caller> caller = Authorize(context, "ReportMetrics");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return Reply(scheduler_.ReportMetrics(*r, *caller), out);
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteRun(grpc::CallbackServerContext* context,
                                                          const v1::CompleteRunRequest* r,
                                                          v1::CompleteRunResponse* out) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  scheduler_.CompleteRun(*r, FinishWith(reactor, out));
+  absl::StatusOr<Caller> caller = Authorize(context, "CompleteRun");
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
+  scheduler_.CompleteRun(*r, FinishWith(reactor, out), *caller);
   return reactor;
+}
+
+grpc::Status TokenServiceImpl::CreateToken(grpc::ServerContext* context,
+                                           const v1::CreateTokenRequest* r,
+                                           v1::CreateTokenResponse* out) {
+  absl::StatusOr<Identity> who = AuthorizeCall(access_, context, kTokens, "CreateToken");
+  if (!who.ok()) return ToGrpcStatus(who.status());
+  return Reply(access_.CreateToken(*r, *who), out);
+}
+grpc::Status TokenServiceImpl::ListTokens(grpc::ServerContext* context,
+                                          const v1::ListTokensRequest* r,
+                                          v1::ListTokensResponse* out) {
+  absl::StatusOr<Identity> who = AuthorizeCall(access_, context, kTokens, "ListTokens");
+  if (!who.ok()) return ToGrpcStatus(who.status());
+  return Reply(access_.ListTokens(*r), out);
+}
+grpc::Status TokenServiceImpl::RevokeToken(grpc::ServerContext* context,
+                                           const v1::RevokeTokenRequest* r,
+                                           v1::RevokeTokenResponse* out) {
+  absl::StatusOr<Identity> who = AuthorizeCall(access_, context, kTokens, "RevokeToken");
+  if (!who.ok()) return ToGrpcStatus(who.status());
+  return Reply(access_.RevokeToken(*r), out);
 }
 
 }  // namespace parity::server

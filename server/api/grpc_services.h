@@ -1,5 +1,7 @@
-// Thin gRPC adapters: each handler hands the request to the Scheduler and maps the status with
-// ToGrpcStatus(). No logic lives here. gRPC calls the handlers on its own threads, concurrently.
+// Thin gRPC adapters: each handler first authorizes the call (AccessControl, by the method's
+// full name and the bearer token in its metadata), then hands the request to the Scheduler with
+// the caller, and maps the status with ToGrpcStatus(). No logic lives here. gRPC calls the
+// handlers on its own threads, concurrently.
 // LeaseRun and CompleteRun are callback handlers (the Scheduler answers them from its batch and
 // long-poll threads). As sync handlers, each waiting call held a thread and each answer was
 // handed from the batch's thread to the call's; with callbacks (and migration 0007) the lease
@@ -9,16 +11,18 @@
 #include <atomic>
 
 #include "parity/v1/sweep_service.grpc.pb.h"
+#include "parity/v1/token_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
+#include "server/api/access_control.h"
 #include "server/scheduling/scheduler.h"
 
 namespace parity::server {
 
 class SweepServiceImpl final : public v1::SweepService::Service {
  public:
-  // `scheduler` and `stopping` must outlive the service; `stopping` ends watch streams.
-  SweepServiceImpl(Scheduler& scheduler, const std::atomic<bool>& stopping)
-      : scheduler_(scheduler), stopping_(stopping) {}
+  // `scheduler`, `access` and `stopping` must outlive the service; `stopping` ends watch streams.
+  SweepServiceImpl(Scheduler& scheduler, AccessControl& access, const std::atomic<bool>& stopping)
+      : scheduler_(scheduler), access_(access), stopping_(stopping) {}
 
   grpc::Status PlanSweep(grpc::ServerContext*, const v1::PlanSweepRequest*,
                          v1::PlanSweepResponse*) override;
@@ -48,6 +52,7 @@ class SweepServiceImpl final : public v1::SweepService::Service {
 
  private:
   Scheduler& scheduler_;
+  AccessControl& access_;
   const std::atomic<bool>& stopping_;
 };
 
@@ -55,8 +60,14 @@ class WorkerServiceImpl final
     : public v1::WorkerService::WithCallbackMethod_LeaseRun<
           v1::WorkerService::WithCallbackMethod_CompleteRun<v1::WorkerService::Service>> {
  public:
-  WorkerServiceImpl(Scheduler& scheduler, const std::atomic<bool>& stopping)
-      : scheduler_(scheduler), stopping_(stopping) {}
+  // With `require_client_certificate` (mutual TLS), a call must also come over TLS with a
+  // client certificate the server verified.
+  WorkerServiceImpl(Scheduler& scheduler, AccessControl& access, const std::atomic<bool>& stopping,
+                    bool require_client_certificate)
+      : scheduler_(scheduler),
+        access_(access),
+        stopping_(stopping),
+        require_client_certificate_(require_client_certificate) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
                               v1::RegisterWorkerResponse*) override;
@@ -72,8 +83,31 @@ class WorkerServiceImpl final
                                         v1::CompleteRunResponse*) override;
 
  private:
+  absl::StatusOr<Caller> Authorize(grpc::ServerContextBase* context, absl::string_view method);
+
   Scheduler& scheduler_;
+  AccessControl& access_;
   const std::atomic<bool>& stopping_;
+  const bool require_client_certificate_;
 };
+
+// Token management (admin): the AccessControl's, not the Scheduler's.
+class TokenServiceImpl final : public v1::TokenService::Service {
+ public:
+  explicit TokenServiceImpl(AccessControl& access) : access_(access) {}
+
+  grpc::Status CreateToken(grpc::ServerContext*, const v1::CreateTokenRequest*,
+                           v1::CreateTokenResponse*) override;
+  grpc::Status ListTokens(grpc::ServerContext*, const v1::ListTokensRequest*,
+                          v1::ListTokensResponse*) override;
+  grpc::Status RevokeToken(grpc::ServerContext*, const v1::RevokeTokenRequest*,
+                           v1::RevokeTokenResponse*) override;
+
+ private:
+  AccessControl& access_;
+};
+
+// The bearer token of a call ("authorization: Bearer X" metadata); empty when none.
+absl::string_view BearerTokenOf(const grpc::ServerContextBase& context);
 
 }  // namespace parity::server

@@ -4,8 +4,11 @@
 
 #include <exception>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "core/status_macros.h"
@@ -44,6 +47,77 @@ void SetError(httplib::Response& res, int status, std::string_view code, std::st
   res.set_content(web::ErrorJson(status, code, message), kJson);
 }
 
+constexpr char kCookie[] = "parity_token";
+
+// The rule (access_control.cc's kRules) of a request; anything unknown is a page (needs read).
+std::string RuleOf(const httplib::Request& req) {
+  const std::string& path = req.path;
+  if (req.method == "POST" && (path == "/login" || path == "/logout")) {
+    return absl::StrCat("POST ", path);
+  }
+  if (req.method != "GET" && req.method != "HEAD") return "GET /pages";
+  if (absl::StartsWith(path, "/api/v1/")) return "GET /api/v1";
+  if (absl::StartsWith(path, "/assets/")) return "GET /assets";
+  if (path == "/metrics" || path == "/healthz" || path == "/login")
+    return absl::StrCat("GET ", path);
+  return "GET /pages";
+}
+
+std::string CookieToken(const httplib::Request& req) {
+  const std::string cookies = req.get_header_value("Cookie");
+  for (absl::string_view part : absl::StrSplit(cookies, ';')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (absl::ConsumePrefix(&part, kCookie) && absl::ConsumePrefix(&part, "=")) {
+      return std::string(part);
+    }
+  }
+  return "";
+}
+
+// The token of a request: its Authorization header, else the login cookie.
+std::string RequestToken(const httplib::Request& req) {
+  const std::string header = req.get_header_value("Authorization");  // a copy: the view is into it
+  const absl::string_view bearer = AccessControl::BearerToken(header);
+  if (!bearer.empty()) return std::string(bearer);
+  return CookieToken(req);
+}
+
+std::string HtmlEscape(absl::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string LoginPage(absl::string_view message) {
+  return absl::StrCat(
+      "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<title>Parity: sign in</title><style>body{font:15px system-ui,sans-serif;margin:4em auto;"
+      "max-width:32em;padding:0 1em}input{width:100%;padding:.5em;font:inherit;margin:.5em 0}"
+      "p.error{color:#b00020}</style></head><body><h1>Parity</h1>",
+      message.empty() ? "" : absl::StrCat("<p class=\"error\">", HtmlEscape(message), "</p>"),
+      "<form method=\"post\" action=\"/login\"><label for=\"token\">Access token (a viewer's "
+      "or better; <code>parity token create</code>)</label><input id=\"token\" name=\"token\" "
+      "type=\"password\" autocomplete=\"off\" required autofocus><input type=\"submit\" "
+      "value=\"Sign in\"></form></body></html>");
+}
+
 // No exception leaves a handler: cpp-httplib would answer 500 with no body and no log line.
 template <typename Body>
 httplib::Server::Handler Guarded(Body body) {
@@ -59,19 +133,32 @@ httplib::Server::Handler Guarded(Body body) {
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore& store)
+static std::unique_ptr<httplib::Server> MakeServer(const HttpServerOptions& options) {
+  if (options.tls_cert_file.empty()) return std::make_unique<httplib::Server>();
+  return std::make_unique<httplib::SSLServer>(options.tls_cert_file.c_str(),
+                                              options.tls_key_file.c_str());
+}
+
+HttpServer::HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore& store,
+                       AccessControl& access)
     : options_(std::move(options)),
+      access_(access),
       api_(scheduler, store),
       index_html_(web::IndexHtmlWith("<base href=\"/\">")),
-      server_(std::make_unique<httplib::Server>()) {}
+      server_(MakeServer(options_)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
-                                                              Scheduler& scheduler,
-                                                              RunStore& store) {
+                                                              Scheduler& scheduler, RunStore& store,
+                                                              AccessControl& access) {
   PARITY_ASSIGN_OR_RETURN(const HostPort address, ParseListen(options.listen));
-  std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), scheduler, store));
+  std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), scheduler, store, access));
   if (server->index_html_.empty()) {
     return absl::InternalError("the dashboard's index.html is not embedded in this binary");
+  }
+  if (!server->server_->is_valid()) {
+    return absl::InvalidArgumentError(absl::StrCat("https: cannot load the certificate '",
+                                                   server->options_.tls_cert_file, "' or key '",
+                                                   server->options_.tls_key_file, "'"));
   }
   server->InstallRoutes();
   httplib::Server& http = *server->server_;
@@ -112,8 +199,72 @@ void HttpServer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::string HttpServer::LoginCookie(const std::string& token) const {
+  return absl::StrCat(kCookie, "=", token, "; Path=/; HttpOnly; SameSite=Strict",
+                      options_.tls_cert_file.empty() ? "" : "; Secure");
+}
+
+bool HttpServer::Refuse(const httplib::Request& req, httplib::Response& res) {
+  const std::string rule = RuleOf(req);
+  absl::StatusOr<Identity> who = access_.Authorize(RequestToken(req), rule);
+  if (who.ok()) return false;
+  res.set_header("Cache-Control", "no-store");
+  if (rule == "GET /pages" && who.status().code() == absl::StatusCode::kUnauthenticated) {
+    res.status = 302;  // a browser without a (valid) cookie: to the sign-in page
+    res.set_header("Location", "/login");
+    return true;
+  }
+  if (who.status().code() == absl::StatusCode::kUnauthenticated) {
+    res.set_header("WWW-Authenticate", "Bearer realm=\"parity\"");
+  }
+  res.status = HttpStatusOf(who.status().code());
+  res.set_content(web::ErrorJson(res.status, absl::StatusCodeToString(who.status().code()),
+                                 std::string(who.status().message())),
+                  kJson);
+  return true;
+}
+
 void HttpServer::InstallRoutes() {
   httplib::Server& http = *server_;
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      return Refuse(req, res) ? httplib::Server::HandlerResponse::Handled
+                              : httplib::Server::HandlerResponse::Unhandled;
+    } catch (const std::exception& e) {
+      SetError(res, 500, "INTERNAL", e.what());
+      return httplib::Server::HandlerResponse::Handled;
+    }
+  });
+  // Signing in: a valid token of a reading role becomes an HttpOnly cookie. From a link
+  // (?token=, the local stack prints one) or the form; either way the answer redirects to / so
+  // that the token leaves the address bar and the browser's history.
+  const auto sign_in = [this](const std::string& token, httplib::Response& res) {
+    absl::StatusOr<Identity> who = access_.Authorize(token, "GET /pages");
+    res.set_header("Cache-Control", "no-store");
+    if (!who.ok()) {
+      res.status = HttpStatusOf(who.status().code());
+      res.set_content(LoginPage(std::string(who.status().message())), "text/html; charset=utf-8");
+      return;
+    }
+    res.status = 303;
+    res.set_header("Set-Cookie", LoginCookie(token));
+    res.set_header("Location", "/");
+  };
+  http.Get("/login", Guarded([sign_in](const httplib::Request& req, httplib::Response& res) {
+             if (req.has_param("token")) return sign_in(req.get_param_value("token"), res);
+             res.set_header("Cache-Control", "no-store");
+             res.set_content(LoginPage(""), "text/html; charset=utf-8");
+           }));
+  http.Post("/login", Guarded([sign_in](const httplib::Request& req, httplib::Response& res) {
+              sign_in(req.get_param_value("token"), res);
+            }));
+  http.Post("/logout", Guarded([](const httplib::Request&, httplib::Response& res) {
+              res.status = 303;
+              res.set_header(
+                  "Set-Cookie",
+                  absl::StrCat(kCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
+              res.set_header("Location", "/login");
+            }));
   http.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
   // Short keep-alive so Stop() is not held up by an idle browser connection.
   http.set_keep_alive_timeout(2);

@@ -9,6 +9,13 @@
 //   GET /api/v1/...               see server/api/dashboard_api.h
 //   GET /metrics                  Prometheus text format (only with a metrics hook)
 //   GET /healthz                  "ok"
+//   GET|POST /login, POST /logout the sign-in page: a token in, an HttpOnly cookie out
+//
+// Every route is authorized by AccessControl first (its rules name them "GET /api/v1", ...):
+// a bearer token in `Authorization: Bearer …` (API clients, Prometheus) or the cookie the login
+// page sets (browsers). No token: the pages redirect to /login, the API and /metrics answer 401;
+// a token whose role may not: 403. GET /login?token=… signs in from a link, as Jupyter's does
+// (the local stack prints one); the token is then dropped from the address bar by a redirect.
 #pragma once
 
 #include <functional>
@@ -17,11 +24,14 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "server/api/access_control.h"
 #include "server/api/dashboard_api.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace parity::server {
 
@@ -30,6 +40,9 @@ struct HttpServerOptions {
   std::string listen;
   // The body of GET /metrics (Prometheus text format 0.0.4); empty function = no /metrics.
   std::function<std::string()> metrics_text;
+  // PEM certificate chain and key: HTTPS when set (the cookie is then Secure too).
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class HttpServer {
@@ -37,7 +50,8 @@ class HttpServer {
   // Binds and starts serving. UNAVAILABLE when the address cannot be bound, INVALID_ARGUMENT
   // when it is not host:port. `scheduler` and `store` must outlive the server.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
-                                                           Scheduler& scheduler, RunStore& store);
+                                                           Scheduler& scheduler, RunStore& store,
+                                                           AccessControl& access);
   ~HttpServer();
 
   int port() const { return port_; }
@@ -45,10 +59,15 @@ class HttpServer {
   void Stop();
 
  private:
-  HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore& store);
+  HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore& store,
+             AccessControl& access);
   void InstallRoutes();
+  // The access check before routing; true when it answered the request itself (401/403/302).
+  bool Refuse(const httplib::Request& req, httplib::Response& res);
+  std::string LoginCookie(const std::string& token) const;
 
   const HttpServerOptions options_;
+  AccessControl& access_;
   DashboardApi api_;
   std::string index_html_;  // index.html with <base href="/">, built once
   std::unique_ptr<httplib::Server> server_;

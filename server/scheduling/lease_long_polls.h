@@ -32,6 +32,7 @@ struct PendingLease {
   absl::Time deadline;              // answer by then, empty if nothing was found
   std::function<bool()> cancelled;  // the caller went away or the server stopped; never empty
   absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done;  // called exactly once
+  std::string holder;  // the caller's identity, which the lease secret is bound to
 };
 
 class LeaseLongPolls {

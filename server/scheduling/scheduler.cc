@@ -10,6 +10,7 @@
 #include "core/status_macros.h"
 #include "server/scheduling/await_callback.h"
 #include "server/scheduling/request_validation.h"
+#include "server/scheduling/secrets.h"
 #include "spdlog/spdlog.h"
 
 namespace parity::server {
@@ -78,14 +79,25 @@ absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRe
 }
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(
-    const v1::SubmitSweepRequest& request) {
+    const v1::SubmitSweepRequest& request, const Caller& caller) {
   Violations violations;
   if (request.idempotency_key().size() > 128) {
     violations.Add("idempotency_key", "longer than 128 characters");
   }
-  if (request.owner().size() > 256) violations.Add("owner", "longer than 256 characters");
+  if (request.owner().size() > 64) violations.Add("owner", "longer than 64 characters");
   if (absl::Status status = violations.ToStatus("invalid SubmitSweep request"); !status.ok()) {
     return status;
+  }
+  if (!caller.admin && !request.owner().empty() && request.owner() != caller.name) {
+    return core::PermissionDeniedWithViolation(
+        "owner", absl::StrCat("only an admin may submit on behalf of another identity; leave "
+                              "it empty (the sweep is then '",
+                              caller.name, "''s)"));
+  }
+  if (!caller.admin && request.spec().priority() > options_.max_priority) {
+    return core::PermissionDeniedWithViolation(
+        "spec.priority", absl::StrCat(request.spec().priority(), " is above ",
+                                      options_.max_priority, ", the highest a non-admin may use"));
   }
   v1::PlanSweepRequest plan_request;
   *plan_request.mutable_spec() = request.spec();
@@ -94,8 +106,24 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(
   NewSweep sweep;
   sweep.spec = request.spec();
   sweep.runs.assign(plan.runs().begin(), plan.runs().end());
-  sweep.owner = request.owner().empty() ? "anonymous" : request.owner();
+  sweep.owner = !request.owner().empty() ? request.owner()
+                : caller.name.empty()    ? std::string("anonymous")
+                                         : caller.name;
   sweep.idempotency_key = request.idempotency_key();
+  // A soft limit: two submissions racing may both pass. It bounds what one identity can queue,
+  // not the exact count.
+  PARITY_ASSIGN_OR_RETURN(const OwnerLoad load, store_.CountOwnerLoad(sweep.owner));
+  if (load.open_sweeps >= options_.max_open_sweeps_per_owner) {
+    return core::ResourceExhaustedWithViolation(
+        "spec", absl::StrCat("'", sweep.owner, "' has ", load.open_sweeps,
+                             " open sweeps, the limit; wait for one to end or cancel one"));
+  }
+  if (load.queued_runs + sweep.runs.size() > options_.max_queued_runs_per_owner) {
+    return core::ResourceExhaustedWithViolation(
+        "spec", absl::StrCat("'", sweep.owner, "' has ", load.queued_runs, " runs not yet ended; ",
+                             sweep.runs.size(), " more would pass the limit of ",
+                             options_.max_queued_runs_per_owner));
+  }
   PARITY_ASSIGN_OR_RETURN(CreatedSweep created, store_.CreateSweep(sweep));
   if (!created.deduplicated) work_signal_.Notify();
   if (observer_ != nullptr) observer_->OnSweepSubmitted(created.sweep, created.deduplicated);
@@ -132,14 +160,25 @@ absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweep
   return response;
 }
 
+absl::Status Scheduler::CheckSweepOwner(const std::string& sweep_id, const Caller& caller,
+                                        absl::string_view action) {
+  if (caller.admin) return absl::OkStatus();
+  PARITY_ASSIGN_OR_RETURN(const v1::Sweep sweep, store_.GetSweep(sweep_id));
+  if (sweep.owner() == caller.name) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("sweep ", sweep_id, " is '", sweep.owner(),
+                                                  "''s: only its owner or an admin may ", action,
+                                                  " it"));
+}
+
 absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(
-    const v1::CancelSweepRequest& request) {
+    const v1::CancelSweepRequest& request, const Caller& caller) {
   Violations violations;
   violations.RequireUuid("sweep_id", request.sweep_id());
   if (request.reason().size() > 1024) violations.Add("reason", "longer than 1024 characters");
   if (absl::Status status = violations.ToStatus("invalid CancelSweep request"); !status.ok()) {
     return status;
   }
+  PARITY_RETURN_IF_ERROR(CheckSweepOwner(request.sweep_id(), caller, "cancel"));
   PARITY_ASSIGN_OR_RETURN(CancelResult cancelled,
                           store_.CancelSweep(request.sweep_id(), request.reason()));
   v1::CancelSweepResponse response;
@@ -149,12 +188,13 @@ absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(
 }
 
 absl::StatusOr<v1::DeleteSweepResponse> Scheduler::DeleteSweep(
-    const v1::DeleteSweepRequest& request) {
+    const v1::DeleteSweepRequest& request, const Caller& caller) {
   Violations violations;
   violations.RequireUuid("sweep_id", request.sweep_id());
   if (absl::Status status = violations.ToStatus("invalid DeleteSweep request"); !status.ok()) {
     return status;
   }
+  PARITY_RETURN_IF_ERROR(CheckSweepOwner(request.sweep_id(), caller, "delete"));
   PARITY_ASSIGN_OR_RETURN(const uint32_t deleted, store_.DeleteSweep(request.sweep_id()));
   v1::DeleteSweepResponse response;
   response.set_deleted_runs(deleted);
@@ -305,9 +345,36 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   return response;
 }
 
+absl::StatusOr<std::string> Scheduler::LeaseKey() {
+  absl::MutexLock lock(&lease_key_mu_);
+  if (lease_key_.empty()) {
+    PARITY_ASSIGN_OR_RETURN(lease_key_,
+                            store_.GetOrCreateServerKey("lease-secret-v1", RandomBytes(32)));
+  }
+  return lease_key_;
+}
+
+std::string Scheduler::LeaseSecret(const std::string& key, const std::string& run_id, int64_t epoch,
+                                   const std::string& holder) const {
+  return Base64Url(
+      HmacSha256(key, absl::StrCat("parity lease\n", run_id, "\n", epoch, "\n", holder)));
+}
+
+absl::Status Scheduler::CheckLeaseSecret(const std::string& run_id, int64_t epoch,
+                                         const std::string& secret, const Caller& caller) {
+  PARITY_ASSIGN_OR_RETURN(const std::string key, LeaseKey());
+  if (ConstantTimeEquals(secret, LeaseSecret(key, run_id, epoch, caller.name))) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("lease_secret is not that of lease ", epoch, " of run ", run_id,
+                   " held by this identity: only the lease's holder may write about the run"));
+}
+
 void Scheduler::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_deadline,
                          WatchControl control,
-                         absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done) {
+                         absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done,
+                         const Caller& caller) {
   Violations violations;
   violations.RequireUuid("worker_id", request.worker_id());
   CheckDevices(violations, "free_devices", request.free_devices());
@@ -316,7 +383,10 @@ void Scheduler::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_dea
   if (absl::Status status = violations.ToStatus("invalid LeaseRun request"); !status.ok()) {
     return done(status);
   }
+  // Loaded before the lease is taken, so that a lease is never granted without its secret.
+  if (absl::StatusOr<std::string> key = LeaseKey(); !key.ok()) return done(key.status());
   auto lease = std::make_unique<PendingLease>();
+  lease->holder = caller.name;
   lease->request =
       LeaseRequest{request.worker_id(), OfferOf(request.free_devices()), options_.lease_ttl};
   lease->start = clock_.Now();
@@ -338,6 +408,11 @@ void Scheduler::TryLease(std::unique_ptr<PendingLease> lease) {
     if (leased->has_value()) {
       if (observer_ != nullptr) observer_->OnRunLeased((*leased)->run, clock_.Now() - lease->start);
       v1::LeaseRunResponse response;
+      absl::StatusOr<std::string> key = LeaseKey();  // loaded by LeaseRun: no store call
+      if (key.ok()) {
+        response.set_lease_secret(LeaseSecret(*key, (*leased)->lease.run_id(),
+                                              (*leased)->lease.lease_epoch(), lease->holder));
+      }
       *response.mutable_lease() = std::move((*leased)->lease);
       *response.mutable_run() = std::move((*leased)->run);
       return lease->done(std::move(response));
@@ -353,12 +428,14 @@ void Scheduler::TryLease(std::unique_ptr<PendingLease> lease) {
 
 absl::StatusOr<v1::LeaseRunResponse> Scheduler::LeaseRun(const v1::LeaseRunRequest& request,
                                                          absl::Time call_deadline,
-                                                         const WatchControl& control) {
+                                                         const WatchControl& control,
+                                                         const Caller& caller) {
   return AwaitCallback<absl::StatusOr<v1::LeaseRunResponse>>(
-      [&](auto done) { LeaseRun(request, call_deadline, control, std::move(done)); });
+      [&](auto done) { LeaseRun(request, call_deadline, control, std::move(done), caller); });
 }
 
-absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
+absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request,
+                                                           const Caller& caller) {
   Violations violations;
   violations.RequireUuid("worker_id", request.worker_id());
   violations.RequireUuid("run_id", request.run_id());
@@ -366,6 +443,8 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
   if (absl::Status status = violations.ToStatus("invalid Heartbeat request"); !status.ok()) {
     return status;
   }
+  PARITY_RETURN_IF_ERROR(
+      CheckLeaseSecret(request.run_id(), request.lease_epoch(), request.lease_secret(), caller));
   HeartbeatUpdate update{request.worker_id(), request.run_id(), request.lease_epoch(),
                          request.step(),      std::nullopt,     options_.lease_ttl};
   if (request.has_checkpoint()) update.checkpoint = request.checkpoint();
@@ -378,7 +457,7 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
 }
 
 absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
-    const v1::ReportMetricsRequest& request) {
+    const v1::ReportMetricsRequest& request, const Caller& caller) {
   if (static_cast<uint32_t>(request.points_size()) > options_.max_metrics_batch) {
     return absl::ResourceExhaustedError(absl::StrCat("a metrics batch holds at most ",
                                                      options_.max_metrics_batch, " points; got ",
@@ -414,6 +493,8 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
   if (absl::Status status = violations.ToStatus("invalid ReportMetrics request"); !status.ok()) {
     return status;
   }
+  PARITY_RETURN_IF_ERROR(
+      CheckLeaseSecret(request.run_id(), request.lease_epoch(), request.lease_secret(), caller));
   if (points.empty()) return v1::ReportMetricsResponse();
   PARITY_ASSIGN_OR_RETURN(MetricsAppendResult result,
                           store_.AppendMetrics(request.run_id(), request.lease_epoch(), points));
@@ -424,9 +505,9 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
   return response;
 }
 
-void Scheduler::CompleteRun(
-    const v1::CompleteRunRequest& request,
-    absl::AnyInvocable<void(absl::StatusOr<v1::CompleteRunResponse>)> done) {
+void Scheduler::CompleteRun(const v1::CompleteRunRequest& request,
+                            absl::AnyInvocable<void(absl::StatusOr<v1::CompleteRunResponse>)> done,
+                            const Caller& caller) {
   Violations violations;
   violations.RequireUuid("run_id", request.run_id());
   if (request.lease_epoch() <= 0) violations.Add("lease_epoch", "must be positive");
@@ -437,6 +518,11 @@ void Scheduler::CompleteRun(
     violations.Add("failure.failure_class", "required");
   }
   if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {
+    return done(status);
+  }
+  if (absl::Status status =
+          CheckLeaseSecret(request.run_id(), request.lease_epoch(), request.lease_secret(), caller);
+      !status.ok()) {
     return done(status);
   }
   auto completion = std::make_unique<Completion>();
@@ -527,9 +613,9 @@ absl::StatusOr<CompletionResult> Scheduler::FailInvalidSuccess(const Completion&
 }
 
 absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
-    const v1::CompleteRunRequest& request) {
+    const v1::CompleteRunRequest& request, const Caller& caller) {
   return AwaitCallback<absl::StatusOr<v1::CompleteRunResponse>>(
-      [&](auto done) { CompleteRun(request, std::move(done)); });
+      [&](auto done) { CompleteRun(request, std::move(done), caller); });
 }
 
 absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases() {

@@ -16,9 +16,11 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "parity/v1/sweep_service.pb.h"
 #include "parity/v1/worker_service.pb.h"
+#include "server/scheduling/caller.h"
 #include "server/scheduling/clock.h"
 #include "server/scheduling/lease_long_polls.h"
 #include "server/scheduling/request_combiner.h"
@@ -46,6 +48,12 @@ struct SchedulerOptions {
   size_t max_store_batch = 64;
   int store_batches_in_flight = 1;
   uint32_t max_runs_per_sweep = 10000;
+  // Limits per identity (Caller::name), checked at each submission: sweeps it owns that are
+  // still ACTIVE, and their runs not yet ended. Admins are held to them too.
+  uint32_t max_open_sweeps_per_owner = 100;
+  uint64_t max_queued_runs_per_owner = 50000;
+  // The highest SweepSpec.priority a non-admin may submit.
+  int32_t max_priority = 100;
   int reap_batch = 500;
   // What a failed attempt does to its run (retry_policy.h).
   RetryPolicy retry_policy;
@@ -86,11 +94,18 @@ class Scheduler {
 
   // --- SweepService ---
   absl::StatusOr<v1::PlanSweepResponse> PlanSweep(const v1::PlanSweepRequest& request);
-  absl::StatusOr<v1::SubmitSweepResponse> SubmitSweep(const v1::SubmitSweepRequest& request);
+  // The sweep's owner is the caller's name (an admin may name another in request.owner);
+  // PERMISSION_DENIED for a priority above options().max_priority unless the caller is admin;
+  // RESOURCE_EXHAUSTED past the caller's open-sweep or queued-run limit.
+  absl::StatusOr<v1::SubmitSweepResponse> SubmitSweep(const v1::SubmitSweepRequest& request,
+                                                      const Caller& caller = Caller::InProcess());
   absl::StatusOr<v1::GetSweepResponse> GetSweep(const v1::GetSweepRequest& request);
   absl::StatusOr<v1::ListSweepsResponse> ListSweeps(const v1::ListSweepsRequest& request);
-  absl::StatusOr<v1::CancelSweepResponse> CancelSweep(const v1::CancelSweepRequest& request);
-  absl::StatusOr<v1::DeleteSweepResponse> DeleteSweep(const v1::DeleteSweepRequest& request);
+  // Only the sweep's owner or an admin (PERMISSION_DENIED otherwise).
+  absl::StatusOr<v1::CancelSweepResponse> CancelSweep(const v1::CancelSweepRequest& request,
+                                                      const Caller& caller = Caller::InProcess());
+  absl::StatusOr<v1::DeleteSweepResponse> DeleteSweep(const v1::DeleteSweepRequest& request,
+                                                      const Caller& caller = Caller::InProcess());
   absl::StatusOr<v1::ListRunsResponse> ListRuns(const v1::ListRunsRequest& request);
   absl::StatusOr<v1::GetRunResponse> GetRun(const v1::GetRunRequest& request);
   absl::StatusOr<v1::QueryResultsResponse> QueryResults(const v1::QueryResultsRequest& request);
@@ -108,6 +123,9 @@ class Scheduler {
                         const std::function<bool(const v1::WatchRunResponse&)>& write);
 
   // --- WorkerService ---
+  // A lease comes with a lease secret bound to the run, the epoch and the caller's name; every
+  // write about the run (Heartbeat, ReportMetrics, CompleteRun) must carry it and come from the
+  // same name, or it is refused with PERMISSION_DENIED and changes nothing.
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request);
   // Long poll until work, wait_time, `call_deadline` (minus a margin to answer) or cancellation.
@@ -115,21 +133,27 @@ class Scheduler {
   // request. No thread waits meanwhile: the call rides a lease batch, then, if it found nothing
   // and may wait, is parked in LeaseLongPolls until work may have appeared.
   void LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_deadline, WatchControl control,
-                absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done);
+                absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done,
+                const Caller& caller = Caller::InProcess());
   // The same, blocking until the answer.
   absl::StatusOr<v1::LeaseRunResponse> LeaseRun(const v1::LeaseRunRequest& request,
                                                 absl::Time call_deadline,
-                                                const WatchControl& control);
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+                                                const WatchControl& control,
+                                                const Caller& caller = Caller::InProcess());
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                  const Caller& caller = Caller::InProcess());
   absl::StatusOr<v1::CheckpointRetentionResponse> CheckpointRetention(
       const v1::CheckpointRetentionRequest& request);
   // One telemetry retention pass (store/telemetry_retention.h); the server runs it periodically.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy);
-  absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(const v1::ReportMetricsRequest& request);
+  absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(
+      const v1::ReportMetricsRequest& request, const Caller& caller = Caller::InProcess());
   // Records success or failure in the next completion batch; `done` as for LeaseRun.
   void CompleteRun(const v1::CompleteRunRequest& request,
-                   absl::AnyInvocable<void(absl::StatusOr<v1::CompleteRunResponse>)> done);
-  absl::StatusOr<v1::CompleteRunResponse> CompleteRun(const v1::CompleteRunRequest& request);
+                   absl::AnyInvocable<void(absl::StatusOr<v1::CompleteRunResponse>)> done,
+                   const Caller& caller = Caller::InProcess());
+  absl::StatusOr<v1::CompleteRunResponse> CompleteRun(const v1::CompleteRunRequest& request,
+                                                      const Caller& caller = Caller::InProcess());
 
   // --- housekeeping ---
   // Returns expired leases to the queue until none is left (called by the reaper thread). The
@@ -139,6 +163,16 @@ class Scheduler {
   absl::StatusOr<ReapResult> ReapExpiredLeases();
 
  private:
+  // The key lease secrets are signed with: loaded from (or first stored in) the store once.
+  absl::StatusOr<std::string> LeaseKey();
+  // Signs and checks the proof of holding a lease (epoch `epoch` of `run_id`, held by `holder`).
+  std::string LeaseSecret(const std::string& key, const std::string& run_id, int64_t epoch,
+                          const std::string& holder) const;
+  absl::Status CheckLeaseSecret(const std::string& run_id, int64_t epoch, const std::string& secret,
+                                const Caller& caller);
+  // PERMISSION_DENIED unless `caller` owns the sweep or is an admin; `action` names the call.
+  absl::Status CheckSweepOwner(const std::string& sweep_id, const Caller& caller,
+                               absl::string_view action);
   // One try of a LeaseRun in the next lease batch; parks it if it found nothing and may wait.
   void TryLease(std::unique_ptr<PendingLease> lease);
   // One completion batch to the store, each failure with its retry decision made here first.
@@ -156,6 +190,8 @@ class Scheduler {
   // Set until a reaper pass has extended the live leases after a start or an outage.
   std::atomic<bool> leases_need_grace_{true};
   SchedulerObserver* const observer_;  // may be null
+  absl::Mutex lease_key_mu_;
+  std::string lease_key_ ABSL_GUARDED_BY(lease_key_mu_);  // empty until loaded
   // Before the combiners, so it outlives them: a batch's callback may park a call.
   LeaseLongPolls long_polls_;
   RequestCombiner<LeaseRequest, absl::StatusOr<std::optional<LeasedRun>>> leases_;

@@ -404,6 +404,20 @@ BEGIN
   RETURN NULL;
 END $$;
 
+CREATE TABLE public.access_tokens (
+    token_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    role text NOT NULL,
+    secret_sha256 bytea NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    CONSTRAINT access_tokens_name_check CHECK ((name ~ '^[A-Za-z0-9._@-]{1,64}$'::text)),
+    CONSTRAINT access_tokens_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'researcher'::text, 'worker'::text, 'admin'::text]))),
+    CONSTRAINT access_tokens_secret_sha256_check CHECK ((length(secret_sha256) = 32))
+);
+
 CREATE TABLE public.events (
     event_id bigint NOT NULL,
     run_id uuid NOT NULL,
@@ -855,6 +869,13 @@ CREATE TABLE public.schema_repeatables (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.server_keys (
+    name text NOT NULL,
+    key bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT server_keys_key_check CHECK ((length(key) >= 32))
+);
+
 CREATE TABLE public.sweeps (
     sweep_id uuid NOT NULL,
     name text NOT NULL,
@@ -914,6 +935,12 @@ ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p14 FOR VALUES W
 ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p15 FOR VALUES WITH (modulus 16, remainder 15);
 
 ALTER TABLE ONLY public.events ALTER COLUMN event_id SET DEFAULT nextval('public.events_event_id_seq'::regclass);
+
+ALTER TABLE ONLY public.access_tokens
+    ADD CONSTRAINT access_tokens_pkey PRIMARY KEY (token_id);
+
+ALTER TABLE ONLY public.access_tokens
+    ADD CONSTRAINT access_tokens_secret_sha256_key UNIQUE (secret_sha256);
 
 ALTER TABLE ONLY public.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (event_id);
@@ -981,6 +1008,9 @@ ALTER TABLE ONLY public.schema_migrations
 ALTER TABLE ONLY public.schema_repeatables
     ADD CONSTRAINT schema_repeatables_pkey PRIMARY KEY (name);
 
+ALTER TABLE ONLY public.server_keys
+    ADD CONSTRAINT server_keys_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY public.sweeps
     ADD CONSTRAINT sweeps_idempotency_key_key UNIQUE (idempotency_key);
 
@@ -989,6 +1019,8 @@ ALTER TABLE ONLY public.sweeps
 
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id);
+
+CREATE INDEX access_tokens_by_name ON public.access_tokens USING btree (name) WHERE (revoked_at IS NULL);
 
 CREATE INDEX events_by_run ON public.events USING btree (run_id, event_id);
 
@@ -1001,6 +1033,8 @@ CREATE INDEX runs_live_leases ON public.runs USING btree (lease_expires_at) WHER
 CREATE INDEX runs_pending_by_sweep ON public.runs USING btree (sweep_id, ordinal) WHERE (state = 'PENDING'::text);
 
 CREATE INDEX runs_pending_queue ON public.runs USING btree (sweep_id, ((ordinal)::bigint)) WHERE (state = 'PENDING'::text);
+
+CREATE INDEX sweeps_active_by_owner ON public.sweeps USING btree (owner) WHERE (state = 'ACTIVE'::text);
 
 CREATE INDEX sweeps_created ON public.sweeps USING btree (created_at DESC, sweep_id DESC);
 

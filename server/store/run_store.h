@@ -1,11 +1,12 @@
-// RunStore: the scheduler's durable state as domain operations (not a key-value blob), in four
+// RunStore: the scheduler's durable state as domain operations (not a key-value blob), in five
 // interfaces by job:
 //   SweepCatalog       (sweep_catalog.h)        sweeps, their runs and the workers: submit,
 //                                               cancel, delete, list;
 //   RunQueue           (run_queue.h)            the lease queue that workers drive, the reaper;
 //   ReadModels         (read_models.h)          results, event feeds, counts, metric samples;
-//   TelemetryRetention (telemetry_retention.h)  old telemetry thinned, pruned, forgotten.
-// RunStore is all four, what the Scheduler holds.
+//   TelemetryRetention (telemetry_retention.h)  old telemetry thinned, pruned, forgotten;
+//   AccessTokens       (access_tokens.h)        bearer tokens (hashed) and signing keys.
+// RunStore is all five, what the Scheduler holds.
 //
 // Errors are absl::Status, chosen by what the caller should do:
 //   NOT_FOUND            the sweep, run or worker does not exist (payload: ResourceInfo);
@@ -18,6 +19,7 @@
 // pass.
 #pragma once
 
+#include "server/store/access_tokens.h"
 #include "server/store/read_models.h"
 #include "server/store/run_queue.h"
 #include "server/store/sweep_catalog.h"
@@ -28,6 +30,7 @@ namespace parity::server {
 class RunStore : public SweepCatalog,
                  public RunQueue,
                  public ReadModels,
-                 public TelemetryRetention {};
+                 public TelemetryRetention,
+                 public AccessTokens {};
 
 }  // namespace parity::server

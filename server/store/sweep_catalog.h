@@ -33,6 +33,12 @@ struct CancelResult {
   uint32_t cancelled_runs = 0;
 };
 
+// What one identity has in the system now, for its limits (Scheduler::SubmitSweep).
+struct OwnerLoad {
+  uint32_t open_sweeps = 0;  // ACTIVE sweeps it owns
+  uint64_t queued_runs = 0;  // their runs not yet ended (PENDING, LEASED, RUNNING)
+};
+
 struct WorkersQuery {
   absl::Duration seen_within = absl::Seconds(300);  // last lease, heartbeat or registration
   PageRequest page;
@@ -56,6 +62,9 @@ class SweepCatalog {
   // went. FAILED_PRECONDITION while a run may still train (cancel the sweep and let its live runs
   // stop first). Workers delete the runs' checkpoints when they next look (CheckpointRetention).
   virtual absl::StatusOr<uint32_t> DeleteSweep(const std::string& sweep_id) = 0;
+
+  // The open sweeps and unended runs of the sweeps `owner` owns.
+  virtual absl::StatusOr<OwnerLoad> CountOwnerLoad(const std::string& owner) = 0;
 
   virtual absl::StatusOr<v1::Run> GetRun(const std::string& run_id) = 0;
   virtual absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,

@@ -218,7 +218,14 @@ async function waitForFile(file, timeoutMs) {
 
 async function live(page, shots) {
   const base = args['base-url'];
+  // Signed out, a page sends the browser to the sign-in page; the token's link signs it in
+  // (an HttpOnly cookie) and lands on the sweeps page without the token in the address bar.
   await page.goto(`${base}/`);
+  check(new URL(page.url()).pathname === '/login',
+        `a signed-out browser should be sent to /login, not ${page.url()}`);
+  await page.goto(`${base}/login?token=${encodeURIComponent(args.token)}`);
+  check(new URL(page.url()).pathname === '/' && !page.url().includes('token'),
+        `signing in should land on / without the token in the URL: ${page.url()}`);
   await waitForRows(page, 'sweeps-table', 1, 'sweeps page');
   const row = `[data-testid="sweeps-table"] tr[data-row-key="${args.sweep}"]`;
   const rowText = await page.textContent(row);

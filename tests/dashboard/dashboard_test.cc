@@ -24,6 +24,7 @@
 #include "tests/dashboard/child_runner.h"
 #include "tests/dashboard/study_seeder.h"
 #include "tests/support/postgres_environment.h"
+#include "tests/support/test_tokens.h"
 
 namespace parity::dashboard_testing {
 namespace {
@@ -43,6 +44,7 @@ class DashboardTest : public ::testing::Test {
     PARITY_REQUIRE_POSTGRES();
     server::ServerOptions options;
     options.listen_address = "127.0.0.1:0";
+    options.bootstrap_token = parity::testing::kTestAdminToken;
     options.http_listen = "127.0.0.1:0";
     options.database_url = parity::testing::PostgresEnvironment::FreshDatabase();
     options.pool_size = 6;
@@ -54,8 +56,7 @@ class DashboardTest : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = std::move(*started);
     ASSERT_GT(server_->http_port(), 0);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
+    channel_ = parity::testing::TokenChannel(server_->port());
     absl::StatusOr<v1::SweepSpec> spec =
         core::LoadSweepSpecFile("tests/dashboard/dashboard_sweep.yaml");
     ASSERT_TRUE(spec.ok()) << spec.status();
@@ -64,6 +65,7 @@ class DashboardTest : public ::testing::Test {
     ASSERT_TRUE(study.ok()) << study.status();
     study_ = std::move(*study);
     http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->http_port());
+    http_->set_bearer_token_auth(parity::testing::kTestAdminToken);
     screenshots_ = PARITY_SCREENSHOT_DIR;
     std::filesystem::create_directories(screenshots_);
     scratch_ = std::filesystem::path(::testing::TempDir()) /
@@ -266,8 +268,8 @@ TEST_F(DashboardTest, DashboardInChromiumWithALiveUpdate) {
     std::ofstream(handshake / "live-reported") << (more.ok() ? "ok\n" : report_error);
   };
   const ChildResult result =
-      RunChild(BrowserCommand(
-                   {"--mode", "live", "--base-url", BaseUrl(), "--handshake", handshake.string()}),
+      RunChild(BrowserCommand({"--mode", "live", "--base-url", BaseUrl(), "--handshake",
+                               handshake.string(), "--token", parity::testing::kTestAdminToken}),
                (scratch_ / "browser-live.log").string(), absl::Seconds(240), answer_handshake);
   EXPECT_TRUE(reported) << "the browser script never asked for the live update";
   EXPECT_TRUE(report_error.empty()) << report_error;
@@ -281,9 +283,10 @@ TEST_F(DashboardTest, ReportRendersOfflineInChromium) {
   const std::string scheduler = absl::StrCat("127.0.0.1:", server_->port());
   const std::filesystem::path out = std::filesystem::path(screenshots_).parent_path() / "report";
   std::filesystem::remove_all(out);
-  const ChildResult report = RunChild(
-      {PARITY_CLI_BIN, "report", study_.sweep_id, "--out", out.string(), "--scheduler", scheduler},
-      (scratch_ / "report.log").string(), absl::Seconds(120));
+  const ChildResult report =
+      RunChild({PARITY_CLI_BIN, "report", study_.sweep_id, "--out", out.string(), "--scheduler",
+                scheduler, "--token", parity::testing::kTestAdminToken},
+               (scratch_ / "report.log").string(), absl::Seconds(120));
   ASSERT_EQ(report.exit_code, 0) << report.output;
   for (const char* file : {"index.html", "data.js", "runs.csv", "assets/app.js",
                            "assets/chart.umd.js", "assets/styles.css"}) {
@@ -294,9 +297,10 @@ TEST_F(DashboardTest, ReportRendersOfflineInChromium) {
   for (std::string line; std::getline(csv, line);) ++lines;
   EXPECT_EQ(lines, 25) << "a header and one line per run";
 
-  const ChildResult unknown = RunChild({PARITY_CLI_BIN, "report", kUnknownId, "--out",
-                                        (scratch_ / "x").string(), "--scheduler", scheduler},
-                                       (scratch_ / "unknown.log").string(), absl::Seconds(60));
+  const ChildResult unknown =
+      RunChild({PARITY_CLI_BIN, "report", kUnknownId, "--out", (scratch_ / "x").string(),
+                "--scheduler", scheduler, "--token", parity::testing::kTestAdminToken},
+               (scratch_ / "unknown.log").string(), absl::Seconds(60));
   EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
   EXPECT_FALSE(std::filesystem::exists(scratch_ / "x" / "index.html"));
 

@@ -164,6 +164,7 @@ absl::Status StudySeeder::Report(SeededRun& run, uint64_t up_to_step) {
   parity::v1::ReportMetricsRequest request;
   request.set_run_id(run.run.run_id());
   request.set_lease_epoch(run.lease_epoch);
+  request.set_lease_secret(run.lease_secret);
   for (MetricPoint& point : SyntheticPoints(run.run.spec(), run.reported_up_to_step, up_to_step)) {
     point.set_run_id(run.run.run_id());
     *request.add_points() = std::move(point);
@@ -177,6 +178,7 @@ absl::Status StudySeeder::Report(SeededRun& run, uint64_t up_to_step) {
   beat.set_worker_id(run.run.lease().worker_id());
   beat.set_run_id(run.run.run_id());
   beat.set_lease_epoch(run.lease_epoch);
+  beat.set_lease_secret(run.lease_secret);
   beat.set_step(run.reported_up_to_step);
   parity::v1::HeartbeatResponse beat_response;
   const grpc::Status beat_status = workers_->Heartbeat(Context().get(), beat, &beat_response);
@@ -223,6 +225,7 @@ absl::StatusOr<SeededStudy> StudySeeder::Seed(const parity::v1::SweepSpec& spec)
     run.run = leased.run();
     *run.run.mutable_lease() = leased.lease();
     run.lease_epoch = leased.lease().lease_epoch();
+    run.lease_secret = leased.lease_secret();
   }
 
   for (auto& [name, run] : study.runs) {
@@ -238,6 +241,7 @@ absl::StatusOr<SeededStudy> StudySeeder::Seed(const parity::v1::SweepSpec& spec)
     parity::v1::CompleteRunRequest complete;
     complete.set_run_id(run.run.run_id());
     complete.set_lease_epoch(run.lease_epoch);
+    complete.set_lease_secret(run.lease_secret);
     if (pending) {
       complete.mutable_failure()->set_failure_class(parity::v1::FAILURE_CLASS_PREEMPTED);
       complete.mutable_failure()->mutable_status()->set_code(14);

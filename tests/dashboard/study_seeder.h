@@ -26,6 +26,7 @@ inline constexpr double kRunningFraction = 0.4;
 struct SeededRun {
   parity::v1::Run run;  // as leased (spec, ids)
   int64_t lease_epoch = 0;
+  std::string lease_secret;          // LeaseRunResponse.lease_secret, sent with every write
   uint64_t reported_up_to_step = 0;  // last step reported
 };
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/support/test_tokens.h"
 #include "worker/scheduler_client.h"
 
 namespace parity::e2e {
@@ -104,9 +105,11 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
   s->pg_data_dir_ = (*dir)[0];
   s->pg_socket_dir_ = (*sock)[0];
   s->pg_port_ = (*port)[0];
+  // The scheduler reads its admin token from this file (as the local stack's does); the tests
+  // and the workers use it.
+  std::ofstream(fs::path(s->root_) / "admin.token") << parity::testing::kTestAdminToken << "\n";
   if (absl::Status st = s->StartScheduler(); !st.ok()) return st;
-  auto channel =
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", s->port_), grpc::InsecureChannelCredentials());
+  auto channel = parity::testing::TokenChannel(s->port_);
   s->sweeps_ = parity::v1::SweepService::NewStub(channel);
   return s;
 }
@@ -126,6 +129,7 @@ absl::Status LocalStack::StartScheduler() {
               {"PARITY_LEASE_TTL", options_.lease_ttl},
               {"PARITY_HEARTBEAT_INTERVAL", options_.heartbeat_interval},
               {"PARITY_REAP_INTERVAL", options_.reap_interval},
+              {"PARITY_BOOTSTRAP_TOKEN_FILE", root_ + "/admin.token"},
               // Any free port: tests run side by side, and the default 9464 would collide.
               {"PARITY_METRICS_LISTEN", "127.0.0.1:0"},
               // Likewise the web dashboard (default 8080).
@@ -136,7 +140,8 @@ absl::Status LocalStack::StartScheduler() {
   });
   if (!c.ok()) return c.status();
   scheduler_ = std::move(*c);
-  const std::string target = absl::StrCat("127.0.0.1:", port_);
+  clients::SchedulerChannelOptions target;
+  target.address = absl::StrCat("127.0.0.1:", port_);
   for (int i = 0; i < 150; ++i) {
     if (worker::ProbeSchedulerHealth(target, absl::Milliseconds(200)).ok()) return absl::OkStatus();
     if (scheduler_->TryWait().has_value()) break;
@@ -176,7 +181,9 @@ absl::Status LocalStack::StartWorker(int index) {
                "5",
                "--no-gpus",
                "--label",
-               absl::StrCat("e2e=", index)},
+               absl::StrCat("e2e=", index),
+               "--token-file",
+               root_ + "/admin.token"},
       .env = options_.worker_env,
       .working_dir = root_,
       .log_path = absl::StrCat(root_, "/worker-", index, ".log"),

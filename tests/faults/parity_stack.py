@@ -265,6 +265,12 @@ class Stack:
         os.makedirs(os.path.join(root, "logs"), exist_ok=True)
         with open(os.path.join(root, "corpus", "kjv.txt"), "w") as corpus:
             corpus.write(synthetic_corpus(2 << 20))
+        # The admin token: the scheduler stores it at its first start (--bootstrap-token-file);
+        # the workers and the CLI send it.
+        self.token_file = os.path.join(root, "admin.token")
+        with open(os.path.join(root, "admin.token"), "w") as token:
+            token.write("parity_faults-admin-" + os.urandom(16).hex() + "\n")
+        os.chmod(self.token_file, 0o644)  # read by the scheduler in its namespace, any user
 
     @property
     def target(self):
@@ -283,6 +289,7 @@ class Stack:
                                      "PARITY_REAP_INTERVAL": self.reap,
                                      "PARITY_METRICS_LISTEN": "127.0.0.1:0",
                                      "PARITY_HTTP_LISTEN": "127.0.0.1:0",
+                                     "PARITY_BOOTSTRAP_TOKEN_FILE": self.token_file,
                                  })
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -313,7 +320,7 @@ class Stack:
                 "--work-dir", work, "--corpus-dir", os.path.join(self.root, "corpus"),
                 "--train-binary", self.bin["engine"], "--threads", "1", "--max-runs", "1",
                 "--lease-wait", "2", "--kill-grace", "5", "--no-gpus",
-                "--label", f"faults={index}"] + self.worker_extra
+                "--label", f"faults={index}", "--token-file", self.token_file] + self.worker_extra
         self.workers[index] = Process(f"worker-{index}", argv, self.log_path(f"worker-{index}"),
                                       namespace=self.worker_ns(index), cwd=self.root)
 
@@ -353,6 +360,7 @@ class Stack:
         for attempt in range(20):
             result = subprocess.run(netns_prefix(self.sched_ns) + [
                 self.bin["cli"], "submit", "--scheduler", self.target, "--owner", "faults",
+                "--token-file", self.token_file,
                 "--idempotency-key", name, path], capture_output=True, text=True, timeout=60)
             if result.returncode == 0:
                 break

@@ -280,11 +280,10 @@ TEST_F(BatchedStoreTest, DeletingASweepDeletesItsRunsWithTheirEventsAndMetrics) 
   const auto leased = Lease({CpuRequest(Register()), CpuRequest(Register())});
   for (const auto& result : leased) ASSERT_TRUE(result.ok() && result->has_value());
   for (const auto& result : leased) {
-    v1::ReportMetricsRequest batch;
-    batch.set_run_id((*result)->run.run_id());
-    batch.set_lease_epoch((*result)->lease.lease_epoch());
-    *batch.add_points() = Point(1, 3.5);
-    ASSERT_TRUE(scheduler_->ReportMetrics(batch).ok());
+    ASSERT_TRUE(store_
+                    ->AppendMetrics((*result)->run.run_id(), (*result)->lease.lease_epoch(),
+                                    {Point(1, 3.5)})
+                    .ok());
   }
   auto count = [&](const std::string& table, const std::string& sweep) {
     return Sql(database_url_, "SELECT count(*) FROM " + table +

@@ -22,6 +22,7 @@
 #include "parity/v1/worker_service.grpc.pb.h"
 #include "server/scheduler_server.h"
 #include "tests/scheduler/scheduler_fixture.h"
+#include "tests/support/test_tokens.h"
 
 namespace parity::server::testing {
 namespace {
@@ -56,6 +57,7 @@ class GrpcApiTest : public ::testing::Test {
     PARITY_REQUIRE_POSTGRES();
     ServerOptions options;
     options.listen_address = "127.0.0.1:0";
+    options.bootstrap_token = parity::testing::kTestAdminToken;
     options.database_url = parity::testing::PostgresEnvironment::FreshDatabase();
     options.pool_size = 4;
     options.migrate_on_start = true;  // already migrated: exercises the no-op path
@@ -68,8 +70,7 @@ class GrpcApiTest : public ::testing::Test {
         SchedulerServer::Start(options, &StubPlanner);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                   grpc::InsecureChannelCredentials());
+    channel_ = parity::testing::TokenChannel(server_->port());
     sweeps_ = v1::SweepService::NewStub(channel_);
     workers_ = v1::WorkerService::NewStub(channel_);
   }
@@ -126,6 +127,7 @@ TEST_F(GrpcApiTest, RunLifecycleOverGrpc) {
   heartbeat.set_worker_id(worker);
   heartbeat.set_run_id(leased.run().run_id());
   heartbeat.set_lease_epoch(leased.lease().lease_epoch());
+  heartbeat.set_lease_secret(leased.lease_secret());
   heartbeat.set_step(1);
   v1::HeartbeatResponse beat;
   ASSERT_TRUE(workers_->Heartbeat(Context().get(), heartbeat, &beat).ok());
@@ -151,6 +153,7 @@ TEST_F(GrpcApiTest, RunLifecycleOverGrpc) {
   v1::ReportMetricsRequest metrics;
   metrics.set_run_id(leased.run().run_id());
   metrics.set_lease_epoch(leased.lease().lease_epoch());
+  metrics.set_lease_secret(leased.lease_secret());
   for (uint64_t step = 1; step <= 3; ++step) {
     v1::MetricPoint* point = metrics.add_points();
     point->set_step(step);
@@ -165,6 +168,7 @@ TEST_F(GrpcApiTest, RunLifecycleOverGrpc) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(leased.run().run_id());
   complete.set_lease_epoch(leased.lease().lease_epoch());
+  complete.set_lease_secret(leased.lease_secret());
   *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), 1.25, 1.25);
   v1::CompleteRunResponse done;
   ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
@@ -233,6 +237,7 @@ TEST_F(GrpcApiTest, DeletingAnEndedSweepTellsWorkersItsCheckpointsMayGo) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(leased.run().run_id());
   complete.set_lease_epoch(leased.lease().lease_epoch());
+  complete.set_lease_secret(leased.lease_secret());
   *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), 1.25, 1.25);
   complete.mutable_checkpoint()->set_step(leased.run().spec().training().steps());
   complete.mutable_checkpoint()->set_uri("/ckpt/final.ckpt");
@@ -303,9 +308,17 @@ TEST_F(GrpcApiTest, StaleEpochIsFailedPreconditionWithPreconditionFailure) {
   *lease_request.add_free_devices() = CpuDevice();
   v1::LeaseRunResponse leased;
   ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+  // The lease lapses, the reaper (every 100 ms) requeues the run and it is leased again.
+  Sql(database_url_, "UPDATE runs SET lease_expires_at = now() - interval '1 s'");
+  lease_request.mutable_wait_time()->set_seconds(5);
+  v1::LeaseRunResponse again;
+  ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &again).ok());
+  ASSERT_EQ(again.lease().lease_epoch(), leased.lease().lease_epoch() + 1);
+  // The first holder writes with its own (now stale) lease: its epoch and secret.
   v1::ReportMetricsRequest metrics;
   metrics.set_run_id(submitted.run_ids(0));
-  metrics.set_lease_epoch(leased.lease().lease_epoch() + 1);
+  metrics.set_lease_epoch(leased.lease().lease_epoch());
+  metrics.set_lease_secret(leased.lease_secret());
   metrics.add_points()->set_step(1);
   v1::ReportMetricsResponse response;
   const grpc::Status status = workers_->ReportMetrics(Context().get(), metrics, &response);
@@ -521,6 +534,7 @@ TEST_F(GrpcApiTest, AnalyzeSweepOverGrpc) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(leased.run().run_id());
     complete.set_lease_epoch(leased.lease().lease_epoch());
+    complete.set_lease_secret(leased.lease_secret());
     const double bpc = SyntheticBpc(leased.run().spec());
     *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), bpc, bpc);
     v1::CompleteRunResponse done;

@@ -11,7 +11,9 @@ class MemoryHarness {
   SweepCatalog& catalog() { return store_; }
   RunQueue& queue() { return store_; }
   TelemetryRetention& retention() { return store_; }
+  AccessTokens& tokens() { return store_; }
   void LetTimePass(absl::Duration duration) { now_ += duration; }
+  absl::Time Now() const { return now_; }
 
  private:
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);

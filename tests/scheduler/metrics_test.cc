@@ -17,6 +17,7 @@
 #include "server/scheduling/scheduler_metrics.h"
 #include "tests/scheduler/scheduler_fixture.h"
 #include "tests/support/prometheus_text.h"
+#include "tests/support/test_tokens.h"
 
 namespace parity::server::testing {
 namespace {
@@ -28,9 +29,11 @@ using ::testing::Optional;
 
 const std::string kMetricList = std::string(PARITY_SOURCE_DIR) + "/deploy/prometheus/metrics.txt";
 
-// GET /metrics as Prometheus does; "" (and a test failure) when the endpoint does not answer.
+// GET /metrics as Prometheus does, with a token as the basic-auth password (the metrics port
+// knows no bearer tokens); "" (and a test failure) when the endpoint does not answer.
 std::string Scrape(int port) {
   httplib::Client client("127.0.0.1", port);
+  client.set_basic_auth("prometheus", parity::testing::kTestAdminToken);
   client.set_connection_timeout(5);
   client.set_read_timeout(10);
   httplib::Result response = client.Get("/metrics");
@@ -49,6 +52,7 @@ class MetricsEndpointTest : public ::testing::Test {
     PARITY_REQUIRE_POSTGRES();
     ServerOptions options;
     options.listen_address = "127.0.0.1:0";
+    options.bootstrap_token = parity::testing::kTestAdminToken;
     options.metrics_listen = "127.0.0.1:0";
     options.database_url = parity::testing::PostgresEnvironment::FreshDatabase();
     options.pool_size = 4;
@@ -61,8 +65,7 @@ class MetricsEndpointTest : public ::testing::Test {
     server_ = std::move(*server);
     ASSERT_NE(server_->metrics(), nullptr);
     ASSERT_GT(server_->metrics_port(), 0);
-    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                                       grpc::InsecureChannelCredentials());
+    auto channel = parity::testing::TokenChannel(server_->port());
     sweeps_ = v1::SweepService::NewStub(channel);
     workers_ = v1::WorkerService::NewStub(channel);
   }
@@ -106,6 +109,7 @@ TEST_F(MetricsEndpointTest, ScrapeShowsWhatTheApiDid) {
   v1::ReportMetricsRequest report;
   report.set_run_id(first.run().run_id());
   report.set_lease_epoch(first.lease().lease_epoch());
+  report.set_lease_secret(first.lease_secret());
   for (uint64_t step = 1; step <= 5; ++step) *report.add_points() = Point(step, 1.5);
   v1::ReportMetricsResponse reported;
   ASSERT_TRUE(workers_->ReportMetrics(Context().get(), report, &reported).ok());
@@ -115,6 +119,7 @@ TEST_F(MetricsEndpointTest, ScrapeShowsWhatTheApiDid) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(first.run().run_id());
   complete.set_lease_epoch(first.lease().lease_epoch());
+  complete.set_lease_secret(first.lease_secret());
   *complete.mutable_success() = core::PlannedSummary(first.run().spec(), 1.4, 1.4);
   v1::CompleteRunResponse completed;
   ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &completed).ok());
@@ -278,6 +283,7 @@ TEST_F(SchedulerMetricsTest, CountsCompletionsByClassAndReaperOutcomes) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(failing->run().run_id());
   complete.set_lease_epoch(failing->lease().lease_epoch());
+  complete.set_lease_secret(failing->lease_secret());
   complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_USER_ERROR);
   ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
 

@@ -21,7 +21,9 @@ class PostgresHarness {
   SweepCatalog& catalog() { return *store_; }
   RunQueue& queue() { return *store_; }
   TelemetryRetention& retention() { return *store_; }
+  AccessTokens& tokens() { return *store_; }
   void LetTimePass(absl::Duration duration) { absl::SleepFor(duration); }
+  absl::Time Now() const { return absl::Now(); }
 
  private:
   std::unique_ptr<PostgresRunStore> store_;

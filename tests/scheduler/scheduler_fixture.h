@@ -235,19 +235,26 @@ class SchedulerTest : public ::testing::Test {
       v1::CompleteRunRequest complete;
       complete.set_run_id(leased->run().run_id());
       complete.set_lease_epoch(leased->lease().lease_epoch());
+      complete.set_lease_secret(leased->lease_secret());
       const double bpc = SyntheticBpc(leased->run().spec());
       *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), bpc, bpc);
       ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
     }
   }
 
-  // One lease attempt without waiting.
-  absl::StatusOr<v1::LeaseRunResponse> LeaseNow(const std::string& worker_id,
-                                                std::vector<v1::Device> devices = {CpuDevice()}) {
+  static v1::LeaseRunRequest LeaseRequestFor(const std::string& worker_id,
+                                             std::vector<v1::Device> devices = {CpuDevice()}) {
     v1::LeaseRunRequest request;
     request.set_worker_id(worker_id);
     for (const v1::Device& d : devices) *request.add_free_devices() = d;
-    return scheduler_->LeaseRun(request, absl::InfiniteFuture(), {});
+    return request;
+  }
+
+  // One lease attempt without waiting.
+  absl::StatusOr<v1::LeaseRunResponse> LeaseNow(const std::string& worker_id,
+                                                std::vector<v1::Device> devices = {CpuDevice()}) {
+    return scheduler_->LeaseRun(LeaseRequestFor(worker_id, std::move(devices)),
+                                absl::InfiniteFuture(), {});
   }
 
   std::string database_url_;

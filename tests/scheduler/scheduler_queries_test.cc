@@ -80,6 +80,7 @@ TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
   v1::ReportMetricsRequest metrics;
   metrics.set_run_id(submitted.run_ids(0));
   metrics.set_lease_epoch(1);
+  metrics.set_lease_secret(leased->lease_secret());
   for (uint64_t step = 1; step <= 5; ++step) *metrics.add_points() = Point(step);
   ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
   std::thread finisher([&] {
@@ -87,6 +88,7 @@ TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(submitted.run_ids(0));
     complete.set_lease_epoch(1);
+    complete.set_lease_secret(leased->lease_secret());
     *complete.mutable_success() = PlannedSummaryOf(submitted.run_ids(0), 1.5);
     EXPECT_TRUE(scheduler_->CompleteRun(complete).ok());
   });
@@ -111,7 +113,8 @@ TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
 
 TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("exact", 1));
-  ASSERT_TRUE(LeaseNow(Register())->has_lease());
+  const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
+  ASSERT_TRUE(leased.ok() && leased->has_lease());
   const std::string run = submitted.run_ids(0);
   // Values whose shortest text is long, tiny or huge; a quote in no field can reach the array
   // literal, but the expert-load JSON is quoted inside it.
@@ -129,6 +132,7 @@ TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
   v1::ReportMetricsRequest batch;
   batch.set_run_id(run);
   batch.set_lease_epoch(1);
+  batch.set_lease_secret(leased->lease_secret());
   for (uint64_t step : {4, 5, 6}) *batch.add_points() = point(step);  // increasing: no ON CONFLICT
   ASSERT_EQ(scheduler_->ReportMetrics(batch)->accepted(), 3u);
   batch.clear_points();
@@ -230,12 +234,14 @@ TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     v1::ReportMetricsRequest metrics;
     metrics.set_run_id(leased->run().run_id());
     metrics.set_lease_epoch(leased->lease().lease_epoch());
+    metrics.set_lease_secret(leased->lease_secret());
     *metrics.add_points() = Point(1);
     ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
     absl::SleepFor(absl::Milliseconds(100));  // let the watcher see the run live
     v1::CompleteRunRequest complete;
     complete.set_run_id(leased->run().run_id());
     complete.set_lease_epoch(leased->lease().lease_epoch());
+    complete.set_lease_secret(leased->lease_secret());
     *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), 1.5, 1.5);
     ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
   }

@@ -40,6 +40,7 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
     heartbeat.set_worker_id(worker);
     heartbeat.set_run_id(run_id);
     heartbeat.set_lease_epoch(1);
+    heartbeat.set_lease_secret(leased->lease_secret());
     heartbeat.set_step(10);
     heartbeat.mutable_checkpoint()->set_step(10);
     heartbeat.mutable_checkpoint()->set_uri("/ckpt/10");
@@ -50,6 +51,7 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
     v1::ReportMetricsRequest metrics;
     metrics.set_run_id(run_id);
     metrics.set_lease_epoch(1);
+    metrics.set_lease_secret(leased->lease_secret());
     for (uint64_t step = 1; step <= 10; ++step) *metrics.add_points() = Point(step, 1.5);
     absl::StatusOr<v1::ReportMetricsResponse> stored = scheduler_->ReportMetrics(metrics);
     ASSERT_TRUE(stored.ok()) << stored.status();
@@ -58,6 +60,7 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(run_id);
     complete.set_lease_epoch(1);
+    complete.set_lease_secret(leased->lease_secret());
     *complete.mutable_success() = PlannedSummaryOf(run_id, i == 0 ? 1.5 : 1.4);
     complete.mutable_success()->mutable_wall_time()->set_seconds(12);
     absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
@@ -149,7 +152,8 @@ TEST_F(SchedulerTest, ARestartedSchedulerGivesLiveLeasesOneTtlBeforeReapingThem)
 TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("fence", 1));
   const std::string worker = Register();
-  ASSERT_TRUE(LeaseNow(worker)->has_lease());
+  const absl::StatusOr<v1::LeaseRunResponse> first = LeaseNow(worker);
+  ASSERT_TRUE(first.ok() && first->has_lease());
   const std::string run_id = submitted.run_ids(0);
   // The lease expires and the run is leased again: epoch 2 now owns it.
   Sql(database_url_, "UPDATE runs SET lease_expires_at = now() - interval '1 s'");
@@ -160,6 +164,7 @@ TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
   v1::ReportMetricsRequest metrics;
   metrics.set_run_id(run_id);
   metrics.set_lease_epoch(1);
+  metrics.set_lease_secret(first->lease_secret());
   *metrics.add_points() = Point(1);
   EXPECT_EQ(scheduler_->ReportMetrics(metrics).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -167,12 +172,14 @@ TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
   heartbeat.set_worker_id(worker);
   heartbeat.set_run_id(run_id);
   heartbeat.set_lease_epoch(1);
+  heartbeat.set_lease_secret(first->lease_secret());
   heartbeat.set_step(99);
   EXPECT_EQ(scheduler_->Heartbeat(heartbeat).status().code(),
             absl::StatusCode::kFailedPrecondition);
   v1::CompleteRunRequest complete;
   complete.set_run_id(run_id);
   complete.set_lease_epoch(1);
+  complete.set_lease_secret(first->lease_secret());
   complete.mutable_success();
   const absl::Status stale = scheduler_->CompleteRun(complete).status();
   EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
@@ -180,6 +187,58 @@ TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
 
   EXPECT_EQ(Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs"), before);
   EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "0");
+}
+
+TEST_F(SchedulerTest, AWriteWithoutTheHoldersLeaseSecretIsPermissionDeniedAndChangesNothing) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("secret", 1));
+  const std::string worker = Register();
+  const Caller holder{"worker-a", false};
+  const absl::StatusOr<v1::LeaseRunResponse> leased =
+      scheduler_->LeaseRun(LeaseRequestFor(worker), absl::InfiniteFuture(), {}, holder);
+  ASSERT_TRUE(leased.ok() && leased->has_lease()) << leased.status();
+  ASSERT_EQ(leased->lease_secret().size(), 43u) << "a 256-bit HMAC, web-safe base64";
+  const std::string run_id = submitted.run_ids(0);
+  const std::string before = Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs");
+
+  // Right run and epoch; no secret, a made-up one, or the holder's secret from another identity.
+  const Caller other{"worker-b", false};
+  for (const auto& [secret, caller] : {std::pair{std::string(), holder},
+                                       {std::string(43, 'A'), holder},
+                                       {leased->lease_secret(), other}}) {
+    v1::HeartbeatRequest heartbeat;
+    heartbeat.set_worker_id(worker);
+    heartbeat.set_run_id(run_id);
+    heartbeat.set_lease_epoch(1);
+    heartbeat.set_lease_secret(secret);
+    heartbeat.set_step(50);
+    EXPECT_EQ(scheduler_->Heartbeat(heartbeat, caller).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    v1::ReportMetricsRequest metrics;
+    metrics.set_run_id(run_id);
+    metrics.set_lease_epoch(1);
+    metrics.set_lease_secret(secret);
+    *metrics.add_points() = Point(1);
+    EXPECT_EQ(scheduler_->ReportMetrics(metrics, caller).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(run_id);
+    complete.set_lease_epoch(1);
+    complete.set_lease_secret(secret);
+    *complete.mutable_success() = PlannedSummaryOf(run_id, 0.5);
+    EXPECT_EQ(scheduler_->CompleteRun(complete, caller).status().code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  EXPECT_EQ(Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs"), before)
+      << "a refused write must change nothing";
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "0");
+
+  // The holder with its secret still may.
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id(worker);
+  heartbeat.set_run_id(run_id);
+  heartbeat.set_lease_epoch(1);
+  heartbeat.set_lease_secret(leased->lease_secret());
+  EXPECT_TRUE(scheduler_->Heartbeat(heartbeat, holder).ok());
 }
 
 TEST_F(SchedulerTest, ReaperRequeuesExpiredLeaseThenFailsPastMaxAttempts) {
@@ -234,10 +293,12 @@ TEST_F(SchedulerTest, SameIdempotencyKeyReturnsSameSweepAndOtherSpecIsAlreadyExi
 
 TEST_F(SchedulerTest, ResentMetricsWriteNothingTwice) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("resend", 1));
-  ASSERT_TRUE(LeaseNow(Register())->has_lease());
+  const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
+  ASSERT_TRUE(leased.ok() && leased->has_lease());
   v1::ReportMetricsRequest metrics;
   metrics.set_run_id(submitted.run_ids(0));
   metrics.set_lease_epoch(1);
+  metrics.set_lease_secret(leased->lease_secret());
   for (uint64_t step = 1; step <= 5; ++step) *metrics.add_points() = Point(step);
   ASSERT_EQ(scheduler_->ReportMetrics(metrics)->accepted(), 5u);
   *metrics.add_points() = Point(6);
@@ -269,6 +330,7 @@ TEST_F(SchedulerTest, CancellationReachesTheNextHeartbeat) {
   heartbeat.set_worker_id(worker);
   heartbeat.set_run_id(leased->run().run_id());
   heartbeat.set_lease_epoch(leased->lease().lease_epoch());
+  heartbeat.set_lease_secret(leased->lease_secret());
   absl::StatusOr<v1::HeartbeatResponse> beat = scheduler_->Heartbeat(heartbeat);
   ASSERT_TRUE(beat.ok()) << beat.status();
   EXPECT_TRUE(beat->cancel_requested());
@@ -296,6 +358,7 @@ TEST_F(SchedulerTest, FailureClassesFollowTheirRetryPolicy) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(submitted.run_ids(0));
     complete.set_lease_epoch(leased->lease().lease_epoch());
+    complete.set_lease_secret(leased->lease_secret());
     complete.mutable_failure()->set_failure_class(failure_class);
     complete.mutable_failure()->mutable_status()->set_message("boom");
     absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
@@ -322,6 +385,7 @@ TEST_F(SchedulerTest, UserErrorFailsAtOnce) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(submitted.run_ids(0));
   complete.set_lease_epoch(leased->lease().lease_epoch());
+  complete.set_lease_secret(leased->lease_secret());
   complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_USER_ERROR);
   EXPECT_EQ(scheduler_->CompleteRun(complete)->run().state(), v1::RUN_STATE_FAILED);
 }
@@ -350,6 +414,7 @@ TEST_F(SchedulerTest, PreemptionsPastTheCapSpendAttempts) {
     v1::CompleteRunRequest complete;
     complete.set_run_id(submitted.run_ids(0));
     complete.set_lease_epoch(leased->lease().lease_epoch());
+    complete.set_lease_secret(leased->lease_secret());
     complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_PREEMPTED);
     absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
     ASSERT_TRUE(done.ok()) << done.status();
@@ -371,6 +436,7 @@ TEST_F(SchedulerTest, ASuccessOffThePlanFailsAsInvalidResult) {
   v1::CompleteRunRequest complete;
   complete.set_run_id(submitted.run_ids(0));
   complete.set_lease_epoch(leased->lease().lease_epoch());
+  complete.set_lease_secret(leased->lease_secret());
   *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), 1.4, 1.4);
   complete.mutable_success()->set_tokens(leased->run().spec().accounting().tokens() / 2);
   absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);

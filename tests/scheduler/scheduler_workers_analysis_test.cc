@@ -99,6 +99,7 @@ TEST_F(SchedulerTest, HeartbeatCountsAsSeen) {
   heartbeat.set_worker_id(worker);
   heartbeat.set_run_id(leased->run().run_id());
   heartbeat.set_lease_epoch(leased->lease().lease_epoch());
+  heartbeat.set_lease_secret(leased->lease_secret());
   ASSERT_TRUE(scheduler_->Heartbeat(heartbeat).ok());
   absl::StatusOr<v1::ListWorkersResponse> listed = scheduler_->ListWorkers({});
   ASSERT_TRUE(listed.ok()) << listed.status();

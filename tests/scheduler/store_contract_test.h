@@ -13,6 +13,7 @@
 
 #include "core/summary_check.h"
 #include "google/rpc/error_details.pb.h"
+#include "server/store/access_tokens.h"
 #include "server/store/run_queue.h"
 #include "server/store/sweep_catalog.h"
 #include "server/store/telemetry_retention.h"
@@ -20,7 +21,8 @@
 namespace parity::server::testing {
 
 // A harness provides: void SetUp(); SweepCatalog& catalog(); RunQueue& queue();
-// TelemetryRetention& retention(); void LetTimePass(absl::Duration).
+// TelemetryRetention& retention(); AccessTokens& tokens(); void LetTimePass(absl::Duration);
+// absl::Time Now() (the store's clock).
 template <typename Harness>
 class StoreContractTest : public ::testing::Test {
  protected:
@@ -29,6 +31,15 @@ class StoreContractTest : public ::testing::Test {
   SweepCatalog& catalog() { return harness_.catalog(); }
   RunQueue& queue() { return harness_.queue(); }
   TelemetryRetention& retention() { return harness_.retention(); }
+  AccessTokens& tokens() { return harness_.tokens(); }
+
+  StoredAccessToken Token(const std::string& name, TokenRole role, const std::string& secret,
+                          std::optional<absl::Time> expires = std::nullopt) {
+    absl::StatusOr<StoredAccessToken> token =
+        tokens().CreateToken({name, role, std::string(32, secret[0]), "contract", expires});
+    EXPECT_TRUE(token.ok()) << token.status();
+    return token.ok() ? *token : StoredAccessToken();
+  }
 
   CreatedSweep Sweep(const std::string& name, int runs, int priority = 0,
                      const std::string& key = "") {
@@ -622,10 +633,93 @@ TYPED_TEST_P(StoreContractTest, RunsPageInGridOrderAndBadTokensAreRefused) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TYPED_TEST_P(StoreContractTest, TokensAreFoundByTheirHashAndRevokedOnceByIdOrName) {
+  const StoredAccessToken alice = this->Token("alice", TokenRole::kResearcher, "a");
+  const StoredAccessToken alice2 = this->Token("alice", TokenRole::kViewer, "b");
+  const StoredAccessToken admin = this->Token("root", TokenRole::kAdmin, "c");
+  EXPECT_EQ(this->tokens()
+                .CreateToken({"eve", TokenRole::kAdmin, std::string(32, 'a'), "x", {}})
+                .status()
+                .code(),
+            absl::StatusCode::kAlreadyExists)
+      << "a secret hash is unique";
+  absl::StatusOr<std::optional<StoredAccessToken>> found =
+      this->tokens().FindToken(std::string(32, 'a'));
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->token_id, alice.token_id);
+  EXPECT_EQ((*found)->name, "alice");
+  EXPECT_EQ((*found)->role, TokenRole::kResearcher);
+  EXPECT_EQ((*found)->created_by, "contract");
+  EXPECT_FALSE((*found)->revoked_at.has_value());
+  EXPECT_FALSE(this->tokens().FindToken(std::string(32, 'z'))->has_value());
+  EXPECT_TRUE(*this->tokens().HasLiveAdmin());
+
+  EXPECT_EQ(*this->tokens().RevokeTokens({"", "alice"}), 2u) << "every live token of the name";
+  EXPECT_EQ(*this->tokens().RevokeTokens({"", "alice"}), 0u) << "revoked once";
+  EXPECT_TRUE((*this->tokens().FindToken(std::string(32, 'b')))->revoked_at.has_value())
+      << "a revoked token is still found, so that it is refused as revoked";
+  EXPECT_EQ(*this->tokens().RevokeTokens({admin.token_id, ""}), 1u);
+  EXPECT_FALSE(*this->tokens().HasLiveAdmin());
+
+  // Live ones only, unless asked; newest first, paged.
+  const StoredAccessToken bob = this->Token("bob", TokenRole::kWorker, "d");
+  EXPECT_EQ(this->tokens().ListTokens(false, PageRequest{10, ""})->items.size(), 1u);
+  std::vector<std::string> seen;
+  PageRequest page{2, ""};
+  for (int pages = 0; pages < 4; ++pages) {
+    absl::StatusOr<Page<StoredAccessToken>> listed = this->tokens().ListTokens(true, page);
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    for (const StoredAccessToken& token : listed->items) seen.push_back(token.token_id);
+    if (listed->next_page_token.empty()) break;
+    page.page_token = listed->next_page_token;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{bob.token_id, admin.token_id, alice2.token_id,
+                                            alice.token_id}));
+  EXPECT_EQ(this->tokens().ListTokens(true, PageRequest{2, "%%bad"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TYPED_TEST_P(StoreContractTest, AnExpiredAdminIsNotLiveAndAServerKeyIsMadeOnce) {
+  this->Token("soon", TokenRole::kAdmin, "e", this->harness_.Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(*this->tokens().HasLiveAdmin());
+  this->harness_.LetTimePass(absl::Milliseconds(600));
+  EXPECT_FALSE(*this->tokens().HasLiveAdmin());
+  const std::string first(32, '1'), second(32, '2');
+  EXPECT_EQ(*this->tokens().GetOrCreateServerKey("k", first), first);
+  EXPECT_EQ(*this->tokens().GetOrCreateServerKey("k", second), first) << "the first key stays";
+  EXPECT_EQ(*this->tokens().GetOrCreateServerKey("other", second), second);
+}
+
+TYPED_TEST_P(StoreContractTest, AnOwnersLoadCountsItsOpenSweepsAndTheirUnendedRuns) {
+  NewSweep sweep;
+  sweep.spec.set_name("load");
+  sweep.owner = "carol";
+  for (int i = 0; i < 3; ++i) sweep.runs.emplace_back().set_name(absl::StrCat("load-", i));
+  ASSERT_TRUE(this->catalog().CreateSweep(sweep).ok());
+  sweep.idempotency_key = "";
+  sweep.runs.resize(1);
+  const absl::StatusOr<CreatedSweep> second = this->catalog().CreateSweep(sweep);
+  ASSERT_TRUE(second.ok());
+  this->Sweep("someone-elses", 4);
+  absl::StatusOr<OwnerLoad> load = this->catalog().CountOwnerLoad("carol");
+  ASSERT_TRUE(load.ok()) << load.status();
+  EXPECT_EQ(load->open_sweeps, 2u);
+  EXPECT_EQ(load->queued_runs, 4u);
+  ASSERT_TRUE(this->catalog().CancelSweep(second->sweep.sweep_id(), "done").ok());
+  load = this->catalog().CountOwnerLoad("carol");
+  EXPECT_EQ(load->open_sweeps, 1u) << "a cancelled sweep is not open";
+  EXPECT_EQ(load->queued_runs, 3u);
+  EXPECT_EQ(this->catalog().CountOwnerLoad("nobody")->open_sweeps, 0u);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
-    StoreContractTest, LeasesByPriorityThenFairShareThenAgeInGridOrder,
-    ABatchLeasesWhatOneLeaseAfterAnotherWould, UnknownWorkersAndRunsAreNotFoundWithTheirResource,
-    StaleEpochsAreRefusedAndWriteNothing, MetricsAreStoredOnceAndMoveTheRunsProgress,
+    StoreContractTest, TokensAreFoundByTheirHashAndRevokedOnceByIdOrName,
+    AnExpiredAdminIsNotLiveAndAServerKeyIsMadeOnce,
+    AnOwnersLoadCountsItsOpenSweepsAndTheirUnendedRuns,
+    LeasesByPriorityThenFairShareThenAgeInGridOrder, ABatchLeasesWhatOneLeaseAfterAnotherWould,
+    UnknownWorkersAndRunsAreNotFoundWithTheirResource, StaleEpochsAreRefusedAndWriteNothing,
+    MetricsAreStoredOnceAndMoveTheRunsProgress,
     ANewerLeasesPointsReplaceAnOlderLeasesAndAnEndedRunTakesNone,
     CompletionsEndRunsOnceAndTheLastEndsTheSweep, ASuccessOffItsPlanIsRefusedAndWritesNothing,
     AnAttemptResumedFromTheFinalCheckpointMayCountNoFlops, AFailureStoresTheRunsPreemptions,

@@ -63,6 +63,7 @@ struct SchedulerOn {
     v1::ReportMetricsRequest request;
     request.set_run_id(leased.run().run_id());
     request.set_lease_epoch(leased.lease().lease_epoch());
+    request.set_lease_secret(leased.lease_secret());
     for (uint64_t step = from; step <= to; ++step) *request.add_points() = Point(step, 1.6);
     return scheduler.ReportMetrics(request).status();
   }
@@ -71,6 +72,7 @@ struct SchedulerOn {
     v1::CompleteRunRequest request;
     request.set_run_id(leased.run().run_id());
     request.set_lease_epoch(leased.lease().lease_epoch());
+    request.set_lease_secret(leased.lease_secret());
     *request.mutable_success() = core::PlannedSummary(leased.run().spec(), val_bpc, val_bpc);
     return scheduler.CompleteRun(request);
   }
@@ -104,6 +106,10 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   // the upgrade starts from the schema 0008 left. Its success goes through 0008's own
   // complete_runs_success, whose result lacks the later `reason` column.
   Sql(url, "ALTER TABLE runs ADD COLUMN preemptions integer NOT NULL DEFAULT 0");
+  // Likewise its leases come with lease secrets, whose key lives in 0012's server_keys: the table
+  // stands in while it leases, and the key is carried over the upgrade as a database keeps it.
+  Sql(url, "CREATE TABLE server_keys (name text PRIMARY KEY, key bytea NOT NULL)");
+  std::string leased_secret;
   {
     SchedulerOn before(url);
     v1::SubmitSweepRequest submit;
@@ -128,9 +134,12 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
     ASSERT_TRUE(before.Report(held, 1, 5).ok());
     leased_run = held.run().run_id();
     leased_epoch = held.lease().lease_epoch();
+    leased_secret = held.lease_secret();
     leased_spec = held.run().spec();
   }
   Sql(url, "ALTER TABLE runs DROP COLUMN preemptions");
+  const std::string lease_key = Sql(url, "SELECT encode(key, 'hex') FROM server_keys");
+  Sql(url, "DROP TABLE server_keys");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "
@@ -155,11 +164,14 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
                 "'complete_run_success')"),
             "0");
 
+  Sql(url, absl::StrCat("INSERT INTO server_keys (name, key) VALUES ('lease-secret-v1', decode('",
+                        lease_key, "', 'hex'))"));
   SchedulerOn after(url);
   // The lease from before the upgrade goes on: points under its epoch, then its completion.
   v1::LeaseRunResponse held;
   held.mutable_run()->set_run_id(leased_run);
   held.mutable_lease()->set_lease_epoch(leased_epoch);
+  held.set_lease_secret(leased_secret);
   *held.mutable_run()->mutable_spec() = leased_spec;
   ASSERT_TRUE(after.Report(held, 6, 10).ok());
   absl::StatusOr<v1::CompleteRunResponse> done = after.Complete(held, 1.4);

@@ -1,6 +1,7 @@
 """Client: the SweepService calls a researcher needs, as plain Python.
 
-    with parity_client.connect() as client:            # address or $PARITY_SCHEDULER
+    with parity_client.connect() as client:            # address or $PARITY_SCHEDULER; token
+                                                       # $PARITY_TOKEN or $PARITY_TOKEN_FILE
         sweep = client.submit("examples/micro.yaml")   # plan on the scheduler, queue the runs
         client.wait(sweep.sweep_id)                    # progress line until it ends
         df = client.results_frame(sweep.sweep_id)      # pandas, when installed
@@ -23,21 +24,84 @@ from .spec import load_spec
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 
 
-def connect(address=None, timeout=30.0):
+def connect(address=None, timeout=30.0, token=None, tls_ca=None, tls_client_cert=None,
+            tls_client_key=None):
     """A Client of the scheduler at `address`, else $PARITY_SCHEDULER, else 127.0.0.1:50051."""
-    return Client(address, timeout)
+    return Client(address, timeout, token, tls_ca, tls_client_cert, tls_client_key)
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _token_from_environment():
+    if os.environ.get("PARITY_TOKEN"):
+        return os.environ["PARITY_TOKEN"]
+    path = os.environ.get("PARITY_TOKEN_FILE")
+    if path:
+        return _read(path).decode().splitlines()[0].strip()
+    return ""
+
+
+class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds `authorization: Bearer <token>` to every call. An interceptor, not call
+    credentials: gRPC sends those only over TLS, and the local stack is plaintext on loopback."""
+
+    def __init__(self, token):
+        self._header = ("authorization", "Bearer " + token)
+
+    def _with_token(self, details):
+        metadata = list(details.metadata or []) + [self._header]
+        return _Details(details.method, details.timeout, metadata, details.credentials,
+                        getattr(details, "wait_for_ready", None),
+                        getattr(details, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_token(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._with_token(details), request)
+
+
+class _Details(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
+        self.method, self.timeout, self.metadata = method, timeout, metadata
+        self.credentials, self.wait_for_ready, self.compression = \
+            credentials, wait_for_ready, compression
 
 
 class Client:
-    def __init__(self, address=None, timeout=30.0):
-        """timeout: seconds for each unary call (waits and curves have their own)."""
+    def __init__(self, address=None, timeout=30.0, token=None, tls_ca=None, tls_client_cert=None,
+                 tls_client_key=None):
+        """timeout: seconds for each unary call (waits and curves have their own).
+        token: the bearer token, else $PARITY_TOKEN, else the file $PARITY_TOKEN_FILE.
+        tls_ca: PEM CA of the scheduler's certificate (else $PARITY_TLS_CA): TLS when given;
+        tls_client_cert/key (else $PARITY_TLS_CLIENT_CERT/KEY): a client certificate."""
         self.address = address or os.environ.get("PARITY_SCHEDULER") or DEFAULT_ADDRESS
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(self.address)
+        tls_ca = tls_ca or os.environ.get("PARITY_TLS_CA")
+        tls_client_cert = tls_client_cert or os.environ.get("PARITY_TLS_CLIENT_CERT")
+        tls_client_key = tls_client_key or os.environ.get("PARITY_TLS_CLIENT_KEY")
+        if tls_ca:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca),
+                private_key=_read(tls_client_key) if tls_client_key else None,
+                certificate_chain=_read(tls_client_cert) if tls_client_cert else None)
+            options = []
+            if os.environ.get("PARITY_TLS_SERVER_NAME"):
+                options.append(("grpc.ssl_target_name_override",
+                                os.environ["PARITY_TLS_SERVER_NAME"]))
+            channel = grpc.secure_channel(self.address, credentials, options)
+        else:
+            channel = grpc.insecure_channel(self.address)
+        token = token or _token_from_environment()
+        self._channel = grpc.intercept_channel(channel, _BearerToken(token)) if token else channel
+        self._raw_channel = channel
         self._stub = sweep_service_pb2_grpc.SweepServiceStub(self._channel)
 
     def close(self):
-        self._channel.close()
+        self._raw_channel.close()
 
     def __enter__(self):
         return self

@@ -53,5 +53,7 @@ PY
 
 export PARITY_SCHEDULER="127.0.0.1:$port" PYTHONPATH="$pypath" MPLBACKEND=Agg
 export PARITY_CLIENT_TEST_DIR="$dir" PARITY_CLI="$build/cli/parity"
+# The admin token the local stack's scheduler made at its start (deploy/local/up.sh).
+export PARITY_TOKEN_FILE="$dir/admin.token"
 cd "$repo"
 "$python" -m unittest -v clients/python/tests/test_client.py

@@ -1,9 +1,9 @@
-// MemoryRunStore: the SweepCatalog, RunQueue and TelemetryRetention contracts held in memory,
-// for tests of the scheduling logic without PostgreSQL. It keeps what PostgresRunStore keeps and
-// answers as it does: priorities and fair share across sweeps (lease_runs.sql's order), fencing
-// epochs, idempotency keys, retry states as the caller decides them, keyset paging tokens, and the
-// same codes with the same payloads (store_errors.h). One mutex makes every call one transaction.
-// tests/scheduler/store_contract_test.h holds it to the same suite as PostgreSQL.
+// MemoryRunStore: the SweepCatalog, RunQueue, TelemetryRetention and AccessTokens contracts held
+// in memory, for tests of the scheduling logic without PostgreSQL. It keeps what PostgresRunStore
+// keeps and answers as it does: priorities and fair share across sweeps (lease_runs.sql's order),
+// fencing epochs, idempotency keys, retry states as the caller decides them, keyset paging tokens,
+// and the same codes with the same payloads (store_errors.h). One mutex makes every call one
+// transaction. tests/scheduler/store_contract_test.h holds it to the same suite as PostgreSQL.
 //
 // The clock is injected: leases expire, retries wait and workers age by `now()`, so tests move
 // time instead of sleeping. Not for production: nothing is durable.
@@ -21,13 +21,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/store/access_tokens.h"
 #include "server/store/run_queue.h"
 #include "server/store/sweep_catalog.h"
 #include "server/store/telemetry_retention.h"
 
 namespace parity::server {
 
-class MemoryRunStore final : public SweepCatalog, public RunQueue, public TelemetryRetention {
+class MemoryRunStore final : public SweepCatalog,
+                             public RunQueue,
+                             public TelemetryRetention,
+                             public AccessTokens {
  public:
   // `now` is read for every timestamp; absl::Now by default.
   explicit MemoryRunStore(std::function<absl::Time()> now = &absl::Now);
@@ -40,6 +44,7 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue, public Teleme
   absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
                                            const std::string& reason) override;
   absl::StatusOr<uint32_t> DeleteSweep(const std::string& sweep_id) override;
+  absl::StatusOr<OwnerLoad> CountOwnerLoad(const std::string& owner) override;
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
   absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,
                                          const std::vector<v1::RunState>& states,
@@ -62,7 +67,23 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue, public Teleme
   // TelemetryRetention.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
 
+  // AccessTokens (memory_access_tokens.cc).
+  absl::StatusOr<StoredAccessToken> CreateToken(const NewAccessToken& token) override;
+  absl::StatusOr<std::optional<StoredAccessToken>> FindToken(
+      const std::string& secret_sha256) override;
+  absl::StatusOr<Page<StoredAccessToken>> ListTokens(bool include_inactive,
+                                                     const PageRequest& page) override;
+  absl::StatusOr<uint32_t> RevokeTokens(const TokenRevocation& which) override;
+  absl::StatusOr<bool> HasLiveAdmin() override;
+  absl::StatusOr<std::string> GetOrCreateServerKey(const std::string& name,
+                                                   const std::string& candidate) override;
+
  private:
+  struct TokenRow {
+    StoredAccessToken token;
+    std::string secret_sha256;
+    uint64_t seq = 0;  // creation order, the paging key
+  };
   struct SweepRow {
     std::string sweep_id;
     v1::SweepSpec spec;
@@ -116,6 +137,8 @@ class MemoryRunStore final : public SweepCatalog, public RunQueue, public Teleme
   std::map<std::string, std::string> sweep_by_key_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, RunRow> runs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerRow> workers_ ABSL_GUARDED_BY(mu_);
+  std::vector<TokenRow> tokens_ ABSL_GUARDED_BY(mu_);  // creation order
+  std::map<std::string, std::string> server_keys_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace parity::server

@@ -36,6 +36,7 @@ class PostgresRunStore final : public RunStore {
   absl::StatusOr<CancelResult> CancelSweep(const std::string& sweep_id,
                                            const std::string& reason) override;
   absl::StatusOr<uint32_t> DeleteSweep(const std::string& sweep_id) override;
+  absl::StatusOr<OwnerLoad> CountOwnerLoad(const std::string& owner) override;
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
   absl::StatusOr<Page<v1::Run>> ListRuns(const std::string& sweep_id,
                                          const std::vector<v1::RunState>& states,
@@ -63,6 +64,16 @@ class PostgresRunStore final : public RunStore {
   absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
                                                            uint64_t from_step, int limit) override;
+  // AccessTokens (postgres_access_tokens.cc).
+  absl::StatusOr<StoredAccessToken> CreateToken(const NewAccessToken& token) override;
+  absl::StatusOr<std::optional<StoredAccessToken>> FindToken(
+      const std::string& secret_sha256) override;
+  absl::StatusOr<Page<StoredAccessToken>> ListTokens(bool include_inactive,
+                                                     const PageRequest& page) override;
+  absl::StatusOr<uint32_t> RevokeTokens(const TokenRevocation& which) override;
+  absl::StatusOr<bool> HasLiveAdmin() override;
+  absl::StatusOr<std::string> GetOrCreateServerKey(const std::string& name,
+                                                   const std::string& candidate) override;
   // Web dashboard (postgres_metric_sampling.cc).
   absl::StatusOr<std::vector<v1::MetricPoint>> SampleMetrics(
       const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;

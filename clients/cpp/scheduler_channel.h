@@ -1,0 +1,48 @@
+// The one way a C++ client opens a channel to the scheduler: TLS when a CA is given (optionally
+// with a client certificate, for mutual TLS), plaintext otherwise, and the bearer token sent as
+// `authorization: Bearer …` on every call by a client interceptor. An interceptor rather than
+// gRPC call credentials: gRPC sends call credentials only over a secure channel, and the local
+// stack is plaintext on loopback.
+//
+// Environment (flags of the CLI and the worker win):
+//   PARITY_TOKEN            the bearer token
+//   PARITY_TOKEN_FILE       a file holding it (first line; for secrets mounted as files)
+//   PARITY_TLS_CA           PEM CA bundle that signed the scheduler's certificate: turns TLS on
+//   PARITY_TLS_CLIENT_CERT  PEM client certificate chain, for mutual TLS
+//   PARITY_TLS_CLIENT_KEY   its PEM private key
+//   PARITY_TLS_SERVER_NAME  the name to check in the scheduler's certificate, when not the host
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace parity::clients {
+
+struct SchedulerChannelOptions {
+  std::string address;  // host:port
+  std::string token;    // empty = none (only the health check works without one)
+  std::string tls_ca_file;
+  std::string tls_client_cert_file;
+  std::string tls_client_key_file;
+  std::string tls_server_name;
+  grpc::ChannelArguments args;
+};
+
+// Fills what the flags left empty from the environment above; reads the token file.
+// INVALID_ARGUMENT naming the flag when a file cannot be read or a client certificate comes
+// without its key.
+absl::Status ResolveFromEnvironment(SchedulerChannelOptions& options,
+                                    const std::string& token_file_flag = "");
+
+// Opens the channel (it connects lazily). INVALID_ARGUMENT when a TLS file cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSchedulerChannel(
+    const SchedulerChannelOptions& options);
+
+// The first line of a file, trimmed: a token or secret as written by `parity token create`,
+// a Kubernetes Secret mount or `install -m 0600`.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
+
+}  // namespace parity::clients

@@ -1,0 +1,176 @@
+// PostgresRunStore's AccessTokens (access_tokens, server_keys: migration 0012) and the owner load
+// read that the per-identity limits check at submission. Not on the
+// lease path: the API caches what FindToken returns (server/api/access_control.h), so these are
+// plain parameterised statements, not prepared ones.
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
+#include "server/store/postgres/pg_support.h"
+#include "server/store/postgres/postgres_run_store.h"
+
+namespace parity::server {
+namespace {
+
+using pg::WithTransaction;
+
+const char* RoleName(TokenRole role) {
+  switch (role) {
+    case TokenRole::kViewer:
+      return "viewer";
+    case TokenRole::kResearcher:
+      return "researcher";
+    case TokenRole::kWorker:
+      return "worker";
+    case TokenRole::kAdmin:
+      return "admin";
+  }
+  return "viewer";
+}
+
+TokenRole RoleOf(std::string_view text) {
+  if (text == "admin") return TokenRole::kAdmin;
+  if (text == "worker") return TokenRole::kWorker;
+  if (text == "researcher") return TokenRole::kResearcher;
+  return TokenRole::kViewer;
+}
+
+std::string TokenColumns() {
+  return absl::StrCat("token_id::text, name, role, created_by, ", pg::Micros("created_at"), ", ",
+                      pg::Micros("expires_at"), ", ", pg::Micros("revoked_at"));
+}
+
+StoredAccessToken TokenFromRow(const pqxx::row& row) {
+  StoredAccessToken token;
+  token.token_id = row[0].c_str();
+  token.name = row[1].c_str();
+  token.role = RoleOf(row[2].c_str());
+  token.created_by = row[3].c_str();
+  token.created_at = pg::TimeFromMicros(row[4].as<int64_t>());
+  if (!row[5].is_null()) token.expires_at = pg::TimeFromMicros(row[5].as<int64_t>());
+  if (!row[6].is_null()) token.revoked_at = pg::TimeFromMicros(row[6].as<int64_t>());
+  return token;
+}
+
+std::optional<int64_t> MicrosOf(const std::optional<absl::Time>& time) {
+  if (!time.has_value()) return std::nullopt;
+  return absl::ToUnixMicros(*time);
+}
+
+}  // namespace
+
+absl::StatusOr<StoredAccessToken> PostgresRunStore::CreateToken(const NewAccessToken& token) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<StoredAccessToken> {
+    const pqxx::result rows = tx.exec_params(
+        absl::StrCat("INSERT INTO access_tokens (name, role, secret_sha256, created_by, "
+                     "expires_at) VALUES ($1, $2, $3, $4, to_timestamp($5::float8 / 1e6)) "
+                     "ON CONFLICT (secret_sha256) DO NOTHING RETURNING ",
+                     TokenColumns()),
+        token.name, RoleName(token.role), pg::Bytes(token.secret_sha256), token.created_by,
+        MicrosOf(token.expires_at));
+    if (rows.empty()) return absl::AlreadyExistsError("a token with this secret exists");
+    return TokenFromRow(rows[0]);
+  });
+}
+
+absl::StatusOr<std::optional<StoredAccessToken>> PostgresRunStore::FindToken(
+    const std::string& secret_sha256) {
+  return WithTransaction(
+      *pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<StoredAccessToken>> {
+        const pqxx::result rows = tx.exec_params(
+            absl::StrCat("SELECT ", TokenColumns(), " FROM access_tokens WHERE secret_sha256 = $1"),
+            pg::Bytes(secret_sha256));
+        if (rows.empty()) return std::optional<StoredAccessToken>();
+        return std::optional<StoredAccessToken>(TokenFromRow(rows[0]));
+      });
+}
+
+absl::StatusOr<Page<StoredAccessToken>> PostgresRunStore::ListTokens(bool include_inactive,
+                                                                     const PageRequest& page) {
+  // Keyset paging on (created_at, token_id), newest first.
+  std::optional<int64_t> after_micros;
+  std::string after_id;
+  if (!page.page_token.empty()) {
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodePageToken(page.page_token));
+    std::vector<std::string> parts = absl::StrSplit(text, '|');
+    int64_t micros = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &micros) || parts[1].size() != 36) {
+      return BadPageToken();
+    }
+    after_micros = micros;
+    after_id = parts[1];
+  }
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<StoredAccessToken>> {
+    const pqxx::result rows = tx.exec_params(
+        absl::StrCat("SELECT ", TokenColumns(),
+                     " FROM access_tokens WHERE ($1 OR (revoked_at IS NULL AND "
+                     "(expires_at IS NULL OR expires_at > now()))) AND ($2::bigint IS NULL OR "
+                     "((extract(epoch FROM created_at) * 1000000)::bigint, token_id::text) < "
+                     "($2::bigint, $3)) ",
+                     "ORDER BY created_at DESC, token_id::text DESC LIMIT $4"),
+        include_inactive, after_micros, after_id, static_cast<int>(page.page_size) + 1);
+    Page<StoredAccessToken> result;
+    for (const pqxx::row& row : rows) {
+      if (result.items.size() == page.page_size) {
+        const StoredAccessToken& last = result.items.back();
+        result.next_page_token =
+            EncodePageToken(absl::StrCat(absl::ToUnixMicros(last.created_at), "|", last.token_id));
+        break;
+      }
+      result.items.push_back(TokenFromRow(row));
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<uint32_t> PostgresRunStore::RevokeTokens(const TokenRevocation& which) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<uint32_t> {
+    const pqxx::result rows =
+        which.token_id.empty() ? tx.exec_params(
+                                     "UPDATE access_tokens SET revoked_at = now() "
+                                     "WHERE name = $1 AND revoked_at IS NULL RETURNING 1",
+                                     which.name)
+                               : tx.exec_params(
+                                     "UPDATE access_tokens SET revoked_at = now() "
+                                     "WHERE token_id = $1::uuid AND revoked_at IS NULL RETURNING 1",
+                                     which.token_id);
+    return static_cast<uint32_t>(rows.size());
+  });
+}
+
+absl::StatusOr<bool> PostgresRunStore::HasLiveAdmin() {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+    return !tx.exec(
+                  "SELECT 1 FROM access_tokens WHERE role = 'admin' AND revoked_at IS NULL "
+                  "AND (expires_at IS NULL OR expires_at > now()) LIMIT 1")
+                .empty();
+  });
+}
+
+absl::StatusOr<std::string> PostgresRunStore::GetOrCreateServerKey(const std::string& name,
+                                                                   const std::string& candidate) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::string> {
+    tx.exec_params("INSERT INTO server_keys (name, key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                   name, pg::Bytes(candidate));
+    const pqxx::result rows = tx.exec_params("SELECT key FROM server_keys WHERE name = $1", name);
+    if (rows.empty()) return absl::InternalError(absl::StrCat("server key ", name, " vanished"));
+    return pg::BytesOf(rows[0][0]);
+  });
+}
+
+absl::StatusOr<OwnerLoad> PostgresRunStore::CountOwnerLoad(const std::string& owner) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<OwnerLoad> {
+    const pqxx::result rows = tx.exec_params(
+        "SELECT count(DISTINCT s.sweep_id), count(r.run_id) FROM sweeps s "
+        "LEFT JOIN runs r ON r.sweep_id = s.sweep_id AND r.state IN ('PENDING', 'LEASED', "
+        "'RUNNING') WHERE s.owner = $1 AND s.state = 'ACTIVE'",
+        owner);
+    OwnerLoad load;
+    load.open_sweeps = rows[0][0].as<uint32_t>();
+    load.queued_runs = rows[0][1].as<uint64_t>();
+    return load;
+  });
+}
+
+}  // namespace parity::server
