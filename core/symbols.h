@@ -19,6 +19,7 @@
 //   A          activated/total experts, shared expert counted in units of D_e (EL law input)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace parity::core {
@@ -42,6 +43,14 @@ inline constexpr double kActivationRateSlack = 0.01;
 inline constexpr int kMaxRunsPerSweep = 10000;
 // Each MoE point is a shape search (~0.1–5 ms); this bounds the planning time of one request.
 inline constexpr int kMaxMoePoints = 1000;
+// Sizes of what a spec carries into the database and onto every run (core/validation.cc): any
+// text field, the description, the labels (count, value size), attempts and |priority|.
+inline constexpr size_t kMaxSpecTextBytes = 1024;
+inline constexpr size_t kMaxDescriptionBytes = 4096;
+inline constexpr int kMaxLabels = 32;
+inline constexpr size_t kMaxLabelValueBytes = 256;
+inline constexpr uint32_t kMaxAttempts = 100;
+inline constexpr int32_t kMaxPriorityMagnitude = 1000000;
 
 // Step Law (Li et al. 2025): η = 1.79·N^-0.713·D^0.307, B = 0.58·D^0.571 tokens.
 inline constexpr double kStepLawLrCoef = 1.79;

@@ -13,6 +13,7 @@
 #include "core/grid.h"
 #include "core/symbols.h"
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace parity::core {
 namespace {
@@ -342,6 +343,92 @@ void CheckData(Checker& c, const SweepSpec& spec) {
   if (!spec.grid().data().empty()) CheckUniqueNames(c, names, "grid.data");
 }
 
+// Every number of a spec, on every axis, nested or repeated: finite and not negative (no field of
+// a spec means anything below zero but the priority), and every text field of a bounded size.
+// By reflection, so that a field added later is held to it without a new rule.
+void CheckNumbersAndText(Checker& c, const google::protobuf::Message& message,
+                         const std::string& path) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    if (field->is_map()) continue;                                 // labels: CheckLabels
+    if (path.empty() && field->name() == "description") continue;  // its own, larger limit
+    const std::string name = path.empty() ? field->name() : absl::StrCat(path, ".", field->name());
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int i = 0; i < count; ++i) {
+      const std::string at = field->is_repeated() ? absl::StrCat(name, "[", i, "]") : name;
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+        case FieldDescriptor::CPPTYPE_FLOAT: {
+          const double v =
+              field->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE
+                  ? (field->is_repeated() ? reflection->GetRepeatedDouble(message, field, i)
+                                          : reflection->GetDouble(message, field))
+                  : (field->is_repeated() ? reflection->GetRepeatedFloat(message, field, i)
+                                          : reflection->GetFloat(message, field));
+          if (!std::isfinite(v)) {
+            c.Add(at, "must be a finite number");
+          } else if (v < 0) {
+            c.Add(at, absl::StrCat(Num(v), " must not be negative"));
+          }
+          break;
+        }
+        case FieldDescriptor::CPPTYPE_STRING: {
+          const size_t size = field->is_repeated()
+                                  ? reflection->GetRepeatedString(message, field, i).size()
+                                  : reflection->GetString(message, field).size();
+          if (size > kMaxSpecTextBytes) {
+            c.Add(at, absl::StrCat(size, " bytes, over the limit of ", kMaxSpecTextBytes));
+          }
+          break;
+        }
+        case FieldDescriptor::CPPTYPE_MESSAGE:
+          CheckNumbersAndText(c,
+                              field->is_repeated()
+                                  ? reflection->GetRepeatedMessage(message, field, i)
+                                  : reflection->GetMessage(message, field),
+                              at);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+void CheckLabels(Checker& c, const SweepSpec& spec) {
+  static const std::regex kKey("[A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
+  if (spec.labels_size() > kMaxLabels) {
+    c.Add("labels", absl::StrCat(spec.labels_size(), " labels, over the limit of ", kMaxLabels));
+  }
+  for (const auto& [key, value] : spec.labels()) {
+    if (!std::regex_match(key, kKey)) {
+      c.Add(absl::StrCat("labels[", key.substr(0, 64), "]"),
+            "a key must match [A-Za-z0-9][A-Za-z0-9._/-]{0,62}");
+    }
+    if (value.size() > kMaxLabelValueBytes) {
+      c.Add(absl::StrCat("labels[", key.substr(0, 64), "]"),
+            absl::StrCat(value.size(), " bytes, over the limit of ", kMaxLabelValueBytes));
+    }
+  }
+}
+
+void CheckSchedulingFields(Checker& c, const SweepSpec& spec) {
+  if (spec.description().size() > kMaxDescriptionBytes) {
+    c.Add("description", absl::StrCat(spec.description().size(), " bytes, over the limit of ",
+                                      kMaxDescriptionBytes));
+  }
+  if (spec.max_attempts() > kMaxAttempts) {
+    c.Add("max_attempts", absl::StrCat(spec.max_attempts(), " exceeds ", kMaxAttempts));
+  }
+  if (spec.priority() < -kMaxPriorityMagnitude || spec.priority() > kMaxPriorityMagnitude) {
+    c.Add("priority", absl::StrCat(spec.priority(), " is outside [-", kMaxPriorityMagnitude, ", ",
+                                   kMaxPriorityMagnitude, "]"));
+  }
+}
+
 }  // namespace
 
 std::vector<FieldViolation> ValidateSweepSpec(const SweepSpec& spec) {
@@ -352,6 +439,9 @@ std::vector<FieldViolation> ValidateSweepSpec(const SweepSpec& spec) {
   } else if (!std::regex_match(spec.name(), kName)) {
     c.Add("name", absl::StrCat("'", spec.name(), "' must match [a-z0-9][a-z0-9._-]{0,62}"));
   }
+  CheckNumbersAndText(c, spec, "");
+  CheckLabels(c, spec);
+  CheckSchedulingFields(c, spec);
   CheckBudgets(c, spec);
   if (!spec.grid().moe().empty()) {
     CheckMoeBackbone(c, spec);

@@ -43,7 +43,7 @@ cat <<TXT
 Where things are:
   dashboard         http://127.0.0.1:${http_port}/login?token=$(cat "$PARITY_TOKEN_FILE")  (then the sweep: /sweeps/${sweep_id})
   metrics           http://127.0.0.1:${metrics_port:-9464}/metrics (scheduler), workers on the next ports; Grafana: deploy/grafana/
-  static report     $parity report ${sweep_id:-SWEEP_ID} --out report/   (then open report/index.html)
+  static report     PARITY_TOKEN_FILE=$PARITY_TOKEN_FILE $parity report ${sweep_id:-SWEEP_ID} --out report/   (then open report/index.html)
   scheduler (gRPC)  127.0.0.1:$port     e.g. PARITY_TOKEN_FILE=$PARITY_TOKEN_FILE $parity status
   database          psql "$db_url" -c 'SELECT * FROM results'
   logs              $stack_dir/logs/

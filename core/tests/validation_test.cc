@@ -2,8 +2,11 @@
 // otherwise valid spec and names the violation it expects.
 #include "core/validation.h"
 
+#include <cmath>
 #include <functional>
+#include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "core/spec_loader.h"
 #include "gtest/gtest.h"
 
@@ -72,6 +75,48 @@ TEST_P(BadInputTest, IsReportedWithItsPathAndReason) {
 }
 
 const BadInput kBadInputs[] = {
+    // Every number on every axis is finite and not negative; every size is bounded.
+    {"NaN learning rate",
+     [](SweepSpec& s) { s.mutable_training()->set_learning_rate(std::nan("")); },
+     "training.learning_rate", "must be a finite number"},
+    {"infinite compute",
+     [](SweepSpec& s) {
+       s.mutable_grid()->mutable_compute(0)->set_compute_flops(
+           std::numeric_limits<double>::infinity());
+     },
+     "grid.compute[0].compute_flops", "must be a finite number"},
+    {"negative warmup", [](SweepSpec& s) { s.mutable_training()->set_warmup_fraction(-0.1); },
+     "training.warmup_fraction", "-0.1 must not be negative"},
+    {"negative value on a hyperparameter axis",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_hyperparameters(0)->set_values(1, -3e-3); },
+     "grid.hyperparameters[0].values[1]", "must not be negative"},
+    {"NaN granularity of a point",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(0)->set_granularity(std::nan("")); },
+     "grid.moe[0].granularity", "must be a finite number"},
+    {"negative init std", [](SweepSpec& s) { s.mutable_moe()->set_init_std(-0.02); },
+     "moe.init_std", "must not be negative"},
+    {"too many labels",
+     [](SweepSpec& s) {
+       for (int i = 0; i < 33; ++i) s.mutable_labels()->insert({absl::StrCat("k", i), "v"});
+     },
+     "labels", "33 labels, over the limit of 32"},
+    {"label key with a space",
+     [](SweepSpec& s) {
+       static const std::string kKey = "a b";
+       s.mutable_labels()->insert({kKey, kKey});
+     },
+     "labels[a b]", "a key must match"},
+    {"long label value",
+     [](SweepSpec& s) { (*s.mutable_labels())["team"] = std::string(257, 'x'); }, "labels[team]",
+     "257 bytes, over the limit of 256"},
+    {"long description", [](SweepSpec& s) { s.set_description(std::string(4097, 'd')); },
+     "description", "4097 bytes, over the limit of 4096"},
+    {"long text field", [](SweepSpec& s) { s.mutable_data()->set_corpus(std::string(1025, 'c')); },
+     "data.corpus", "1025 bytes, over the limit of 1024"},
+    {"too many attempts", [](SweepSpec& s) { s.set_max_attempts(101); }, "max_attempts",
+     "101 exceeds 100"},
+    {"priority out of range", [](SweepSpec& s) { s.set_priority(-2000000); }, "priority",
+     "outside [-1000000, 1000000]"},
     {"missing name", [](SweepSpec& s) { s.clear_name(); }, "name", "required"},
     {"malformed name", [](SweepSpec& s) { s.set_name("My Sweep"); }, "name", "must match"},
     {"no budget", [](SweepSpec& s) { s.mutable_grid()->clear_compute(); }, "grid.compute",

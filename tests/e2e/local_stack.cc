@@ -108,9 +108,31 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
   // The scheduler reads its admin token from this file (as the local stack's does); the tests
   // and the workers use it.
   std::ofstream(fs::path(s->root_) / "admin.token") << parity::testing::kTestAdminToken << "\n";
+  if (s->options_.tls) {
+    const std::string dir = s->root_ + "/tls";
+    fs::create_directories(dir);
+    const std::string script = absl::StrCat(
+        "set -e; cd '", dir,
+        "'; openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
+        "-subj /CN=parity-e2e-ca 2>/dev/null; openssl req -newkey rsa:2048 -nodes -keyout "
+        "server.key -out server.csr -subj /CN=localhost 2>/dev/null; printf "
+        "'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext; openssl x509 -req -in "
+        "server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile "
+        "san.ext 2>/dev/null");
+    if (std::system(script.c_str()) != 0) {
+      return absl::InternalError("openssl could not make the test certificates");
+    }
+  }
   if (absl::Status st = s->StartScheduler(); !st.ok()) return st;
-  auto channel = parity::testing::TokenChannel(s->port_);
-  s->sweeps_ = parity::v1::SweepService::NewStub(channel);
+  clients::SchedulerChannelOptions channel_options;
+  channel_options.address = s->address();
+  channel_options.token = parity::testing::kTestAdminToken;
+  if (s->options_.tls) channel_options.tls_ca_file = s->tls_ca_file();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      clients::MakeSchedulerChannel(channel_options);
+  if (!channel.ok()) return channel.status();
+  auto made = *channel;
+  s->sweeps_ = parity::v1::SweepService::NewStub(made);
   return s;
 }
 
@@ -121,19 +143,29 @@ LocalStack::~LocalStack() {
   if (scheduler_) scheduler_->Terminate(absl::Seconds(10));
 }
 
+std::string LocalStack::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
 absl::Status LocalStack::StartScheduler() {
+  std::vector<std::pair<std::string, std::string>> tls_env;
+  if (options_.tls) {
+    tls_env = {{"PARITY_TLS_CERT", root_ + "/tls/server.pem"},
+               {"PARITY_TLS_KEY", root_ + "/tls/server.key"}};
+  }
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"PARITY_LISTEN", absl::StrCat("127.0.0.1:", port_)},
+      {"PARITY_DATABASE_URL", database_url_},
+      {"PARITY_LEASE_TTL", options_.lease_ttl},
+      {"PARITY_HEARTBEAT_INTERVAL", options_.heartbeat_interval},
+      {"PARITY_REAP_INTERVAL", options_.reap_interval},
+      {"PARITY_BOOTSTRAP_TOKEN_FILE", root_ + "/admin.token"},
+      // Any free port: tests run side by side, and the default 9464 would collide.
+      {"PARITY_METRICS_LISTEN", "127.0.0.1:0"},
+      // Likewise the web dashboard (default 8080).
+      {"PARITY_HTTP_LISTEN", "127.0.0.1:0"}};
+  env.insert(env.end(), tls_env.begin(), tls_env.end());
   absl::StatusOr<std::unique_ptr<worker::ChildProcess>> c = worker::ChildProcess::Spawn({
       .argv = {options_.scheduler_bin, "serve"},
-      .env = {{"PARITY_LISTEN", absl::StrCat("127.0.0.1:", port_)},
-              {"PARITY_DATABASE_URL", database_url_},
-              {"PARITY_LEASE_TTL", options_.lease_ttl},
-              {"PARITY_HEARTBEAT_INTERVAL", options_.heartbeat_interval},
-              {"PARITY_REAP_INTERVAL", options_.reap_interval},
-              {"PARITY_BOOTSTRAP_TOKEN_FILE", root_ + "/admin.token"},
-              // Any free port: tests run side by side, and the default 9464 would collide.
-              {"PARITY_METRICS_LISTEN", "127.0.0.1:0"},
-              // Likewise the web dashboard (default 8080).
-              {"PARITY_HTTP_LISTEN", "127.0.0.1:0"}},
+      .env = env,
       .working_dir = root_,
       .log_path = root_ + "/scheduler.log",
       .output_fd = 3,  // unused: stdout and stderr both go to the log
@@ -142,6 +174,7 @@ absl::Status LocalStack::StartScheduler() {
   scheduler_ = std::move(*c);
   clients::SchedulerChannelOptions target;
   target.address = absl::StrCat("127.0.0.1:", port_);
+  if (options_.tls) target.tls_ca_file = tls_ca_file();
   for (int i = 0; i < 150; ++i) {
     if (worker::ProbeSchedulerHealth(target, absl::Milliseconds(200)).ok()) return absl::OkStatus();
     if (scheduler_->TryWait().has_value()) break;
@@ -156,34 +189,36 @@ void LocalStack::StopScheduler() {
   scheduler_.reset();
 }
 
-absl::Status LocalStack::StartWorker(int index) {
+absl::Status LocalStack::StartWorker(int index, const std::string& token_file) {
   if (static_cast<int>(workers_.size()) <= index) workers_.resize(static_cast<size_t>(index) + 1);
   const std::string work = absl::StrCat(root_, "/work-", index);
+  std::vector<std::string> argv = {options_.worker_bin,
+                                   "--scheduler",
+                                   absl::StrCat("127.0.0.1:", port_),
+                                   "--checkpoint-dir",
+                                   root_ + "/checkpoints",
+                                   "--work-dir",
+                                   work,
+                                   "--corpus-dir",
+                                   root_ + "/corpus",
+                                   "--train-binary",
+                                   options_.engine_bin,
+                                   "--threads",
+                                   "1",
+                                   "--max-runs",
+                                   "1",
+                                   "--lease-wait",
+                                   "2",
+                                   "--kill-grace",
+                                   "5",
+                                   "--no-gpus",
+                                   "--label",
+                                   absl::StrCat("e2e=", index),
+                                   "--token-file",
+                                   token_file.empty() ? admin_token_file() : token_file};
+  if (options_.tls) argv.insert(argv.end(), {"--tls-ca", tls_ca_file()});
   absl::StatusOr<std::unique_ptr<worker::ChildProcess>> c = worker::ChildProcess::Spawn({
-      .argv = {options_.worker_bin,
-               "--scheduler",
-               absl::StrCat("127.0.0.1:", port_),
-               "--checkpoint-dir",
-               root_ + "/checkpoints",
-               "--work-dir",
-               work,
-               "--corpus-dir",
-               root_ + "/corpus",
-               "--train-binary",
-               options_.engine_bin,
-               "--threads",
-               "1",
-               "--max-runs",
-               "1",
-               "--lease-wait",
-               "2",
-               "--kill-grace",
-               "5",
-               "--no-gpus",
-               "--label",
-               absl::StrCat("e2e=", index),
-               "--token-file",
-               root_ + "/admin.token"},
+      .argv = argv,
       .env = options_.worker_env,
       .working_dir = root_,
       .log_path = absl::StrCat(root_, "/worker-", index, ".log"),

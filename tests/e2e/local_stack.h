@@ -26,6 +26,9 @@ struct StackOptions {
   std::string reap_interval = "500ms";
   // Extra environment for the workers (inherited by their engines, e.g. FAKE_STEP_MS).
   std::vector<std::pair<std::string, std::string>> worker_env = {};
+  // TLS on the scheduler's ports, with a CA and certificate made in root/tls (openssl); the
+  // stack's own channel and the workers verify against root/tls/ca.pem.
+  bool tls = false;
 };
 
 // Not thread-safe: one test thread drives it.
@@ -40,7 +43,9 @@ class LocalStack {
   absl::Status StartScheduler();
   // SIGTERM and wait (the scheduler drains in-flight calls).
   void StopScheduler();
-  absl::Status StartWorker(int index);
+  // The worker authenticates with the admin token (root/admin.token) unless `token_file` names
+  // another.
+  absl::Status StartWorker(int index, const std::string& token_file = "");
   // kill -9 of the worker's process group; its engines die with it (PR_SET_PDEATHSIG).
   void KillWorker(int index);
   // SIGTERM: the worker preempts its runs and exits.
@@ -51,6 +56,11 @@ class LocalStack {
 
   parity::v1::SweepService::Stub& sweeps() { return *sweeps_; }
   const std::string& root() const { return root_; }
+  // 127.0.0.1:PORT of the scheduler's gRPC port.
+  std::string address() const;
+  // The admin token's file, and the CA of the scheduler's certificate (with tls).
+  std::string admin_token_file() const { return root_ + "/admin.token"; }
+  std::string tls_ca_file() const { return root_ + "/tls/ca.pem"; }
   // psql -tA over the stack's database: rows as text lines.
   absl::StatusOr<std::vector<std::string>> Query(const std::string& sql) const;
   // Last lines of a log under root (scheduler.log, worker-N.log) for failure messages.

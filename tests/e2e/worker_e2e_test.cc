@@ -368,6 +368,70 @@ TEST_F(WorkerE2ETest, AnEngineThatExitsZeroWithoutASummaryIsAnInvalidResult) {
 #endif
 }
 
+// Shell-quotes one argument.
+std::string Quoted(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// With TLS on the scheduler's ports: the CLI makes a worker token and submits over TLS, a worker
+// with that token (role worker) trains the sweep over TLS, the CLI reads it back; a plaintext
+// CLI cannot reach the port at all.
+TEST_F(WorkerE2ETest, TheCliAndAWorkerWithItsOwnTokenWorkOverTls) {
+#if PARITY_HAVE_TEST_SUPPORT
+  stack_.reset();
+  StackOptions options{.scheduler_bin = EnvOr("PARITY_E2E_SCHEDULER", PARITY_SCHEDULER_BIN),
+                       .worker_bin = PARITY_WORKER_BIN,
+                       .engine_bin = EngineBinary()};
+  options.worker_env = {{"FAKE_STEP_MS", "20"}};
+  options.tls = true;
+  fs::create_directories(root_ / "tls-stack");
+  absl::StatusOr<std::unique_ptr<LocalStack>> s =
+      LocalStack::Start(options, parity::testing::PostgresEnvironment::FreshDatabase(),
+                        (root_ / "tls-stack").string());
+  ASSERT_TRUE(s.ok()) << s.status();
+  stack_ = std::move(*s);
+  const std::string cli = PARITY_CLI_BIN;
+  const std::string tls =
+      absl::StrCat(" --scheduler ", stack_->address(), " --tls-ca ", Quoted(stack_->tls_ca_file()));
+  const std::string admin = " --token-file " + Quoted(stack_->admin_token_file());
+  const std::string root = stack_->root();
+  const std::string worker_token = root + "/worker.token";
+  ASSERT_EQ(std::system((Quoted(cli) + " token create --name e2e-worker --role worker" + tls +
+                         admin + " > " + Quoted(worker_token) + " 2> " + Quoted(root + "/cli.err"))
+                            .c_str()),
+            0)
+      << ReadFileBytes(root + "/cli.err");
+  const std::string spec_path = root + "/tls-sweep.yaml";
+  std::ofstream(spec_path) << SweepYaml("e2e-tls", 1, /*baselines=*/false, "2e10");
+  ASSERT_EQ(std::system((Quoted(cli) + " submit " + Quoted(spec_path) + tls + admin + " > " +
+                         Quoted(root + "/submit.out") + " 2>&1")
+                            .c_str()),
+            0)
+      << ReadFileBytes(root + "/submit.out");
+  ASSERT_TRUE(stack_->StartWorker(0, worker_token).ok());
+  absl::StatusOr<std::vector<std::string>> sweep_ids =
+      stack_->Query("SELECT sweep_id FROM sweeps WHERE name = 'e2e-tls'");
+  ASSERT_TRUE(sweep_ids.ok() && sweep_ids->size() == 1u);
+  const std::string sweep = (*sweep_ids)[0];
+  ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(3))) << "sweep did not finish over TLS";
+  for (const parity::v1::Run& r : Runs(sweep)) {
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_SUCCEEDED) << r.spec().name();
+  }
+  EXPECT_EQ(std::system((Quoted(cli) + " status " + sweep + tls + admin + " > " +
+                         Quoted(root + "/status.out") + " 2>&1")
+                            .c_str()),
+            0)
+      << ReadFileBytes(root + "/status.out");
+  EXPECT_NE(ReadFileBytes(root + "/status.out").find("SUCCEEDED"), std::string::npos);
+  const int plaintext = std::system((Quoted(cli) + " status --timeout 3 --scheduler " +
+                                     stack_->address() + admin + " > /dev/null 2>&1")
+                                        .c_str());
+  EXPECT_EQ(WEXITSTATUS(plaintext), 69) << "a plaintext CLI must not reach a TLS port";
+#endif
+}
+
 TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
   const std::string sweep = Submit(SweepYaml("e2e-cancel", 2, /*baselines=*/false, "3e11"));
   ASSERT_FALSE(sweep.empty());
