@@ -38,8 +38,10 @@ struct SchedulerOptions {
   // Idle long polls look for work this often even without a wake-up (a missed NOTIFY, a retry
   // delay running out).
   absl::Duration idle_poll_interval = absl::Seconds(1);
-  // Watch streams poll the database this often.
+  // Watch streams poll the database this often, and end UNAVAILABLE ("reconnect") after this
+  // long: a server-side deadline, so that no stream holds a thread and a watch slot for ever.
   absl::Duration watch_poll_interval = absl::Milliseconds(200);
+  absl::Duration max_watch_duration = absl::Hours(1);
   uint32_t max_metrics_batch = 4096;
   // LeaseRun and successful CompleteRun calls that arrive together reach the store as one batch
   // (RequestCombiner) of at most this many, with at most `store_batches_in_flight` batches of

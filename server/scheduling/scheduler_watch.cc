@@ -70,6 +70,13 @@ absl::StatusOr<int64_t> LatestEventId(List list) {
   }
 }
 
+// A stream may not hold its thread and slot for ever: past its lifetime it ends UNAVAILABLE,
+// which the CLI and the Python client answer by reconnecting from a fresh snapshot.
+absl::Status StreamLifetimeReached(absl::Duration lifetime) {
+  return absl::UnavailableError(absl::StrCat("the watch stream reached its lifetime of ",
+                                             absl::FormatDuration(lifetime), "; reconnect"));
+}
+
 }  // namespace
 
 absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const WatchControl& control,
@@ -91,6 +98,7 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
 
   bool ended = IsFinal(run.state());
   uint64_t next_step = request.from_step();
+  const absl::Time give_up = clock_.Now() + options_.max_watch_duration;
   while (true) {
     bool progressed = false;
     PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
@@ -113,6 +121,7 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
     }
     // A final state was seen and the points stored before it have been drained.
     if (ended && !progressed) return absl::OkStatus();
+    if (clock_.Now() >= give_up) return StreamLifetimeReached(options_.max_watch_duration);
     if (!progressed && !SleepUnlessCancelled(clock_, control, options_.watch_poll_interval)) {
       return absl::CancelledError("the watch was cancelled");
     }
@@ -155,6 +164,7 @@ absl::Status Scheduler::WatchSweep(
 
   auto counts_live = [](const v1::RunCounts& c) { return c.pending() + c.leased() + c.running(); };
   bool ended = counts_live(sweep.counts()) == 0;
+  const absl::Time give_up = clock_.Now() + options_.max_watch_duration;
   while (true) {
     bool progressed = false;
     PARITY_ASSIGN_OR_RETURN(SweepEventPage page, store_.ListSweepEvents(sweep_id, horizon));
@@ -194,6 +204,7 @@ absl::Status Scheduler::WatchSweep(
       ended = counts_live(now.counts()) == 0;
     }
     if (ended && !progressed) return absl::OkStatus();
+    if (clock_.Now() >= give_up) return StreamLifetimeReached(options_.max_watch_duration);
     if (!progressed && !SleepUnlessCancelled(clock_, control, options_.watch_poll_interval)) {
       return absl::CancelledError("the watch was cancelled");
     }

@@ -253,3 +253,26 @@ TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
 
 }  // namespace
 }  // namespace parity::server::testing
+
+namespace parity::server::testing {
+namespace {
+
+TEST_F(SchedulerTest, AWatchStreamEndsUnavailableAfterItsLifetimeSoThatClientsReconnect) {
+  SchedulerOptions options = options_;
+  options.max_watch_duration = absl::Milliseconds(300);
+  Scheduler scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("lifetime", 1));
+  v1::WatchSweepRequest watch;
+  watch.set_sweep_id(submitted.sweep().sweep_id());
+  const absl::Time start = absl::Now();
+  int messages = 0;
+  const absl::Status status = scheduler.WatchSweep(
+      watch, {[start] { return absl::Now() - start > absl::Seconds(10); }},
+      [&](const v1::WatchSweepResponse&) { return ++messages > 0; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_GT(messages, 0) << "the stream starts with the current state";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "ended at its lifetime, not the cancel";
+}
+
+}  // namespace
+}  // namespace parity::server::testing

@@ -12,6 +12,7 @@ Client can be shared between threads (gRPC channels are); close() it once.
 
 import os
 import sys
+import time
 
 import grpc
 
@@ -172,16 +173,24 @@ class Client:
             report(info)
         if info.finished:
             return _end_progress(report, info)
-        stream = self._stub.WatchSweep(api.WatchSweepRequest(sweep_id=sweep_id), timeout=timeout)
-        try:
-            for event in stream:
-                if event.HasField("sweep"):
-                    info = SweepInfo.from_proto(event.sweep)
-                    if report:
-                        report(info)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
-        return _end_progress(report, self.sweep(sweep_id))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            stream = self._stub.WatchSweep(api.WatchSweepRequest(sweep_id=sweep_id), timeout=left)
+            try:
+                for event in stream:
+                    if event.HasField("sweep"):
+                        info = SweepInfo.from_proto(event.sweep)
+                        if report:
+                            report(info)
+            except grpc.RpcError as e:
+                # UNAVAILABLE: the stream's lifetime on the server passed, or it restarted.
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise from_rpc_error(e) from None
+                time.sleep(0.5)
+            info = self.sweep(sweep_id)
+            if info.finished:
+                return _end_progress(report, info)
 
     # Runs and results ---------------------------------------------------------------------
 
