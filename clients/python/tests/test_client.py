@@ -177,6 +177,27 @@ class ClientTest(unittest.TestCase):
                         f"every violation should come back, got {fields}")
         self.assertIn("top_k", str(error), "the exception's text should list the violations")
 
+    def test_a_token_is_required_and_its_role_decides(self):
+        saved = {k: os.environ.pop(k) for k in ("PARITY_TOKEN", "PARITY_TOKEN_FILE")
+                 if k in os.environ}
+        try:
+            with parity_client.connect() as anonymous:
+                with self.assertRaises(parity_client.ParityError) as caught:
+                    anonymous.list_sweeps()
+            self.assertEqual(caught.exception.code, grpc.StatusCode.UNAUTHENTICATED,
+                             str(caught.exception))
+        finally:
+            os.environ.update(saved)
+        # A viewer's token, made by the admin with the CLI: it reads, it may not submit.
+        made = subprocess.run([os.environ["PARITY_CLI"], "token", "create", "--name", "py-viewer",
+                               "--role", "viewer"], capture_output=True, text=True)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        with parity_client.connect(token=made.stdout.strip()) as viewer:
+            self.assertTrue(viewer.list_sweeps(), "a viewer reads the sweeps")
+            with self.assertRaises(parity_client.ParityError) as caught:
+                viewer.submit(SPEC)
+            self.assertEqual(caught.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+
     def test_malformed_spec_is_caught_by_the_loader(self):
         with self.assertRaises(parity_client.ParityError) as caught:
             parity_client.parse_spec(
