@@ -33,6 +33,37 @@ ResourceOffer OfferOf(const google::protobuf::RepeatedPtrField<v1::Device>& devi
   return offer;
 }
 
+// What a worker may send about itself and its runs (the spec's own limits are core's).
+constexpr size_t kMaxWorkerVersionBytes = 64;
+constexpr int kMaxWorkerDevices = 256;
+constexpr int kMaxWorkerLabels = 32;
+constexpr size_t kMaxWorkerLabelBytes = 256;
+constexpr size_t kMaxCheckpointUriBytes = 4096;
+constexpr size_t kMaxFailureMessageBytes = 16384;
+constexpr int kMaxFailureDetails = 8;
+
+void CheckWorkerLabels(Violations& violations,
+                       const google::protobuf::Map<std::string, std::string>& labels) {
+  if (labels.size() > static_cast<size_t>(kMaxWorkerLabels)) {
+    violations.Add("labels",
+                   absl::StrCat(labels.size(), " labels, over the limit of ", kMaxWorkerLabels));
+  }
+  for (const auto& [key, value] : labels) {
+    if (key.empty() || key.size() > 63 || value.size() > kMaxWorkerLabelBytes) {
+      violations.Add(absl::StrCat("labels[", key.substr(0, 64), "]"),
+                     absl::StrCat("a key of 1 to 63 characters and a value of at most ",
+                                  kMaxWorkerLabelBytes));
+    }
+  }
+}
+
+void CheckCheckpoint(Violations& violations, const v1::Checkpoint& checkpoint) {
+  if (checkpoint.uri().size() > kMaxCheckpointUriBytes) {
+    violations.Add("checkpoint.uri",
+                   absl::StrCat("longer than ", kMaxCheckpointUriBytes, " characters"));
+  }
+}
+
 void CheckDevices(Violations& violations, absl::string_view field,
                   const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
   if (devices.empty()) violations.Add(std::string(field), "at least one device is required");
@@ -328,6 +359,14 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   CheckDevices(violations, "devices", request.devices());
   if (!request.worker_id().empty()) violations.RequireUuid("worker_id", request.worker_id());
   if (request.hostname().size() > 255) violations.Add("hostname", "longer than 255 characters");
+  if (request.version().size() > kMaxWorkerVersionBytes) {
+    violations.Add("version", absl::StrCat("longer than ", kMaxWorkerVersionBytes, " characters"));
+  }
+  if (request.devices_size() > kMaxWorkerDevices) {
+    violations.Add("devices", absl::StrCat(request.devices_size(), " devices, over the limit of ",
+                                           kMaxWorkerDevices));
+  }
+  CheckWorkerLabels(violations, request.labels());
   if (absl::Status status = violations.ToStatus("invalid RegisterWorker request"); !status.ok()) {
     return status;
   }
@@ -440,6 +479,7 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
   violations.RequireUuid("worker_id", request.worker_id());
   violations.RequireUuid("run_id", request.run_id());
   if (request.lease_epoch() <= 0) violations.Add("lease_epoch", "must be positive");
+  CheckCheckpoint(violations, request.checkpoint());
   if (absl::Status status = violations.ToStatus("invalid Heartbeat request"); !status.ok()) {
     return status;
   }
@@ -517,6 +557,15 @@ void Scheduler::CompleteRun(const v1::CompleteRunRequest& request,
   if (request.has_failure() && request.failure().failure_class() == v1::FAILURE_CLASS_UNSPECIFIED) {
     violations.Add("failure.failure_class", "required");
   }
+  if (request.failure().status().message().size() > kMaxFailureMessageBytes) {
+    violations.Add("failure.status.message",
+                   absl::StrCat("longer than ", kMaxFailureMessageBytes, " bytes"));
+  }
+  if (request.failure().status().details_size() > kMaxFailureDetails) {
+    violations.Add("failure.status.details",
+                   absl::StrCat("more than ", kMaxFailureDetails, " details"));
+  }
+  CheckCheckpoint(violations, request.checkpoint());
   if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {
     return done(status);
   }

@@ -266,9 +266,9 @@ TEST_F(SchedulerTest, AWatchStreamEndsUnavailableAfterItsLifetimeSoThatClientsRe
   watch.set_sweep_id(submitted.sweep().sweep_id());
   const absl::Time start = absl::Now();
   int messages = 0;
-  const absl::Status status = scheduler.WatchSweep(
-      watch, {[start] { return absl::Now() - start > absl::Seconds(10); }},
-      [&](const v1::WatchSweepResponse&) { return ++messages > 0; });
+  const absl::Status status =
+      scheduler.WatchSweep(watch, {[start] { return absl::Now() - start > absl::Seconds(10); }},
+                           [&](const v1::WatchSweepResponse&) { return ++messages > 0; });
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_GT(messages, 0) << "the stream starts with the current state";
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "ended at its lifetime, not the cancel";

@@ -593,3 +593,54 @@ TEST_F(SchedulerTest, InvalidRequestsListEveryViolation) {
 
 }  // namespace
 }  // namespace parity::server::testing
+
+namespace parity::server::testing {
+namespace {
+
+std::vector<std::string> FieldsOf(const absl::Status& status) {
+  std::vector<std::string> fields;
+  for (const core::FieldViolation& v : core::FieldViolationsOf(status)) fields.push_back(v.field);
+  return fields;
+}
+
+TEST_F(SchedulerTest,
+       WhatAWorkerSendsPastItsLimitsIsInvalidArgumentNamingTheFieldAndStoresNothing) {
+  v1::RegisterWorkerRequest registration;
+  registration.set_hostname("limits");
+  *registration.add_devices() = CpuDevice();
+  for (int i = 0; i < 33; ++i) registration.mutable_labels()->insert({absl::StrCat("k", i), "v"});
+  registration.set_version(std::string(65, 'v'));
+  const absl::Status refused = scheduler_->RegisterWorker(registration).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FieldsOf(refused), ::testing::IsSupersetOf({"labels", "version"}));
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM workers"), "0");
+
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("limits", 1));
+  const std::string worker = Register();
+  const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+  ASSERT_TRUE(leased.ok() && leased->has_lease());
+  const std::string before = Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs");
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id(worker);
+  heartbeat.set_run_id(submitted.run_ids(0));
+  heartbeat.set_lease_epoch(1);
+  heartbeat.set_lease_secret(leased->lease_secret());
+  heartbeat.mutable_checkpoint()->set_uri(std::string(4097, 'c'));
+  const absl::Status beat = scheduler_->Heartbeat(heartbeat).status();
+  EXPECT_EQ(beat.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FieldsOf(beat), ::testing::ElementsAre("checkpoint.uri"));
+  v1::CompleteRunRequest complete;
+  complete.set_run_id(submitted.run_ids(0));
+  complete.set_lease_epoch(1);
+  complete.set_lease_secret(leased->lease_secret());
+  complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_INFRASTRUCTURE);
+  complete.mutable_failure()->mutable_status()->set_message(std::string(16385, 'm'));
+  const absl::Status failed = scheduler_->CompleteRun(complete).status();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FieldsOf(failed), ::testing::ElementsAre("failure.status.message"));
+  EXPECT_EQ(Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs"), before)
+      << "a refused write must change nothing";
+}
+
+}  // namespace
+}  // namespace parity::server::testing
