@@ -144,6 +144,10 @@ absl::StatusOr<std::unique_ptr<SchedulerClient>> MakeGrpcSchedulerClient(
   channel.args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   channel.args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   channel.args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  // A scheduler that vanished without closing the connection (a partition, a dead host) is
+  // noticed within 40 s even by a long poll in flight; the server allows a ping every 10 s.
+  channel.args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  channel.args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> made = clients::MakeSchedulerChannel(channel);
   if (!made.ok()) return made.status();
   return std::unique_ptr<SchedulerClient>(
