@@ -644,3 +644,28 @@ TEST_F(SchedulerTest,
 
 }  // namespace
 }  // namespace parity::server::testing
+
+namespace parity::server::testing {
+namespace {
+
+TEST_F(SchedulerTest, ASubmissionPastTheOwnersQueuedRunLimitIsResourceExhaustedAndStoresNothing) {
+  SchedulerOptions options = options_;
+  options.max_queued_runs_per_owner = 5;
+  Scheduler scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
+  const Caller alice{"alice", false};
+  v1::SubmitSweepRequest request;
+  *request.mutable_spec() = MakeSweepSpec("queued", 4);
+  ASSERT_TRUE(scheduler.SubmitSweep(request, alice).ok());
+  *request.mutable_spec() = MakeSweepSpec("queued-more", 2);
+  const absl::Status refused = scheduler.SubmitSweep(request, alice).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(FieldsOf(refused), ::testing::ElementsAre("spec"));
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("limit of 5"));
+  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM runs"), "4") << "nothing of it stored";
+  *request.mutable_spec() = MakeSweepSpec("queued-fits", 1);
+  EXPECT_TRUE(scheduler.SubmitSweep(request, alice).ok()) << "5 runs in all is the limit itself";
+  EXPECT_TRUE(scheduler.SubmitSweep(request, Caller{"bob", false}).ok()) << "per identity";
+}
+
+}  // namespace
+}  // namespace parity::server::testing
