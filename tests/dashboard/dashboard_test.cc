@@ -47,6 +47,7 @@ class DashboardTest : public ::testing::Test {
     options.bootstrap_token = parity::testing::kTestAdminToken;
     options.http_listen = "127.0.0.1:0";
     options.database_url = parity::testing::PostgresEnvironment::FreshDatabase();
+    database_url_ = options.database_url;
     options.pool_size = 6;
     options.scheduler.lease_ttl = absl::Minutes(10);  // the RUNNING runs stay leased throughout
     options.scheduler.heartbeat_interval = absl::Seconds(30);
@@ -124,6 +125,7 @@ class DashboardTest : public ::testing::Test {
   std::unique_ptr<StudySeeder> seeder_;
   SeededStudy study_;
   std::unique_ptr<httplib::Client> http_;
+  std::string database_url_;
   std::filesystem::path screenshots_;
   std::filesystem::path scratch_;
 };
@@ -275,6 +277,45 @@ TEST_F(DashboardTest, DashboardInChromiumWithALiveUpdate) {
   EXPECT_TRUE(report_error.empty()) << report_error;
   EXPECT_FALSE(result.timed_out) << result.output;
   EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+// The dashboard over HTTPS, as a viewer: a second scheduler on the same database with TLS, and
+// the browser signs in through the form (a wrong token first).
+TEST_F(DashboardTest, AViewerSignsInOverHttpsAndOut) {
+  ASSERT_TRUE(std::filesystem::exists(Chromium()))
+      << Chromium() << " is missing: install Debian's chromium (deploy/setup.sh does)";
+  const std::string tls = (scratch_ / "tls").string();
+  std::filesystem::create_directories(tls);
+  const std::string script = absl::StrCat(
+      "set -e; cd '", tls,
+      "'; openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 2 "
+      "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null");
+  ASSERT_EQ(std::system(script.c_str()), 0) << "openssl could not make a certificate";
+  server::ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.http_listen = "127.0.0.1:0";
+  options.metrics_listen = "";
+  options.database_url = database_url_;
+  options.pool_size = 4;
+  options.tls.cert_file = tls + "/cert.pem";
+  options.tls.key_file = tls + "/key.pem";
+  absl::StatusOr<std::unique_ptr<server::SchedulerServer>> https =
+      server::SchedulerServer::Start(options, &core::PlanSweep);
+  ASSERT_TRUE(https.ok()) << https.status();
+  v1::CreateTokenRequest create;
+  create.set_name("vera");
+  create.set_role(v1::ROLE_VIEWER);
+  absl::StatusOr<v1::CreateTokenResponse> viewer =
+      (*https)->access().CreateToken(create, server::Identity{"", "test", {}, {}});
+  ASSERT_TRUE(viewer.ok()) << viewer.status();
+  const ChildResult result =
+      RunChild(BrowserCommand({"--mode", "signin", "--base-url",
+                               absl::StrCat("https://127.0.0.1:", (*https)->http_port()), "--token",
+                               viewer->secret()}),
+               (scratch_ / "browser-signin.log").string(), absl::Seconds(180));
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  (*https)->Shutdown(absl::Seconds(2));
 }
 
 TEST_F(DashboardTest, ReportRendersOfflineInChromium) {
