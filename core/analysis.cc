@@ -88,7 +88,8 @@ absl::StatusOr<DenseLawFit> FitPoint(std::span<const Observation> runs, double d
   const double c_max = min_y * (1 - 1e-6);
   auto loss_at = [&](double b) { return FitForExponent(runs, x0, b, delta, c_max).loss; };
   constexpr int kScan = 120;
-  constexpr double kLogLo = -3, kLogHi = std::log10(3.0);  // b in [0.001, 3]
+  // b in [0.001, 3]; const, not constexpr: std::log10 is constexpr only as a GCC extension.
+  const double kLogLo = -3, kLogHi = std::log10(3.0);
   int best = -1;
   double best_loss = kInf;
   for (int i = 0; i < kScan; ++i) {

@@ -7,6 +7,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
+#include "core/utf8.h"
 #include "google/rpc/error_details.pb.h"
 
 namespace parity::core {
@@ -19,6 +20,9 @@ absl::string_view TypeUrl() {
 
 }  // namespace
 
+// Fields and descriptions quote what was asked (ids, spec values, parameters), which may be any
+// bytes or a UTF-8 text cut mid-character: BadRequest's strings must be UTF-8 or the payload does
+// not parse again (FieldViolationsOf, the gRPC client), and the message ends up in JSON.
 absl::Status InvalidArgumentWithViolations(std::string_view summary,
                                            std::span<const FieldViolation> violations) {
   return StatusWithViolations(absl::StatusCode::kInvalidArgument, summary, violations);
@@ -38,13 +42,13 @@ absl::Status ResourceExhaustedWithViolation(std::string field, std::string descr
 
 absl::Status StatusWithViolations(absl::StatusCode code, std::string_view summary,
                                   std::span<const FieldViolation> violations) {
-  std::string message(summary);
+  std::string message = ToValidUtf8(summary);
   google::rpc::BadRequest bad_request;
   for (const FieldViolation& v : violations) {
-    absl::StrAppend(&message, "\n  ", v.field, ": ", v.description);
     google::rpc::BadRequest::FieldViolation* out = bad_request.add_field_violations();
-    out->set_field(v.field);
-    out->set_description(v.description);
+    out->set_field(ToValidUtf8(v.field));
+    out->set_description(ToValidUtf8(v.description));
+    absl::StrAppend(&message, "\n  ", out->field(), ": ", out->description());
   }
   absl::Status status(code, message);
   status.SetPayload(TypeUrl(), absl::Cord(bad_request.SerializeAsString()));

@@ -19,9 +19,13 @@ namespace {
 
 using parity::v1::ModelSpec;
 
+// The multiple of `multiple` nearest `value`, at least `multiple` and at most 2^30 (a width no
+// model has; past it a cast to uint32_t would be undefined, and a NaN too).
 uint32_t RoundToMultiple(double value, uint32_t multiple) {
   const double rounded = std::round(value / multiple) * multiple;
-  return static_cast<uint32_t>(std::max<double>(multiple, rounded));
+  constexpr double kMax = double(1u << 30);
+  if (!(rounded >= multiple)) return multiple;
+  return static_cast<uint32_t>(std::min(rounded, std::floor(kMax / multiple) * multiple));
 }
 
 // Defaults the engine would otherwise have to guess: a planned model names every value.
@@ -154,6 +158,8 @@ absl::StatusOr<ModelSpec> SolveMoePoint(const ModelSpec& backbone,
             e_real = (mu * d_m - s.shared_expert_hidden) / d_e;
           }
           if (e_real < k) break;  // larger K only shrinks E further under 1dense+SE
+          // No E that large (nor a NaN) fits a uint32: casting it would be undefined.
+          if (!(e_real < double(std::numeric_limits<uint32_t>::max()))) continue;
           e_candidates[0] = static_cast<uint32_t>(std::floor(e_real));
           e_candidates[1] = static_cast<uint32_t>(std::ceil(e_real));
         }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "core/field_violation.h"
 #include "core/status_macros.h"
+#include "core/utf8.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "yaml-cpp/yaml.h"
@@ -50,8 +51,14 @@ json YamlToJson(const YAML::Node& node) {
   }
 }
 
+// dump() throws on text that is not UTF-8; ParseMessage refuses such specs first, and the
+// replacement keeps that true of anything else that reaches here.
+std::string Dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string Shown(const json& value) {
-  return value.is_string() ? value.get<std::string>() : value.dump();
+  return value.is_string() ? value.get<std::string>() : Dump(value);
 }
 
 // Walks `in` against a message descriptor, writing proto JSON to `out` and collecting problems.
@@ -180,7 +187,7 @@ class Normalizer {
     if (value.is_number_integer() || value.is_string()) {
       const std::string text = value.is_string()
                                    ? absl::StrReplaceAll(value.get<std::string>(), {{"_", ""}})
-                                   : value.dump();
+                                   : Dump(value);
       int64_t i64;
       uint64_t u64;
       if (is_signed && absl::SimpleAtoi(text, &i64) && i64 >= min && i64 <= max) {
@@ -349,6 +356,18 @@ std::optional<double> ParseQuantity(std::string_view raw) {
 
 absl::Status ParseMessage(std::string_view text, SpecFormat format,
                           google::protobuf::Message& message) {
+  // Protobuf strings are UTF-8; yaml-cpp passes any bytes through, and a spec saved in Latin-1
+  // would otherwise fail later, further from the byte at fault.
+  if (const size_t bad = InvalidUtf8Offset(text); bad != std::string_view::npos) {
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i < bad; ++i) {
+      column = text[i] == '\n' ? 1 : column + 1;
+      line += text[i] == '\n';
+    }
+    const FieldViolation v{"spec", absl::StrCat("not UTF-8 text: byte ", bad, " (line ", line,
+                                                ", column ", column, ") is invalid")};
+    return InvalidArgumentWithViolations("spec is not UTF-8 text", {&v, 1});
+  }
   json tree;
   try {
     if (format == SpecFormat::kYaml) {
@@ -377,7 +396,7 @@ absl::Status ParseMessage(std::string_view text, SpecFormat format,
   options.ignore_unknown_fields = false;
   message.Clear();
   const auto status =
-      google::protobuf::util::JsonStringToMessage(normalized.dump(), &message, options);
+      google::protobuf::util::JsonStringToMessage(Dump(normalized), &message, options);
   if (!status.ok()) {
     // Not expected after normalisation; reported whole rather than lost.
     const FieldViolation v{"spec", std::string(status.message())};

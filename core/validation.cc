@@ -38,6 +38,18 @@ class Checker {
 
 std::string Num(double v) { return absl::StrFormat("%g", v); }
 
+// A granularity G asks for experts of D_e = 2·D_m/G; the shape solver considers D_e up to 4·D_m,
+// so G below 0.5 can never be met (and a tiny one made D_e overflow its integer type).
+void CheckGranularity(Checker& c, double g, const std::string& path) {
+  if (!std::isfinite(g) || g < 0) {
+    c.Add(path, absl::StrCat(Num(g), " must be a finite number ≥ 0"));
+  } else if (g > 0 && g < 0.5) {
+    c.Add(path, absl::StrCat(Num(g),
+                             " asks for experts wider than 4·d_model (D_e = 2·D_m/G); "
+                             "G must be ≥ 0.5"));
+  }
+}
+
 // Names must be unique within an axis: they become parts of run names.
 void CheckUniqueNames(Checker& c, const std::vector<std::string>& names, const std::string& path) {
   std::map<std::string, size_t> seen;
@@ -125,7 +137,9 @@ void CheckMoeBackbone(Checker& c, const SweepSpec& spec) {
     c.Require(m.ffn_hidden() > 0 || m.ffn_ratio() > 0, "moe.ffn_ratio",
               "set ffn_hidden or ffn_ratio for the backbone's dense layers");
   }
-  c.Require(moe.total_ffn_ratio() >= 0, "moe.moe.total_ffn_ratio", "must be ≥ 0");
+  c.Require(moe.total_ffn_ratio() >= 0 && std::isfinite(moe.total_ffn_ratio()),
+            "moe.moe.total_ffn_ratio", "must be a finite number ≥ 0");
+  CheckGranularity(c, moe.granularity(), "moe.moe.granularity");
   // E, K, D_e and r_a belong to the grid points; on the backbone they would be silently ignored.
   for (const auto& [value, name] :
        {std::pair{moe.num_experts(), "num_experts"}, std::pair{moe.top_k(), "top_k"},
@@ -179,9 +193,8 @@ void CheckMoePoints(Checker& c, const SweepSpec& spec) {
       c.Add(path + ".expert_hidden",
             absl::StrCat(p.expert_hidden(), " is not a multiple of ", kExpertHiddenMultiple));
     }
-    if (p.granularity() < 0) {
-      c.Add(path + ".granularity", absl::StrCat(Num(p.granularity()), " must be ≥ 0"));
-    } else if (p.granularity() > 0 && p.expert_hidden() > 0) {
+    CheckGranularity(c, p.granularity(), path + ".granularity");
+    if (p.granularity() > 0 && p.expert_hidden() > 0) {
       c.Add(path + ".granularity", "over-determined: expert_hidden already fixes G = 2·D_m/D_e");
     }
   }

@@ -31,6 +31,7 @@ packages=(
   openssl  # the TLS tests make their certificates with it
   chromium  # the dashboard's browser tests (tests/dashboard) drive it headless
   prometheus  # promtool: the deploy/ tests lint the metrics, config, alert rules and dashboard
+  clang-14 libclang-rt-14-dev llvm-14  # libFuzzer, ASan/UBSan, llvm-symbolizer (tests/fuzz)
   python3-grpcio python3-protobuf python3-yaml  # the Python client (clients/python)
   python3-pandas python3-matplotlib  # optional for its users; its test draws the README figure
 )

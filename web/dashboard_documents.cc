@@ -17,6 +17,12 @@ json ParsedMessage(const google::protobuf::Message& message) {
   return json::parse(MessageJson(message));
 }
 
+// Documents quote what was asked (an error names the path, a bad id or parameter), which may be
+// any bytes: dump() would throw on text that is not UTF-8, so it is replaced by U+FFFD instead.
+std::string Dump(const json& doc) {
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace
 
 std::string MessageJson(const google::protobuf::Message& message) {
@@ -35,12 +41,11 @@ std::string ErrorJson(int http_status, std::string_view code, std::string_view m
   for (const ParameterViolation& v : violations) {
     list.push_back({{"field", v.field}, {"description", v.description}});
   }
-  return json{{"error",
-               {{"http_status", http_status},
-                {"code", code},
-                {"message", message},
-                {"violations", std::move(list)}}}}
-      .dump();
+  return Dump(json{{"error",
+                    {{"http_status", http_status},
+                     {"code", code},
+                     {"message", message},
+                     {"violations", std::move(list)}}}});
 }
 
 std::vector<v1::MetricPoint> SampleEvenly(std::span<const v1::MetricPoint> points,
@@ -81,7 +86,7 @@ std::string CurvesJson(std::span<const v1::MetricPoint> points) {
     run["flops"].push_back(point.flops());
     run["val_bpc"].push_back(point.val_bpc());
   }
-  return json{{"runs", std::move(runs)}}.dump();
+  return Dump(json{{"runs", std::move(runs)}});
 }
 
 std::string HistoryJson(std::string_view run_id, std::span<const v1::MetricPoint> sampled,
@@ -148,7 +153,7 @@ std::string HistoryJson(std::string_view run_id, std::span<const v1::MetricPoint
   } else {
     doc["latest_expert_load"] = nullptr;
   }
-  return doc.dump();
+  return Dump(doc);
 }
 
 std::string MetricPageJson(std::span<const v1::MetricPoint> points, bool more) {
@@ -156,7 +161,7 @@ std::string MetricPageJson(std::span<const v1::MetricPoint> points, bool more) {
   for (const v1::MetricPoint& point : points) doc["points"].push_back(ParsedMessage(point));
   doc["next_after_step"] =
       more && !points.empty() ? json(std::to_string(points.back().step())) : json(nullptr);
-  return doc.dump();
+  return Dump(doc);
 }
 
 }  // namespace parity::web

@@ -105,5 +105,18 @@ TEST(ErrorJson, CodeMessageAndViolations) {
   EXPECT_EQ(doc["error"]["violations"][0]["field"], "limit");
 }
 
+// Found by tests/fuzz (dashboard_api_fuzzer): GET /api/v1/runs/%FF quoted the byte in its
+// "no API route" message and dump() threw on it, so the reply was an uncaught exception.
+TEST(ErrorJson, TextThatIsNotUtf8IsReplacedNotThrown) {
+  const ParameterViolation violations[] = {{"run_id", "'\xff\xfe' is not a UUID"}};
+  std::string text;
+  ASSERT_NO_THROW(text = ErrorJson(404, "NOT_FOUND", "no API route /api/v1/runs/\xff", violations));
+  ASSERT_TRUE(json::accept(text)) << text;
+  const json doc = json::parse(text);
+  EXPECT_EQ(doc["error"]["message"], "no API route /api/v1/runs/\xef\xbf\xbd");
+  EXPECT_EQ(doc["error"]["violations"][0]["description"],
+            "'\xef\xbf\xbd\xef\xbf\xbd' is not a UUID");
+}
+
 }  // namespace
 }  // namespace parity::web

@@ -129,6 +129,34 @@ TEST(SpecLoaderTest, SyntaxErrorsAndMissingFiles) {
             absl::StatusCode::kNotFound);
 }
 
+// Found by tests/fuzz (spec_yaml_fuzzer): yaml-cpp passes any bytes through, and a value that is
+// not UTF-8 (a spec saved in Latin-1) made nlohmann::json throw from dump() outside the loader's
+// try, ending the process. Now a violation names the byte; JSON's parser refuses it as well.
+TEST(SpecLoaderTest, TextThatIsNotUtf8IsAViolationNotACrash) {
+  for (const SpecFormat format : {SpecFormat::kYaml, SpecFormat::kJson}) {
+    const std::string text = format == SpecFormat::kYaml
+                                 ? "name: ok\ndescription: caf\xe9\n"
+                                 : "{\"name\": \"ok\", \"description\": \"caf\xe9\"}";
+    absl::StatusOr<SweepSpec> spec;
+    ASSERT_NO_THROW(spec = ParseSweepSpec(text, format));
+    ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::vector<FieldViolation> violations = FieldViolationsOf(spec.status());
+    ASSERT_EQ(violations.size(), 1u) << spec.status();
+    EXPECT_EQ(violations[0].field, "spec");
+  }
+  auto yaml = ParseSweepSpec("name: ok\ndescription: caf\xe9\n", SpecFormat::kYaml);
+  EXPECT_NE(Fields(yaml.status()).find("line 2, column 17"), std::string::npos)
+      << Fields(yaml.status());
+  // Nested in a structure that an error message quotes whole.
+  EXPECT_EQ(
+      ParseSweepSpec("name: ok\ngrid: {seeds: [[\"\xff\"]]}\n", SpecFormat::kYaml).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  // Valid UTF-8 beyond ASCII is text like any other.
+  auto accented = ParseSweepSpec("name: caf\xc3\xa9\n", SpecFormat::kYaml);
+  ASSERT_TRUE(accented.ok()) << accented.status();
+  EXPECT_EQ(accented->name(), "caf\xc3\xa9");
+}
+
 TEST(SpecLoaderTest, JsonAcceptsFriendlyNamesToo) {
   auto spec = ParseSweepSpec(R"({"name": "j", "moe": {"moe": {"layout": "1dense+SE"}},
                                  "data": {"uniqueTokens": "68B"}})",

@@ -248,6 +248,23 @@ const BadInput kBadInputs[] = {
        }
      },
      "grid.moe", "1002 points exceed the limit of 1000"},
+    // Found by tests/fuzz (scheduler_requests_fuzzer, under UBSan): a tiny granularity made the
+    // shape solver's D_e = 2·D_m/G infinite, cast to uint32_t (undefined), and an infinite μ
+    // passed as ≥ 0.
+    {"granularity asking for experts wider than the solver's",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(0)->set_granularity(1e-300); },
+     "grid.moe[0].granularity", "G must be ≥ 0.5"},
+    {"granularity not a number",
+     [](SweepSpec& s) { s.mutable_grid()->mutable_moe(0)->set_granularity(std::nan("")); },
+     "grid.moe[0].granularity", "must be a finite number ≥ 0"},
+    {"backbone granularity below 0.5",
+     [](SweepSpec& s) { s.mutable_moe()->mutable_moe()->set_granularity(0.25); },
+     "moe.moe.granularity", "G must be ≥ 0.5"},
+    {"infinite total FFN ratio",
+     [](SweepSpec& s) {
+       s.mutable_moe()->mutable_moe()->set_total_ffn_ratio(std::numeric_limits<double>::infinity());
+     },
+     "moe.moe.total_ffn_ratio", "must be a finite number ≥ 0"},
 };
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, BadInputTest, testing::ValuesIn(kBadInputs),

@@ -457,6 +457,66 @@ TEST_F(TrainTest, ResumeFollowsCorpusContentNotPath) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
 }
 
+// A checkpoint file by hand, in the format of checkpoint.h, ending in a valid checksum: a reader
+// that refuses it cannot blame the checksum.
+std::string CheckpointBytes(uint32_t layers, const std::vector<uint32_t>& experts, uint64_t n) {
+  std::string bytes = "PARITYCK";
+  auto put = [&bytes](const auto& v) {
+    bytes.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  };
+  put(uint32_t{2});  // version
+  put(uint64_t{7});  // fingerprint
+  put(uint32_t{3});  // device name
+  bytes += "cpu";
+  put(uint32_t{4});  // precision name
+  bytes += "fp32";
+  put(int64_t{5});    // step
+  put(int64_t{6});    // cursor
+  put(uint64_t{42});  // rng seed
+  put(uint64_t{1});   // rng counter
+  put(layers);
+  for (uint32_t e : experts) {
+    put(e);
+    for (uint32_t i = 0; i < e; ++i) put(0.5f);
+  }
+  put(n);
+  for (uint64_t i = 0; i < 3 * n; ++i) put(1.0f);
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : bytes) h = (h ^ ch) * 1099511628211ULL;
+  put(h);
+  return bytes;
+}
+
+// Found by tests/fuzz (checkpoint_fuzzer): the MoE layer count sized an allocation before any
+// layer was read, so a file claiming 4 billion layers asked for ~100 GB (out of memory) instead
+// of being refused as corrupt.
+TEST_F(TrainTest, CheckpointClaimingMoreLayersThanItHoldsIsCorrupt) {
+  const std::string path = (dir_ / "layers.ckpt").string();
+  for (uint32_t layers : {0xFFFFFFFFu, 1000u, 2u}) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << CheckpointBytes(layers, {1}, 1);
+    auto c = ReadCheckpointFile(path);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss) << layers << ": " << c.status();
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << CheckpointBytes(1, {1}, 1);
+  auto c = ReadCheckpointFile(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->balance_bias.size(), 1u);
+  EXPECT_EQ(c->balance_bias[0], std::vector<float>{0.5f});
+}
+
+// Found by tests/fuzz under UBSan: empty arrays (a layer of no experts, no parameters) were read
+// with memcpy into an empty vector's null data().
+TEST_F(TrainTest, CheckpointWithEmptyArraysReads) {
+  const std::string path = (dir_ / "empty.ckpt").string();
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << CheckpointBytes(2, {0, 0}, 0);
+  auto c = ReadCheckpointFile(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->step, 5);
+  EXPECT_EQ(c->device, "cpu");
+  EXPECT_EQ(c->balance_bias.size(), 2u);
+  EXPECT_TRUE(c->params.empty() && c->adam_m.empty() && c->adam_v.empty());
+}
+
 // ---- the binary --------------------------------------------------------------------------------
 
 int RunCommand(const std::string& cmd, std::string* output) {

@@ -82,10 +82,12 @@ class Reader {
   bool GetFloats(size_t n, std::vector<float>* v) {
     if (n > (s_.size() - pos_) / sizeof(float)) return false;
     v->resize(n);
+    if (n == 0) return true;  // an empty vector's data() may be null, which memcpy must not see
     std::memcpy(v->data(), s_.data() + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
     return true;
   }
+  size_t remaining() const { return s_.size() - pos_; }
 
  private:
   std::string_view s_;
@@ -232,6 +234,9 @@ absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path) {
       !r.Get(&layers)) {
     return corrupt("truncated header");
   }
+  // Each layer takes at least its u32 E: a count the file cannot hold is corrupt, and must not
+  // size an allocation (a flipped bit asked for 4 billion layers).
+  if (layers > r.remaining() / sizeof(uint32_t)) return corrupt("truncated balance biases");
   c.balance_bias.resize(layers);
   for (auto& b : c.balance_bias) {
     uint32_t e = 0;
