@@ -207,6 +207,30 @@ std::vector<absl::StatusOr<std::optional<server::LeasedRun>>> FuzzRunStore::Leas
     const std::vector<const server::LeaseRequest*>& requests) {
   return memory_->LeaseNextRuns(requests);
 }
+absl::StatusOr<server::OwnerLoad> FuzzRunStore::CountOwnerLoad(const std::string& owner) {
+  return memory_->CountOwnerLoad(owner);
+}
+absl::StatusOr<server::StoredAccessToken> FuzzRunStore::CreateToken(
+    const server::NewAccessToken& token) {
+  return memory_->CreateToken(token);
+}
+absl::StatusOr<std::optional<server::StoredAccessToken>> FuzzRunStore::FindToken(
+    const std::string& secret_sha256) {
+  return memory_->FindToken(secret_sha256);
+}
+absl::StatusOr<server::Page<server::StoredAccessToken>> FuzzRunStore::ListTokens(
+    bool include_inactive, const server::PageRequest& page) {
+  return memory_->ListTokens(include_inactive, page);
+}
+absl::StatusOr<uint32_t> FuzzRunStore::RevokeTokens(const server::TokenRevocation& which) {
+  return memory_->RevokeTokens(which);
+}
+absl::StatusOr<bool> FuzzRunStore::HasLiveAdmin() { return memory_->HasLiveAdmin(); }
+absl::StatusOr<std::string> FuzzRunStore::GetOrCreateServerKey(const std::string& name,
+                                                               const std::string& candidate) {
+  return memory_->GetOrCreateServerKey(name, candidate);
+}
+
 absl::StatusOr<server::HeartbeatResult> FuzzRunStore::Heartbeat(
     const server::HeartbeatUpdate& update) {
   return memory_->Heartbeat(update);
@@ -414,11 +438,20 @@ void FuzzWorld::Seed() {
 
   // Three runs leased: two finish with metrics, the third keeps running with metrics.
   std::vector<server::LeasedRun> leased;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 2; ++i) {
     std::optional<server::LeasedRun> run = Must(store_->LeaseNextRun(lease), "seed lease");
     if (!run) Die("seed lease: no run");
     leased.push_back(std::move(*run));
   }
+  // The running one through the Scheduler, for the lease secret its writes must carry.
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_worker_id(worker.worker_id());
+  *lease_request.add_free_devices() = cpu;
+  v1::LeaseRunResponse running =
+      Must(scheduler_->LeaseRun(lease_request, clock_.Now() + absl::Hours(1), {}), "seed lease");
+  if (!running.has_lease()) Die("seed lease: no run for the scheduler");
+  seeded_lease_secret_ = running.lease_secret();
+  leased.push_back(server::LeasedRun{running.lease(), running.run()});
   for (size_t i = 0; i < leased.size(); ++i) {
     const server::LeasedRun& run = leased[i];
     const bool moe = run.run.spec().role() == v1::RUN_ROLE_MOE;

@@ -62,6 +62,18 @@ class FuzzRunStore final : public server::RunStore {
   absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
   absl::StatusOr<server::RetentionResult> ApplyRetention(
       const server::RetentionPolicy& policy) override;
+  absl::StatusOr<server::OwnerLoad> CountOwnerLoad(const std::string& owner) override;
+  // AccessTokens: the memory store's.
+  absl::StatusOr<server::StoredAccessToken> CreateToken(
+      const server::NewAccessToken& token) override;
+  absl::StatusOr<std::optional<server::StoredAccessToken>> FindToken(
+      const std::string& secret_sha256) override;
+  absl::StatusOr<server::Page<server::StoredAccessToken>> ListTokens(
+      bool include_inactive, const server::PageRequest& page) override;
+  absl::StatusOr<uint32_t> RevokeTokens(const server::TokenRevocation& which) override;
+  absl::StatusOr<bool> HasLiveAdmin() override;
+  absl::StatusOr<std::string> GetOrCreateServerKey(const std::string& name,
+                                                   const std::string& candidate) override;
 
   // ReadModels, simply.
   absl::StatusOr<server::Page<v1::ResultRow>> QueryResults(
@@ -97,6 +109,15 @@ class FuzzWorld {
   void Reset();
 
   server::Scheduler& scheduler() { return *scheduler_; }
+  // The lease secret of @run2's lease (epoch 1): a write that leaves lease_secret empty is sent
+  // with it, so that inputs reach past the holder check; one that sets another is refused there.
+  const std::string& seeded_lease_secret() const { return seeded_lease_secret_; }
+  template <typename Request>
+  Request WithSeededSecret(const Request& request) const {
+    Request copy = request;
+    if (copy.lease_secret().empty()) copy.set_lease_secret(seeded_lease_secret_);
+    return copy;
+  }
   server::RunStore& store() { return *store_; }
   const server::FakeClock& clock() const { return clock_; }
 
@@ -113,6 +134,7 @@ class FuzzWorld {
   void Seed();
 
   std::vector<std::pair<std::string, std::string>> placeholders_;  // longest name first
+  std::string seeded_lease_secret_;
 };
 
 // Silences protobuf's and spdlog's logging (a refused non-UTF-8 string, a refused success): at

@@ -153,16 +153,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       });
       break;
     case 15:
-      One<v1::HeartbeatRequest>(data, size, world,
-                                [](Scheduler& s, const auto& r) { return s.Heartbeat(r); });
+      One<v1::HeartbeatRequest>(data, size, world, [&world](Scheduler& s, const auto& r) {
+        return s.Heartbeat(world.WithSeededSecret(r));
+      });
       break;
     case 16:
-      One<v1::ReportMetricsRequest>(data, size, world,
-                                    [](Scheduler& s, const auto& r) { return s.ReportMetrics(r); });
+      One<v1::ReportMetricsRequest>(data, size, world, [&world](Scheduler& s, const auto& r) {
+        return s.ReportMetrics(world.WithSeededSecret(r));
+      });
       break;
     case 17:
-      One<v1::CompleteRunRequest>(data, size, world,
-                                  [](Scheduler& s, const auto& r) { return s.CompleteRun(r); });
+      One<v1::CompleteRunRequest>(data, size, world, [&world](Scheduler& s, const auto& r) {
+        return s.CompleteRun(world.WithSeededSecret(r));
+      });
       break;
     case 18:
       One<v1::CheckpointRetentionRequest>(
