@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,35 @@
 #include "server/store/paging.h"
 
 namespace parity::server {
+
+// The columns of the results view that ResultsQuery::order_by may name: every store checks the
+// request against this list (PostgreSQL never sees an order_by that is not on it).
+inline constexpr std::string_view kResultsOrderColumns[] = {"name",
+                                                            "role",
+                                                            "layout",
+                                                            "state",
+                                                            "d_model",
+                                                            "num_layers",
+                                                            "num_experts",
+                                                            "top_k",
+                                                            "expert_hidden",
+                                                            "params",
+                                                            "active_params",
+                                                            "activation_rate",
+                                                            "flops_per_token",
+                                                            "measured_flops_per_token",
+                                                            "compute_flops",
+                                                            "tokens",
+                                                            "unique_tokens",
+                                                            "epochs",
+                                                            "final_val_bpc",
+                                                            "wall_seconds",
+                                                            "compute_budget",
+                                                            "compute_multiple",
+                                                            "data_variant",
+                                                            "predicted_efficiency_leverage",
+                                                            "delta_bpc_vs_dense",
+                                                            "seed"};
 
 struct ResultsQuery {
   std::string sweep_id;  // empty = all

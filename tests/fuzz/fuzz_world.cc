@@ -94,35 +94,9 @@ v1::MetricPoint Point(uint64_t step, bool eval, bool moe) {
 }
 
 bool Orderable(const std::string& column) {
-  // PostgresRunStore::QueryResults's list: the columns of the results view.
-  static const char* const kOrderable[] = {"name",
-                                           "role",
-                                           "layout",
-                                           "state",
-                                           "d_model",
-                                           "num_layers",
-                                           "num_experts",
-                                           "top_k",
-                                           "expert_hidden",
-                                           "params",
-                                           "active_params",
-                                           "activation_rate",
-                                           "flops_per_token",
-                                           "measured_flops_per_token",
-                                           "compute_flops",
-                                           "tokens",
-                                           "unique_tokens",
-                                           "epochs",
-                                           "final_val_bpc",
-                                           "wall_seconds",
-                                           "compute_budget",
-                                           "compute_multiple",
-                                           "data_variant",
-                                           "predicted_efficiency_leverage",
-                                           "delta_bpc_vs_dense",
-                                           "seed"};
-  return std::any_of(std::begin(kOrderable), std::end(kOrderable),
-                     [&](const char* c) { return column == c; });
+  return std::any_of(std::begin(server::kResultsOrderColumns),
+                     std::end(server::kResultsOrderColumns),
+                     [&](std::string_view c) { return column == c; });
 }
 
 v1::ResultRow RowOf(const v1::Run& run) {

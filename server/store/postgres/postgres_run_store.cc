@@ -199,38 +199,15 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
 
 absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const ResultsQuery& query) {
   // Grid order pages by keyset (sweep, ordinal); a custom order pages by offset (the order
-  // column is checked against the view's columns, never pasted from the request unchecked).
-  static const char* const kOrderable[] = {"name",
-                                           "role",
-                                           "layout",
-                                           "state",
-                                           "d_model",
-                                           "num_layers",
-                                           "num_experts",
-                                           "top_k",
-                                           "expert_hidden",
-                                           "params",
-                                           "active_params",
-                                           "activation_rate",
-                                           "flops_per_token",
-                                           "measured_flops_per_token",
-                                           "compute_flops",
-                                           "tokens",
-                                           "unique_tokens",
-                                           "epochs",
-                                           "final_val_bpc",
-                                           "wall_seconds",
-                                           "compute_budget",
-                                           "compute_multiple",
-                                           "data_variant",
-                                           "predicted_efficiency_leverage",
-                                           "delta_bpc_vs_dense",
-                                           "seed"};
+  // column is checked against the view's columns, kResultsOrderColumns in read_models.h, never
+  // pasted from the request unchecked).
   std::string order_sql = "sweep_id, ordinal";
   if (!query.order_by.empty()) {
     std::vector<std::string> words = absl::StrSplit(query.order_by, ' ', absl::SkipEmpty());
     bool known = false;
-    for (const char* column : kOrderable) known |= !words.empty() && words[0] == column;
+    for (std::string_view column : kResultsOrderColumns) {
+      known |= !words.empty() && words[0] == column;
+    }
     const bool descending = words.size() == 2 && absl::AsciiStrToLower(words[1]) == "desc";
     if (!known || words.size() > 2 || (words.size() == 2 && !descending)) {
       return absl::InvalidArgumentError(
