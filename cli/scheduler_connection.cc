@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "clients/cpp/scheduler_channel.h"
+#include "clients/cpp/scheduler_channel_flags.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -17,29 +17,12 @@ void AddSchedulerOptions(CLI::App& command, SchedulerOptions& options) {
   command.add_option("--timeout", options.timeout_seconds, "Deadline of each call (seconds)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command.add_option("--token", options.token,
-                     "Bearer token (env PARITY_TOKEN; prefer --token-file: a command line is "
-                     "visible to other users)");
-  command.add_option("--token-file", options.token_file,
-                     "File holding the bearer token (env PARITY_TOKEN_FILE)");
-  command.add_option("--tls-ca", options.tls_ca,
-                     "PEM CA of the scheduler's certificate: connect over TLS (env PARITY_TLS_CA)");
-  command.add_option("--tls-client-cert", options.tls_client_cert,
-                     "PEM client certificate, for mutual TLS (env PARITY_TLS_CLIENT_CERT)");
-  command.add_option("--tls-client-key", options.tls_client_key,
-                     "PEM key of --tls-client-cert (env PARITY_TLS_CLIENT_KEY)");
-  command.add_option("--tls-server-name", options.tls_server_name,
-                     "Name to expect in the scheduler's certificate (env PARITY_TLS_SERVER_NAME)");
+  clients::AddSchedulerChannelFlags(command, options.channel, options.token_file);
 }
 
 std::shared_ptr<grpc::Channel> ConnectScheduler(const SchedulerOptions& options) {
-  clients::SchedulerChannelOptions channel{options.address,
-                                           options.token,
-                                           options.tls_ca,
-                                           options.tls_client_cert,
-                                           options.tls_client_key,
-                                           options.tls_server_name,
-                                           {}};
+  clients::SchedulerChannelOptions channel = options.channel;
+  channel.address = options.address;
   // Results pages and watch streams can be large; the server bounds them, not the client.
   channel.args.SetMaxReceiveMessageSize(64 << 20);
   absl::Status resolved = clients::ResolveFromEnvironment(channel, options.token_file);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "clients/cpp/scheduler_channel.h"
 #include "grpcpp/grpcpp.h"
 #include "parity/v1/sweep_service.grpc.pb.h"
 
@@ -23,15 +24,11 @@ struct SchedulerOptions {
   std::string address = std::string(kDefaultScheduler);
   // Deadline of each unary call.
   double timeout_seconds = 30;
-  // The bearer token, or a file holding it (else PARITY_TOKEN / PARITY_TOKEN_FILE).
-  std::string token;
+  // TLS and the bearer token (clients/cpp; the flags fill it, the environment the rest). Its
+  // address is `address` above, set when connecting.
+  clients::SchedulerChannelOptions channel;
+  // --token-file (else PARITY_TOKEN_FILE).
   std::string token_file;
-  // TLS: the CA of the scheduler's certificate (turns TLS on), a client certificate and key
-  // (mutual TLS), the name to expect in the certificate (else PARITY_TLS_*).
-  std::string tls_ca;
-  std::string tls_client_cert;
-  std::string tls_client_key;
-  std::string tls_server_name;
 };
 
 // Adds --scheduler (env PARITY_SCHEDULER), --timeout, --token, --token-file and the --tls-*

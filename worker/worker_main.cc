@@ -33,6 +33,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
+#include "clients/cpp/scheduler_channel_flags.h"
 #include "google/protobuf/util/json_util.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
@@ -99,17 +100,7 @@ int main(int argc, char** argv) {
   app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
   parity::clients::SchedulerChannelOptions channel;
   std::string token_file;
-  app.add_option("--token", channel.token,
-                 "Bearer token of role worker (env PARITY_TOKEN; prefer --token-file)");
-  app.add_option("--token-file", token_file, "File holding the token (env PARITY_TOKEN_FILE)");
-  app.add_option("--tls-ca", channel.tls_ca_file,
-                 "PEM CA of the scheduler's certificate: connect over TLS (env PARITY_TLS_CA)");
-  app.add_option("--tls-client-cert", channel.tls_client_cert_file,
-                 "PEM client certificate for mutual TLS (env PARITY_TLS_CLIENT_CERT)");
-  app.add_option("--tls-client-key", channel.tls_client_key_file,
-                 "PEM key of --tls-client-cert (env PARITY_TLS_CLIENT_KEY)");
-  app.add_option("--tls-server-name", channel.tls_server_name,
-                 "Name to expect in the scheduler's certificate (env PARITY_TLS_SERVER_NAME)");
+  parity::clients::AddSchedulerChannelFlags(app, channel, token_file);
   app.add_option("--threads", threads, "CPU threads to offer; 0 = all (env PARITY_WORKER_THREADS)");
   app.add_option(
       "--max-runs", max_runs,

@@ -132,20 +132,6 @@ bool RoleGrants(TokenRole role, Permission permission) {
   return false;
 }
 
-absl::string_view RoleName(TokenRole role) {
-  switch (role) {
-    case TokenRole::kViewer:
-      return "viewer";
-    case TokenRole::kResearcher:
-      return "researcher";
-    case TokenRole::kWorker:
-      return "worker";
-    case TokenRole::kAdmin:
-      return "admin";
-  }
-  return "?";
-}
-
 AccessControl::AccessControl(AccessTokens& tokens, const Clock& clock, AccessControlOptions options)
     : tokens_(tokens), clock_(clock), options_(options) {}
 
@@ -222,7 +208,7 @@ absl::StatusOr<Identity> AccessControl::Authorize(absl::string_view secret,
   PARITY_ASSIGN_OR_RETURN(Identity identity, Authenticate(secret));
   if (!RoleGrants(identity.role, *permission)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "'", identity.name, "' (role ", RoleName(identity.role), ") may not call ", method));
+        "'", identity.name, "' (role ", TokenRoleName(identity.role), ") may not call ", method));
   }
   return identity;
 }
@@ -249,7 +235,7 @@ absl::StatusOr<v1::CreateTokenResponse> AccessControl::CreateToken(
   NewAccessToken token{request.name(), *role, Sha256(secret), by.name, expires};
   PARITY_ASSIGN_OR_RETURN(const StoredAccessToken stored, tokens_.CreateToken(token));
   spdlog::info("event=token_created token_id={} name={} role={} by={}", stored.token_id,
-               stored.name, std::string(RoleName(stored.role)), by.name);
+               stored.name, TokenRoleName(stored.role), by.name);
   v1::CreateTokenResponse response;
   *response.mutable_token() = ProtoToken(stored);
   response.set_secret(secret);

@@ -43,7 +43,6 @@ enum class Permission {
 // ("GET /api/v1", "GET /metrics", "GET /", ...); nullopt for one without a rule.
 std::optional<Permission> RequiredPermission(absl::string_view method);
 bool RoleGrants(TokenRole role, Permission permission);
-absl::string_view RoleName(TokenRole role);
 
 struct Identity {
   std::string token_id;

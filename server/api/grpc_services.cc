@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/api/status_mapping.h"
 
@@ -33,8 +34,8 @@ auto FinishWith(grpc::ServerUnaryReactor* reactor, T* response) {
 }
 
 absl::StatusOr<Identity> AuthorizeCall(AccessControl& access, grpc::ServerContextBase* context,
-                                       const char* service, const char* method) {
-  return access.Authorize(BearerTokenOf(*context), std::string(service) + method);
+                                       absl::string_view service, absl::string_view method) {
+  return access.Authorize(BearerTokenOf(*context), absl::StrCat(service, method));
 }
 
 }  // namespace
@@ -103,8 +104,7 @@ absl::StatusOr<Caller> WorkerServiceImpl::Authorize(grpc::ServerContextBase* con
     return absl::UnauthenticatedError(
         "this scheduler requires workers to present a client certificate (mutual TLS)");
   }
-  absl::StatusOr<Identity> who =
-      AuthorizeCall(access_, context, kWorkers, std::string(method).c_str());
+  absl::StatusOr<Identity> who = AuthorizeCall(access_, context, kWorkers, method);
   if (!who.ok()) return who.status();
   return who->AsCaller();
 }

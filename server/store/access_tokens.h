@@ -8,12 +8,34 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/store/paging.h"
 
 namespace parity::server {
 
 enum class TokenRole { kViewer, kResearcher, kWorker, kAdmin };
+
+// "viewer", "researcher", "worker", "admin": the text access_tokens.role holds and messages say.
+inline const char* TokenRoleName(TokenRole role) {
+  switch (role) {
+    case TokenRole::kViewer:
+      return "viewer";
+    case TokenRole::kResearcher:
+      return "researcher";
+    case TokenRole::kWorker:
+      return "worker";
+    case TokenRole::kAdmin:
+      return "admin";
+  }
+  return "viewer";
+}
+inline TokenRole TokenRoleFromName(absl::string_view name) {
+  for (TokenRole role : {TokenRole::kResearcher, TokenRole::kWorker, TokenRole::kAdmin}) {
+    if (name == TokenRoleName(role)) return role;
+  }
+  return TokenRole::kViewer;
+}
 
 struct NewAccessToken {
   std::string name;

@@ -24,6 +24,7 @@
 #include "tests/dashboard/child_runner.h"
 #include "tests/dashboard/study_seeder.h"
 #include "tests/support/postgres_environment.h"
+#include "tests/support/test_certificates.h"
 #include "tests/support/test_tokens.h"
 
 namespace parity::dashboard_testing {
@@ -285,20 +286,16 @@ TEST_F(DashboardTest, AViewerSignsInOverHttpsAndOut) {
   ASSERT_TRUE(std::filesystem::exists(Chromium()))
       << Chromium() << " is missing: install Debian's chromium (deploy/setup.sh does)";
   const std::string tls = (scratch_ / "tls").string();
-  std::filesystem::create_directories(tls);
-  const std::string script = absl::StrCat(
-      "set -e; cd '", tls,
-      "'; openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 2 "
-      "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null");
-  ASSERT_EQ(std::system(script.c_str()), 0) << "openssl could not make a certificate";
+  const absl::Status made = parity::testing::MakeTestCertificates(tls);
+  ASSERT_TRUE(made.ok()) << made;
   server::ServerOptions options;
   options.listen_address = "127.0.0.1:0";
   options.http_listen = "127.0.0.1:0";
   options.metrics_listen = "";
   options.database_url = database_url_;
   options.pool_size = 4;
-  options.tls.cert_file = tls + "/cert.pem";
-  options.tls.key_file = tls + "/key.pem";
+  options.tls.cert_file = tls + "/server.pem";
+  options.tls.key_file = tls + "/server.key";
   absl::StatusOr<std::unique_ptr<server::SchedulerServer>> https =
       server::SchedulerServer::Start(options, &core::PlanSweep);
   ASSERT_TRUE(https.ok()) << https.status();

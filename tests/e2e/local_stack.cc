@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/support/test_certificates.h"
 #include "tests/support/test_tokens.h"
 #include "worker/scheduler_client.h"
 
@@ -109,18 +110,8 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
   // and the workers use it.
   std::ofstream(fs::path(s->root_) / "admin.token") << parity::testing::kTestAdminToken << "\n";
   if (s->options_.tls) {
-    const std::string dir = s->root_ + "/tls";
-    fs::create_directories(dir);
-    const std::string script = absl::StrCat(
-        "set -e; cd '", dir,
-        "'; openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
-        "-subj /CN=parity-e2e-ca 2>/dev/null; openssl req -newkey rsa:2048 -nodes -keyout "
-        "server.key -out server.csr -subj /CN=localhost 2>/dev/null; printf "
-        "'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext; openssl x509 -req -in "
-        "server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile "
-        "san.ext 2>/dev/null");
-    if (std::system(script.c_str()) != 0) {
-      return absl::InternalError("openssl could not make the test certificates");
+    if (absl::Status made = parity::testing::MakeTestCertificates(s->root_ + "/tls"); !made.ok()) {
+      return made;
     }
   }
   if (absl::Status st = s->StartScheduler(); !st.ok()) return st;

@@ -25,6 +25,7 @@
 #include "server/api/access_control.h"
 #include "server/scheduler_server.h"
 #include "tests/scheduler/scheduler_fixture.h"
+#include "tests/support/test_certificates.h"
 #include "tests/support/test_tokens.h"
 
 namespace parity::server::testing {
@@ -472,29 +473,16 @@ TEST_F(AccessTest, TheBootstrapFileIsMadeOnce0600AndItsTokenIsTheAdmins) {
   fs::remove_all(dir);
 }
 
-// A self-signed CA and a server certificate for 127.0.0.1 and "localhost", and a client
-// certificate, made with the openssl command line in a scratch directory.
+// A CA, a server certificate for 127.0.0.1 and "localhost" and a client certificate
+// (tests/support/test_certificates.h) in a scratch directory.
 class TlsAccessTest : public AccessTest {
  protected:
   void SetUp() override {
     PARITY_REQUIRE_POSTGRES();
     dir_ = fs::temp_directory_path() / absl::StrCat("parity-tls-", getpid());
     fs::create_directories(dir_);
-    const std::string d = dir_.string();
-    const std::string script = absl::StrCat(
-        "set -e; cd ", d,
-        "; openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
-        "-subj /CN=parity-test-ca 2>/dev/null",
-        "; openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
-        "-subj /CN=localhost 2>/dev/null",
-        "; printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext",
-        "; openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-        "-out server.pem -days 2 -extfile san.ext 2>/dev/null",
-        "; openssl req -newkey rsa:2048 -nodes -keyout worker.key -out worker.csr "
-        "-subj /CN=worker-1 2>/dev/null",
-        "; openssl x509 -req -in worker.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-        "-out worker.pem -days 2 2>/dev/null");
-    ASSERT_EQ(std::system(script.c_str()), 0) << "openssl could not make the test certificates";
+    const absl::Status made = parity::testing::MakeTestCertificates(dir_.string());
+    ASSERT_TRUE(made.ok()) << made;
     database_url_ = parity::testing::PostgresEnvironment::FreshDatabase();
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -513,8 +501,8 @@ class TlsAccessTest : public AccessTest {
     options.token = token;
     options.tls_ca_file = (dir_ / "ca.pem").string();
     if (client_cert) {
-      options.tls_client_cert_file = (dir_ / "worker.pem").string();
-      options.tls_client_key_file = (dir_ / "worker.key").string();
+      options.tls_client_cert_file = (dir_ / "client.pem").string();
+      options.tls_client_key_file = (dir_ / "client.key").string();
     }
     return *clients::MakeSchedulerChannel(options);
   }

@@ -15,27 +15,6 @@ namespace {
 
 using pg::WithTransaction;
 
-const char* RoleName(TokenRole role) {
-  switch (role) {
-    case TokenRole::kViewer:
-      return "viewer";
-    case TokenRole::kResearcher:
-      return "researcher";
-    case TokenRole::kWorker:
-      return "worker";
-    case TokenRole::kAdmin:
-      return "admin";
-  }
-  return "viewer";
-}
-
-TokenRole RoleOf(std::string_view text) {
-  if (text == "admin") return TokenRole::kAdmin;
-  if (text == "worker") return TokenRole::kWorker;
-  if (text == "researcher") return TokenRole::kResearcher;
-  return TokenRole::kViewer;
-}
-
 std::string TokenColumns() {
   return absl::StrCat("token_id::text, name, role, created_by, ", pg::Micros("created_at"), ", ",
                       pg::Micros("expires_at"), ", ", pg::Micros("revoked_at"));
@@ -45,7 +24,7 @@ StoredAccessToken TokenFromRow(const pqxx::row& row) {
   StoredAccessToken token;
   token.token_id = row[0].c_str();
   token.name = row[1].c_str();
-  token.role = RoleOf(row[2].c_str());
+  token.role = TokenRoleFromName(row[2].c_str());
   token.created_by = row[3].c_str();
   token.created_at = pg::TimeFromMicros(row[4].as<int64_t>());
   if (!row[5].is_null()) token.expires_at = pg::TimeFromMicros(row[5].as<int64_t>());
@@ -67,7 +46,7 @@ absl::StatusOr<StoredAccessToken> PostgresRunStore::CreateToken(const NewAccessT
                      "expires_at) VALUES ($1, $2, $3, $4, to_timestamp($5::float8 / 1e6)) "
                      "ON CONFLICT (secret_sha256) DO NOTHING RETURNING ",
                      TokenColumns()),
-        token.name, RoleName(token.role), pg::Bytes(token.secret_sha256), token.created_by,
+        token.name, TokenRoleName(token.role), pg::Bytes(token.secret_sha256), token.created_by,
         MicrosOf(token.expires_at));
     if (rows.empty()) return absl::AlreadyExistsError("a token with this secret exists");
     return TokenFromRow(rows[0]);
