@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/loopback.h"
 #include "grpcpp/support/client_interceptor.h"
 
 namespace parity::clients {
@@ -51,6 +52,33 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
   const std::string header_;
 };
 
+// PARITY_INSECURE_PLAINTEXT: 1/true/yes/on, 0/false/no/off or empty.
+absl::StatusOr<bool> EnvFlag(const char* name) {
+  const std::string value = absl::AsciiStrToLower(Env(name));
+  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
+    return false;
+  }
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, "='", Env(name), "': expected 1/true/yes/on or 0/false/no/off"));
+}
+
+// A token goes in plaintext only to loopback, unless the caller said otherwise.
+absl::Status CheckPlaintextTarget(const SchedulerChannelOptions& options) {
+  if (options.token.empty() || !options.tls_ca_file.empty() || options.insecure_plaintext) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> loopback = ResolvesOnlyToLoopback(options.address);
+  if (loopback.ok() && *loopback) return absl::OkStatus();
+  const std::string why =
+      loopback.ok() ? "it is not a loopback address" : std::string(loopback.status().message());
+  return absl::InvalidArgumentError(absl::StrCat(
+      "refusing to send the bearer token in plaintext to '", options.address, "' (", why,
+      "): anyone on the path could read it; connect over TLS with --tls-ca FILE "
+      "(PARITY_TLS_CA), or give --insecure-plaintext (PARITY_INSECURE_PLAINTEXT=1) only when "
+      "a TLS-terminating proxy or a private network carries the connection"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
@@ -84,6 +112,11 @@ absl::Status ResolveFromEnvironment(SchedulerChannelOptions& options,
     options.tls_client_key_file = Env("PARITY_TLS_CLIENT_KEY");
   }
   if (options.tls_server_name.empty()) options.tls_server_name = Env("PARITY_TLS_SERVER_NAME");
+  if (!options.insecure_plaintext) {
+    absl::StatusOr<bool> insecure = EnvFlag("PARITY_INSECURE_PLAINTEXT");
+    if (!insecure.ok()) return insecure.status();
+    options.insecure_plaintext = *insecure;
+  }
   if (options.tls_client_cert_file.empty() != options.tls_client_key_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls-client-cert and --tls-client-key (PARITY_TLS_CLIENT_CERT/KEY) go together");
@@ -98,6 +131,7 @@ absl::Status ResolveFromEnvironment(SchedulerChannelOptions& options,
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSchedulerChannel(
     const SchedulerChannelOptions& options) {
+  if (absl::Status plaintext = CheckPlaintextTarget(options); !plaintext.ok()) return plaintext;
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments args = options.args;
   if (options.tls_ca_file.empty()) {

@@ -4,6 +4,12 @@
 // gRPC call credentials: gRPC sends call credentials only over a secure channel, and the local
 // stack is plaintext on loopback.
 //
+// A token is never sent in plaintext off this machine: without TLS, MakeSchedulerChannel refuses
+// a target that resolves to any non-loopback address (clients/cpp/loopback.h) unless
+// `insecure_plaintext` says a TLS-terminating proxy or a private network carries the connection.
+// The check resolves the name itself, before any connection; a resolver that answers gRPC's own
+// lookup differently (DNS under an attacker's control) is out of its reach: use TLS there.
+//
 // Environment (flags of the CLI and the worker win):
 //   PARITY_TOKEN            the bearer token
 //   PARITY_TOKEN_FILE       a file holding it (first line; for secrets mounted as files)
@@ -11,6 +17,7 @@
 //   PARITY_TLS_CLIENT_CERT  PEM client certificate chain, for mutual TLS
 //   PARITY_TLS_CLIENT_KEY   its PEM private key
 //   PARITY_TLS_SERVER_NAME  the name to check in the scheduler's certificate, when not the host
+//   PARITY_INSECURE_PLAINTEXT  1/true: allow the token in plaintext to a non-loopback address
 #pragma once
 
 #include <memory>
@@ -28,6 +35,8 @@ struct SchedulerChannelOptions {
   std::string tls_client_cert_file;
   std::string tls_client_key_file;
   std::string tls_server_name;
+  // Send the token without TLS to a non-loopback address (--insecure-plaintext).
+  bool insecure_plaintext = false;
   grpc::ChannelArguments args;
 };
 
@@ -37,7 +46,9 @@ struct SchedulerChannelOptions {
 absl::Status ResolveFromEnvironment(SchedulerChannelOptions& options,
                                     const std::string& token_file_flag = "");
 
-// Opens the channel (it connects lazily). INVALID_ARGUMENT when a TLS file cannot be read.
+// Opens the channel (it connects lazily). INVALID_ARGUMENT when a TLS file cannot be read, or
+// when a token would go in plaintext to an address that is not loopback (or does not resolve)
+// and `insecure_plaintext` is off; the message names --tls-ca and --insecure-plaintext.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSchedulerChannel(
     const SchedulerChannelOptions& options);
 

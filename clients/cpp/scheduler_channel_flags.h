@@ -10,8 +10,8 @@
 
 namespace parity::clients {
 
-// --token, --token-file (into `token_file`), --tls-ca, --tls-client-cert, --tls-client-key and
-// --tls-server-name.
+// --token, --token-file (into `token_file`), --tls-ca, --tls-client-cert, --tls-client-key,
+// --tls-server-name and --insecure-plaintext.
 inline void AddSchedulerChannelFlags(CLI::App& app, SchedulerChannelOptions& options,
                                      std::string& token_file) {
   app.add_option("--token", options.token,
@@ -27,6 +27,9 @@ inline void AddSchedulerChannelFlags(CLI::App& app, SchedulerChannelOptions& opt
                  "PEM key of --tls-client-cert (env PARITY_TLS_CLIENT_KEY)");
   app.add_option("--tls-server-name", options.tls_server_name,
                  "Name to expect in the scheduler's certificate (env PARITY_TLS_SERVER_NAME)");
+  app.add_flag("--insecure-plaintext", options.insecure_plaintext,
+               "Send the token without TLS to a non-loopback address (only behind a "
+               "TLS-terminating proxy or on a private network; env PARITY_INSECURE_PLAINTEXT=1)");
 }
 
 }  // namespace parity::clients

@@ -19,6 +19,7 @@ import grpc
 from parity.v1 import run_pb2, sweep_pb2, sweep_service_pb2 as api, sweep_service_pb2_grpc
 
 from .errors import ParityError, from_rpc_error
+from .loopback import resolves_only_to_loopback
 from .rows import MetricPoint, ResultRow, RunInfo, SweepInfo, to_frame
 from .spec import load_spec
 
@@ -26,9 +27,10 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 
 
 def connect(address=None, timeout=30.0, token=None, tls_ca=None, tls_client_cert=None,
-            tls_client_key=None):
+            tls_client_key=None, insecure_plaintext=None):
     """A Client of the scheduler at `address`, else $PARITY_SCHEDULER, else 127.0.0.1:50051."""
-    return Client(address, timeout, token, tls_ca, tls_client_cert, tls_client_key)
+    return Client(address, timeout, token, tls_ca, tls_client_cert, tls_client_key,
+                  insecure_plaintext)
 
 
 def _read(path):
@@ -43,6 +45,32 @@ def _token_from_environment():
     if path:
         return _read(path).decode().splitlines()[0].strip()
     return ""
+
+
+def _env_flag(name):
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ParityError(grpc.StatusCode.INVALID_ARGUMENT,
+                      f"{name}='{os.environ[name]}': expected 1/true/yes/on or 0/false/no/off")
+
+
+def _check_plaintext_target(address):
+    """Refuses, before any connection, to send a token in plaintext off this machine."""
+    try:
+        if resolves_only_to_loopback(address):
+            return
+        why = "it is not a loopback address"
+    except ValueError as e:
+        why = str(e)
+    raise ParityError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"refusing to send the bearer token in plaintext to '{address}' ({why}): anyone on the "
+        "path could read it; connect over TLS with tls_ca=FILE (PARITY_TLS_CA), or pass "
+        "insecure_plaintext=True (PARITY_INSECURE_PLAINTEXT=1) only when a TLS-terminating "
+        "proxy or a private network carries the connection")
 
 
 class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
@@ -74,14 +102,23 @@ class _Details(grpc.ClientCallDetails):
 
 class Client:
     def __init__(self, address=None, timeout=30.0, token=None, tls_ca=None, tls_client_cert=None,
-                 tls_client_key=None):
+                 tls_client_key=None, insecure_plaintext=None):
         """timeout: seconds for each unary call (waits and curves have their own).
         token: the bearer token, else $PARITY_TOKEN, else the file $PARITY_TOKEN_FILE.
         tls_ca: PEM CA of the scheduler's certificate (else $PARITY_TLS_CA): TLS when given;
-        tls_client_cert/key (else $PARITY_TLS_CLIENT_CERT/KEY): a client certificate."""
+        tls_client_cert/key (else $PARITY_TLS_CLIENT_CERT/KEY): a client certificate.
+        insecure_plaintext (else $PARITY_INSECURE_PLAINTEXT): without TLS a token goes only to
+        an address that resolves to loopback; True allows any (behind a TLS-terminating proxy).
+        Raises ParityError(INVALID_ARGUMENT) when a token would go in plaintext off this
+        machine, before connecting."""
         self.address = address or os.environ.get("PARITY_SCHEDULER") or DEFAULT_ADDRESS
         self.timeout = timeout
+        if insecure_plaintext is None:
+            insecure_plaintext = _env_flag("PARITY_INSECURE_PLAINTEXT")
+        token = token or _token_from_environment()
         tls_ca = tls_ca or os.environ.get("PARITY_TLS_CA")
+        if token and not tls_ca and not insecure_plaintext:
+            _check_plaintext_target(self.address)
         tls_client_cert = tls_client_cert or os.environ.get("PARITY_TLS_CLIENT_CERT")
         tls_client_key = tls_client_key or os.environ.get("PARITY_TLS_CLIENT_KEY")
         if tls_ca:
@@ -96,7 +133,6 @@ class Client:
             channel = grpc.secure_channel(self.address, credentials, options)
         else:
             channel = grpc.insecure_channel(self.address)
-        token = token or _token_from_environment()
         self._channel = grpc.intercept_channel(channel, _BearerToken(token)) if token else channel
         self._raw_channel = channel
         self._stub = sweep_service_pb2_grpc.SweepServiceStub(self._channel)
