@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/planner.h"
+#include "server/bootstrap_token.h"
 #include "server/scheduler_server.h"
 #include "server/store/postgres/migrations.h"
 #include "spdlog/pattern_formatter.h"
@@ -122,8 +123,9 @@ int main(int argc, char** argv) {
                "bearer tokens would otherwise cross the network in clear)")
       ->envname("PARITY_INSECURE_PLAINTEXT");
   app.add_option("--bootstrap-token-file", bootstrap_token_file,
-                 "the first admin token: read from this file, or created in it (0600) when the "
-                 "file does not exist; without it a first start prints a new one once")
+                 "the first admin token: read from this file (refused if others could read "
+                 "it), or created in it (0600) when it does not exist; without it a first start "
+                 "writes one to $XDG_STATE_HOME/parity/admin.token (~/.local/state/...)")
       ->envname("PARITY_BOOTSTRAP_TOKEN_FILE");
   app.add_option("--max-priority", max_priority,
                  "the highest sweep priority a non-admin may submit")
@@ -213,6 +215,8 @@ int main(int argc, char** argv) {
   options.tls = {tls_cert, tls_key, tls_client_ca};
   options.insecure_plaintext = insecure_plaintext;
   options.bootstrap_token_file = bootstrap_token_file;
+  options.default_bootstrap_token_file =
+      parity::server::DefaultBootstrapTokenFile(std::getenv("XDG_STATE_HOME"), std::getenv("HOME"));
   options.access.max_watch_streams_per_identity = static_cast<int>(max_watch_streams);
   options.scheduler.max_priority = max_priority;
   options.scheduler.max_open_sweeps_per_owner = max_open_sweeps;

@@ -1,22 +1,15 @@
 #include "server/scheduler_server.h"
 
-#include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/exposer.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -24,6 +17,7 @@
 #include "server/api/grpc_services.h"
 #include "server/api/http_server.h"
 #include "server/api/rpc_metrics_interceptor.h"
+#include "server/bootstrap_token.h"
 #include "server/scheduling/scheduler_metrics.h"
 #include "server/scheduling/secrets.h"
 #include "server/store/postgres/migrations.h"
@@ -51,42 +45,40 @@ bool IsLoopback(const std::string& address) {
   return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
 }
 
+// A token the scheduler made into `file` (which must not exist yet), or the one another
+// replica made into it first.
+absl::StatusOr<std::string> MakeBootstrapToken(const std::string& file) {
+  const std::string token = RandomSecret("parity_");
+  const char* flag = "--bootstrap-token-file";
+  absl::Status created = CreateBootstrapTokenFile(file, token, flag);
+  if (absl::IsAlreadyExists(created)) return ReadBootstrapTokenFile(file, flag);
+  if (!created.ok()) return created;
+  // The file's name only: the token itself never goes to the log.
+  spdlog::info("event=bootstrap_token_created file={}", file);
+  return token;
+}
+
 // The bootstrap admin token (ServerOptions::bootstrap_token*), or empty when none is needed.
 absl::StatusOr<std::string> BootstrapToken(const ServerOptions& options, AccessControl& access) {
   if (!options.bootstrap_token.empty()) return options.bootstrap_token;
   const std::string& file = options.bootstrap_token_file;
-  if (!file.empty() && std::filesystem::exists(file)) {
-    std::ifstream in(file);
-    std::string token;
-    std::getline(in, token);
-    token = std::string(absl::StripAsciiWhitespace(token));
-    if (token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--bootstrap-token-file '", file,
-                                                     "' is empty: delete it to make a new one"));
-    }
-    return token;
+  if (!file.empty()) {
+    absl::StatusOr<std::string> read = ReadBootstrapTokenFile(file, "--bootstrap-token-file");
+    if (!absl::IsNotFound(read.status())) return read;
+    return MakeBootstrapToken(file);  // even with a live admin: how a lost admin token is replaced
   }
   PARITY_ASSIGN_OR_RETURN(const bool has_admin, access.HasLiveAdmin());
-  if (has_admin && file.empty()) return std::string();
-  const std::string token = RandomSecret("parity_");
-  if (file.empty()) {
-    // Shown once, on the terminal that started the first scheduler, never in the log.
-    std::cerr << "parity-scheduler: no admin token exists; this one was made (shown only now):\n"
-              << "  " << token << "\n"
-              << "Keep it secret; create others with `parity token create`.\n";
-    return token;
+  if (has_admin) return std::string();
+  if (options.default_bootstrap_token_file.empty()) {
+    return absl::FailedPreconditionError(
+        "no admin token exists yet and there is nowhere to write one: give "
+        "--bootstrap-token-file FILE (PARITY_BOOTSTRAP_TOKEN_FILE), or set HOME or "
+        "XDG_STATE_HOME");
   }
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--bootstrap-token-file: cannot create '", file, "': ", std::strerror(errno)));
-  }
-  const std::string line = token + "\n";
-  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ::close(fd);
-  if (!written) return absl::InternalError(absl::StrCat("cannot write '", file, "'"));
-  spdlog::info("event=bootstrap_token_created file={}", file);
-  return token;
+  const std::string& fallback = options.default_bootstrap_token_file;
+  absl::StatusOr<std::string> read = ReadBootstrapTokenFile(fallback, "--bootstrap-token-file");
+  if (!absl::IsNotFound(read.status())) return read;
+  return MakeBootstrapToken(fallback);
 }
 
 }  // namespace

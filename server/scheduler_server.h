@@ -52,10 +52,13 @@ struct ServerOptions {
   bool insecure_plaintext = false;
   // The admin token that makes a fresh installation usable: `bootstrap_token` itself, or read
   // from `bootstrap_token_file`, which is created (0600, a new random token) when it does not
-  // exist. With neither and no live admin token in the database, a new one is printed once to
-  // standard error. See AccessControl::Bootstrap.
+  // exist (server/bootstrap_token.h: a file others could read is refused). With neither and no
+  // live admin token in the database, a new one goes into `default_bootstrap_token_file` (read
+  // from it when it exists; an error when it is empty). The token is never logged or printed.
+  // See AccessControl::Bootstrap.
   std::string bootstrap_token;
   std::string bootstrap_token_file;
+  std::string default_bootstrap_token_file;
   AccessControlOptions access;
   std::string database_url;
   int pool_size = 16;
