@@ -1,11 +1,21 @@
 // `parity token create|list|revoke`: the scheduler's access tokens (an admin token's job).
-// `create` prints the secret alone on stdout, so that it can go straight into a file:
-//   parity token create --name alice --role researcher > alice.token
+// `create --out FILE` writes the secret into a new file of mode 0600 (never through a link, and
+// an existing file only with --force); without --out it prints the secret alone on stdout, for
+// piping (`> FILE` would make the file with the shell's umask, usually 0644: readable by all).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cli/commands.h"
 #include "cli/scheduler_connection.h"
@@ -22,7 +32,62 @@ struct TokenOptions {
   std::string role;
   std::string expires_in;
   std::string token_id;
+  std::string out;
+  bool force = false;
   bool all = false;
+};
+
+// The secret's file, 0600 from its first byte: a temporary file beside --out is made before the
+// token exists (so a path that cannot be written costs no token), then linked into place
+// (refused if --out appeared meanwhile) or, with --force, renamed over it.
+class SecretOutFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<SecretOutFile>> Open(const std::string& path, bool force) {
+    struct stat existing {};
+    if (!force && ::lstat(path.c_str(), &existing) == 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("--out: '", path, "' exists; give --force to replace it"));
+    }
+    auto file = std::unique_ptr<SecretOutFile>(new SecretOutFile(path, force));
+    file->fd_ =
+        ::open(file->temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (file->fd_ < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--out: cannot create '", file->temp_, "': ", std::strerror(errno)));
+    }
+    return file;
+  }
+
+  ~SecretOutFile() {
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(temp_.c_str());  // gone already once committed
+  }
+
+  absl::Status Commit(const std::string& secret) {
+    const std::string line = secret + "\n";
+    const bool written =
+        ::write(fd_, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+        ::fsync(fd_) == 0;
+    ::close(fd_);
+    fd_ = -1;
+    if (!written) return absl::InternalError(absl::StrCat("--out: cannot write '", temp_, "'"));
+    const int placed =
+        force_ ? ::rename(temp_.c_str(), path_.c_str()) : ::link(temp_.c_str(), path_.c_str());
+    if (placed != 0) {
+      return absl::InternalError(
+          absl::StrCat("--out: cannot put the secret into '", path_, "': ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  SecretOutFile(std::string path, bool force)
+      : path_(std::move(path)), temp_(absl::StrCat(path_, ".new-", ::getpid())), force_(force) {}
+
+  const std::string path_;
+  const std::string temp_;
+  const bool force_;
+  int fd_ = -1;
 };
 
 const std::map<std::string, parity::v1::Role> kRoles = {{"viewer", parity::v1::ROLE_VIEWER},
@@ -59,15 +124,37 @@ int RunCreate(const TokenOptions& options) {
     }
     *request.mutable_lifetime() = ToProtoDuration(lifetime);
   }
+  // First the channel (which exits on a bad TLS, token or plaintext setting), then the file, so
+  // that neither a refused channel nor a refused path leaves a file or a token behind.
+  std::unique_ptr<parity::v1::TokenService::Stub> stub = Connect(options.scheduler);
+  std::unique_ptr<SecretOutFile> out;
+  if (!options.out.empty()) {
+    absl::StatusOr<std::unique_ptr<SecretOutFile>> opened =
+        SecretOutFile::Open(options.out, options.force);
+    if (!opened.ok()) {
+      std::cerr << "error: " << opened.status().message() << "\n";
+      return absl::IsAlreadyExists(opened.status()) ? kExitUsage : kExitFailure;
+    }
+    out = *std::move(opened);
+  }
   parity::v1::CreateTokenResponse response;
   const grpc::Status status =
-      Connect(options.scheduler)
-          ->CreateToken(UnaryContext(options.scheduler).get(), request, &response);
+      stub->CreateToken(UnaryContext(options.scheduler).get(), request, &response);
   if (!status.ok()) return ReportRpcError(status, "token create", options.scheduler);
   std::cerr << "created token " << response.token().token_id() << " for '"
             << response.token().name() << "' (" << options.role << ", expires "
-            << TimeText(response.token().expire_time()) << "); it is shown only now:\n";
-  std::cout << response.secret() << "\n";
+            << TimeText(response.token().expire_time()) << ")";
+  if (out == nullptr) {
+    std::cerr << "; it is shown only now:\n";
+    std::cout << response.secret() << "\n";
+    return kExitOk;
+  }
+  if (absl::Status committed = out->Commit(response.secret()); !committed.ok()) {
+    std::cerr << "\nerror: " << committed.message() << "; revoke it with `parity token revoke --id "
+              << response.token().token_id() << "`\n";
+    return kExitFailure;
+  }
+  std::cerr << "; its secret is in " << options.out << " (mode 0600)\n";
   return kExitOk;
 }
 
@@ -119,7 +206,7 @@ void RegisterTokenCommands(CLI::App& app, int& exit_code) {
 
   auto create = std::make_shared<TokenOptions>();
   CLI::App* c = token->add_subcommand(
-      "create", "Create a token; its secret is printed once, alone on stdout");
+      "create", "Create a token; its secret goes into --out FILE (0600), else once to stdout");
   c->add_option("--name", create->name,
                 "The identity it acts as: the owner of the sweeps it submits")
       ->required();
@@ -127,6 +214,9 @@ void RegisterTokenCommands(CLI::App& app, int& exit_code) {
       ->required()
       ->check(CLI::IsMember({"viewer", "researcher", "worker", "admin"}));
   c->add_option("--expires-in", create->expires_in, "Lifetime, e.g. 720h (default: never)");
+  CLI::Option* out = c->add_option(
+      "--out", create->out, "Write the secret into this new file, mode 0600 (not to stdout)");
+  c->add_flag("--force", create->force, "With --out: replace an existing file")->needs(out);
   AddSchedulerOptions(*c, create->scheduler);
   c->footer(std::string(kExitCodesHelp));
   c->callback([create, &exit_code] { exit_code = RunCreate(*create); });
