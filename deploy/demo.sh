@@ -41,7 +41,7 @@ sweep_id="$("$parity" status 2>/dev/null | awk 'NR == 3 { print $1 }' || true)"
 cat <<TXT
 
 Where things are:
-  dashboard         http://127.0.0.1:${http_port}/login?token=$(cat "$PARITY_TOKEN_FILE")  (then the sweep: /sweeps/${sweep_id})
+  dashboard         http://127.0.0.1:${http_port}/sweeps/${sweep_id}   (sign in: xdg-open "http://127.0.0.1:${http_port}/login?token=\$(cat $PARITY_TOKEN_FILE)")
   metrics           http://127.0.0.1:${metrics_port:-9464}/metrics (scheduler), workers on the next ports; Grafana: deploy/grafana/
   static report     PARITY_TOKEN_FILE=$PARITY_TOKEN_FILE $parity report ${sweep_id:-SWEEP_ID} --out report/   (then open report/index.html)
   scheduler (gRPC)  127.0.0.1:$port     e.g. PARITY_TOKEN_FILE=$PARITY_TOKEN_FILE $parity status

@@ -9,13 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 build="${1:-build}"
 dir="$(mktemp -d /tmp/parity-orchestration-XXXXXX)"
-chmod 755 "$dir"  # the postgres user runs the cluster inside it
 port=50171
 pg_port=54371
 trap 'deploy/local/down.sh --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 deploy/local/up.sh --dir "$dir" --build-dir "$build" --workers 1 --threads 1 --port "$port" \
   --pg-port "$pg_port" >"$dir/up.log" || { cat "$dir/up.log" >&2; exit 1; }
-export PARITY_SCHEDULER="127.0.0.1:$port"
+export PARITY_SCHEDULER="127.0.0.1:$port" PARITY_TOKEN_FILE="$dir/admin.token"
+# The stack's PostgreSQL takes only the password in its passfile (deploy/local/up.sh).
+export PGPASSFILE="$dir/pgpass"
 sweep_id=$("$build/cli/parity" submit bench/orchestration/short_runs.yaml | awk '{print $2}')
 "$build/cli/parity" watch "$sweep_id" >/dev/null
 psql="/usr/lib/postgresql/15/bin/psql -h 127.0.0.1 -p $pg_port -U postgres -d parity -tA -F ' '"

@@ -7,6 +7,7 @@
 #   DIR/checkpoints      the checkpoint store shared by the local workers
 #   DIR/work/worker-N    each worker's scratch (specs, engine logs, its saved worker id)
 #   DIR/stack.env        what up.sh started with (ports, URLs), sourced by down/status
+#   DIR/admin.token, DIR/worker.token, DIR/pgpass   the secrets (0600)
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dir="${PARITY_STACK_DIR:-$repo/.parity}"

@@ -12,9 +12,16 @@
 # Access (everything on loopback, plaintext): the scheduler creates the admin token in
 # DIR/admin.token at its first start; the workers use a worker token made with it
 # (DIR/worker.token); both files are 0600. `export PARITY_TOKEN_FILE=DIR/admin.token` for the CLI.
-# Running it again starts only what is not running.
+# PostgreSQL takes only its owner: a password (scram-sha-256) made at initdb, kept in DIR/pgpass
+# (0600), which the database URL names (`psql "$db_url"`); TCP on 127.0.0.1 only, the socket in
+# DIR/pg/run (0700). DIR and everything in it are private to the user running up.sh.
+# Running it again starts only what is not running (and puts a password on an older cluster that
+# still trusted every local connection).
 set -euo pipefail
-usage() { sed -n '2,13p' "$0"; }
+usage() { sed -n '2,18p' "$0"; }
+# Every file and directory made from here on is the user's alone: tokens, the database password,
+# logs, checkpoints.
+umask 077
 . "$(dirname "$0")/lib.sh"
 parse_args "$@"
 
@@ -26,26 +33,65 @@ done
 [ -x "$pg_bin/initdb" ] || { echo "up.sh: PostgreSQL binaries not found (apt-get install postgresql)" >&2; exit 1; }
 
 mkdir -p "$dir"/{pg/data,pg/run,logs,pids,checkpoints,work}
-db_url="postgresql://postgres@127.0.0.1:$pg_port/parity"
+# A directory made before umask 077 (or by an older up.sh) is closed too. As root, PostgreSQL runs
+# as the postgres user, which must pass through DIR and DIR/logs (to its own pg/ and postgres.log)
+# without reading them: 0711.
+chmod 700 "$dir"/{pids,checkpoints,work}
+if [ "$(id -u)" = 0 ]; then chmod 711 "$dir" "$dir/logs"; else chmod 700 "$dir" "$dir/logs"; fi
+pgpass="$dir/pgpass"
+export PGPASSFILE="$pgpass"  # for psql and createdb below
+db_url="postgresql://postgres@127.0.0.1:$pg_port/parity?passfile=$pgpass"
 
-# 1. PostgreSQL: a throwaway-style cluster owned by the postgres user when we are root.
+# 1. PostgreSQL: a throwaway-style cluster owned by the postgres user when we are root, which
+# accepts only the password in DIR/pgpass (scram-sha-256), on its private socket and 127.0.0.1.
 if [ "$(id -u)" = 0 ]; then
   chown postgres "$dir/pg" "$dir/pg/data" "$dir/pg/run"
   touch "$dir/logs/postgres.log"
   chown postgres "$dir/logs/postgres.log"
-  chmod 700 "$dir/pg/data"
 fi
+chmod 700 "$dir/pg" "$dir/pg/data" "$dir/pg/run"
+new_password() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+write_pgpass() {  # write_pgpass PASSWORD: libpq's password file, read through the URL's passfile=
+  printf '*:*:*:postgres:%s\n' "$1" >"$pgpass.new"
+  mv "$pgpass.new" "$pgpass"
+}
 if [ ! -f "$dir/pg/data/PG_VERSION" ]; then
-  echo "up: initdb $dir/pg/data"
-  as_postgres "$pg_bin/initdb" -D "$dir/pg/data" -A trust -U postgres -E UTF8 --no-sync >"$dir/logs/initdb.log" 2>&1
+  echo "up: initdb $dir/pg/data (password authentication; the password is in $pgpass)"
+  password="$(new_password)"
+  printf '%s\n' "$password" >"$dir/pg/initdb.pw"
+  [ "$(id -u)" = 0 ] && chown postgres "$dir/pg/initdb.pw"
+  as_postgres "$pg_bin/initdb" -D "$dir/pg/data" -A scram-sha-256 --pwfile="$dir/pg/initdb.pw" \
+    -U postgres -E UTF8 --no-sync >"$dir/logs/initdb.log" 2>&1 || {
+    rm -f "$dir/pg/initdb.pw"; echo "up.sh: initdb failed; see $dir/logs/initdb.log" >&2; exit 1; }
+  rm -f "$dir/pg/initdb.pw"
+  write_pgpass "$password"
 fi
 if pg_running; then
   echo "up: postgres already running"
 else
   echo "up: starting postgres on 127.0.0.1:$pg_port"
   as_postgres "$pg_bin/pg_ctl" -D "$dir/pg/data" -l "$dir/logs/postgres.log" -w -t 30 \
-    -o "-k $dir/pg/run -p $pg_port -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+    -o "-k $dir/pg/run -p $pg_port -c listen_addresses=127.0.0.1 -c unix_socket_permissions=0700 -c fsync=off" \
+    start >/dev/null
 fi
+# A cluster made by an older up.sh trusted every local connection: any local user could connect
+# as the superuser. Give it a password and make it ask for one.
+if as_postgres grep -Eq '^[[:space:]]*(local|host)[[:space:]].*[[:space:]]trust([[:space:]]|$)' \
+     "$dir/pg/data/pg_hba.conf"; then
+  echo "up: the cluster trusted every local connection; setting a password (in $pgpass)"
+  password="$(new_password)"
+  # On stdin, not on a command line that `ps` shows.
+  "$pg_bin/psql" -h "$dir/pg/run" -p "$pg_port" -U postgres -qX -v ON_ERROR_STOP=1 postgres \
+    <<<"SET password_encryption = 'scram-sha-256'; ALTER ROLE postgres PASSWORD '$password';"
+  write_pgpass "$password"
+  as_postgres tee "$dir/pg/data/pg_hba.conf" >/dev/null <<'HBA'
+# Written by deploy/local/up.sh: only the postgres role, only with its password.
+local   all   postgres                 scram-sha-256
+host    all   postgres   127.0.0.1/32  scram-sha-256
+HBA
+  as_postgres "$pg_bin/pg_ctl" -D "$dir/pg/data" reload >/dev/null
+fi
+[ -s "$pgpass" ] || { echo "up.sh: $pgpass is missing, so nothing can sign in to the cluster in $dir/pg; delete $dir/pg to start a new one" >&2; exit 1; }
 if ! "$pg_bin/psql" -h "$dir/pg/run" -p "$pg_port" -U postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname = 'parity'" postgres | grep -q 1; then
   echo "up: creating database parity"
@@ -88,11 +134,10 @@ scheduler_healthy || { echo "up.sh: scheduler not healthy after 30 s; see $dir/l
 cli_bin="$build/cli/parity"
 if [ ! -s "$dir/worker.token" ]; then
   for _ in $(seq 1 50); do [ -s "$dir/admin.token" ] && break; sleep 0.1; done
-  (umask 077 && "$cli_bin" token create --name local-workers --role worker \
-     --scheduler "127.0.0.1:$port" --token-file "$dir/admin.token" >"$dir/worker.token.new" \
-     2>>"$dir/logs/scheduler.log") || {
+  "$cli_bin" token create --name local-workers --role worker --scheduler "127.0.0.1:$port" \
+    --token-file "$dir/admin.token" --out "$dir/worker.token" --force \
+    2>>"$dir/logs/scheduler.log" || {
     echo "up.sh: cannot create the workers' token; see $dir/logs/scheduler.log" >&2; exit 1; }
-  mv "$dir/worker.token.new" "$dir/worker.token"
 fi
 
 # 4. Workers, sharing one checkpoint store; the host's threads split between them by default.
@@ -115,10 +160,10 @@ cat <<INFO
 
 Parity local stack is up.
   scheduler   127.0.0.1:$port  (export PARITY_SCHEDULER=127.0.0.1:$port)
-  dashboard   http://127.0.0.1:$http_port/login?token=$(cat "$dir/admin.token")  (signs you in)
+  dashboard   http://127.0.0.1:$http_port/   (sign in: xdg-open "http://127.0.0.1:$http_port/login?token=\$(cat $dir/admin.token)")
   token       export PARITY_TOKEN_FILE=$dir/admin.token   (admin; \`parity token create\` makes others)
   metrics     http://127.0.0.1:$metrics_port/metrics (scheduler; basic auth, the token as password), ports $((metrics_port + 1))-$((metrics_port + workers)) (workers)
-  database    $db_url
+  database    psql "$db_url"
   logs        $dir/logs/
   checkpoints $dir/checkpoints/
   status      deploy/local/status.sh --dir $dir

@@ -13,7 +13,6 @@ repo="$(cd "$(dirname "$0")/../../.." && pwd)"
 [ -f "$repo/data/kjv.txt" ] || { echo "run_e2e.sh: the test sweep trains on data/kjv.txt, which is missing" >&2; exit 1; }
 
 dir="$(mktemp -d /tmp/parity-pyclient.XXXXXX)"
-chmod 755 "$dir"   # the postgres user must reach its cluster inside
 stack=(--dir "$dir" --build-dir "$build")
 cleanup() {
   rc=$?
