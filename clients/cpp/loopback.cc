@@ -12,16 +12,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
 namespace parity::clients {
 namespace {
 
 // The host of one "host:port", "[v6]:port", "v6" or "host" (gRPC allows the port to be left off).
-std::string HostOf(std::string_view address) {
+std::string HostOf(absl::string_view address) {
   if (absl::StartsWith(address, "[")) {
     const size_t close = address.find(']');
-    return std::string(address.substr(1, close == std::string_view::npos ? close : close - 1));
+    return std::string(address.substr(1, close == absl::string_view::npos ? close : close - 1));
   }
   const size_t colons = static_cast<size_t>(std::count(address.begin(), address.end(), ':'));
   if (colons == 1) return std::string(address.substr(0, address.find(':')));
@@ -29,10 +30,10 @@ std::string HostOf(std::string_view address) {
 }
 
 // The hosts a gRPC target names: one for a DNS name, one or more for ipv4:/ipv6: lists.
-std::vector<std::string> HostsOf(std::string_view target) {
+std::vector<std::string> HostsOf(absl::string_view target) {
   std::vector<std::string> hosts;
   if (absl::ConsumePrefix(&target, "ipv4:") || absl::ConsumePrefix(&target, "ipv6:")) {
-    for (std::string_view one : absl::StrSplit(target, ',', absl::SkipEmpty())) {
+    for (absl::string_view one : absl::StrSplit(target, ',', absl::SkipEmpty())) {
       hosts.push_back(HostOf(one));
     }
     return hosts;
@@ -40,7 +41,7 @@ std::vector<std::string> HostsOf(std::string_view target) {
   if (absl::ConsumePrefix(&target, "dns://")) {
     // dns://AUTHORITY/host:port: the authority is the DNS server, not the scheduler.
     const size_t slash = target.find('/');
-    target = slash == std::string_view::npos ? std::string_view() : target.substr(slash + 1);
+    target = slash == absl::string_view::npos ? absl::string_view() : target.substr(slash + 1);
   } else {
     absl::ConsumePrefix(&target, "dns:");
   }
@@ -62,7 +63,7 @@ bool IsLoopback(const sockaddr* address) {
 }
 
 // Every address `host` resolves to is loopback.
-absl::StatusOr<bool> HostIsLoopback(const std::string& host, std::string_view target) {
+absl::StatusOr<bool> HostIsLoopback(const std::string& host, absl::string_view target) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -81,7 +82,9 @@ absl::StatusOr<bool> HostIsLoopback(const std::string& host, std::string_view ta
 
 }  // namespace
 
-absl::StatusOr<bool> ResolvesOnlyToLoopback(std::string_view target) {
+absl::StatusOr<bool> ResolvesOnlyToLoopback(std::string_view target_text) {
+  // Debian's Abseil has its own string_view, not std::string_view.
+  const absl::string_view target(target_text.data(), target_text.size());
   if (absl::StartsWith(target, "unix:") || absl::StartsWith(target, "unix-abstract:")) {
     return true;  // a socket in this machine's file system (or abstract namespace)
   }
