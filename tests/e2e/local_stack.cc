@@ -108,7 +108,9 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
   s->pg_port_ = (*port)[0];
   // The scheduler reads its admin token from this file (as the local stack's does); the tests
   // and the workers use it.
-  std::ofstream(fs::path(s->root_) / "admin.token") << parity::testing::kTestAdminToken << "\n";
+  std::ofstream(s->admin_token_file()) << parity::testing::kTestAdminToken << "\n";
+  // 0600: the scheduler refuses a bootstrap file that other users could read.
+  fs::permissions(s->admin_token_file(), fs::perms::owner_read | fs::perms::owner_write);
   if (s->options_.tls) {
     if (absl::Status made = parity::testing::MakeTestCertificates(s->root_ + "/tls"); !made.ok()) {
       return made;

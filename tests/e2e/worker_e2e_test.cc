@@ -398,10 +398,11 @@ TEST_F(WorkerE2ETest, TheCliAndAWorkerWithItsOwnTokenWorkOverTls) {
   const std::string admin = " --token-file " + Quoted(stack_->admin_token_file());
   const std::string root = stack_->root();
   const std::string worker_token = root + "/worker.token";
-  ASSERT_EQ(std::system((Quoted(cli) + " token create --name e2e-worker --role worker" + tls +
-                         admin + " > " + Quoted(worker_token) + " 2> " + Quoted(root + "/cli.err"))
-                            .c_str()),
-            0)
+  ASSERT_EQ(
+      std::system((Quoted(cli) + " token create --name e2e-worker --role worker" + tls + admin +
+                   " --out " + Quoted(worker_token) + " 2> " + Quoted(root + "/cli.err"))
+                      .c_str()),
+      0)
       << ReadFileBytes(root + "/cli.err");
   const std::string spec_path = root + "/tls-sweep.yaml";
   std::ofstream(spec_path) << SweepYaml("e2e-tls", 1, /*baselines=*/false, "2e10");

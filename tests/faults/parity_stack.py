@@ -270,7 +270,8 @@ class Stack:
         self.token_file = os.path.join(root, "admin.token")
         with open(os.path.join(root, "admin.token"), "w") as token:
             token.write("parity_faults-admin-" + os.urandom(16).hex() + "\n")
-        os.chmod(self.token_file, 0o644)  # read by the scheduler in its namespace, any user
+        # Only its owner may read it: the scheduler refuses a bootstrap file others could read.
+        os.chmod(self.token_file, 0o600)
 
     @property
     def target(self):
