@@ -10,11 +10,12 @@
 namespace parity::cli {
 namespace {
 
-using parity::v1::Run;
+using Runs = std::vector<parity::v1::Run>;
 
-Run MakeRun(const std::string& budget, const std::string& axis, const std::string& label, int seed,
-            double bpc, parity::v1::RunState state = parity::v1::RUN_STATE_SUCCEEDED) {
-  Run run;
+parity::v1::Run MakeRun(const std::string& budget, const std::string& axis,
+                        const std::string& label, int seed, double bpc,
+                        parity::v1::RunState state = parity::v1::RUN_STATE_SUCCEEDED) {
+  parity::v1::Run run;
   auto* spec = run.mutable_spec();
   spec->set_sweep_name("fixture");
   spec->set_compute_budget(budget);
@@ -39,11 +40,10 @@ const ComparedCell* Find(const SweepComparison& c, const std::string& cell) {
 }
 
 TEST(SweepCompareTest, MatchesCellsOverSeedsAndReportsTheDifference) {
-  const std::vector<Run> a = {MakeRun("C1", "moe", "ra20", 0, 2.0),
-                              MakeRun("C1", "moe", "ra20", 1, 2.2),
-                              MakeRun("C1", "baseline", "dense-1C", 0, 2.5)};
-  const std::vector<Run> b = {MakeRun("C1", "moe", "ra20", 7, 1.9),
-                              MakeRun("C1", "baseline", "dense-1C", 7, 2.4)};
+  const Runs a = {MakeRun("C1", "moe", "ra20", 0, 2.0), MakeRun("C1", "moe", "ra20", 1, 2.2),
+                  MakeRun("C1", "baseline", "dense-1C", 0, 2.5)};
+  const Runs b = {MakeRun("C1", "moe", "ra20", 7, 1.9),
+                  MakeRun("C1", "baseline", "dense-1C", 7, 2.4)};
   const SweepComparison c = CompareSweeps(a, b);
   ASSERT_EQ(c.matched.size(), 2u) << "seeds differ between the sweeps; the cells still match";
   const ComparedCell* moe = Find(c, "C1 unique moe=ra20");
@@ -58,15 +58,15 @@ TEST(SweepCompareTest, MatchesCellsOverSeedsAndReportsTheDifference) {
 }
 
 TEST(SweepCompareTest, SharedRunsCountInEveryGroupTheyServe) {
-  Run shared = MakeRun("C1", "baseline", "dense-2C", 0, 2.3);
+  parity::v1::Run shared = MakeRun("C1", "baseline", "dense-2C", 0, 2.3);
   auto* also = shared.mutable_spec()->add_also_serves();
   also->set_compute_budget("C2");
   also->set_data_variant("unique");
   also->set_role(parity::v1::RUN_ROLE_DENSE_BASELINE);
   (*also->mutable_grid_point())["baseline"] = "dense-1C";
   (*also->mutable_grid_point())["seed"] = "0";
-  const std::vector<Run> a = {shared};
-  const std::vector<Run> b = {MakeRun("C2", "baseline", "dense-1C", 0, 2.2)};
+  const Runs a = {shared};
+  const Runs b = {MakeRun("C2", "baseline", "dense-1C", 0, 2.2)};
   const SweepComparison c = CompareSweeps(a, b);
   const ComparedCell* cell = Find(c, "C2 unique baseline=dense-1C");
   ASSERT_NE(cell, nullptr) << "A's dense-2C of C1 also serves as dense-1C of C2";
@@ -76,11 +76,11 @@ TEST(SweepCompareTest, SharedRunsCountInEveryGroupTheyServe) {
 }
 
 TEST(SweepCompareTest, UnfinishedRunsStayOutOfTheMeansAndUnmatchedCellsAreListed) {
-  const std::vector<Run> a = {MakeRun("C1", "moe", "ra20", 0, 2.0),
-                              MakeRun("C1", "moe", "ra20", 1, 0, parity::v1::RUN_STATE_FAILED),
-                              MakeRun("C1", "moe", "ra30", 0, 2.1)};
-  const std::vector<Run> b = {MakeRun("C1", "moe", "ra20", 0, 0, parity::v1::RUN_STATE_RUNNING),
-                              MakeRun("C1", "moe", "ra45", 0, 2.4)};
+  const Runs a = {MakeRun("C1", "moe", "ra20", 0, 2.0),
+                  MakeRun("C1", "moe", "ra20", 1, 0, parity::v1::RUN_STATE_FAILED),
+                  MakeRun("C1", "moe", "ra30", 0, 2.1)};
+  const Runs b = {MakeRun("C1", "moe", "ra20", 0, 0, parity::v1::RUN_STATE_RUNNING),
+                  MakeRun("C1", "moe", "ra45", 0, 2.4)};
   const SweepComparison c = CompareSweeps(a, b);
   const ComparedCell* cell = Find(c, "C1 unique moe=ra20");
   ASSERT_NE(cell, nullptr);
