@@ -63,6 +63,9 @@ int RunSubmit(const SubmitOptions& options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500 << attempt));
   }
   if (!status.ok()) return ReportRpcError(status, "submit " + options.spec_path, options.scheduler);
+  for (const parity::v1::PlanWarning& w : response.warnings()) {
+    std::cerr << "warning: " << w.field() << ": " << w.description() << "\n";
+  }
   std::cout << fmt::format("sweep {} ({}): {} runs {}\n", response.sweep().sweep_id(), spec->name(),
                            response.run_ids_size(),
                            response.deduplicated() ? "(already submitted)" : "queued");

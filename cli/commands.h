@@ -32,6 +32,9 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code);
 // (env PARITY_SCHEDULER).
 void RegisterClientCommands(CLI::App& app, int& exit_code);
 
+// `compare SWEEP_A SWEEP_B`: matching cells of two sweeps with ΔBPC (cli/sweep_compare.h).
+void RegisterCompareCommand(CLI::App& app, int& exit_code);
+
 // `token create|list|revoke` (admin): the scheduler's access tokens.
 void RegisterTokenCommands(CLI::App& app, int& exit_code);
 

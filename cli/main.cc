@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   using Register = void (*)(CLI::App&, int&);
   for (Register register_command :
        {&parity::cli::RegisterPlanCommand, &parity::cli::RegisterClientCommands,
-        &parity::cli::RegisterReportCommand, &parity::cli::RegisterTokenCommands}) {
+        &parity::cli::RegisterCompareCommand, &parity::cli::RegisterReportCommand,
+        &parity::cli::RegisterTokenCommands}) {
     register_command(app, exit_code);
   }
   try {

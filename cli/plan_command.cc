@@ -1,5 +1,6 @@
 // `parity plan SPEC`: load, validate and plan a sweep locally (no server) and print its runs.
-// Every problem with the spec is printed as "error: FIELD: REASON" and the exit code is 2.
+// Every problem with the spec is printed as "error: FIELD: REASON" and the exit code is 2; every
+// warning (core/planner_warnings.h) as "warning: FIELD: REASON", which leaves the exit code 0.
 #include <iostream>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "cli/plan_format.h"
 #include "core/field_violation.h"
 #include "core/planner.h"
+#include "core/planner_warnings.h"
 #include "core/spec_loader.h"
 
 namespace parity::cli {
@@ -47,7 +49,14 @@ int RunPlan(const PlanOptions& options) {
                                                                       : kExitFailure;
   }
   std::cout << FormatPlan(*runs, kFormats.at(options.format));
-  std::cerr << "planned " << runs->size() << " runs of sweep '" << spec->name() << "'\n";
+  for (const core::FieldViolation& w : core::PlanWarnings(*spec, *runs)) {
+    std::cerr << "warning: " << w.field << ": " << w.description << "\n";
+  }
+  size_t shared = 0;
+  for (const parity::v1::RunSpec& run : *runs) shared += run.also_serves().empty() ? 0 : 1;
+  std::cerr << "planned " << runs->size() << " runs of sweep '" << spec->name() << "'";
+  if (shared > 0) std::cerr << " (" << shared << " planned once for several groups: see 'also')";
+  std::cerr << "\n";
   return kExitOk;
 }
 

@@ -112,12 +112,80 @@ absl::Status SetTrainingField(parity::v1::TrainingSpec& training, const std::str
       absl::StrCat("value ", value, " does not fit '", name, "' (a non-negative integer)"));
 }
 
+std::string LayoutName(parity::v1::MoeLayout layout) {
+  switch (layout) {
+    case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
+      return "1dense+SE";
+    case parity::v1::MOE_LAYOUT_ALL_MOE:
+      return "all-moe";
+    case parity::v1::MOE_LAYOUT_INTERLEAVED:
+      return "interleaved";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string BalanceName(parity::v1::BalanceMethod balance) {
+  switch (balance) {
+    case parity::v1::BALANCE_METHOD_AUX_LOSS:
+      return "aux_loss";
+    case parity::v1::BALANCE_METHOD_LOSS_FREE:
+      return "loss_free";
+    case parity::v1::BALANCE_METHOD_NONE:
+      return "none";
+    default:
+      return "unspecified";
+  }
+}
+
+std::string ReuseName(parity::v1::ReuseMode reuse) {
+  switch (reuse) {
+    case parity::v1::REUSE_MODE_UNIQUE:
+      return "unique";
+    case parity::v1::REUSE_MODE_STRICT:
+      return "strict";
+    case parity::v1::REUSE_MODE_LOOSE:
+      return "loose";
+    default:
+      return "unspecified";
+  }
+}
+
 std::string MoePointLabel(const parity::v1::MoePoint& p) {
   if (!p.name().empty()) return p.name();
+  std::string label;
   if (p.target_activation_rate() > 0) {
-    return absl::StrFormat("ra%g", std::round(p.target_activation_rate() * 1000.0) / 10.0);
+    label = absl::StrFormat("ra%g", std::round(p.target_activation_rate() * 1000.0) / 10.0);
+    if (p.top_k() > 0) absl::StrAppend(&label, "-k", p.top_k());
+  } else {
+    label = absl::StrCat("e", p.num_experts(), "k", p.top_k(), "de", p.expert_hidden());
   }
-  return absl::StrCat("e", p.num_experts(), "k", p.top_k(), "de", p.expert_hidden());
+  if (p.layout() == parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT)
+    absl::StrAppend(&label, "-1dse");
+  if (p.layout() == parity::v1::MOE_LAYOUT_ALL_MOE) absl::StrAppend(&label, "-allmoe");
+  if (p.layout() == parity::v1::MOE_LAYOUT_INTERLEAVED) absl::StrAppend(&label, "-interleaved");
+  if (p.shared_expert_hidden() > 0) absl::StrAppend(&label, "-se", p.shared_expert_hidden());
+  if (p.balance() == parity::v1::BALANCE_METHOD_AUX_LOSS) absl::StrAppend(&label, "-aux");
+  if (p.balance() == parity::v1::BALANCE_METHOD_LOSS_FREE) absl::StrAppend(&label, "-lossfree");
+  if (p.balance() == parity::v1::BALANCE_METHOD_NONE) absl::StrAppend(&label, "-nobalance");
+  return label;
+}
+
+parity::v1::ModelSpec MoePointBackbone(const parity::v1::ModelSpec& backbone,
+                                       const parity::v1::MoePoint& point) {
+  parity::v1::ModelSpec m = backbone;
+  auto* moe = m.mutable_moe();
+  if (point.layout() != parity::v1::MOE_LAYOUT_UNSPECIFIED) {
+    moe->set_layout(point.layout());
+    if (point.layout() == parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT) {
+      moe->set_shared_expert_hidden(0);
+    }
+  }
+  if (point.shared_expert_hidden() > 0) moe->set_shared_expert_hidden(point.shared_expert_hidden());
+  if (point.balance() != parity::v1::BALANCE_METHOD_UNSPECIFIED) {
+    moe->mutable_router()->set_balance(point.balance());
+  }
+  return m;
 }
 
 std::string BudgetLabel(const parity::v1::ComputeBudget& budget, int index) {
@@ -126,7 +194,19 @@ std::string BudgetLabel(const parity::v1::ComputeBudget& budget, int index) {
 
 std::string BaselineLabel(const parity::v1::DenseBaseline& baseline) {
   if (!baseline.name().empty()) return baseline.name();
-  return absl::StrFormat("dense-%gC", baseline.compute_multiple());
+  std::string label = absl::StrFormat("dense-%gC", baseline.compute_multiple());
+  if (baseline.reuse() != parity::v1::REUSE_MODE_UNSPECIFIED) {
+    absl::StrAppend(&label, "-", ReuseName(baseline.reuse()));
+  }
+  return label;
+}
+
+std::string DenseSizeLabel(const parity::v1::DenseSize& size) {
+  if (!size.name().empty()) return size.name();
+  if (size.params_multiple() > 0) return absl::StrFormat("n%g", size.params_multiple());
+  if (size.target_params() > 0)
+    return absl::StrCat("n", CompactNumber(double(size.target_params())));
+  return absl::StrCat("d", size.d_model(), "l", size.num_layers());
 }
 
 std::string SettingLabel(const HyperparameterSetting& setting) {
@@ -148,7 +228,8 @@ uint64_t ExpectedRunCount(const SweepSpec& spec) {
   for (const auto& axis : grid.hyperparameters()) settings *= std::max(1, axis.values_size());
   const double per_model = double(grid.compute_size()) * std::max(1, grid.data_size()) *
                            std::max(1, grid.seeds_size()) * settings;
-  const double runs = per_model * (grid.moe_size() + spec.baselines_size());
+  const double runs =
+      per_model * (grid.moe_size() + spec.baselines_size() + grid.dense_sizes_size());
   return runs >= 1.8e19 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(runs);
 }
 

@@ -28,14 +28,30 @@ std::vector<HyperparameterSetting> HyperparameterSettingsOf(const parity::v1::Gr
 absl::Status SetTrainingField(parity::v1::TrainingSpec& training, const std::string& field,
                               double value);
 
-// Labels used in run names when the spec leaves them empty.
+// Labels used in run names when the spec leaves them empty. An MoE point's ablation fields
+// (top_k pinned beside a target r_a, layout, shared expert, balance) are appended:
+// "ra20-k4", "ra20-allmoe-se256-lossfree".
 std::string MoePointLabel(const parity::v1::MoePoint& point);  // "ra20", "e64k8de512"
 std::string BudgetLabel(const parity::v1::ComputeBudget& budget, int index);  // "C1"
-std::string BaselineLabel(const parity::v1::DenseBaseline& baseline);         // "dense-2C"
-std::string SettingLabel(const HyperparameterSetting& setting);               // "-lr0.0003" or ""
+std::string BaselineLabel(
+    const parity::v1::DenseBaseline& baseline);                 // "dense-2C", "dense-1.91C-unique"
+std::string DenseSizeLabel(const parity::v1::DenseSize& size);  // "n0.5", "n25M", "d128l4"
 
-// Runs the spec expands to (MoE points and baselines × budgets × data × seeds × settings),
-// saturating at UINT64_MAX.
+// Short names of the ablation values recorded in grid_point: "1dense+SE", "all-moe",
+// "interleaved"; "aux_loss", "loss_free", "none"; "unique", "strict", "loose".
+std::string LayoutName(parity::v1::MoeLayout layout);
+std::string BalanceName(parity::v1::BalanceMethod balance);
+std::string ReuseName(parity::v1::ReuseMode reuse);
+
+// The backbone of one MoE point: the sweep's backbone with the point's ablation fields (layout,
+// shared expert, balance) laid over it. A point that switches to 1dense+SE drops the backbone's
+// shared expert (that layout sets D_se = K·D_e).
+parity::v1::ModelSpec MoePointBackbone(const parity::v1::ModelSpec& backbone,
+                                       const parity::v1::MoePoint& point);
+std::string SettingLabel(const HyperparameterSetting& setting);  // "-lr0.0003" or ""
+
+// Runs the spec expands to (MoE points, baselines and dense sizes × budgets × data × seeds ×
+// settings) before identical runs are merged, saturating at UINT64_MAX.
 uint64_t ExpectedRunCount(const parity::v1::SweepSpec& spec);
 
 // Compact numbers for labels: 0.2 → "0.2", 68e9 → "68B".

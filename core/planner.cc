@@ -1,6 +1,7 @@
-// PlanSweep: validate, solve the shapes (PlanShapes: once per MoE point and once for the dense
-// model), then expand the grid (ExpandGrid) by copying them into one run each (MakeRun); a
-// 300-run grid plans in milliseconds.
+// PlanSweep: validate, solve the shapes (PlanShapes: once per MoE point, once for the dense
+// model, once per dense size), expand the grid (ExpandGrid) by copying them into one run each
+// (MakeRun), then plan identical runs once (MergeIdenticalRuns); a 300-run grid plans in
+// milliseconds.
 #include "core/planner.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "core/gpu_sizing.h"
 #include "core/grid.h"
 #include "core/hyperparameters.h"
+#include "core/planner_sharing.h"
 #include "core/shape_solver.h"
 #include "core/status_macros.h"
 #include "core/validation.h"
@@ -55,7 +57,7 @@ std::optional<PlannedModel> Plan(const absl::StatusOr<ModelSpec>& model, std::st
 }
 
 bool NeedsDense(const SweepSpec& spec, const std::vector<parity::v1::DataVariant>& variants) {
-  if (!spec.baselines().empty()) return true;
+  if (!spec.baselines().empty() || !spec.grid().dense_sizes().empty()) return true;
   for (const auto& b : spec.grid().compute()) {
     if (b.dense_tokens() > 0) return true;
   }
@@ -76,35 +78,60 @@ absl::Status Invalid(const SweepSpec& spec, const char* what,
       violations);
 }
 
-// The solved models of a sweep: one per MoE point (grid order) and the dense model if needed.
+// The solved models of a sweep: one per MoE point (grid order; `moe_points[i]` is the index of
+// moe[i]'s point), the dense model if needed, and one per dense size (grid order).
 struct PlannedShapes {
   std::vector<PlannedModel> moe;
+  std::vector<int> moe_points;
   std::optional<PlannedModel> dense;
+  std::vector<PlannedModel> frontier;
 };
 
-// The backbone, then each MoE point's shape. `backbone_target` is the backbone's target N (0
-// when there is no MoE point or the backbone cannot be resolved).
-std::vector<PlannedModel> PlanMoePoints(const SweepSpec& spec, std::optional<ModelSpec>& backbone,
-                                        uint64_t& backbone_target,
-                                        std::vector<FieldViolation>& violations) {
-  std::vector<PlannedModel> planned_points;
-  if (spec.grid().moe().empty()) return planned_points;
+// The backbone, then each MoE point's shape on its own backbone (the sweep's, with the point's
+// layout, shared expert and balance laid over it). Every point aims at the sweep backbone's
+// target N, so an ablation changes the shape, never N. `backbone_target` is 0 when there is no
+// MoE point or the backbone cannot be resolved.
+void PlanMoePoints(const SweepSpec& spec, std::optional<ModelSpec>& backbone,
+                   uint64_t& backbone_target, PlannedShapes& shapes,
+                   std::vector<FieldViolation>& violations) {
+  if (spec.grid().moe().empty()) return;
   absl::StatusOr<ModelSpec> resolved = ResolveBackbone(spec.moe());
   if (!resolved.ok()) {
     violations.push_back({"moe", std::string(resolved.status().message())});
-    return planned_points;
+    return;
   }
   backbone = *resolved;
   backbone_target = BackboneTargetParams(*backbone);
   const uint32_t seq = spec.training().sequence_length();
   for (int i = 0; i < spec.grid().moe_size(); ++i) {
     const auto& point = spec.grid().moe(i);
+    const std::string path = absl::StrCat("grid.moe[", i, "]");
+    absl::StatusOr<ModelSpec> point_backbone = ResolveBackbone(MoePointBackbone(spec.moe(), point));
+    if (!point_backbone.ok()) {
+      violations.push_back({path, std::string(point_backbone.status().message())});
+      continue;
+    }
     std::optional<PlannedModel> planned =
-        Plan(SolveMoePoint(*backbone, point, backbone_target), MoePointLabel(point), seq,
-             absl::StrCat("grid.moe[", i, "]"), violations);
-    if (planned) planned_points.push_back(*std::move(planned));
+        Plan(SolveMoePoint(*point_backbone, point, backbone_target), MoePointLabel(point), seq,
+             path, violations);
+    if (planned) {
+      shapes.moe.push_back(*std::move(planned));
+      shapes.moe_points.push_back(i);
+    }
   }
-  return planned_points;
+}
+
+// A solved N outside the tolerance of its target is a violation at `path`.
+void CheckTolerance(const PlannedModel& model, uint64_t target, const std::string& path,
+                    std::vector<FieldViolation>& violations) {
+  if (target == 0 || std::fabs(model.accounting.params_error()) <= ParamTolerance(model.model)) {
+    return;
+  }
+  violations.push_back(
+      {path, absl::StrFormat("N = %s is %.1f%% from the target N = %s (tolerance %g%%)",
+                             CompactNumber(double(model.accounting.params())),
+                             model.accounting.params_error() * 100, CompactNumber(double(target)),
+                             ParamTolerance(model.model) * 100)});
 }
 
 // The dense model, aimed at dense.target_params, else the backbone's N, else the first MoE
@@ -118,16 +145,53 @@ std::optional<PlannedModel> PlanDense(const SweepSpec& spec, const ModelSpec* ba
   if (target == 0 && !moe_models.empty()) target = moe_models.front().accounting.params();
   std::optional<PlannedModel> dense = Plan(SolveDense(spec.dense(), backbone, target), "dense",
                                            spec.training().sequence_length(), "dense", violations);
-  if (dense && target > 0 &&
-      std::fabs(dense->accounting.params_error()) > ParamTolerance(dense->model)) {
-    violations.push_back(
-        {"dense",
-         absl::StrFormat("N = %s is %.1f%% from the target N = %s (tolerance %g%%)",
-                         CompactNumber(double(dense->accounting.params())),
-                         dense->accounting.params_error() * 100, CompactNumber(double(target)),
-                         ParamTolerance(dense->model) * 100)});
-  }
+  if (dense) CheckTolerance(*dense, target, "dense", violations);
   return dense;
+}
+
+// The dense spec of one size of the frontier: SweepSpec.dense with its width and depth freed (or
+// set to the size's explicit ones); an explicit D_ffn becomes its ratio α, an explicit shape's
+// D_m/L its ζ, so every size keeps the dense model's proportions.
+ModelSpec DenseSizeSpec(const ModelSpec& dense, const parity::v1::DenseSize& size) {
+  ModelSpec m = dense;
+  if (m.head_dim() == 0 && m.num_heads() > 0 && m.d_model() > 0) {
+    m.set_head_dim(m.d_model() / m.num_heads());
+  }
+  if (m.ffn_hidden() > 0 && m.d_model() > 0) m.set_ffn_ratio(double(m.ffn_hidden()) / m.d_model());
+  if (m.aspect_ratio() == 0 && m.d_model() > 0 && m.num_layers() > 0) {
+    m.set_aspect_ratio(double(m.d_model()) / m.num_layers());
+  }
+  m.clear_ffn_hidden();
+  m.clear_num_heads();
+  m.set_d_model(size.d_model());
+  m.set_num_layers(size.num_layers());
+  if (size.d_model() > 0 && m.head_dim() > 0) m.set_num_heads(size.d_model() / m.head_dim());
+  m.clear_target_params();
+  return m;
+}
+
+// Each dense size: its target N (a multiple of the dense model's, or its own), solved like the
+// dense model and held to the tolerance of its own target.
+void PlanFrontier(const SweepSpec& spec, const ModelSpec* backbone, PlannedShapes& shapes,
+                  std::vector<FieldViolation>& violations) {
+  const uint64_t dense_n = shapes.dense ? shapes.dense->accounting.params() : 0;
+  const uint64_t dense_target = shapes.dense && shapes.dense->model.target_params() > 0
+                                    ? shapes.dense->model.target_params()
+                                    : dense_n;
+  for (int i = 0; i < spec.grid().dense_sizes_size(); ++i) {
+    const auto& size = spec.grid().dense_sizes(i);
+    const std::string path = absl::StrCat("grid.dense_sizes[", i, "]");
+    uint64_t target = size.target_params();
+    if (size.params_multiple() > 0) {
+      target = static_cast<uint64_t>(std::llround(size.params_multiple() * double(dense_target)));
+    }
+    std::optional<PlannedModel> planned =
+        Plan(SolveDense(DenseSizeSpec(spec.dense(), size), backbone, target), DenseSizeLabel(size),
+             spec.training().sequence_length(), path, violations);
+    if (!planned) continue;
+    CheckTolerance(*planned, target, path, violations);
+    shapes.frontier.push_back(*std::move(planned));
+  }
 }
 
 PlannedShapes PlanShapes(const SweepSpec& spec,
@@ -136,33 +200,55 @@ PlannedShapes PlanShapes(const SweepSpec& spec,
   PlannedShapes shapes;
   std::optional<ModelSpec> backbone;
   uint64_t backbone_target = 0;
-  shapes.moe = PlanMoePoints(spec, backbone, backbone_target, violations);
+  PlanMoePoints(spec, backbone, backbone_target, shapes, violations);
   if (NeedsDense(spec, variants)) {
     shapes.dense =
         PlanDense(spec, backbone ? &*backbone : nullptr, backbone_target, shapes.moe, violations);
+    if (shapes.dense) PlanFrontier(spec, backbone ? &*backbone : nullptr, shapes, violations);
   }
   return shapes;
 }
 
-// One model row of a budget and data variant: an MoE point, or a dense baseline spending
-// `multiple`·C.
+// One model row of a budget and data variant: an MoE point, a dense baseline spending
+// `multiple`·C (with its own data policy when `reuse` is set), or a dense size of the frontier.
 struct Row {
   const PlannedModel* planned;
   parity::v1::RunRole role;
   std::string label;
   double multiple;
+  const parity::v1::MoePoint* point = nullptr;                       // MoE rows: the grid point
+  parity::v1::ReuseMode reuse = parity::v1::REUSE_MODE_UNSPECIFIED;  // baselines: the override
 };
 
 std::vector<Row> RowsOf(const SweepSpec& spec, const PlannedShapes& shapes) {
   std::vector<Row> rows;
-  for (const PlannedModel& m : shapes.moe) {
-    rows.push_back({&m, parity::v1::RUN_ROLE_MOE, absl::StrCat("moe-", m.label), 1.0});
+  for (size_t i = 0; i < shapes.moe.size(); ++i) {
+    const PlannedModel& m = shapes.moe[i];
+    rows.push_back({&m, parity::v1::RUN_ROLE_MOE, absl::StrCat("moe-", m.label), 1.0,
+                    &spec.grid().moe(shapes.moe_points[i])});
   }
   for (const auto& baseline : spec.baselines()) {
     rows.push_back({&*shapes.dense, parity::v1::RUN_ROLE_DENSE_BASELINE, BaselineLabel(baseline),
-                    baseline.compute_multiple()});
+                    baseline.compute_multiple(), nullptr, baseline.reuse()});
+  }
+  for (const PlannedModel& m : shapes.frontier) {
+    rows.push_back({&m, parity::v1::RUN_ROLE_DENSE_FRONTIER, absl::StrCat("dense-", m.label), 1.0});
   }
   return rows;
+}
+
+// The data variant a row's runs use: the cell's, or a baseline's own policy over it (unique:
+// D̂ = D; strict: the variant's D̂, by default the dense 1C D). The name stays the cell's, so the
+// run sits in the group it is the baseline of.
+parity::v1::DataVariant RowVariant(const parity::v1::DataVariant& variant, const Row& row) {
+  if (row.reuse == parity::v1::REUSE_MODE_UNSPECIFIED || row.reuse == variant.reuse()) {
+    return variant;
+  }
+  parity::v1::DataVariant v;
+  v.set_name(variant.name());
+  v.set_reuse(row.reuse);
+  if (row.reuse == parity::v1::REUSE_MODE_STRICT) v.set_unique_tokens(variant.unique_tokens());
+  return v;
 }
 
 // Strict reuse's default D̂: what the 1C dense run of `compute` actually consumes (whole
@@ -212,13 +298,32 @@ uint64_t ConsumedUniqueTokens(const parity::v1::DataVariant& variant, uint64_t c
   }
 }
 
+// The ablation values an MoE point sets, for the analysis to group by: only those the point
+// itself sets, so an r_a sweep is not split by its solved K.
+void SetAblationKeys(const parity::v1::MoePoint& p,
+                     google::protobuf::Map<std::string, std::string>& point) {
+  if (p.top_k() > 0 && p.target_activation_rate() > 0) point["top_k"] = absl::StrCat(p.top_k());
+  if (p.granularity() > 0) point["granularity"] = absl::StrFormat("%g", p.granularity());
+  if (p.layout() != parity::v1::MOE_LAYOUT_UNSPECIFIED) point["layout"] = LayoutName(p.layout());
+  if (p.shared_expert_hidden() > 0) {
+    point["shared_expert_hidden"] = absl::StrCat(p.shared_expert_hidden());
+  }
+  if (p.balance() != parity::v1::BALANCE_METHOD_UNSPECIFIED)
+    point["balance"] = BalanceName(p.balance());
+}
+
 void SetGridPoint(const Cell& cell, const Row& row, uint64_t seed,
                   const HyperparameterSetting& setting, RunSpec& run) {
   auto& point = *run.mutable_grid_point();
   if (row.role == parity::v1::RUN_ROLE_MOE) {
     point["moe"] = row.planned->label;
+    if (row.point != nullptr) SetAblationKeys(*row.point, point);
+  } else if (row.role == parity::v1::RUN_ROLE_DENSE_FRONTIER) {
+    point["dense_size"] = row.planned->label;
   } else {
     point["baseline"] = row.label;
+    if (row.reuse != parity::v1::REUSE_MODE_UNSPECIFIED)
+      point["baseline_data"] = ReuseName(row.reuse);
   }
   point["compute"] = cell.budget_label;
   point["data"] = cell.variant.name();
@@ -294,8 +399,9 @@ std::vector<RunSpec> ExpandGrid(const SweepSpec& spec, const PlannedShapes& shap
                                                 compute, row.label, flops_per_token)});
           continue;
         }
-        const Cell cell{spec, budget_label, variant, tokens,
-                        PlannedUniqueTokens(variant, tokens, dense_1c_tokens)};
+        const parity::v1::DataVariant row_variant = RowVariant(variant, row);
+        const Cell cell{spec, budget_label, row_variant, tokens,
+                        PlannedUniqueTokens(row_variant, tokens, dense_1c_tokens)};
         for (uint64_t seed : seeds) {
           for (const HyperparameterSetting& setting : settings) {
             absl::StatusOr<RunSpec> run = MakeRun(cell, row, seed, setting);
@@ -328,6 +434,7 @@ absl::StatusOr<std::vector<RunSpec>> PlanSweep(const SweepSpec& spec) {
   if (!violations.empty()) return Invalid(spec, "cannot be planned", violations);
   std::vector<RunSpec> runs = ExpandGrid(spec, shapes, variants, violations);
   if (!violations.empty()) return Invalid(spec, "cannot be planned", violations);
+  MergeIdenticalRuns(runs);
   return runs;
 }
 

@@ -109,7 +109,13 @@ absl::StatusOr<ModelSpec> SolveMoePoint(const ModelSpec& backbone,
   const double target_ra = point.target_activation_rate();
   const double mu = moe.total_ffn_ratio();
   double target_g = point.granularity() > 0 ? point.granularity() : moe.granularity();
-  const bool g_fixed = target_g > 0 && point.expert_hidden() == 0;
+  // A point that pins K beside a target r_a varies r_a through E and D_e (K held fixed across
+  // the points, so r_a is not confounded with top-K): the backbone's granularity is then only a
+  // preference among shapes of equal r_a, not a constraint. The point's own granularity still
+  // fixes D_e.
+  const bool k_pinned = point.top_k() > 0 && target_ra > 0;
+  const bool g_fixed = point.expert_hidden() == 0 &&
+                       (point.granularity() > 0 || (moe.granularity() > 0 && !k_pinned));
   if (target_g <= 0) target_g = kDefaultGranularity;
 
   Shape base;

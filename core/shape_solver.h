@@ -26,7 +26,9 @@ double ParamTolerance(const parity::v1::ModelSpec& spec);
 
 // Solves E, K, D_e (D_e a multiple of 32, K ≤ E) for `point` on `backbone` so that N is within
 // the tolerance of `target_params` (when > 0) and r_a is as close to the point's target as the
-// integers allow; ties prefer the point's (or the backbone's, or the default) granularity.
+// integers allow; ties prefer the point's (or the backbone's, or the default) granularity. A
+// point that pins top_k beside a target r_a keeps K and solves E and D_e (the backbone's
+// granularity is then a preference, not a constraint).
 // InvalidArgument with a human reason when nothing fits.
 absl::StatusOr<parity::v1::ModelSpec> SolveMoePoint(const parity::v1::ModelSpec& backbone,
                                                     const parity::v1::MoePoint& point,

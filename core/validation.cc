@@ -164,6 +164,41 @@ void CheckMoeBackbone(Checker& c, const SweepSpec& spec) {
   }
 }
 
+// A point's layout, shared expert and balance over the backbone's (core/grid.h MoePointBackbone):
+// the layout's own rules, checked on the point's effective backbone.
+void CheckMoePointAblation(Checker& c, const SweepSpec& spec, const parity::v1::MoePoint& p,
+                           const std::string& path) {
+  if (p.layout() == parity::v1::MOE_LAYOUT_UNSPECIFIED && p.shared_expert_hidden() == 0) return;
+  const ModelSpec m = MoePointBackbone(spec.moe(), p);
+  const auto& moe = m.moe();
+  if (p.shared_expert_hidden() % kExpertHiddenMultiple != 0) {
+    c.Add(path + ".shared_expert_hidden",
+          absl::StrCat(p.shared_expert_hidden(), " is not a multiple of ", kExpertHiddenMultiple));
+  }
+  switch (moe.layout()) {
+    case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
+      c.Require(p.shared_expert_hidden() == 0, path + ".shared_expert_hidden",
+                "1dense+SE sets the shared expert to K·D_e; leave it 0 or use all-moe");
+      c.Require(
+          m.num_layers() == 0 || m.num_layers() >= 2, path + ".layout",
+          absl::StrCat("1dense+SE needs at least 2 layers, the backbone has ", m.num_layers()));
+      c.Require(m.ffn_hidden() > 0 || m.ffn_ratio() > 0, path + ".layout",
+                "1dense+SE needs the backbone's ffn_hidden or ffn_ratio for its dense layer");
+      break;
+    case parity::v1::MOE_LAYOUT_INTERLEAVED:
+      c.Require(moe.interleave_every() >= 1 && moe.interleave_every() <= m.num_layers(),
+                path + ".layout",
+                "interleaved needs the backbone's moe.interleave_every in [1, num_layers]");
+      if (moe.interleave_every() > 1) {
+        c.Require(m.ffn_hidden() > 0 || m.ffn_ratio() > 0, path + ".layout",
+                  "interleaved needs the backbone's ffn_hidden or ffn_ratio for its dense layers");
+      }
+      break;
+    default:
+      break;
+  }
+}
+
 void CheckMoePoints(Checker& c, const SweepSpec& spec) {
   if (spec.grid().moe_size() > kMaxMoePoints) {
     c.Add("grid.moe", absl::StrCat(spec.grid().moe_size(), " points exceed the limit of ",
@@ -197,8 +232,39 @@ void CheckMoePoints(Checker& c, const SweepSpec& spec) {
     if (p.granularity() > 0 && p.expert_hidden() > 0) {
       c.Add(path + ".granularity", "over-determined: expert_hidden already fixes G = 2·D_m/D_e");
     }
+    CheckMoePointAblation(c, spec, p, path);
   }
   CheckUniqueNames(c, names, "grid.moe");
+}
+
+// The dense frontier: each size by exactly one of a multiple of the dense N, a target N or an
+// explicit (d_model, num_layers) whose width the head dimension divides.
+void CheckDenseSizes(Checker& c, const SweepSpec& spec) {
+  const ModelSpec& d = spec.dense();
+  uint32_t head_dim = d.head_dim();
+  if (head_dim == 0 && d.num_heads() > 0 && d.d_model() > 0) head_dim = d.d_model() / d.num_heads();
+  if (head_dim == 0 && spec.moe().num_heads() > 0 && spec.moe().d_model() > 0) {
+    head_dim = spec.moe().d_model() / spec.moe().num_heads();
+  }
+  std::vector<std::string> names;
+  for (int i = 0; i < spec.grid().dense_sizes_size(); ++i) {
+    const auto& size = spec.grid().dense_sizes(i);
+    const std::string path = absl::StrCat("grid.dense_sizes[", i, "]");
+    names.push_back(DenseSizeLabel(size));
+    const bool shape = size.d_model() > 0 || size.num_layers() > 0;
+    const int ways = (size.params_multiple() > 0) + (size.target_params() > 0) + shape;
+    if (ways != 1) {
+      c.Add(path, "set exactly one of params_multiple, target_params or d_model with num_layers");
+      continue;
+    }
+    if (shape && (size.d_model() == 0 || size.num_layers() == 0)) {
+      c.Add(path, "an explicit dense size needs both d_model and num_layers");
+    } else if (shape && head_dim > 0 && size.d_model() % head_dim != 0) {
+      c.Add(path + ".d_model",
+            absl::StrCat(size.d_model(), " is not a multiple of the dense head_dim ", head_dim));
+    }
+  }
+  CheckUniqueNames(c, names, "grid.dense_sizes");
 }
 
 void CheckDense(Checker& c, const SweepSpec& spec) {
@@ -220,11 +286,15 @@ void CheckDense(Checker& c, const SweepSpec& spec) {
   for (int i = 0; i < spec.baselines_size(); ++i) {
     const double m = spec.baselines(i).compute_multiple();
     c.Require(m > 0 && std::isfinite(m), absl::StrCat("baselines[", i, "].compute_multiple"),
-              absl::StrCat(Num(m), " must be > 0 (e.g. 1 or 2)"));
+              absl::StrCat(Num(m), " must be > 0 (e.g. 1, 2 or 1.91)"));
+    c.Require(spec.baselines(i).reuse() != parity::v1::REUSE_MODE_LOOSE,
+              absl::StrCat("baselines[", i, "].reuse"),
+              "a baseline's own data policy is unique or strict; loose reuse belongs to grid.data");
   }
   std::vector<std::string> names;
   for (const auto& b : spec.baselines()) names.push_back(BaselineLabel(b));
   CheckUniqueNames(c, names, "baselines");
+  CheckDenseSizes(c, spec);
 }
 
 void CheckBudgets(Checker& c, const SweepSpec& spec) {
@@ -244,8 +314,8 @@ void CheckBudgets(Checker& c, const SweepSpec& spec) {
     }
   }
   CheckUniqueNames(c, names, "grid.compute");
-  c.Require(!grid.moe().empty() || !spec.baselines().empty(), "grid.moe",
-            "nothing to plan: no MoE points and no dense baselines");
+  c.Require(!grid.moe().empty() || !spec.baselines().empty() || !grid.dense_sizes().empty(),
+            "grid.moe", "nothing to plan: no MoE points, no dense baselines and no dense sizes");
 }
 
 void CheckTraining(Checker& c, const SweepSpec& spec) {
@@ -460,7 +530,7 @@ std::vector<FieldViolation> ValidateSweepSpec(const SweepSpec& spec) {
     CheckMoeBackbone(c, spec);
     CheckMoePoints(c, spec);
   }
-  if (!spec.baselines().empty()) CheckDense(c, spec);
+  if (!spec.baselines().empty() || !spec.grid().dense_sizes().empty()) CheckDense(c, spec);
   CheckTraining(c, spec);
   CheckData(c, spec);
   const uint64_t runs = ExpectedRunCount(spec);

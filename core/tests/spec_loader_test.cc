@@ -34,8 +34,10 @@ TEST(SpecLoaderTest, YamlAndJsonTwinsReadAndPlanIdentically) {
   ASSERT_TRUE(yaml_runs.ok()) << yaml_runs.status();
   ASSERT_TRUE(json_runs.ok()) << json_runs.status();
   ASSERT_EQ(yaml_runs->size(), json_runs->size());
-  EXPECT_EQ(yaml_runs->size(), (2u + 2u) * 2 * 3 * 2 * 2) << "(2 MoE + 2 baselines) × 2 budgets "
-                                                             "× 3 data × 2 seeds × 2 wd values";
+  EXPECT_EQ(yaml_runs->size(), (2u + 2u) * 2 * 3 * 2 * 2 - 16)
+      << "(2 MoE + 2 baselines) × 2 budgets × 3 data × 2 seeds × 2 wd values, less the runs "
+         "planned once: dense 1C strict (D̂ = its own D) is dense 1C unique, and dense 2C strict "
+         "(D̂ = D_1C, 2 epochs) is dense 2C loose 2 epochs, at 2 budgets × 2 seeds × 2 wd each";
   for (size_t i = 0; i < yaml_runs->size(); ++i) {
     EXPECT_TRUE(
         google::protobuf::util::MessageDifferencer::Equals((*yaml_runs)[i], (*json_runs)[i]))
@@ -155,6 +157,38 @@ TEST(SpecLoaderTest, TextThatIsNotUtf8IsAViolationNotACrash) {
   auto accented = ParseSweepSpec("name: caf\xc3\xa9\n", SpecFormat::kYaml);
   ASSERT_TRUE(accented.ok()) << accented.status();
   EXPECT_EQ(accented->name(), "caf\xc3\xa9");
+}
+
+// The planning axes of issue #22 read from YAML with their friendly spellings.
+TEST(SpecLoaderTest, FrontierBaselinePolicyAblationsAndRegimeFlag) {
+  absl::StatusOr<SweepSpec> spec = ParseSweepSpec(R"(
+name: axes
+allow_undertrained: yes
+grid:
+  moe:
+    - {target_activation_rate: 0.2, top_k: 4, layout: all-moe, shared_expert_hidden: 256,
+       balance: loss-free}
+  dense_sizes: [{params_multiple: 0.5}, {target_params: 25M}, {d_model: 512, num_layers: 8}]
+baselines: [{compute_multiple: 1.91, reuse: unique}]
+)",
+                                                  SpecFormat::kYaml);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->allow_undertrained());
+  const auto& point = spec->grid().moe(0);
+  EXPECT_EQ(point.top_k(), 4u);
+  EXPECT_EQ(point.layout(), parity::v1::MOE_LAYOUT_ALL_MOE);
+  EXPECT_EQ(point.shared_expert_hidden(), 256u);
+  EXPECT_EQ(point.balance(), parity::v1::BALANCE_METHOD_LOSS_FREE);
+  ASSERT_EQ(spec->grid().dense_sizes_size(), 3);
+  EXPECT_DOUBLE_EQ(spec->grid().dense_sizes(0).params_multiple(), 0.5);
+  EXPECT_EQ(spec->grid().dense_sizes(1).target_params(), 25000000u);
+  EXPECT_EQ(spec->grid().dense_sizes(2).d_model(), 512u);
+  EXPECT_DOUBLE_EQ(spec->baselines(0).compute_multiple(), 1.91);
+  EXPECT_EQ(spec->baselines(0).reuse(), parity::v1::REUSE_MODE_UNIQUE);
+  const absl::Status bad =
+      ParseSweepSpec("name: x\ngrid: {dense_sizes: [{multiple: 2}]}\n", SpecFormat::kYaml).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(Fields(bad).find("grid.dense_sizes[0].multiple"), std::string::npos) << Fields(bad);
 }
 
 TEST(SpecLoaderTest, JsonAcceptsFriendlyNamesToo) {

@@ -265,6 +265,53 @@ const BadInput kBadInputs[] = {
        s.mutable_moe()->mutable_moe()->set_total_ffn_ratio(std::numeric_limits<double>::infinity());
      },
      "moe.moe.total_ffn_ratio", "must be a finite number ≥ 0"},
+    // The dense frontier, baselines' data policy and the MoE points' ablation fields.
+    {"dense size by two ways",
+     [](SweepSpec& s) {
+       auto* size = s.mutable_grid()->add_dense_sizes();
+       size->set_params_multiple(0.5);
+       size->set_target_params(1000);
+     },
+     "grid.dense_sizes[0]", "set exactly one of params_multiple, target_params or d_model"},
+    {"explicit dense size without layers",
+     [](SweepSpec& s) { s.mutable_grid()->add_dense_sizes()->set_d_model(64); },
+     "grid.dense_sizes[0]", "needs both d_model and num_layers"},
+    {"explicit dense size off the head dimension",
+     [](SweepSpec& s) {
+       auto* size = s.mutable_grid()->add_dense_sizes();
+       size->set_d_model(72);
+       size->set_num_layers(2);
+     },
+     "grid.dense_sizes[0].d_model", "not a multiple of the dense head_dim 16"},
+    {"duplicate dense size",
+     [](SweepSpec& s) {
+       s.mutable_grid()->add_dense_sizes()->set_params_multiple(2);
+       s.mutable_grid()->add_dense_sizes()->set_params_multiple(2);
+     },
+     "grid.dense_sizes[1].name", "duplicate label 'n2'"},
+    {"baseline with loose reuse",
+     [](SweepSpec& s) { s.mutable_baselines(1)->set_reuse(parity::v1::REUSE_MODE_LOOSE); },
+     "baselines[1].reuse", "unique or strict"},
+    {"shared expert on a 1dense+SE point",
+     [](SweepSpec& s) {
+       s.mutable_moe()->mutable_moe()->set_layout(parity::v1::MOE_LAYOUT_ALL_MOE);
+       auto* p = s.mutable_grid()->mutable_moe(0);
+       p->set_layout(parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT);
+       p->set_shared_expert_hidden(64);
+     },
+     "grid.moe[0].shared_expert_hidden", "1dense+SE sets the shared expert to K·D_e"},
+    {"point's shared expert off the multiple",
+     [](SweepSpec& s) {
+       auto* p = s.mutable_grid()->mutable_moe(0);
+       p->set_layout(parity::v1::MOE_LAYOUT_ALL_MOE);
+       p->set_shared_expert_hidden(40);
+     },
+     "grid.moe[0].shared_expert_hidden", "40 is not a multiple of 32"},
+    {"interleaved point without interleave_every",
+     [](SweepSpec& s) {
+       s.mutable_grid()->mutable_moe(0)->set_layout(parity::v1::MOE_LAYOUT_INTERLEAVED);
+     },
+     "grid.moe[0].layout", "interleaved needs the backbone's moe.interleave_every"},
 };
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, BadInputTest, testing::ValuesIn(kBadInputs),
@@ -275,6 +322,30 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, BadInputTest, testing::ValuesIn(kBadInputs),
                            }
                            return name;
                          });
+
+// The new axes are valid when used as documented: a frontier by multiple, target and shape, a
+// baseline at 1.91× on unique data, a K-pinned point and an ablated one.
+TEST(ValidationTest, FrontierBaselinePolicyAndAblationsAreValid) {
+  SweepSpec spec = Valid();
+  spec.mutable_grid()->add_dense_sizes()->set_params_multiple(0.5);
+  spec.mutable_grid()->add_dense_sizes()->set_target_params(200000);
+  auto* shape = spec.mutable_grid()->add_dense_sizes();
+  shape->set_d_model(96);
+  shape->set_num_layers(2);
+  auto* strong = spec.add_baselines();
+  strong->set_compute_multiple(1.91);
+  strong->set_reuse(parity::v1::REUSE_MODE_UNIQUE);
+  auto* pinned = spec.mutable_grid()->add_moe();
+  pinned->set_target_activation_rate(0.4);
+  pinned->set_top_k(2);
+  auto* ablated = spec.mutable_grid()->add_moe();
+  ablated->set_target_activation_rate(0.5);
+  ablated->set_layout(parity::v1::MOE_LAYOUT_ALL_MOE);
+  ablated->set_shared_expert_hidden(64);
+  ablated->set_balance(parity::v1::BALANCE_METHOD_LOSS_FREE);
+  const auto violations = ValidateSweepSpec(spec);
+  EXPECT_TRUE(violations.empty()) << "expected no violations, got" << Describe(violations);
+}
 
 TEST(ValidationTest, CollectsEveryViolationAtOnce) {
   SweepSpec spec = Valid();

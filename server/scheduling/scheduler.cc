@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/planner_warnings.h"
 #include "core/proto_time.h"
 #include "core/status_macros.h"
 #include "server/scheduling/await_callback.h"
@@ -105,6 +106,11 @@ absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRe
         "the spec plans ", runs.size(), " runs; the limit is ", options_.max_runs_per_sweep));
   }
   v1::PlanSweepResponse response;
+  for (const core::FieldViolation& w : core::PlanWarnings(request.spec(), runs)) {
+    v1::PlanWarning* warning = response.add_warnings();
+    warning->set_field(w.field);
+    warning->set_description(w.description);
+  }
   for (v1::RunSpec& run : runs) *response.add_runs() = std::move(run);
   return response;
 }
@@ -162,6 +168,7 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(
   *response.mutable_sweep() = std::move(created.sweep);
   for (std::string& id : created.run_ids) response.add_run_ids(std::move(id));
   response.set_deduplicated(created.deduplicated);
+  *response.mutable_warnings() = plan.warnings();
   return response;
 }
 
