@@ -71,7 +71,10 @@ HttpResponse Reply(int status, std::string content_type, std::string body) {
 void SecurityHeaders(HttpResponse& response) {
   response.headers.emplace_back("X-Frame-Options", "DENY");
   response.headers.emplace_back("Content-Security-Policy", kContentSecurityPolicy);
-  response.headers.emplace_back("Referrer-Policy", "no-referrer");
+  // Not no-referrer: under it browsers send `Origin: null` on same-origin POSTs (Fetch's
+  // "serializing a request origin"), and the sign-in form could not pass CheckOrigin. With
+  // same-origin other sites still get no referrer at all.
+  response.headers.emplace_back("Referrer-Policy", "same-origin");
   response.headers.emplace_back("X-Content-Type-Options", "nosniff");
 }
 

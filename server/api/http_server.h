@@ -22,7 +22,7 @@
 // GET /login?token=… (the sign-in link the local stack prints, as Jupyter's) is refused when
 // the browser says it came from another site (Sec-Fetch-Site). Every response carries
 // X-Frame-Options: DENY, a Content-Security-Policy that allows only this origin's scripts,
-// styles, images and fetches, Referrer-Policy: no-referrer and X-Content-Type-Options: nosniff.
+// styles, images and fetches, Referrer-Policy: same-origin and X-Content-Type-Options: nosniff.
 //
 // Bodies: POST /login takes at most 4 KiB, POST /logout 1 KiB, every other route none (413).
 #pragma once

@@ -184,7 +184,7 @@ TEST_F(BrowserSessionsHttpTest, EveryResponseCarriesTheSecurityHeaders) {
       ASSERT_TRUE(response) << path;
       const std::string what = absl::StrCat(path, signed_in ? " (signed in)" : " (anonymous)");
       EXPECT_EQ(response->get_header_value("X-Frame-Options"), "DENY") << what;
-      EXPECT_EQ(response->get_header_value("Referrer-Policy"), "no-referrer") << what;
+      EXPECT_EQ(response->get_header_value("Referrer-Policy"), "same-origin") << what;
       EXPECT_EQ(response->get_header_value("X-Content-Type-Options"), "nosniff") << what;
       const std::string csp = response->get_header_value("Content-Security-Policy");
       EXPECT_THAT(csp, HasSubstr("frame-ancestors 'none'")) << what;

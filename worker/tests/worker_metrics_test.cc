@@ -158,7 +158,7 @@ TEST(WorkerMetricsTest, ExposeRefusesAnAddressInUse) {
 TEST(WorkerMetricsTest, ExposeNeedsAScrapeTokenAndLoopbackUnlessPlaintextIsAllowed) {
   WorkerMetrics metrics;
   absl::StatusOr<std::unique_ptr<prometheus::Exposer>> no_token =
-      metrics.Expose({.address = "127.0.0.1:0"});
+      metrics.Expose({.address = "127.0.0.1:0", .scrape_token = ""});
   EXPECT_EQ(no_token.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(no_token.status().message()), HasSubstr("--metrics-token-file"));
   for (const char* address : {"0.0.0.0:0", "127.0.0.1.invalid:0", ":0"}) {
