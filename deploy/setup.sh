@@ -25,6 +25,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libpqxx-dev libpq-dev postgresql
   prometheus-cpp-dev libcpp-httplib-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
+  libmicrohttpd-dev  # the scheduler's web port (server/api/README.md says why)
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3
   iproute2  # ip netns, veth, tc: the network fault test (tests/faults)

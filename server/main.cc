@@ -2,6 +2,8 @@
 //   parity-scheduler [serve]   migrate the database, then serve SweepService and WorkerService
 //   parity-scheduler migrate   apply pending migrations and exit
 // Every flag has an environment variable (PARITY_*); a flag on the command line wins.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -97,6 +99,8 @@ int main(int argc, char** argv) {
   if (const char* env = std::getenv("PARITY_METRICS_LISTEN"); env != nullptr) metrics_listen = env;
   std::string http_listen = "127.0.0.1:8080";
   if (const char* env = std::getenv("PARITY_HTTP_LISTEN"); env != nullptr) http_listen = env;
+  std::string http_request_deadline = "10s";
+  parity::server::HttpLimits http_limits;
   std::string database_url = "postgresql:///parity";
   std::string lease_ttl = "60s";
   std::string heartbeat_interval = "15s";
@@ -144,11 +148,29 @@ int main(int argc, char** argv) {
   app.add_option(
       "--metrics-listen", metrics_listen,
       "Prometheus /metrics address ip:port, port 0 = any; empty = off (env "
-      "PARITY_METRICS_LISTEN, default 127.0.0.1:9464: loopback only, set an address to expose it)");
+      "PARITY_METRICS_LISTEN, default 127.0.0.1:9464). No TLS on this port: an address that "
+      "does not resolve to loopback needs --insecure-plaintext (with TLS, scrape the HTTPS "
+      "--http-listen port's /metrics instead)");
   app.add_option("--http-listen", http_listen,
                  "Web dashboard and /api/v1 JSON address host:port, port 0 = any; empty = off "
                  "(env PARITY_HTTP_LISTEN, default 127.0.0.1:8080: loopback only, set an address "
                  "to expose it)");
+  app.add_option("--http-request-deadline", http_request_deadline,
+                 "a web request (TLS handshake, headers, body) must arrive whole within this of "
+                 "its connection's accept or previous response, or the connection is cut")
+      ->envname("PARITY_HTTP_REQUEST_DEADLINE");
+  app.add_option("--http-max-connections", http_limits.max_connections,
+                 "open connections the web port holds at once; more are closed at accept")
+      ->envname("PARITY_HTTP_MAX_CONNECTIONS")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--http-max-connections-per-ip", http_limits.max_connections_per_ip,
+                 "open connections one client address may hold on the web port")
+      ->envname("PARITY_HTTP_MAX_CONNECTIONS_PER_IP")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--http-threads", http_limits.threads,
+                 "threads that read web requests (epoll; not one per connection) and answer them")
+      ->envname("PARITY_HTTP_THREADS")
+      ->check(CLI::Range(1, 256));
   app.add_option("--database-url", database_url, "libpq connection string or URL")
       ->envname("PARITY_DATABASE_URL");
   app.add_option("--lease-ttl", lease_ttl, "lease lifetime without a heartbeat")
@@ -223,6 +245,8 @@ int main(int argc, char** argv) {
   options.scheduler.max_queued_runs_per_owner = max_queued_runs;
   options.metrics_listen = metrics_listen;
   options.http_listen = http_listen;
+  http_limits.request_deadline = ParseDurationFlag(http_request_deadline, "http-request-deadline");
+  options.http_limits = http_limits;
   options.database_url = database_url;
   options.pool_size = pool_size;
   options.migrate_on_start = !no_migrate;
@@ -233,11 +257,13 @@ int main(int argc, char** argv) {
   options.retention.thinned_points = thinned_points;
   options.retention.events = ParseDurationFlag(events_retention, "events-retention");
   options.retention.workers = ParseDurationFlag(workers_retention, "workers-retention");
-  for (const auto& [name, value] : {std::pair{"retention-interval", options.retention_interval},
-                                    {"statement-timeout", options.statement_timeout},
-                                    {"metrics-retention", options.retention.metrics_full},
-                                    {"events-retention", options.retention.events},
-                                    {"workers-retention", options.retention.workers}}) {
+  for (const auto& [name, value] :
+       {std::pair{"http-request-deadline", options.http_limits.request_deadline},
+        {"retention-interval", options.retention_interval},
+        {"statement-timeout", options.statement_timeout},
+        {"metrics-retention", options.retention.metrics_full},
+        {"events-retention", options.retention.events},
+        {"workers-retention", options.retention.workers}}) {
     if (value <= absl::ZeroDuration()) {
       std::cerr << "parity-scheduler: --" << name << ": must be positive\n";
       return 2;
@@ -252,6 +278,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Each web connection holds two descriptors (server/api/microhttpd_server.h): take the hard
+  // limit, not the 1024 soft default, so the connection caps are what bounds them.
+  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   absl::StatusOr<std::unique_ptr<parity::server::SchedulerServer>> server =

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "clients/cpp/loopback_address.h"
 #include "core/status_macros.h"
 #include "server/api/grpc_services.h"
 #include "server/api/http_server.h"
@@ -38,11 +39,20 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
   return text.str();
 }
 
-// 127.0.0.0/8, ::1 and "localhost": where plaintext stays on this machine.
-bool IsLoopback(const std::string& address) {
-  std::string host = address.substr(0, address.rfind(':'));
-  host = std::string(absl::StripSuffix(absl::StripPrefix(host, "["), "]"));
-  return absl::StartsWith(host, "127.") || host == "::1" || host == "localhost";
+// Plaintext on `address` (the port of `flag`) must stay on this machine: every address the host
+// resolves to is loopback (clients::IsLoopbackAddress), unless `insecure_plaintext` says a
+// TLS-terminating proxy or a private network carries it. `remedy` says how else to expose it.
+absl::Status CheckPlaintext(const char* flag, const std::string& address, bool insecure_plaintext,
+                            absl::string_view remedy) {
+  if (address.empty() || insecure_plaintext) return absl::OkStatus();
+  const absl::StatusOr<bool> loopback = clients::IsLoopbackAddress(address);
+  if (loopback.ok() && *loopback) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " ", address, ": ",
+      loopback.ok() ? "not a loopback address" : std::string(loopback.status().message()),
+      "; without TLS this port listens only on an address that resolves to loopback (bearer "
+      "tokens would cross the network in clear): ",
+      remedy, ", or --insecure-plaintext behind a TLS-terminating proxy"));
 }
 
 // A token the scheduler made into `file` (which must not exist yet), or the one another
@@ -91,26 +101,20 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   if (!options.tls.client_ca_file.empty() && !options.tls.enabled()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
-  if (!options.tls.enabled() && !options.insecure_plaintext) {
-    for (const auto& [flag, address] :
-         {std::pair{"--listen", options.listen_address}, {"--http-listen", options.http_listen}}) {
-      if (!address.empty() && !IsLoopback(address)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            flag, " ", address,
-            ": without TLS the scheduler listens only on loopback (bearer "
-            "tokens would cross the network in clear); give --tls-cert and --tls-key, or "
-            "--insecure-plaintext behind a TLS-terminating proxy"));
-      }
-    }
+  if (!options.tls.enabled()) {
+    PARITY_RETURN_IF_ERROR(CheckPlaintext("--listen", options.listen_address,
+                                          options.insecure_plaintext,
+                                          "give --tls-cert and --tls-key"));
+    PARITY_RETURN_IF_ERROR(CheckPlaintext("--http-listen", options.http_listen,
+                                          options.insecure_plaintext,
+                                          "give --tls-cert and --tls-key"));
   }
-  if (options.tls.enabled() && !options.metrics_listen.empty() &&
-      !IsLoopback(options.metrics_listen) && !options.insecure_plaintext) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-listen ", options.metrics_listen,
-        ": that port has no TLS; with TLS on, "
-        "scrape /metrics on the HTTPS dashboard port (--http-listen) and keep this one on "
-        "loopback or off"));
-  }
+  // The metrics port never has TLS (civetweb through prometheus-cpp): scrape the HTTPS
+  // dashboard port's /metrics from elsewhere.
+  PARITY_RETURN_IF_ERROR(CheckPlaintext(
+      "--metrics-listen", options.metrics_listen, options.insecure_plaintext,
+      "scrape /metrics on the dashboard port (--http-listen, HTTPS with --tls-cert) and keep "
+      "this one on loopback or off (--metrics-listen '')"));
   if (options.migrate_on_start) {
     absl::StatusOr<MigrationReport> report =
         ApplyMigrations(options.database_url, EmbeddedMigrations());
@@ -219,7 +223,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     HttpServerOptions http{.listen = options.http_listen,
                            .metrics_text = nullptr,
                            .tls_cert_file = options.tls.cert_file,
-                           .tls_key_file = options.tls.key_file};
+                           .tls_key_file = options.tls.key_file,
+                           .limits = options.http_limits,
+                           .sessions = {}};
     if (server->metrics_ != nullptr) {
       http.metrics_text = [metrics = server->metrics_.get()] { return metrics->Render(); };
     }

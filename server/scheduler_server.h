@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/api/access_control.h"
+#include "server/api/microhttpd_server.h"
 #include "server/scheduling/scheduler.h"
 
 namespace grpc {
@@ -80,19 +81,23 @@ struct ServerOptions {
   int grpc_max_pollers = 40;
   SchedulerOptions scheduler;
   // Prometheus GET /metrics on this "ip:port" (port 0 = pick a free one, see metrics_port());
-  // empty = no separate endpoint (metrics()->Render() still works).
+  // empty = no separate endpoint (metrics()->Render() still works). This port has no TLS: an
+  // address that does not resolve to loopback needs insecure_plaintext.
   std::string metrics_listen;
   // The web dashboard and its JSON API (server/http_server.h) on this "host:port" (port 0 = pick
   // a free one, see http_port()); empty = off.
   // The dashboard port serves GET /metrics too when there are built-in metrics (metrics()).
   std::string http_listen;
+  // The web port's deadlines and connection caps (server/api/microhttpd_server.h).
+  HttpLimits http_limits;
 };
 
 class SchedulerServer {
  public:
   // Migrates (when asked), connects, makes sure an admin token exists and starts serving.
   // UNAVAILABLE when the database cannot be reached or an address cannot be bound;
-  // INVALID_ARGUMENT for plaintext on a non-loopback address, or an unreadable TLS file. `observer`
+  // INVALID_ARGUMENT for plaintext on an address that does not resolve to loopback only
+  // (clients::IsLoopbackAddress), or an unreadable TLS file. `observer`
   // may be null, and then the server keeps its own SchedulerMetrics (metrics()); one passed in must
   // outlive the server and excludes metrics_listen (INVALID_ARGUMENT).
   static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(

@@ -17,7 +17,12 @@
 //   --kill-grace SECONDS     SIGTERM → SIGKILL grace for engines (default 30)
 //   --lease-wait SECONDS     LeaseRun long-poll wait (default 20)
 //   --metrics-listen IP:PORT Prometheus /metrics (PARITY_WORKER_METRICS_LISTEN; default empty =
-//                            off, since several workers may share a host; port 0 = any)
+//                            off, since several workers may share a host; port 0 = any); only
+//                            on an address that resolves to loopback unless
+//                            --metrics-insecure-plaintext
+//                            (PARITY_WORKER_METRICS_INSECURE_PLAINTEXT)
+//   --metrics-token-file F   the secret scrapers send as the basic-auth password; required with
+//                            --metrics-listen (PARITY_WORKER_METRICS_TOKEN_FILE)
 //   --probe                  check the scheduler's gRPC health and exit (0 = SERVING)
 //   --list-devices           print the devices this worker would register (JSON) and exit
 //   --log-level LEVEL        trace|debug|info|warn|error (PARITY_LOG_LEVEL; default info)
@@ -29,9 +34,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "clients/cpp/scheduler_channel_flags.h"
 #include "google/protobuf/util/json_util.h"
@@ -90,6 +97,8 @@ int main(int argc, char** argv) {
   std::string train_binary = Env("PARITY_TRAIN_BINARY", "");
   std::string log_level = Env("PARITY_LOG_LEVEL", "info");
   std::string metrics_listen = Env("PARITY_WORKER_METRICS_LISTEN", "");
+  std::string metrics_token_file = Env("PARITY_WORKER_METRICS_TOKEN_FILE", "");
+  bool metrics_insecure_plaintext = !Env("PARITY_WORKER_METRICS_INSECURE_PLAINTEXT", "").empty();
   std::string worker_id;
   std::vector<std::string> labels;
   bool no_gpus = false;
@@ -119,7 +128,15 @@ int main(int argc, char** argv) {
   app.add_flag("--no-gpus", no_gpus, "Do not look for CUDA GPUs");
   app.add_option("--metrics-listen", metrics_listen,
                  "Prometheus /metrics address ip:port, port 0 = any; empty = off (env "
-                 "PARITY_WORKER_METRICS_LISTEN)");
+                 "PARITY_WORKER_METRICS_LISTEN); loopback only unless "
+                 "--metrics-insecure-plaintext");
+  app.add_option("--metrics-token-file", metrics_token_file,
+                 "File holding the secret scrapers send as the basic-auth password of "
+                 "/metrics; required with --metrics-listen (env PARITY_WORKER_METRICS_TOKEN_FILE)");
+  app.add_flag("--metrics-insecure-plaintext", metrics_insecure_plaintext,
+               "Allow --metrics-listen on a non-loopback address: the port has no TLS, so the "
+               "scrape token crosses the network in clear (env "
+               "PARITY_WORKER_METRICS_INSECURE_PLAINTEXT)");
   app.add_flag("--probe", probe, "Check the scheduler's gRPC health (SERVING → exit 0) and exit");
   app.add_flag("--list-devices", list_devices,
                "Print the devices this worker would register (JSON, one per line) and exit");
@@ -232,7 +249,20 @@ int main(int argc, char** argv) {
   options.metrics = &metrics;
   std::unique_ptr<prometheus::Exposer> exposer;  // declared after metrics: destroyed first
   if (!metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposed = metrics.Expose(metrics_listen);
+    std::string scrape_token;
+    if (!metrics_token_file.empty()) {
+      std::ifstream in(metrics_token_file);
+      if (!in.is_open()) {
+        spdlog::error("worker: --metrics-token-file: cannot read '{}'", metrics_token_file);
+        return 2;
+      }
+      std::getline(in, scrape_token);
+      scrape_token = std::string(absl::StripAsciiWhitespace(scrape_token));
+    }
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposed =
+        metrics.Expose({.address = metrics_listen,
+                        .scrape_token = scrape_token,
+                        .insecure_plaintext = metrics_insecure_plaintext});
     if (!exposed.ok()) {
       spdlog::error("worker: {}", exposed.status().ToString());
       return 1;

@@ -3,11 +3,24 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/loopback_address.h"
 #include "prometheus/exposer.h"
 #include "prometheus/text_serializer.h"
 
 namespace parity::worker {
 namespace {
+
+// Whether two strings are equal, in a time that does not depend on where they differ.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  unsigned char differ = a.size() == b.size() ? 0 : 1;
+  const std::string& longest = a.size() >= b.size() ? a : b;
+  for (size_t i = 0; i < longest.size(); ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    differ |= static_cast<unsigned char>(x ^ y);
+  }
+  return differ == 0;
+}
 
 prometheus::Labels DeviceLabels(const parity::v1::Device& device) {
   return {{"kind", device.kind() == parity::v1::DEVICE_KIND_CUDA ? "cuda" : "cpu"},
@@ -177,14 +190,34 @@ std::string WorkerMetrics::Render() const {
 }
 
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> WorkerMetrics::Expose(
-    const std::string& address) {
+    const Endpoint& endpoint) {
+  if (endpoint.scrape_token.size() < 16) {
+    return absl::InvalidArgumentError(
+        "--metrics-listen needs --metrics-token-file (PARITY_WORKER_METRICS_TOKEN_FILE): a "
+        "secret of at least 16 characters that scrapers send as the basic-auth password");
+  }
+  if (!endpoint.insecure_plaintext) {
+    const absl::StatusOr<bool> loopback = clients::IsLoopbackAddress(endpoint.address);
+    if (!loopback.ok() || !*loopback) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics-listen ", endpoint.address, ": ",
+          loopback.ok() ? "not a loopback address" : std::string(loopback.status().message()),
+          "; the metrics port has no TLS, so its token would cross the network in clear: keep "
+          "it on loopback, or add --metrics-insecure-plaintext on a trusted network"));
+    }
+  }
   try {
-    auto exposer = std::make_unique<prometheus::Exposer>(address);
+    auto exposer = std::make_unique<prometheus::Exposer>(endpoint.address);
     exposer->RegisterCollectable(registry_);
+    exposer->RegisterAuth(
+        [token = endpoint.scrape_token](const std::string&, const std::string& password) {
+          return ConstantTimeEquals(password, token);
+        },
+        "parity-worker");
     return exposer;
   } catch (const std::exception& e) {
     return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+        absl::StrCat("cannot serve metrics on ", endpoint.address, ": ", e.what()));
   }
 }
 

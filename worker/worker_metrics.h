@@ -63,9 +63,18 @@ class WorkerMetrics {
 
   // The text exposition format of every metric (tests, or an HTTP server of the caller's).
   std::string Render() const;
-  // Serves GET /metrics on `address` ("ip:port"; port 0 = any free port) on its own threads.
-  // UNAVAILABLE when the address cannot be bound. The exposer must be destroyed first.
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> Expose(const std::string& address);
+  // Serves GET /metrics on `endpoint.address` on its own threads, to scrapers that send
+  // `endpoint.scrape_token` as the basic-auth password (any user name; compared in constant
+  // time; 401 otherwise). The port has no TLS (civetweb through prometheus-cpp), so an address
+  // that does not resolve to loopback needs `endpoint.insecure_plaintext`. INVALID_ARGUMENT
+  // without a token or for such an address, UNAVAILABLE when it cannot be bound. The exposer
+  // must be destroyed first.
+  struct Endpoint {
+    std::string address;       // "ip:port"; port 0 = any free port
+    std::string scrape_token;  // --metrics-token-file's contents
+    bool insecure_plaintext = false;
+  };
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> Expose(const Endpoint& endpoint);
 
  private:
   struct RunSeries {

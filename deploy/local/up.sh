@@ -140,6 +140,11 @@ if [ ! -s "$dir/worker.token" ]; then
     echo "up.sh: cannot create the workers' token; see $dir/logs/scheduler.log" >&2; exit 1; }
 fi
 
+# The secret Prometheus sends (basic-auth password) to the workers' metrics ports, made once.
+if [ ! -s "$dir/metrics.token" ]; then
+  (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >"$dir/metrics.token")
+fi
+
 # 4. Workers, sharing one checkpoint store; the host's threads split between them by default.
 [ -n "$threads" ] || threads=$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))
 for i in $(seq 1 "$workers"); do
@@ -150,7 +155,8 @@ for i in $(seq 1 "$workers"); do
   fi
   args=(--scheduler "127.0.0.1:$port" --checkpoint-dir "$dir/checkpoints" --work-dir "$dir/work/worker-$i"
         --corpus-dir "$repo/data" --label "local=worker-$i" --token-file "$dir/worker.token")
-  args+=(--threads "$threads" --metrics-listen "127.0.0.1:$((metrics_port + i))")
+  args+=(--threads "$threads" --metrics-listen "127.0.0.1:$((metrics_port + i))"
+         --metrics-token-file "$dir/metrics.token")
   setsid "$worker_bin" "${args[@]}" >>"$dir/logs/worker-$i.log" 2>&1 </dev/null &
   echo $! >"$pidf"
   echo "up: started worker-$i (pid $!)"
@@ -162,7 +168,7 @@ Parity local stack is up.
   scheduler   127.0.0.1:$port  (export PARITY_SCHEDULER=127.0.0.1:$port)
   dashboard   http://127.0.0.1:$http_port/   (sign in: xdg-open "http://127.0.0.1:$http_port/login?token=\$(cat $dir/admin.token)")
   token       export PARITY_TOKEN_FILE=$dir/admin.token   (admin; \`parity token create\` makes others)
-  metrics     http://127.0.0.1:$metrics_port/metrics (scheduler; basic auth, the token as password), ports $((metrics_port + 1))-$((metrics_port + workers)) (workers)
+  metrics     http://127.0.0.1:$metrics_port/metrics (scheduler; basic auth, the token as password), ports $((metrics_port + 1))-$((metrics_port + workers)) (workers; basic auth, $dir/metrics.token as password)
   database    psql "$db_url"
   logs        $dir/logs/
   checkpoints $dir/checkpoints/

@@ -1,8 +1,8 @@
 #include "server/api/http_server.h"
 
-#include <httplib.h>
-
-#include <exception>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
 #include "core/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "web/dashboard_documents.h"
@@ -19,8 +18,16 @@
 namespace parity::server {
 namespace {
 
-constexpr int kThreads = 8;
 constexpr char kJson[] = "application/json";
+constexpr char kHtml[] = "text/html; charset=utf-8";
+constexpr char kCookie[] = "parity_session";
+
+// Only this origin's files, no inline script or style (web/ sets styles through the CSSOM), no
+// framing; `base-uri 'self'` for index.html's <base href="/">.
+constexpr char kContentSecurityPolicy[] =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'";
 
 struct HostPort {
   std::string host;
@@ -42,30 +49,64 @@ absl::StatusOr<HostPort> ParseListen(const std::string& listen) {
   return HostPort{host, port};
 }
 
-void SetError(httplib::Response& res, int status, std::string_view code, std::string_view message) {
-  res.status = status;
-  res.set_content(web::ErrorJson(status, code, message), kJson);
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("https: cannot read the ", what, " '", path, "'"));
+  }
+  return text.str();
 }
 
-constexpr char kCookie[] = "parity_token";
+HttpResponse Reply(int status, std::string content_type, std::string body) {
+  HttpResponse response;
+  response.status = status;
+  response.content_type = std::move(content_type);
+  response.body = std::move(body);
+  return response;
+}
+
+void SecurityHeaders(HttpResponse& response) {
+  response.headers.emplace_back("X-Frame-Options", "DENY");
+  response.headers.emplace_back("Content-Security-Policy", kContentSecurityPolicy);
+  // Not no-referrer: under it browsers send `Origin: null` on same-origin POSTs (Fetch's
+  // "serializing a request origin"), and the sign-in form could not pass CheckOrigin. With
+  // same-origin other sites still get no referrer at all.
+  response.headers.emplace_back("Referrer-Policy", "same-origin");
+  response.headers.emplace_back("X-Content-Type-Options", "nosniff");
+}
+
+HttpResponse ErrorResponse(int status, std::string_view code, std::string_view message) {
+  HttpResponse response = Reply(status, kJson, web::ErrorJson(status, code, message));
+  response.headers.emplace_back("Cache-Control", "no-store");
+  return response;
+}
 
 // The rule (access_control.cc's kRules) of a request; anything unknown is a page (needs read).
-std::string RuleOf(const httplib::Request& req) {
-  const std::string& path = req.path;
-  if (req.method == "POST" && (path == "/login" || path == "/logout")) {
+std::string RuleOf(const HttpRequest& request) {
+  const std::string& path = request.path;
+  if (request.method == "POST" && (path == "/login" || path == "/logout")) {
     return absl::StrCat("POST ", path);
   }
-  if (req.method != "GET" && req.method != "HEAD") return "GET /pages";
+  if (request.method != "GET" && request.method != "HEAD") return "GET /pages";
   if (absl::StartsWith(path, "/api/v1/")) return "GET /api/v1";
   if (absl::StartsWith(path, "/assets/")) return "GET /assets";
-  if (path == "/metrics" || path == "/healthz" || path == "/login")
+  if (path == "/metrics" || path == "/healthz" || path == "/login") {
     return absl::StrCat("GET ", path);
+  }
   return "GET /pages";
 }
 
-std::string CookieToken(const httplib::Request& req) {
-  const std::string cookies = req.get_header_value("Cookie");
-  for (absl::string_view part : absl::StrSplit(cookies, ';')) {
+size_t BodyLimitOf(const HttpRequest& request) {
+  if (request.method == "POST" && request.path == "/login") return kMaxLoginBody;
+  if (request.method == "POST" && request.path == "/logout") return kMaxLogoutBody;
+  return 0;
+}
+
+std::string CookieSession(const HttpRequest& request) {
+  for (absl::string_view part : absl::StrSplit(request.Header("cookie"), ';')) {
     part = absl::StripAsciiWhitespace(part);
     if (absl::ConsumePrefix(&part, kCookie) && absl::ConsumePrefix(&part, "=")) {
       return std::string(part);
@@ -74,12 +115,56 @@ std::string CookieToken(const httplib::Request& req) {
   return "";
 }
 
-// The token of a request: its Authorization header, else the login cookie.
-std::string RequestToken(const httplib::Request& req) {
-  const std::string header = req.get_header_value("Authorization");  // a copy: the view is into it
-  const absl::string_view bearer = AccessControl::BearerToken(header);
-  if (!bearer.empty()) return std::string(bearer);
-  return CookieToken(req);
+// "%41+b" → "A b" (application/x-www-form-urlencoded).
+std::string FormDecode(absl::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    int hex = 0;
+    if (text[i] == '+') {
+      out += ' ';
+    } else if (text[i] == '%' && i + 2 < text.size() &&
+               absl::SimpleHexAtoi(text.substr(i + 1, 2), &hex)) {
+      out += static_cast<char>(hex);
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::string FormField(absl::string_view body, absl::string_view name) {
+  for (absl::string_view pair : absl::StrSplit(body, '&')) {
+    if (absl::ConsumePrefix(&pair, name) && absl::ConsumePrefix(&pair, "=")) {
+      return FormDecode(pair);
+    }
+  }
+  return "";
+}
+
+// A POST that changes the sign-in state must come from a page of this server: its Origin's
+// host[:port] must be the Host the browser addressed (so a proxy in front keeps working when it
+// passes Host through), and over TLS its scheme https. Browsers send Origin on every POST;
+// a client without one has no use for a cookie (it sends its token as a bearer).
+absl::Status CheckOrigin(const HttpRequest& request, bool tls) {
+  const std::string& origin = request.Header("origin");
+  const std::string& host = request.Header("host");
+  if (origin.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        request.method, " ", request.path,
+        " needs an Origin header (browsers send one; scripts use Authorization: Bearer)"));
+  }
+  absl::string_view authority = origin;
+  const bool https = absl::ConsumePrefix(&authority, "https://");
+  if (!https && (tls || !absl::ConsumePrefix(&authority, "http://"))) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cross-site request refused: Origin '", origin, "' is not this server"));
+  }
+  if (host.empty() || !absl::EqualsIgnoreCase(authority, host)) {
+    return absl::PermissionDeniedError(absl::StrCat("cross-site request refused: Origin '", origin,
+                                                    "' is not this server (", host, ")"));
+  }
+  return absl::OkStatus();
 }
 
 std::string HtmlEscape(absl::string_view text) {
@@ -105,12 +190,12 @@ std::string HtmlEscape(absl::string_view text) {
   return out;
 }
 
+// The sign-in page: no inline style or script (the CSP allows neither); styles.css has its look.
 std::string LoginPage(absl::string_view message) {
   return absl::StrCat(
       "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<title>Parity: sign in</title><style>body{font:15px system-ui,sans-serif;margin:4em auto;"
-      "max-width:32em;padding:0 1em}input{width:100%;padding:.5em;font:inherit;margin:.5em 0}"
-      "p.error{color:#b00020}</style></head><body><h1>Parity</h1>",
+      "<title>Parity: sign in</title><link rel=\"stylesheet\" href=\"/assets/styles.css\">"
+      "</head><body class=\"login-page\"><h1>Parity</h1>",
       message.empty() ? "" : absl::StrCat("<p class=\"error\">", HtmlEscape(message), "</p>"),
       "<form method=\"post\" action=\"/login\"><label for=\"token\">Access token (a viewer's "
       "or better; <code>parity token create</code>)</label><input id=\"token\" name=\"token\" "
@@ -118,34 +203,15 @@ std::string LoginPage(absl::string_view message) {
       "value=\"Sign in\"></form></body></html>");
 }
 
-// No exception leaves a handler: cpp-httplib would answer 500 with no body and no log line.
-template <typename Body>
-httplib::Server::Handler Guarded(Body body) {
-  return [body](const httplib::Request& req, httplib::Response& res) {
-    try {
-      body(req, res);
-    } catch (const std::exception& e) {
-      spdlog::error("event=http_handler_failed path=\"{}\" error=\"{}\"", req.path, e.what());
-      SetError(res, 500, "INTERNAL", e.what());
-    }
-  };
-}
-
 }  // namespace
-
-static std::unique_ptr<httplib::Server> MakeServer(const HttpServerOptions& options) {
-  if (options.tls_cert_file.empty()) return std::make_unique<httplib::Server>();
-  return std::make_unique<httplib::SSLServer>(options.tls_cert_file.c_str(),
-                                              options.tls_key_file.c_str());
-}
 
 HttpServer::HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore& store,
                        AccessControl& access)
     : options_(std::move(options)),
       access_(access),
       api_(scheduler, store),
-      index_html_(web::IndexHtmlWith("<base href=\"/\">")),
-      server_(MakeServer(options_)) {}
+      sessions_(clock_, options_.sessions),
+      index_html_(web::IndexHtmlWith("<base href=\"/\">")) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
                                                               Scheduler& scheduler, RunStore& store,
@@ -155,181 +221,170 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   if (server->index_html_.empty()) {
     return absl::InternalError("the dashboard's index.html is not embedded in this binary");
   }
-  if (!server->server_->is_valid()) {
-    return absl::InvalidArgumentError(absl::StrCat("https: cannot load the certificate '",
-                                                   server->options_.tls_cert_file, "' or key '",
-                                                   server->options_.tls_key_file, "'"));
+  const HttpServerOptions& o = server->options_;
+  MicrohttpdServer::Options transport;
+  transport.host = address.host;
+  transport.port = address.port;
+  transport.limits = o.limits;
+  if (!o.tls_cert_file.empty()) {
+    PARITY_ASSIGN_OR_RETURN(transport.tls_cert_pem, ReadFile(o.tls_cert_file, "certificate"));
+    PARITY_ASSIGN_OR_RETURN(transport.tls_key_pem, ReadFile(o.tls_key_file, "key"));
   }
-  server->InstallRoutes();
-  httplib::Server& http = *server->server_;
-  try {
-    if (address.port == 0) {
-      server->port_ = http.bind_to_any_port(address.host);
-    } else if (http.bind_to_port(address.host, address.port)) {
-      server->port_ = address.port;
-    } else {
-      server->port_ = -1;
-    }
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", server->options_.listen, " (http): ", e.what()));
-  }
-  if (server->port_ <= 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", server->options_.listen, " (http)"));
-  }
-  server->thread_ = std::thread([s = server.get()] {
-    try {
-      s->server_->listen_after_bind();
-    } catch (const std::exception& e) {
-      spdlog::error("event=http_server_failed error=\"{}\"", e.what());
-    }
-  });
-  // httplib's stop() is a no-op until the loop runs; wait for it so that Stop() always works.
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (!http.is_running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  spdlog::info("event=http_serving address={} port={}", server->options_.listen, server->port_);
+  auto refusal = [](int status, const std::string& message) {
+    HttpResponse response =
+        ErrorResponse(status, status == 413 ? "PAYLOAD_TOO_LARGE" : "INTERNAL", message);
+    SecurityHeaders(response);
+    return response;
+  };
+  PARITY_ASSIGN_OR_RETURN(
+      server->transport_,
+      MicrohttpdServer::Start(
+          std::move(transport), &BodyLimitOf,
+          [s = server.get()](const HttpRequest& r) { return s->Handle(r); }, refusal));
+  spdlog::info("event=http_serving address={} port={} tls={}", o.listen, server->port(),
+               !o.tls_cert_file.empty());
   return server;
 }
 
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Stop() {
-  if (server_->is_running() || thread_.joinable()) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (transport_ != nullptr) transport_->Stop();
 }
 
-std::string HttpServer::LoginCookie(const std::string& token) const {
-  return absl::StrCat(kCookie, "=", token, "; Path=/; HttpOnly; SameSite=Strict",
+std::string HttpServer::SessionCookie(const std::string& session_id) const {
+  return absl::StrCat(kCookie, "=", session_id, "; Path=/; HttpOnly; SameSite=Strict",
                       options_.tls_cert_file.empty() ? "" : "; Secure");
 }
 
-bool HttpServer::Refuse(const httplib::Request& req, httplib::Response& res) {
-  const std::string rule = RuleOf(req);
-  absl::StatusOr<Identity> who = access_.Authorize(RequestToken(req), rule);
-  if (who.ok()) return false;
-  res.set_header("Cache-Control", "no-store");
-  if (rule == "GET /pages" && who.status().code() == absl::StatusCode::kUnauthenticated) {
-    res.status = 302;  // a browser without a (valid) cookie: to the sign-in page
-    res.set_header("Location", "/login");
-    return true;
-  }
-  if (who.status().code() == absl::StatusCode::kUnauthenticated) {
-    res.set_header("WWW-Authenticate", "Bearer realm=\"parity\"");
-  }
-  res.status = HttpStatusOf(who.status().code());
-  res.set_content(web::ErrorJson(res.status, absl::StatusCodeToString(who.status().code()),
-                                 std::string(who.status().message())),
-                  kJson);
-  return true;
+HttpResponse HttpServer::Handle(const HttpRequest& request) {
+  const std::string rule = RuleOf(request);
+  std::optional<HttpResponse> refused = Refuse(request, rule);
+  HttpResponse response = refused.has_value() ? std::move(*refused) : Route(request);
+  SecurityHeaders(response);
+  spdlog::debug("event=http_request method={} path=\"{}\" status={}", request.method, request.path,
+                response.status);
+  return response;
 }
 
-void HttpServer::InstallRoutes() {
-  httplib::Server& http = *server_;
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      return Refuse(req, res) ? httplib::Server::HandlerResponse::Handled
-                              : httplib::Server::HandlerResponse::Unhandled;
-    } catch (const std::exception& e) {
-      SetError(res, 500, "INTERNAL", e.what());
-      return httplib::Server::HandlerResponse::Handled;
+std::optional<HttpResponse> HttpServer::Refuse(const HttpRequest& request,
+                                               const std::string& rule) {
+  if (rule == "POST /login" || rule == "POST /logout") {
+    if (absl::Status origin = CheckOrigin(request, !options_.tls_cert_file.empty()); !origin.ok()) {
+      return ErrorResponse(403, "PERMISSION_DENIED", std::string(origin.message()));
     }
-  });
-  // Signing in: a valid token of a reading role becomes an HttpOnly cookie. From a link
-  // (?token=, the local stack prints one) or the form; either way the answer redirects to / so
-  // that the token leaves the address bar and the browser's history.
-  const auto sign_in = [this](const std::string& token, httplib::Response& res) {
-    absl::StatusOr<Identity> who = access_.Authorize(token, "GET /pages");
-    res.set_header("Cache-Control", "no-store");
-    if (!who.ok()) {
-      res.status = HttpStatusOf(who.status().code());
-      res.set_content(LoginPage(std::string(who.status().message())), "text/html; charset=utf-8");
-      return;
-    }
-    res.status = 303;
-    res.set_header("Set-Cookie", LoginCookie(token));
-    res.set_header("Location", "/");
-  };
-  http.Get("/login", Guarded([sign_in](const httplib::Request& req, httplib::Response& res) {
-             if (req.has_param("token")) return sign_in(req.get_param_value("token"), res);
-             res.set_header("Cache-Control", "no-store");
-             res.set_content(LoginPage(""), "text/html; charset=utf-8");
-           }));
-  http.Post("/login", Guarded([sign_in](const httplib::Request& req, httplib::Response& res) {
-              sign_in(req.get_param_value("token"), res);
-            }));
-  http.Post("/logout", Guarded([](const httplib::Request&, httplib::Response& res) {
-              res.status = 303;
-              res.set_header(
-                  "Set-Cookie",
-                  absl::StrCat(kCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"));
-              res.set_header("Location", "/login");
-            }));
-  http.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  // Short keep-alive so Stop() is not held up by an idle browser connection.
-  http.set_keep_alive_timeout(2);
-  http.set_read_timeout(10, 0);
-  http.set_write_timeout(30, 0);
+  }
+  // The token: a bearer header, else the token of the cookie's session.
+  const std::string header = request.Header("authorization");
+  std::string token(AccessControl::BearerToken(header));
+  const std::string session = token.empty() ? CookieSession(request) : "";
+  if (!session.empty()) token = sessions_.TokenOf(session).value_or("");
+  absl::StatusOr<Identity> who = access_.Authorize(token, rule);
+  if (who.ok()) return std::nullopt;
+  const absl::StatusCode code = who.status().code();
+  // A session whose token was revoked or expired ends with it.
+  if (!session.empty() && code == absl::StatusCode::kUnauthenticated) sessions_.Close(session);
+  if (rule == "GET /pages" && code == absl::StatusCode::kUnauthenticated) {
+    HttpResponse to_login = Reply(302, kHtml, "");
+    to_login.headers = {{"Location", "/login"}, {"Cache-Control", "no-store"}};
+    return to_login;
+  }
+  HttpResponse response = ErrorResponse(HttpStatusOf(code), absl::StatusCodeToString(code),
+                                        std::string(who.status().message()));
+  if (code == absl::StatusCode::kUnauthenticated) {
+    response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"parity\"");
+  }
+  return response;
+}
 
-  http.Get(R"(/api/v1/(.*))", Guarded([this](const httplib::Request& req, httplib::Response& res) {
-             HttpReply reply = api_.Get(req.matches[1].str(), req.params);
-             res.status = reply.status;
-             res.set_header("Cache-Control", "no-store");
-             res.set_content(std::move(reply.body), reply.content_type.c_str());
-           }));
-  http.Get("/metrics", Guarded([this](const httplib::Request&, httplib::Response& res) {
-             if (!options_.metrics_text) {
-               SetError(res, 404, "NOT_FOUND", "metrics are not enabled on this server");
-               return;
-             }
-             res.set_content(options_.metrics_text(), "text/plain; version=0.0.4");
-           }));
-  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  http.Get(R"(/assets/([A-Za-z0-9._-]+))",
-           Guarded([](const httplib::Request& req, httplib::Response& res) {
-             const std::optional<web::EmbeddedAsset> asset =
-                 web::FindAsset(absl::StrCat("assets/", req.matches[1].str()));
-             if (!asset) {
-               SetError(res, 404, "NOT_FOUND", absl::StrCat("no asset ", req.path));
-               return;
-             }
-             // Revalidated on every load: a rebuilt scheduler serves a new app.js at once.
-             res.set_header("Cache-Control", "no-cache");
-             res.set_content(reinterpret_cast<const char*>(asset->data), asset->size,
-                             asset->content_type);
-           }));
+// Signing in: a valid token of a reading role opens a session, whose id becomes an HttpOnly
+// cookie. From a link (?token=) or the form; either way the answer redirects to / so that the
+// token leaves the address bar and the browser's history.
+HttpResponse HttpServer::SignIn(const HttpRequest& request, const std::string& token) {
+  absl::StatusOr<Identity> who = access_.Authorize(token, "GET /pages");
+  if (!who.ok()) {
+    HttpResponse page = Reply(HttpStatusOf(who.status().code()), kHtml,
+                              LoginPage(std::string(who.status().message())));
+    page.headers.emplace_back("Cache-Control", "no-store");
+    return page;
+  }
+  if (const std::string old = CookieSession(request); !old.empty()) sessions_.Close(old);
+  HttpResponse response = Reply(303, kHtml, "");
+  response.headers = {{"Set-Cookie", SessionCookie(sessions_.Open(token))},
+                      {"Location", "/"},
+                      {"Cache-Control", "no-store"}};
+  return response;
+}
+
+HttpResponse HttpServer::SignOut(const HttpRequest& request) {
+  sessions_.Close(CookieSession(request));
+  HttpResponse response = Reply(303, kHtml, "");
+  response.headers = {
+      {"Set-Cookie", absl::StrCat(kCookie, "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict")},
+      {"Location", "/login"},
+      {"Cache-Control", "no-store"}};
+  return response;
+}
+
+HttpResponse HttpServer::Route(const HttpRequest& request) {
+  const std::string& path = request.path;
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (request.method == "POST" && path == "/login") {
+    return SignIn(request, FormField(request.body, "token"));
+  }
+  if (request.method == "POST" && path == "/logout") return SignOut(request);
+  if (get && path == "/login") {
+    if (auto it = request.params.find("token"); it != request.params.end()) {
+      // A sign-in link followed from another site would sign the browser in as someone else.
+      const std::string& site = request.Header("sec-fetch-site");
+      if (!site.empty() && site != "none" && site != "same-origin") {
+        return ErrorResponse(403, "PERMISSION_DENIED",
+                             "a sign-in link works only typed or pasted into the address bar, "
+                             "not followed from another site");
+      }
+      return SignIn(request, it->second);
+    }
+    HttpResponse page = Reply(200, kHtml, LoginPage(""));
+    page.headers.emplace_back("Cache-Control", "no-store");
+    return page;
+  }
+  if (get && path == "/healthz") return Reply(200, "text/plain", "ok\n");
+  if (get && absl::StartsWith(path, "/api/v1/")) {
+    HttpReply reply = api_.Get(absl::string_view(path).substr(8), request.params);
+    HttpResponse response =
+        Reply(reply.status, std::move(reply.content_type), std::move(reply.body));
+    response.headers.emplace_back("Cache-Control", "no-store");
+    return response;
+  }
+  if (get && path == "/metrics") {
+    if (!options_.metrics_text) {
+      return ErrorResponse(404, "NOT_FOUND", "metrics are not enabled on this server");
+    }
+    return Reply(200, "text/plain; version=0.0.4", options_.metrics_text());
+  }
+  if (get && absl::StartsWith(path, "/assets/")) {
+    const std::string name = path.substr(1);
+    const bool plain =
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+                               7) == std::string::npos;
+    const std::optional<web::EmbeddedAsset> asset = plain ? web::FindAsset(name) : std::nullopt;
+    if (!asset) return ErrorResponse(404, "NOT_FOUND", absl::StrCat("no asset ", path));
+    HttpResponse response = Reply(200, asset->content_type, std::string(asset->content()));
+    // Revalidated on every load: a rebuilt scheduler serves a new app.js at once.
+    response.headers.emplace_back("Cache-Control", "no-cache");
+    return response;
+  }
   // The app's pages: one index.html, routed on the client.
-  const auto index = Guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_content(index_html_, "text/html; charset=utf-8");
-  });
-  http.Get("/", index);
-  http.Get(R"(/sweeps/[^/]+/?)", index);
-  http.Get(R"(/runs/[^/]+/?)", index);
-
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler's own error document
-    SetError(res, res.status, res.status == 404 ? "NOT_FOUND" : "ERROR",
-             absl::StrCat("no page or API route ", req.path));
-  });
-  http.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr error) {
-        std::string what = "unknown exception";
-        try {
-          if (error) std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        spdlog::error("event=http_request_failed path=\"{}\" error=\"{}\"", req.path, what);
-        SetError(res, 500, "INTERNAL", what);
-      });
-  http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    spdlog::debug("event=http_request method={} path=\"{}\" status={}", req.method, req.path,
-                  res.status);
-  });
+  const std::vector<std::string> parts =
+      absl::StrSplit(absl::StripSuffix(path, "/"), '/', absl::SkipEmpty());
+  const bool page =
+      path == "/" || (parts.size() == 2 && (parts[0] == "sweeps" || parts[0] == "runs"));
+  if (get && page) {
+    HttpResponse response = Reply(200, kHtml, index_html_);
+    response.headers.emplace_back("Cache-Control", "no-cache");
+    return response;
+  }
+  return ErrorResponse(404, "NOT_FOUND", absl::StrCat("no page or API route ", path));
 }
 
 }  // namespace parity::server

@@ -289,8 +289,14 @@ async function report(page, shots) {
 // viewer's token lands on the sweeps page, signing out sends the browser back to /login.
 async function signin(page, shots) {
   const base = args['base-url'];
-  await page.goto(`${base}/`);
+  const loginPage = await page.goto(`${base}/`);
   check(new URL(page.url()).pathname === '/login', `signed out, / should go to /login: ${page.url()}`);
+  // The page works under the scheduler's Content-Security-Policy (a blocked script or style
+  // would log an error, which fails the run) and may not be framed.
+  const headers = loginPage.headers();
+  check((headers['content-security-policy'] || '').includes("frame-ancestors 'none'") &&
+        headers['x-frame-options'] === 'DENY',
+        `the sign-in page should carry the CSP and X-Frame-Options: ${JSON.stringify(headers)}`);
   await page.fill('#token', 'parity_wrong-token-000000000000000000000000000000');
   await Promise.all([page.waitForNavigation(), page.click('input[type="submit"]')]);
   const refused = await page.textContent('body');
@@ -300,7 +306,9 @@ async function signin(page, shots) {
   check(new URL(page.url()).pathname === '/', `signing in should land on /: ${page.url()}`);
   await waitForRows(page, 'sweeps-table', 1, 'sweeps page over https');
   await page.screenshot({path: path.join(shots, 'signed-in-https.png'), fullPage: true});
-  await page.evaluate(() => fetch('/logout', {method: 'POST'}));
+  // A same-origin fetch: Chromium sends Origin with it, which POST /logout insists on.
+  const signedOut = await page.evaluate(async () => (await fetch('/logout', {method: 'POST'})).url);
+  check(new URL(signedOut).pathname === '/login', `POST /logout should end on /login: ${signedOut}`);
   await page.goto(`${base}/`);
   check(new URL(page.url()).pathname === '/login', `signed out again, / should go to /login: ${page.url()}`);
 }

@@ -91,7 +91,9 @@ export function layoutName(model) {
 }
 
 // h('a', {href, class: 'x'}, 'text', child): attributes starting with "on" become listeners,
-// `dataset` an object of data-* attributes; null/false children are skipped.
+// `dataset` an object of data-* attributes, `style` CSS text set through the CSSOM (the
+// scheduler's Content-Security-Policy refuses style attributes written as markup or with
+// setAttribute); null/false children are skipped.
 export function h(tag, attributes = {}, ...children) {
   const element = document.createElement(tag);
   for (const [key, value] of Object.entries(attributes || {})) {
@@ -99,6 +101,7 @@ export function h(tag, attributes = {}, ...children) {
     if (key.startsWith('on')) element.addEventListener(key.slice(2).toLowerCase(), value);
     else if (key === 'dataset') Object.assign(element.dataset, value);
     else if (key === 'class') element.className = value;
+    else if (key === 'style') element.style.cssText = value;
     else element.setAttribute(key, value === true ? '' : value);
   }
   for (const child of children.flat(Infinity)) {

@@ -22,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using parity::testing::Exposition;
 using parity::testing::ParseExposition;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Optional;
 
@@ -140,21 +141,65 @@ TEST(WorkerMetricsTest, DevicesAndSchedulerCallsAreCounted) {
   EXPECT_EQ(lint.output, "") << "promtool check metrics found problems";
 }
 
+constexpr char kScrapeToken[] = "scrape-token-0123456789abcdef";
+
 TEST(WorkerMetricsTest, ExposeRefusesAnAddressInUse) {
   WorkerMetrics metrics;
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> first = metrics.Expose("127.0.0.1:0");
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> first =
+      metrics.Expose({.address = "127.0.0.1:0", .scrape_token = kScrapeToken});
   ASSERT_TRUE(first.ok()) << first.status();
   const int port = (*first)->GetListeningPorts().at(0);
   WorkerMetrics other;
   absl::StatusOr<std::unique_ptr<prometheus::Exposer>> second =
-      other.Expose(absl::StrCat("127.0.0.1:", port));
+      other.Expose({.address = absl::StrCat("127.0.0.1:", port), .scrape_token = kScrapeToken});
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(WorkerMetricsTest, ExposeNeedsAScrapeTokenAndLoopbackUnlessPlaintextIsAllowed) {
+  WorkerMetrics metrics;
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> no_token =
+      metrics.Expose({.address = "127.0.0.1:0", .scrape_token = ""});
+  EXPECT_EQ(no_token.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_token.status().message()), HasSubstr("--metrics-token-file"));
+  for (const char* address : {"0.0.0.0:0", "127.0.0.1.invalid:0", ":0"}) {
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposed =
+        metrics.Expose({.address = address, .scrape_token = kScrapeToken});
+    EXPECT_EQ(exposed.status().code(), absl::StatusCode::kInvalidArgument)
+        << address << " is not loopback and should be refused without the plaintext flag";
+    EXPECT_THAT(std::string(exposed.status().message()), HasSubstr("--metrics-insecure-plaintext"));
+  }
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> allowed = metrics.Expose(
+      {.address = "0.0.0.0:0", .scrape_token = kScrapeToken, .insecure_plaintext = true});
+  EXPECT_TRUE(allowed.ok()) << allowed.status();
+}
+
+TEST(WorkerMetricsTest, AScrapeWithoutTheTokenIsRefused) {
+  WorkerMetrics metrics;
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+      metrics.Expose({.address = "127.0.0.1:0", .scrape_token = kScrapeToken});
+  ASSERT_TRUE(exposer.ok()) << exposer.status();
+  const int port = (*exposer)->GetListeningPorts().at(0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5);
+  httplib::Result anonymous = client.Get("/metrics");
+  ASSERT_TRUE(anonymous) << anonymous.error();
+  EXPECT_EQ(anonymous->status, 401) << "no password";
+  client.set_basic_auth("prometheus", "scrape-token-0123456789abcdeX");
+  httplib::Result wrong = client.Get("/metrics");
+  ASSERT_TRUE(wrong) << wrong.error();
+  EXPECT_EQ(wrong->status, 401) << "a wrong password";
+  client.set_basic_auth("prometheus", kScrapeToken);
+  httplib::Result right = client.Get("/metrics");
+  ASSERT_TRUE(right) << right.error();
+  EXPECT_EQ(right->status, 200) << "the scrape token";
+  EXPECT_THAT(right->body, HasSubstr("parity_worker_runs_in_flight"));
 }
 
 // GET /metrics of a worker's exposer; parse errors fail the test.
 Exposition Scrape(int port) {
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(5);
+  client.set_basic_auth("prometheus", kScrapeToken);
   httplib::Result response = client.Get("/metrics");
   if (!response) {
     ADD_FAILURE() << "GET /metrics on port " << port << " failed: " << response.error();
@@ -183,7 +228,8 @@ TEST(WorkerMetricsDaemonTest, ScrapedFromARealWorkerWhileARunTrains) {
     fake.leases = {lease};
   }
   WorkerMetrics metrics;
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer = metrics.Expose("127.0.0.1:0");
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+      metrics.Expose({.address = "127.0.0.1:0", .scrape_token = kScrapeToken});
   ASSERT_TRUE(exposer.ok()) << exposer.status();
   const int port = (*exposer)->GetListeningPorts().at(0);
 
