@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,5 +21,12 @@ namespace parity::clients {
 // loopback; false when one is not; INVALID_ARGUMENT when the host cannot be resolved (a name
 // that does not resolve cannot be shown to be loopback, so callers refuse it).
 absl::StatusOr<bool> IsLoopbackAddress(absl::string_view host_port);
+
+// The client side of the same rule, for a gRPC target rather than a listen address: true when
+// every address `target` resolves to is loopback, or it is a Unix socket (unix:PATH,
+// unix-abstract:NAME). `target` is host:port, [v6]:port, dns:///host:port, ipv4:a.b.c.d:port[,...]
+// or ipv6:[addr]:port[,...]. INVALID_ARGUMENT when it has no host; UNAVAILABLE when a name does
+// not resolve (then nobody can tell where a token would go). Nothing is sent to the address.
+absl::StatusOr<bool> ResolvesOnlyToLoopback(std::string_view target);
 
 }  // namespace parity::clients

@@ -6,7 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "clients/cpp/loopback.h"
+#include "clients/cpp/loopback_address.h"
 #include "grpcpp/support/client_interceptor.h"
 
 namespace parity::clients {

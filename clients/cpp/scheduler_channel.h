@@ -5,7 +5,7 @@
 // stack is plaintext on loopback.
 //
 // A token is never sent in plaintext off this machine: without TLS, MakeSchedulerChannel refuses
-// a target that resolves to any non-loopback address (clients/cpp/loopback.h) unless
+// a target that resolves to any non-loopback address (clients/cpp/loopback_address.h) unless
 // `insecure_plaintext` says a TLS-terminating proxy or a private network carries the connection.
 // The check resolves the name itself, before any connection; a resolver that answers gRPC's own
 // lookup differently (DNS under an attacker's control) is out of its reach: use TLS there.

@@ -1,5 +1,5 @@
 // The C++ clients never send a bearer token in plaintext off this machine (issue #23): the
-// loopback decision on resolved addresses (clients/cpp/loopback.h), MakeSchedulerChannel's
+// loopback decision on resolved addresses (clients/cpp/loopback_address.h), MakeSchedulerChannel's
 // refusal, and the real `parity` CLI and parity-worker refusing before any connection. Nothing
 // here sends a packet off loopback: 192.0.2.1 (TEST-NET-1) is only ever refused, or put into a
 // channel that is never used.
@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "clients/cpp/loopback.h"
+#include "clients/cpp/loopback_address.h"
 #include "clients/cpp/scheduler_channel.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
