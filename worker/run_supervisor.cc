@@ -16,6 +16,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "spdlog/spdlog.h"
 #include "worker/checkpoint_retention.h"
+#include "worker/checkpoint_store.h"
+#include "worker/failure_text.h"
 #include "worker/worker_metrics.h"
 
 namespace parity::worker {
@@ -152,47 +154,75 @@ void RunSupervisor::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status RunSupervisor::PrepareFiles(std::string* spec_path, std::string* resume_from) {
+std::variant<RunSupervisor::Prepared, RunSupervisor::StartFailure> RunSupervisor::PrepareFiles() {
+  // The worker's own trouble (a disk that will not take a file) is told to viewers in a word;
+  // the paths go to the log.
+  const auto local_failure = [this](const std::string& detail) {
+    spdlog::error("run {}: {}", run_.run_id(), detail);
+    return StartFailure{.failure_class = parity::v1::FAILURE_CLASS_INFRASTRUCTURE,
+                        .message = ForViewers(absl::StrCat("worker: ", detail))};
+  };
   std::error_code ec;
   fs::create_directories(work_dir_, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", work_dir_, ": ", ec.message()));
+  if (ec) return local_failure(absl::StrCat("create ", work_dir_, ": ", ec.message()));
   fs::create_directories(checkpoint_dir_, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", checkpoint_dir_, ": ", ec.message()));
+  if (ec) return local_failure(absl::StrCat("create ", checkpoint_dir_, ": ", ec.message()));
 
+  // The dataset is a name, resolved here inside --corpus-dir and nowhere else: the spec came from
+  // a researcher, and a path in it would make this worker read any file it can.
   parity::v1::RunSpec spec = run_.spec();
-  const std::string& corpus = spec.data().corpus();
-  if (!options_.corpus_dir.empty() && !corpus.empty() && corpus.find('/') == std::string::npos) {
-    for (const std::string& candidate : {absl::StrCat(options_.corpus_dir, "/", corpus, ".txt"),
-                                         absl::StrCat(options_.corpus_dir, "/", corpus)}) {
-      if (fs::is_regular_file(candidate, ec)) {
-        spec.mutable_data()->set_corpus(fs::absolute(candidate).string());
-        break;
-      }
-    }
+  const std::string& name = spec.data().corpus();
+  absl::StatusOr<ResolvedDataset> dataset =
+      ResolveDataset(options_.corpus_dir, name, options_.dataset_limits);
+  if (!dataset.ok()) {
+    spdlog::error("run {}: {}", run_.run_id(), dataset.status().ToString());
+    // Not retried: the same name fails the same way (a pool's workers hold the same datasets).
+    return StartFailure{
+        .failure_class = parity::v1::FAILURE_CLASS_USER_ERROR,
+        .message = DatasetFailureForViewers(name, options_.worker_id, dataset.status())};
   }
+  dataset_path_ = dataset->path;
+  spec.mutable_data()->set_corpus(dataset->path);
+
+  absl::StatusOr<std::string> resume_from = ResumeCheckpoint();
+  if (!resume_from.ok()) {
+    // A recorded URI this worker may not read is never handed to the engine.
+    spdlog::error("run {}: refusing to resume: {}", run_.run_id(), resume_from.status().ToString());
+    return StartFailure{.failure_class = parity::v1::FAILURE_CLASS_INFRASTRUCTURE,
+                        .message =
+                            "the checkpoint recorded for the run (checkpoint.uri) is not "
+                            "a plain file inside the run's prefix of the checkpoint store; "
+                            "the worker refused to resume from it"};
+  }
+
   std::string json;
   google::protobuf::util::JsonPrintOptions print;
   print.add_whitespace = true;
-  if (auto s = google::protobuf::util::MessageToJsonString(spec, &json, print); !s.ok()) {
-    return absl::InternalError(absl::StrCat("spec to JSON: ", s.ToString()));
+  if (auto st = google::protobuf::util::MessageToJsonString(spec, &json, print); !st.ok()) {
+    return local_failure(absl::StrCat("spec to JSON: ", st.ToString()));
   }
-  *spec_path = absl::StrCat(work_dir_, "/run-attempt", std::max(1u, run_.attempt()), ".json");
-  std::ofstream out(*spec_path, std::ios::trunc);
+  Prepared prepared{
+      .spec_path = absl::StrCat(work_dir_, "/run-attempt", std::max(1u, run_.attempt()), ".json"),
+      .resume_from = *std::move(resume_from)};
+  std::ofstream out(prepared.spec_path, std::ios::trunc);
   out << json << "\n";
-  if (!out.good()) return absl::InternalError(absl::StrCat("write ", *spec_path));
-  *resume_from = ResumeCheckpoint();
-  return absl::OkStatus();
+  if (!out.good()) return local_failure(absl::StrCat("write ", prepared.spec_path));
+  return prepared;
 }
 
 // Only the checkpoint the scheduler recorded counts: every metric point up to it is stored (the
 // supervisor reports a checkpoint only then), so a resume from it leaves no hole in the curve. A
 // newer file on disk may be past points the last holder never delivered. When the recorded file
-// is gone (pruned, or written on another machine's disk), the newest one at or before its step.
-std::string RunSupervisor::ResumeCheckpoint() const {
+// is gone (pruned, or written on another machine's disk), the newest one at or before its step
+// under this run's directory. The recorded URI is checked before it is read (checkpoint_store.h):
+// a lease holder chose it.
+absl::StatusOr<std::string> RunSupervisor::ResumeCheckpoint() const {
   if (!run_.has_checkpoint() || run_.checkpoint().step() == 0) return "";
   const parity::v1::Checkpoint& recorded = run_.checkpoint();
-  std::error_code ec;
-  if (!recorded.uri().empty() && fs::is_regular_file(recorded.uri(), ec)) return recorded.uri();
+  absl::StatusOr<std::string> file =
+      CheckpointFileOfUri(options_.checkpoint_root, run_.run_id(), recorded.uri());
+  if (file.ok()) return *file;
+  if (!absl::IsNotFound(file.status())) return file.status();
   if (std::optional<EngineCheckpoint> older =
           NewestCheckpointAtOrBefore(run_checkpoints_, recorded.step())) {
     spdlog::warn("run {}: recorded checkpoint {} (step {}) is missing; resuming from step {} ({})",
@@ -204,6 +234,34 @@ std::string RunSupervisor::ResumeCheckpoint() const {
       "starting over",
       run_.run_id(), recorded.uri(), recorded.step());
   return "";
+}
+
+std::optional<parity::v1::Checkpoint> RunSupervisor::Reported(
+    const parity::v1::Checkpoint& local) const {
+  absl::StatusOr<std::string> uri =
+      CheckpointUriOfFile(options_.checkpoint_root, run_.run_id(), local.uri());
+  if (!uri.ok()) {
+    spdlog::warn("run {}: checkpoint not reported: {}", run_.run_id(), uri.status().ToString());
+    return std::nullopt;
+  }
+  parity::v1::Checkpoint reported = local;
+  reported.set_uri(*uri);
+  return reported;
+}
+
+std::string RunSupervisor::ForViewers(absl::string_view engine_text) const {
+  std::vector<KnownPath> known = {{dataset_path_, "<dataset>"},
+                                  {options_.train_binary, "<engine>"}};
+  // Each directory as configured and as the engine may see it (its real path).
+  for (const auto& [dir, placeholder] : {std::pair{options_.corpus_dir, "<corpus-dir>"},
+                                         {options_.checkpoint_root, "<checkpoint-dir>"},
+                                         {options_.work_root, "<work-dir>"}}) {
+    if (dir.empty()) continue;
+    std::error_code ec;
+    known.push_back({dir, placeholder});
+    known.push_back({fs::weakly_canonical(dir, ec).string(), placeholder});
+  }
+  return ScrubForViewers(engine_text, std::move(known));
 }
 
 void RunSupervisor::ReadOutput(int fd) {
@@ -331,16 +389,19 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
     (void)FlushMetrics(/*force=*/true);  // a failure leaves the points to the metrics path
   }
   std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint(/*require_points_stored=*/true);
+  std::optional<parity::v1::Checkpoint> reported;
   if (ckpt) {
     ckpt->set_uri(KeepForResume(ckpt->uri()));
     last_checkpoint_ = *ckpt;
+    reported = Reported(*ckpt);
+    if (reported) *req.mutable_checkpoint() = *reported;
   }
-  if (ckpt) *req.mutable_checkpoint() = *ckpt;
   absl::StatusOr<parity::v1::HeartbeatResponse> resp = client_.Heartbeat(req);
   if (options_.worker_metrics != nullptr) options_.worker_metrics->HeartbeatSent(resp.ok());
-  if (!resp.ok()) {
+  if (!resp.ok() || (ckpt && !reported)) {
     if (ckpt && ckpt->uri() != kept_for_resume_) RemoveKept(ckpt->uri());  // made anew next time
-    return resp.status();
+    if (!resp.ok()) return resp.status();
+    ckpt.reset();
   }
   if (ckpt) {
     reported_checkpoint_step_ = ckpt->step();
@@ -499,7 +560,12 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
     success = invalid.empty();
     if (success) *req.mutable_success() = *summary;
   }
-  if (!success) {
+  if (end.not_started) {
+    parity::v1::RunFailure* f = req.mutable_failure();
+    f->set_failure_class(end.not_started->failure_class);
+    f->mutable_status()->set_code(RpcCodeFor(end.not_started->failure_class));
+    f->mutable_status()->set_message(end.not_started->message);
+  } else if (!success) {
     parity::v1::FailureClass cls = ClassifyEngineExit(exit, end.killed_by_us);
     if (end.preempted) cls = parity::v1::FAILURE_CLASS_PREEMPTED;
     if (end.hung) cls = parity::v1::FAILURE_CLASS_HUNG;
@@ -510,14 +576,20 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
     std::string msg = absl::StrCat("engine ", exit.ToString());
     if (end.hung) absl::StrAppend(&msg, ": ", hung_detail_);
     if (!invalid.empty()) absl::StrAppend(&msg, ": invalid result: ", invalid);
+    // What the engine said, as every viewer of the run may read it: without this worker's paths
+    // and file sizes (the worker's log and engine.log keep it all).
     if (engine_error) absl::StrAppend(&msg, ": ", engine_error->code, ": ", engine_error->message);
     if (std::string tail = Tail(work_dir_ + "/engine.log", 1500); !tail.empty())
       absl::StrAppend(&msg, "; log tail:\n", tail);
-    f->mutable_status()->set_message(msg);
+    f->mutable_status()->set_message(ForViewers(msg));
   }
   // CompleteRun goes only after every point is stored, so the newest checkpoint counts.
   NewCheckpoint(/*require_points_stored=*/false);
-  if (last_checkpoint_) *req.mutable_checkpoint() = *last_checkpoint_;
+  if (last_checkpoint_) {
+    if (std::optional<parity::v1::Checkpoint> reported = Reported(*last_checkpoint_)) {
+      *req.mutable_checkpoint() = *reported;
+    }
+  }
 
   const absl::Time deadline =
       absl::Now() + (end.preempted ? options_.preempt_report_timeout : options_.report_timeout);
@@ -581,18 +653,28 @@ void RunSupervisor::Supervise() {
     options_.worker_metrics->RunStarted(run_.run_id(), run_.spec().name());
   }
   last_heartbeat_accepted_ = absl::Now();  // the lease itself
-  std::string spec_path, resume_from;
-  absl::Status prepared = PrepareFiles(&spec_path, &resume_from);
+  const ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
+  std::variant<Prepared, StartFailure> prepared = PrepareFiles();
+  if (StartFailure* failed = std::get_if<StartFailure>(&prepared)) {
+    ChildEnd not_started;
+    not_started.not_started = std::move(*failed);
+    SetOutcome(Finish(never, not_started));
+    return;
+  }
+  const std::string spec_path = std::get<Prepared>(prepared).spec_path;
+  std::string resume_from = std::get<Prepared>(prepared).resume_from;
   ChildEnd end;
   for (;;) {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-        prepared.ok() ? StartEngine(spec_path, resume_from)
-                      : absl::StatusOr<std::unique_ptr<ChildProcess>>(prepared);
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child = StartEngine(spec_path, resume_from);
     if (!child.ok()) {
       spdlog::error("run {}: could not start the engine: {}", run_.run_id(),
                     child.status().ToString());
-      ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
-      SetOutcome(Finish(never, ChildEnd{}));
+      ChildEnd not_started;
+      not_started.not_started =
+          StartFailure{.failure_class = parity::v1::FAILURE_CLASS_INFRASTRUCTURE,
+                       .message = ForViewers(absl::StrCat("the worker could not start the engine: ",
+                                                          child.status().message()))};
+      SetOutcome(Finish(never, not_started));
       return;
     }
     engine_reaped_.store(false);
@@ -634,13 +716,16 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> RunSupervisor::StartEngine(
                            .checkpoint_dir = checkpoint_dir_,
                            .metrics_fd = options_.metrics_fd,
                            .threads = grant_.threads,
-                           .resume_from = resume_from});
+                           .resume_from = resume_from,
+                           .max_corpus_bytes = options_.dataset_limits.max_bytes});
   spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
                {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
                {"OMP_NUM_THREADS", absl::StrCat(grant_.threads)},
                {"OPENBLAS_NUM_THREADS", absl::StrCat(grant_.threads)},
                {"CUDA_VISIBLE_DEVICES", absl::StrJoin(grant_.gpu_indices, ",")}};
   spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
+  // The engine trains a researcher's spec: it gets none of the worker's credentials.
+  spawn.remove_env = {kEngineWithheldEnv.begin(), kEngineWithheldEnv.end()};
   spawn.working_dir = work_dir_;
   spawn.log_path = work_dir_ + "/engine.log";
   spawn.output_fd = options_.metrics_fd;
