@@ -148,6 +148,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
   CLI11_PARSE(app, argc, argv);
+  if (max_dataset_bytes <= 0) {
+    std::fprintf(stderr,
+                 "parity-worker: --max-dataset-bytes (or PARITY_MAX_DATASET_BYTES) must be a "
+                 "positive number of bytes\n");
+    return 2;
+  }
   channel.address = scheduler;
   if (absl::Status resolved = parity::clients::ResolveFromEnvironment(channel, token_file);
       !resolved.ok()) {
