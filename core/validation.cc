@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/dataset_name.h"
 #include "core/grid.h"
 #include "core/symbols.h"
 #include "google/protobuf/descriptor.h"
@@ -392,8 +393,14 @@ void CheckTraining(Checker& c, const SweepSpec& spec) {
 }
 
 void CheckData(Checker& c, const SweepSpec& spec) {
-  c.Require(!spec.data().corpus().empty(), "data.corpus",
-            "required: a path or a corpus name such as \"kjv\"");
+  // A dataset is a name the worker resolves inside its own --corpus-dir, never a path: a path
+  // would let a spec make a worker read any file it can (docs/access.md, "Datasets and
+  // checkpoints").
+  if (absl::Status name = CheckDatasetName(spec.data().corpus()); !name.ok()) {
+    c.Add("data.corpus", spec.data().corpus().empty()
+                             ? absl::StrCat("required: ", kDatasetNameRemedy)
+                             : std::string(name.message()));
+  }
   const double vf = spec.data().validation_fraction();
   c.Require(vf >= 0 && vf < 1, "data.validation_fraction",
             absl::StrCat(Num(vf), " must be in [0, 1)"));

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "spdlog/spdlog.h"
+#include "worker/checkpoint_store.h"
 #include "worker/engine_protocol.h"
 
 namespace parity::worker {
@@ -53,11 +54,13 @@ std::vector<std::string> CheckpointsToDelete(const std::string& run_dir,
   const bool final_state = IsFinal(retention.state());
   // The one file to keep of the older leases: the recorded checkpoint when it is here, else
   // (a live or pending run) the newest at or before the recorded step, where a resume falls back.
+  // The recorded URI is relative to the store (core/checkpoint_uri.h), run_dir is <store>/<run>.
   std::string keep;
-  if (fs::path(recorded).is_absolute() && fs::is_regular_file(recorded, ec) &&
-      absl::StartsWith(fs::weakly_canonical(recorded, ec).string(),
-                       fs::weakly_canonical(run_dir, ec).string())) {
-    keep = recorded;
+  const fs::path run_path = fs::path(run_dir).lexically_normal();
+  if (absl::StatusOr<std::string> file = CheckpointFileOfUri(
+          run_path.parent_path().string(), run_path.filename().string(), recorded);
+      file.ok()) {
+    keep = *file;
   } else if (!final_state && retention.checkpoint().step() > 0) {
     if (std::optional<EngineCheckpoint> older =
             NewestCheckpointAtOrBefore(run_dir, retention.checkpoint().step())) {

@@ -2,7 +2,8 @@
 // scheduler says the run still needs (WorkerService.CheckpointRetention, or the run a completion
 // returns). Layout: <checkpoint root>/<run id>/epoch-<lease epoch>/step-NNNNNNNN.ckpt (one
 // directory per lease, the engine's) and recorded-<lease epoch>/step-NNNNNNNN.ckpt (the hard link
-// a heartbeat recorded as the resume point, run_supervisor.h). The policy:
+// a heartbeat recorded as the resume point, run_supervisor.h); the recorded checkpoint's URI is
+// relative to the checkpoint root (core/checkpoint_uri.h). The policy:
 //   the run no longer exists (its sweep was deleted)  → everything of it;
 //   the run ended (SUCCEEDED, FAILED, CANCELLED)      → all but the recorded checkpoint (the
 //                                                        result's), and the run's directory

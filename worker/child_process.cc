@@ -77,10 +77,19 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOpt
     overridden.insert(k);
     env_strings.push_back(absl::StrCat(k, "=", v));
   }
+  const auto removed = [&options](std::string_view name) {
+    for (const std::string& r : options.remove_env) {
+      const bool prefix = !r.empty() && r.back() == '*';
+      if (prefix ? name.starts_with(std::string_view(r).substr(0, r.size() - 1)) : name == r) {
+        return true;
+      }
+    }
+    return false;
+  };
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
-    if (!overridden.contains(std::string(entry.substr(0, entry.find('=')))))
-      env_strings.emplace_back(entry);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (!overridden.contains(std::string(name)) && !removed(name)) env_strings.emplace_back(entry);
   }
   std::vector<char*> envp;
   for (const std::string& s : env_strings) envp.push_back(const_cast<char*>(s.c_str()));

@@ -41,6 +41,9 @@ struct SpawnOptions {
   std::vector<std::string> argv;
   // Extra environment variables on top of the worker's own.
   std::vector<std::pair<std::string, std::string>> env = {};
+  // Variables of the worker's own environment the child does not inherit: a name, or a prefix
+  // ending in '*' ("PARITY_TLS_*"). For secrets (the worker's token, its TLS key).
+  std::vector<std::string> remove_env = {};
   // Directory the child starts in; empty = the worker's.
   std::string working_dir = {};
   // File that receives the child's stderr (and stdout when output_fd != 1), appended; empty =

@@ -168,6 +168,10 @@ std::vector<std::string> EngineArgv(const EngineInvocation& in) {
                                    absl::StrCat(in.metrics_fd),
                                    "--threads",
                                    absl::StrCat(in.threads)};
+  if (in.max_corpus_bytes > 0) {
+    argv.push_back("--max-corpus-bytes");
+    argv.push_back(absl::StrCat(in.max_corpus_bytes));
+  }
   if (!in.resume_from.empty()) {
     argv.push_back("--resume-from");
     argv.push_back(in.resume_from);

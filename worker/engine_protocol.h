@@ -63,6 +63,8 @@ struct EngineInvocation {
   bool resume = false;
   // Resume from exactly this checkpoint file (--resume-from); wins over `resume`.
   std::string resume_from = {};
+  // The most corpus bytes the engine may read (--max-corpus-bytes); 0 = the engine's default.
+  int64_t max_corpus_bytes = 0;
 };
 std::vector<std::string> EngineArgv(const EngineInvocation& invocation);
 

@@ -13,7 +13,6 @@
 #include "core/proto_time.h"
 #include "core/status_macros.h"
 #include "core/summary_check.h"
-#include "google/protobuf/util/json_util.h"
 #include "spdlog/spdlog.h"
 #include "worker/checkpoint_retention.h"
 #include "worker/worker_metrics.h"
@@ -152,60 +151,6 @@ void RunSupervisor::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status RunSupervisor::PrepareFiles(std::string* spec_path, std::string* resume_from) {
-  std::error_code ec;
-  fs::create_directories(work_dir_, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", work_dir_, ": ", ec.message()));
-  fs::create_directories(checkpoint_dir_, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", checkpoint_dir_, ": ", ec.message()));
-
-  parity::v1::RunSpec spec = run_.spec();
-  const std::string& corpus = spec.data().corpus();
-  if (!options_.corpus_dir.empty() && !corpus.empty() && corpus.find('/') == std::string::npos) {
-    for (const std::string& candidate : {absl::StrCat(options_.corpus_dir, "/", corpus, ".txt"),
-                                         absl::StrCat(options_.corpus_dir, "/", corpus)}) {
-      if (fs::is_regular_file(candidate, ec)) {
-        spec.mutable_data()->set_corpus(fs::absolute(candidate).string());
-        break;
-      }
-    }
-  }
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  print.add_whitespace = true;
-  if (auto s = google::protobuf::util::MessageToJsonString(spec, &json, print); !s.ok()) {
-    return absl::InternalError(absl::StrCat("spec to JSON: ", s.ToString()));
-  }
-  *spec_path = absl::StrCat(work_dir_, "/run-attempt", std::max(1u, run_.attempt()), ".json");
-  std::ofstream out(*spec_path, std::ios::trunc);
-  out << json << "\n";
-  if (!out.good()) return absl::InternalError(absl::StrCat("write ", *spec_path));
-  *resume_from = ResumeCheckpoint();
-  return absl::OkStatus();
-}
-
-// Only the checkpoint the scheduler recorded counts: every metric point up to it is stored (the
-// supervisor reports a checkpoint only then), so a resume from it leaves no hole in the curve. A
-// newer file on disk may be past points the last holder never delivered. When the recorded file
-// is gone (pruned, or written on another machine's disk), the newest one at or before its step.
-std::string RunSupervisor::ResumeCheckpoint() const {
-  if (!run_.has_checkpoint() || run_.checkpoint().step() == 0) return "";
-  const parity::v1::Checkpoint& recorded = run_.checkpoint();
-  std::error_code ec;
-  if (!recorded.uri().empty() && fs::is_regular_file(recorded.uri(), ec)) return recorded.uri();
-  if (std::optional<EngineCheckpoint> older =
-          NewestCheckpointAtOrBefore(run_checkpoints_, recorded.step())) {
-    spdlog::warn("run {}: recorded checkpoint {} (step {}) is missing; resuming from step {} ({})",
-                 run_.run_id(), recorded.uri(), recorded.step(), older->step, older->path);
-    return older->path;
-  }
-  spdlog::warn(
-      "run {}: recorded checkpoint {} (step {}) is missing and none older is kept; "
-      "starting over",
-      run_.run_id(), recorded.uri(), recorded.step());
-  return "";
-}
-
 void RunSupervisor::ReadOutput(int fd) {
   LineReader reader(fd);
   const auto on_line = [this](std::string_view line) {
@@ -268,31 +213,6 @@ std::optional<EngineCheckpoint> RunSupervisor::NewestCheckpoint() {
   return found;
 }
 
-// The engine keeps only its newest few checkpoints, and it goes on training (and pruning) while
-// its worker is cut off from the scheduler, so the file the scheduler recorded could be gone by
-// the time another worker resumes from it. The recorded one is therefore a hard link outside the
-// engine's directory, <run>/recorded-<lease epoch>/step-NNNNNNNN.ckpt, which the engine never
-// prunes and retention (checkpoint_retention.h) keeps while it is the run's resume point.
-std::string RunSupervisor::KeepForResume(const std::string& engine_file) const {
-  std::error_code ec;
-  const fs::path dir = fs::path(run_checkpoints_) / absl::StrCat("recorded-", lease_.lease_epoch());
-  fs::create_directories(dir, ec);
-  const fs::path link = dir / fs::path(engine_file).filename();
-  if (!ec && (fs::exists(link, ec) || (fs::create_hard_link(engine_file, link, ec), !ec))) {
-    return link.string();
-  }
-  spdlog::warn("run {}: cannot keep checkpoint {} for resume ({}); reporting the engine's file",
-               run_.run_id(), engine_file, ec.message());
-  return engine_file;
-}
-
-void RunSupervisor::RemoveKept(const std::string& path) const {
-  if (fs::path(path).parent_path().filename().string().starts_with("recorded-")) {
-    std::error_code ec;
-    fs::remove(path, ec);
-  }
-}
-
 std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint(bool require_points_stored) {
   std::optional<EngineCheckpoint> found;
   if (require_points_stored) {
@@ -331,16 +251,19 @@ absl::Status RunSupervisor::SendHeartbeat(bool* cancel_requested) {
     (void)FlushMetrics(/*force=*/true);  // a failure leaves the points to the metrics path
   }
   std::optional<parity::v1::Checkpoint> ckpt = NewCheckpoint(/*require_points_stored=*/true);
+  std::optional<parity::v1::Checkpoint> reported;
   if (ckpt) {
     ckpt->set_uri(KeepForResume(ckpt->uri()));
     last_checkpoint_ = *ckpt;
+    reported = Reported(*ckpt);
+    if (reported) *req.mutable_checkpoint() = *reported;
   }
-  if (ckpt) *req.mutable_checkpoint() = *ckpt;
   absl::StatusOr<parity::v1::HeartbeatResponse> resp = client_.Heartbeat(req);
   if (options_.worker_metrics != nullptr) options_.worker_metrics->HeartbeatSent(resp.ok());
-  if (!resp.ok()) {
+  if (!resp.ok() || (ckpt && !reported)) {
     if (ckpt && ckpt->uri() != kept_for_resume_) RemoveKept(ckpt->uri());  // made anew next time
-    return resp.status();
+    if (!resp.ok()) return resp.status();
+    ckpt.reset();
   }
   if (ckpt) {
     reported_checkpoint_step_ = ckpt->step();
@@ -499,7 +422,12 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
     success = invalid.empty();
     if (success) *req.mutable_success() = *summary;
   }
-  if (!success) {
+  if (end.not_started) {
+    parity::v1::RunFailure* f = req.mutable_failure();
+    f->set_failure_class(end.not_started->failure_class);
+    f->mutable_status()->set_code(RpcCodeFor(end.not_started->failure_class));
+    f->mutable_status()->set_message(end.not_started->message);
+  } else if (!success) {
     parity::v1::FailureClass cls = ClassifyEngineExit(exit, end.killed_by_us);
     if (end.preempted) cls = parity::v1::FAILURE_CLASS_PREEMPTED;
     if (end.hung) cls = parity::v1::FAILURE_CLASS_HUNG;
@@ -510,14 +438,20 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
     std::string msg = absl::StrCat("engine ", exit.ToString());
     if (end.hung) absl::StrAppend(&msg, ": ", hung_detail_);
     if (!invalid.empty()) absl::StrAppend(&msg, ": invalid result: ", invalid);
+    // What the engine said, as every viewer of the run may read it: without this worker's paths
+    // and file sizes (the worker's log and engine.log keep it all).
     if (engine_error) absl::StrAppend(&msg, ": ", engine_error->code, ": ", engine_error->message);
     if (std::string tail = Tail(work_dir_ + "/engine.log", 1500); !tail.empty())
       absl::StrAppend(&msg, "; log tail:\n", tail);
-    f->mutable_status()->set_message(msg);
+    f->mutable_status()->set_message(ForViewers(msg));
   }
   // CompleteRun goes only after every point is stored, so the newest checkpoint counts.
   NewCheckpoint(/*require_points_stored=*/false);
-  if (last_checkpoint_) *req.mutable_checkpoint() = *last_checkpoint_;
+  if (last_checkpoint_) {
+    if (std::optional<parity::v1::Checkpoint> reported = Reported(*last_checkpoint_)) {
+      *req.mutable_checkpoint() = *reported;
+    }
+  }
 
   const absl::Time deadline =
       absl::Now() + (end.preempted ? options_.preempt_report_timeout : options_.report_timeout);
@@ -581,18 +515,28 @@ void RunSupervisor::Supervise() {
     options_.worker_metrics->RunStarted(run_.run_id(), run_.spec().name());
   }
   last_heartbeat_accepted_ = absl::Now();  // the lease itself
-  std::string spec_path, resume_from;
-  absl::Status prepared = PrepareFiles(&spec_path, &resume_from);
+  const ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
+  std::variant<Prepared, StartFailure> prepared = PrepareFiles();
+  if (StartFailure* failed = std::get_if<StartFailure>(&prepared)) {
+    ChildEnd not_started;
+    not_started.not_started = std::move(*failed);
+    SetOutcome(Finish(never, not_started));
+    return;
+  }
+  const std::string spec_path = std::get<Prepared>(prepared).spec_path;
+  std::string resume_from = std::get<Prepared>(prepared).resume_from;
   ChildEnd end;
   for (;;) {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-        prepared.ok() ? StartEngine(spec_path, resume_from)
-                      : absl::StatusOr<std::unique_ptr<ChildProcess>>(prepared);
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child = StartEngine(spec_path, resume_from);
     if (!child.ok()) {
       spdlog::error("run {}: could not start the engine: {}", run_.run_id(),
                     child.status().ToString());
-      ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
-      SetOutcome(Finish(never, ChildEnd{}));
+      ChildEnd not_started;
+      not_started.not_started =
+          StartFailure{.failure_class = parity::v1::FAILURE_CLASS_INFRASTRUCTURE,
+                       .message = ForViewers(absl::StrCat("the worker could not start the engine: ",
+                                                          child.status().message()))};
+      SetOutcome(Finish(never, not_started));
       return;
     }
     engine_reaped_.store(false);
@@ -634,13 +578,16 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> RunSupervisor::StartEngine(
                            .checkpoint_dir = checkpoint_dir_,
                            .metrics_fd = options_.metrics_fd,
                            .threads = grant_.threads,
-                           .resume_from = resume_from});
+                           .resume_from = resume_from,
+                           .max_corpus_bytes = options_.dataset_limits.max_bytes});
   spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
                {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
                {"OMP_NUM_THREADS", absl::StrCat(grant_.threads)},
                {"OPENBLAS_NUM_THREADS", absl::StrCat(grant_.threads)},
                {"CUDA_VISIBLE_DEVICES", absl::StrJoin(grant_.gpu_indices, ",")}};
   spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
+  // The engine trains a researcher's spec: it gets none of the worker's credentials.
+  spawn.remove_env = {kEngineWithheldEnv.begin(), kEngineWithheldEnv.end()};
   spawn.working_dir = work_dir_;
   spawn.log_path = work_dir_ + "/engine.log";
   spawn.output_fd = options_.metrics_fd;

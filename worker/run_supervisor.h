@@ -8,6 +8,7 @@
 // owns the run, and the engine is killed at once.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +26,7 @@
 #include "core/backoff.h"
 #include "parity/v1/run.pb.h"
 #include "worker/child_process.h"
+#include "worker/dataset_resolver.h"
 #include "worker/device_inventory.h"
 #include "worker/engine_protocol.h"
 #include "worker/metric_buffer.h"
@@ -33,6 +36,11 @@ namespace parity::worker {
 
 class WorkerMetrics;
 
+// The worker's credentials, which no engine inherits (names, or prefixes ending in '*'): its
+// bearer token and the file holding it, and every TLS setting (the client key among them).
+inline constexpr std::array<const char*, 3> kEngineWithheldEnv = {
+    "PARITY_TOKEN", "PARITY_TOKEN_FILE", "PARITY_TLS_*"};
+
 struct RunSupervisorOptions {
   std::string worker_id;
   // The engine executable (path or name on PATH).
@@ -41,8 +49,11 @@ struct RunSupervisorOptions {
   std::string checkpoint_root;
   // Scratch: <work_root>/<run_id>/ holds the spec JSON and engine.log.
   std::string work_root;
-  // Where corpus names resolve: "kjv" → <corpus_dir>/kjv.txt. Empty = names go to the engine as is.
+  // Where dataset names resolve, and nowhere else: "kjv" → <corpus_dir>/kjv.txt
+  // (dataset_resolver.h). Empty = no dataset is found.
   std::string corpus_dir;
+  // The largest dataset file this worker lets an engine read (also passed to the engine).
+  DatasetLimits dataset_limits;
   absl::Duration heartbeat_interval = absl::Seconds(10);
   absl::Duration lease_ttl = absl::Seconds(60);
   // SIGTERM → SIGKILL grace after a cancellation or a preemption (the engine checkpoints
@@ -106,13 +117,24 @@ class RunSupervisor {
 
  private:
   // Everything below runs on the supervisor thread unless said otherwise.
+  // Why the engine was never started: the failure as the run records it (every viewer reads the
+  // message, so it names no path of this worker; the detail went to the worker's log).
+  struct StartFailure {
+    parity::v1::FailureClass failure_class = parity::v1::FAILURE_CLASS_INFRASTRUCTURE;
+    std::string message;
+  };
+  struct Prepared {
+    std::string spec_path;    // the spec JSON with the dataset resolved to its file
+    std::string resume_from;  // the checkpoint file to resume from; empty = start afresh
+  };
   struct ChildEnd {
     ExitStatus exit;
-    bool preempted = false;     // the worker asked it to stop
-    bool cancelled = false;     // the scheduler said the run was cancelled
-    bool lease_lost = false;    // refused with FAILED_PRECONDITION / NOT_FOUND
-    bool killed_by_us = false;  // the final SIGKILL came from the worker
-    bool hung = false;          // killed for making no progress (progress_timeout)
+    bool preempted = false;                   // the worker asked it to stop
+    bool cancelled = false;                   // the scheduler said the run was cancelled
+    bool lease_lost = false;                  // refused with FAILED_PRECONDITION / NOT_FOUND
+    bool killed_by_us = false;                // the final SIGKILL came from the worker
+    bool hung = false;                        // killed for making no progress (progress_timeout)
+    std::optional<StartFailure> not_started;  // set when no engine ran
   };
   void Supervise();
   absl::StatusOr<std::unique_ptr<ChildProcess>> StartEngine(const std::string& spec_path,
@@ -122,9 +144,17 @@ class RunSupervisor {
   // Heartbeats and forwards metrics until the engine has ended (and was reaped).
   ChildEnd SuperviseChild(ChildProcess& child);
   void ReadOutput(int fd);  // reader thread
-  // Writes the spec; `resume_from` is the checkpoint to resume from, empty to start afresh.
-  absl::Status PrepareFiles(std::string* spec_path, std::string* resume_from);
-  std::string ResumeCheckpoint() const;
+  // Resolves the dataset, writes the spec, finds the checkpoint to resume from.
+  std::variant<Prepared, StartFailure> PrepareFiles();
+  // The checkpoint file to resume from ("" = start afresh); INVALID_ARGUMENT when the recorded
+  // URI is not one this worker may read (outside the run's prefix, through a link).
+  absl::StatusOr<std::string> ResumeCheckpoint() const;
+  // The checkpoint as a heartbeat or completion reports it: its URI relative to the store
+  // (core/checkpoint_uri.h) instead of this worker's path; nullopt when the file lies outside
+  // the run's directory (then nothing is reported).
+  std::optional<parity::v1::Checkpoint> Reported(const parity::v1::Checkpoint& local) const;
+  // Engine text made fit for every viewer of the run (failure_text.h).
+  std::string ForViewers(absl::string_view engine_text) const;
   // One heartbeat attempt; returns the call's status (OK also when it asked to cancel).
   absl::Status SendHeartbeat(bool* cancel_requested);
   // One batch attempt, when due or when `force` and anything waits.
@@ -166,6 +196,7 @@ class RunSupervisor {
   std::string hung_detail_;                // supervisor thread only: why it was killed as HUNG
   uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
   std::string kept_for_resume_;            // supervisor thread only: the recorded checkpoint's link
+  std::string dataset_path_;               // supervisor thread only: the resolved dataset file
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
   mutable absl::Mutex mu_;

@@ -9,7 +9,10 @@
 //                            one per thread: runs book their cpu_threads until threads run out)
 //   --checkpoint-dir DIR     checkpoint store (PARITY_CHECKPOINT_DIR; default .parity/checkpoints)
 //   --work-dir DIR           scratch: specs, engine logs (PARITY_WORK_DIR; default .parity/work)
-//   --corpus-dir DIR         where corpus names resolve (PARITY_CORPUS_DIR; default data)
+//   --corpus-dir DIR         where dataset names resolve, and nothing outside it is read
+//                            (PARITY_CORPUS_DIR; default data)
+//   --max-dataset-bytes N    the largest dataset file an engine may read (PARITY_MAX_DATASET_BYTES;
+//                            default 4 GiB)
 //   --train-binary PATH      the engine (PARITY_TRAIN_BINARY; default: next to this binary, else
 //   PATH)
 //   --label k=v              repeated; worker labels
@@ -94,6 +97,9 @@ int main(int argc, char** argv) {
   std::string checkpoint_dir = Env("PARITY_CHECKPOINT_DIR", ".parity/checkpoints");
   std::string work_dir = Env("PARITY_WORK_DIR", ".parity/work");
   std::string corpus_dir = Env("PARITY_CORPUS_DIR", "data");
+  int64_t max_dataset_bytes = std::atoll(
+      Env("PARITY_MAX_DATASET_BYTES", std::to_string(parity::worker::kDefaultMaxDatasetBytes))
+          .c_str());
   std::string train_binary = Env("PARITY_TRAIN_BINARY", "");
   std::string log_level = Env("PARITY_LOG_LEVEL", "info");
   std::string metrics_listen = Env("PARITY_WORKER_METRICS_LISTEN", "");
@@ -119,7 +125,11 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", work_dir,
                  "Scratch directory for specs and engine logs (env PARITY_WORK_DIR)");
   app.add_option("--corpus-dir", corpus_dir,
-                 "Where corpus names resolve: NAME → DIR/NAME.txt (env PARITY_CORPUS_DIR)");
+                 "Where dataset names resolve, and nothing outside it is read: NAME → "
+                 "DIR/NAME.txt, else DIR/NAME; no links (env PARITY_CORPUS_DIR)");
+  app.add_option("--max-dataset-bytes", max_dataset_bytes,
+                 "The largest dataset file an engine may read (env PARITY_MAX_DATASET_BYTES)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--train-binary", train_binary,
                  "The parity-train engine (env PARITY_TRAIN_BINARY)");
   app.add_option("--label", labels, "Worker label k=v (repeatable)");
@@ -155,14 +165,22 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
   CLI11_PARSE(app, argc, argv);
+  if (max_dataset_bytes <= 0) {
+    std::fprintf(stderr,
+                 "parity-worker: --max-dataset-bytes (or PARITY_MAX_DATASET_BYTES) must be a "
+                 "positive number of bytes\n");
+    return 2;
+  }
   channel.address = scheduler;
   if (absl::Status resolved = parity::clients::ResolveFromEnvironment(channel, token_file);
       !resolved.ok()) {
     std::fprintf(stderr, "parity-worker: %s\n", std::string(resolved.message()).c_str());
     return 2;
   }
-  // The engines are this process's children: they need no token, so they do not inherit one.
+  // The engines are this process's children: they need no token, so they do not inherit one
+  // (RunSupervisor also withholds kEngineWithheldEnv from every engine it starts).
   unsetenv("PARITY_TOKEN");
+  unsetenv("PARITY_TOKEN_FILE");
 
   if (probe) {
     absl::Status health = parity::worker::ProbeSchedulerHealth(channel, absl::Seconds(2));
@@ -237,6 +255,7 @@ int main(int argc, char** argv) {
   options.run.checkpoint_root = fs::absolute(checkpoint_dir).string();
   options.run.work_root = fs::absolute(work_dir).string();
   options.run.corpus_dir = corpus_dir.empty() ? "" : fs::absolute(corpus_dir).string();
+  options.run.dataset_limits.max_bytes = max_dataset_bytes;
   options.run.kill_grace = absl::Seconds(kill_grace_s);
   options.run.progress_timeout = absl::Seconds(progress_timeout_s);
   options.run.startup_timeout = absl::Seconds(startup_timeout_s);

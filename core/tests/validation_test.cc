@@ -214,6 +214,18 @@ const BadInput kBadInputs[] = {
      "grid.hyperparameters[0].field", "use grid.seeds"},
     {"missing corpus", [](SweepSpec& s) { s.mutable_data()->clear_corpus(); }, "data.corpus",
      "required"},
+    // A dataset is a name the worker resolves in its --corpus-dir: a path made a worker train on
+    // (and tell the size of) any file it could read (issue #23).
+    {"corpus as an absolute path",
+     [](SweepSpec& s) { s.mutable_data()->set_corpus("/etc/passwd"); }, "data.corpus",
+     "name a dataset in the worker's --corpus-dir"},
+    {"corpus climbing out of the data directory",
+     [](SweepSpec& s) { s.mutable_data()->set_corpus("../../etc/passwd"); }, "data.corpus",
+     "not a path"},
+    {"corpus naming a device", [](SweepSpec& s) { s.mutable_data()->set_corpus("/dev/zero"); },
+     "data.corpus", "not a path"},
+    {"corpus with a leading dot", [](SweepSpec& s) { s.mutable_data()->set_corpus(".ssh"); },
+     "data.corpus", "does not start with '.'"},
     {"loose reuse without epochs",
      [](SweepSpec& s) {
        s.mutable_grid()->mutable_data(1)->set_reuse(parity::v1::REUSE_MODE_LOOSE);

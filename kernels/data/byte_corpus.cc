@@ -1,8 +1,11 @@
 #include "kernels/data/byte_corpus.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
-#include <iterator>
+#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/model/rng.h"
@@ -19,16 +22,59 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
   return p;
 }
 
+// The file's bytes, refusing anything but a regular file of at most `max_bytes` (defence in
+// depth behind the worker's dataset resolver: a device or a FIFO never ends, and the whole file is
+// held in memory). Never reads more than max_bytes + 1 bytes, even if the file grows meanwhile.
+// The messages name no path: they can reach a run's failure, which every viewer reads.
+absl::StatusOr<std::vector<unsigned char>> ReadCorpusFile(const std::string& path,
+                                                          int64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return absl::NotFoundError("data.corpus: the dataset file cannot be opened");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError("data.corpus: the dataset is not a regular file");
+  }
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.corpus: the dataset is over the engine's limit of ", max_bytes,
+                     " bytes (--max-corpus-bytes)"));
+  }
+  std::vector<unsigned char> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  unsigned char extra = 0;
+  for (;;) {
+    unsigned char* dst = done < bytes.size() ? bytes.data() + done : &extra;
+    const size_t want = done < bytes.size() ? bytes.size() - done : 1;
+    const ssize_t n = ::read(fd, dst, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return absl::NotFoundError("data.corpus: the dataset file cannot be read");
+    }
+    if (n == 0) break;
+    if (dst == &extra) {  // it grew since fstat: refuse rather than read on
+      ::close(fd);
+      return absl::InvalidArgumentError("data.corpus: the dataset changed while it was read");
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(done);  // it shrank since fstat
+  return bytes;
+}
+
 }  // namespace
 
 absl::StatusOr<ByteCorpus> ByteCorpus::Load(const DataConfig& config, int64_t seq_len,
                                             uint64_t seed) {
-  std::ifstream in(config.corpus_path, std::ios::binary);
-  if (!in)
-    return absl::NotFoundError(
-        absl::StrCat("data.corpus_path: cannot open '", config.corpus_path, "'"));
   ByteCorpus c;
-  c.bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::vector<unsigned char>> bytes =
+      ReadCorpusFile(config.corpus_path, config.max_corpus_bytes);
+  if (!bytes.ok()) return bytes.status();
+  c.bytes_ = *std::move(bytes);
   c.seq_len_ = seq_len;
   c.seed_ = seed;
   c.digest_ = 1469598103934665603ULL;
@@ -38,21 +84,25 @@ absl::StatusOr<ByteCorpus> ByteCorpus::Load(const DataConfig& config, int64_t se
   const int64_t train_windows = c.split_ > seq_len ? (c.split_ - 1) / seq_len : 0;
   c.validation_windows_ = size - c.split_ > seq_len ? (size - c.split_ - 1) / seq_len : 0;
   if (train_windows == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("data.corpus_path: training split of ", c.split_,
-                                                   " bytes holds no window of ", seq_len));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.corpus: the dataset's training split holds no window of "
+                     "sequence_length ",
+                     seq_len));
   }
   if (c.validation_windows_ == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("data.validation_fraction: validation split of ",
-                                                   size - c.split_, " bytes holds no window of ",
-                                                   seq_len));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.validation_fraction: the dataset's validation split holds no window "
+                     "of sequence_length ",
+                     seq_len));
   }
   int64_t n = train_windows;
   if (config.unique_tokens > 0) {
     n = config.unique_tokens / seq_len;
     if (n > train_windows) {
-      return absl::InvalidArgumentError(absl::StrCat("data.unique_tokens: ", config.unique_tokens,
-                                                     " exceeds the training split's ",
-                                                     train_windows * seq_len, " tokens"));
+      // The split's size is not told: it is the dataset file's size, a worker's business.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data.unique_tokens: ", config.unique_tokens,
+          " exceeds the dataset's training split; name a larger dataset or ask for fewer"));
     }
   }
   std::vector<int64_t> chosen(n);

@@ -19,7 +19,9 @@ namespace parity::kernels {
 class ByteCorpus {
  public:
   // Reads the file and builds the split and the unique window set. InvalidArgument names the
-  // data.* field that cannot be met; NotFound if the file is missing.
+  // data.* field that cannot be met, or says the file is no regular file or is over
+  // config.max_corpus_bytes (never reading past that bound); NotFound if it cannot be opened.
+  // No message carries the path or the file's size: it may end up in a run's failure.
   static absl::StatusOr<ByteCorpus> Load(const DataConfig& config, int64_t seq_len, uint64_t seed);
 
   int64_t seq_len() const { return seq_len_; }

@@ -81,11 +81,17 @@ struct TrainConfig {
   int64_t TokensPerStep(int64_t seq_len) const { return batch_size * grad_accum * seq_len; }
 };
 
+// The most corpus bytes the engine reads (4 GiB) unless told otherwise (--max-corpus-bytes): the
+// whole file is held in memory, so an endless file (/dev/zero) must not grow the process.
+inline constexpr int64_t kDefaultMaxCorpusBytes = int64_t{4} << 30;
+
 struct DataConfig {
   std::string corpus_path;
   double validation_fraction = 0.05;        // the last fraction of the file is held out
   int64_t unique_tokens = 0;                // D̂; 0 = the whole training split
   SubsetMode subset = SubsetMode::kSeeded;  // kPrefix: the split's first D̂ tokens
+  // A larger file, or one that is not a regular file, is refused (bytes).
+  int64_t max_corpus_bytes = kDefaultMaxCorpusBytes;
 };
 
 struct RunConfig {

@@ -172,6 +172,8 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   // ---- data ----
   const auto& d = spec.data();
   DataConfig& dc = c.data;
+  // A path here: the worker writes the file it resolved the spec's dataset name to (inside its
+  // --corpus-dir, worker/dataset_resolver.h); a developer running parity-train by hand gives one.
   dc.corpus_path = d.corpus();
   dc.validation_fraction = d.validation_fraction() == 0 ? 0.01 : d.validation_fraction();
   const int64_t consumed = tc.steps * static_cast<int64_t>(t.batch_tokens());

@@ -2,6 +2,7 @@
 // schedules, run-spec refusal with the field named, and the parity-train command line.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -285,6 +286,42 @@ TEST_F(TrainTest, EpochsReshuffleExactlyTheUniqueBudget) {
   EXPECT_EQ(seen[0].size(), 10u);
   EXPECT_EQ(seen[0], seen[1]) << "each epoch must be a permutation of the same unique windows";
   EXPECT_NE(order[0], order[1]) << "epochs should be reshuffled";
+}
+
+// Defence in depth behind the worker's dataset resolver (issue #23): the engine itself reads only
+// a regular file, never past its size limit, and its refusal names neither the path nor a size.
+TEST_F(TrainTest, CorpusIsARegularFileWithinTheLimit) {
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string small = (dir_ / "small.bin").string();
+  std::ofstream(small, std::ios::binary) << std::string(4096, 'a');
+  struct Case {
+    const char* what;
+    std::string path;
+    int64_t limit;
+    absl::StatusCode code;
+  };
+  for (const Case& c :
+       {Case{"an endless device", "/dev/zero", kDefaultMaxCorpusBytes,
+             absl::StatusCode::kInvalidArgument},
+        Case{"a FIFO (must not block)", fifo, kDefaultMaxCorpusBytes,
+             absl::StatusCode::kInvalidArgument},
+        Case{"a directory", dir_.string(), kDefaultMaxCorpusBytes,
+             absl::StatusCode::kInvalidArgument},
+        Case{"a file over the limit", small, 4095, absl::StatusCode::kInvalidArgument},
+        Case{"a missing file", (dir_ / "absent").string(), kDefaultMaxCorpusBytes,
+             absl::StatusCode::kNotFound}}) {
+    DataConfig d{.corpus_path = c.path, .validation_fraction = 0.1, .max_corpus_bytes = c.limit};
+    absl::StatusOr<ByteCorpus> corpus = ByteCorpus::Load(d, 16, 1);
+    ASSERT_FALSE(corpus.ok()) << c.what << " must be refused";
+    EXPECT_EQ(corpus.status().code(), c.code) << c.what << ": " << corpus.status();
+    EXPECT_EQ(corpus.status().message().find(dir_.string()), std::string::npos)
+        << c.what << ": the message must not name the path: " << corpus.status();
+    EXPECT_EQ(corpus.status().message().find("4096"), std::string::npos)
+        << c.what << ": the message must not tell the file's size: " << corpus.status();
+  }
+  DataConfig at_limit{.corpus_path = small, .validation_fraction = 0.1, .max_corpus_bytes = 4096};
+  EXPECT_TRUE(ByteCorpus::Load(at_limit, 16, 1).ok()) << "a file of exactly the limit is read";
 }
 
 // The unique budget is a sample of the whole training split (a corpus is ordered by source, so its

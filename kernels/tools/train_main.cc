@@ -4,6 +4,7 @@
 //   parity-train --run RUN.json --out DIR [--resume | --resume-from FILE]
 //                [--metrics-fd N | --metrics FILE]
 //                [--device cpu|cuda[:N]] [--threads N] [--run-id ID] [--max-steps N]
+//                [--max-corpus-bytes N]
 //
 // Exit codes: 0 completed; 2 bad arguments, run spec or device (nothing trained); 3 stopped by
 // SIGTERM/SIGINT or --max-steps after checkpointing (resumable); 4 the checkpoint in DIR is
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   std::string run_path, out_dir, metrics_path, run_id, device, resume_from;
   int metrics_fd = -1, threads = 0;
   int64_t max_steps = 0;
+  int64_t max_corpus_bytes = parity::kernels::kDefaultMaxCorpusBytes;
   bool resume = false;
   app.add_option("--run", run_path, "RunSpec JSON file (parity.v1.RunSpec)")->required();
   app.add_option("--out", out_dir, "checkpoint directory")->required();
@@ -88,6 +90,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (default: the spec's, else 1)");
   app.add_option("--max-steps", max_steps,
                  "stop after this many steps in this process (checkpoint, exit 3)");
+  app.add_option("--max-corpus-bytes", max_corpus_bytes,
+                 "refuse a corpus file larger than this (bytes; it is held in memory)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--run-id", run_id, "run id put on every line (default: the spec's name)");
   try {
     app.parse(argc, argv);
@@ -125,6 +130,7 @@ int main(int argc, char** argv) {
     return ExitCodeFor(s);
   };
   if (!parsed.ok()) return fail(parsed.status());
+  parsed->config.data.max_corpus_bytes = max_corpus_bytes;
   if (run_id.empty()) run_id = parsed->config.run_id;
   parsed->config.run_id = run_id;
   parity::kernels::DeviceChoice choice = parity::kernels::DefaultDeviceChoice(parsed->gpus);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint_uri.h"
 #include "core/planner_warnings.h"
 #include "core/proto_time.h"
 #include "core/status_macros.h"
@@ -39,7 +40,6 @@ constexpr size_t kMaxWorkerVersionBytes = 64;
 constexpr int kMaxWorkerDevices = 256;
 constexpr int kMaxWorkerLabels = 32;
 constexpr size_t kMaxWorkerLabelBytes = 256;
-constexpr size_t kMaxCheckpointUriBytes = 4096;
 constexpr size_t kMaxFailureMessageBytes = 16384;
 constexpr int kMaxFailureDetails = 8;
 
@@ -58,10 +58,12 @@ void CheckWorkerLabels(Violations& violations,
   }
 }
 
-void CheckCheckpoint(Violations& violations, const v1::Checkpoint& checkpoint) {
-  if (checkpoint.uri().size() > kMaxCheckpointUriBytes) {
-    violations.Add("checkpoint.uri",
-                   absl::StrCat("longer than ", kMaxCheckpointUriBytes, " characters"));
+// A reported checkpoint lies inside the run's prefix of the store (core/checkpoint_uri.h): the
+// next worker resumes the engine from it.
+void CheckCheckpoint(Violations& violations, absl::string_view run_id,
+                     const v1::Checkpoint& checkpoint) {
+  if (absl::Status s = core::CheckCheckpointUri(run_id, checkpoint.uri()); !s.ok()) {
+    violations.Add("checkpoint.uri", std::string(s.message()));
   }
 }
 
@@ -486,7 +488,7 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
   violations.RequireUuid("worker_id", request.worker_id());
   violations.RequireUuid("run_id", request.run_id());
   if (request.lease_epoch() <= 0) violations.Add("lease_epoch", "must be positive");
-  CheckCheckpoint(violations, request.checkpoint());
+  CheckCheckpoint(violations, request.run_id(), request.checkpoint());
   if (absl::Status status = violations.ToStatus("invalid Heartbeat request"); !status.ok()) {
     return status;
   }
@@ -572,7 +574,7 @@ void Scheduler::CompleteRun(const v1::CompleteRunRequest& request,
     violations.Add("failure.status.details",
                    absl::StrCat("more than ", kMaxFailureDetails, " details"));
   }
-  CheckCheckpoint(violations, request.checkpoint());
+  CheckCheckpoint(violations, request.run_id(), request.checkpoint());
   if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {
     return done(status);
   }

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -263,7 +264,9 @@ TEST_F(WorkerE2ETest, SmallSweepCompletesOnTwoWorkers) {
       if (it->is_regular_file()) files.push_back(it->path().string());
     }
     ASSERT_FALSE(r.checkpoint().uri().empty()) << r.spec().name() << ": no final checkpoint";
-    EXPECT_EQ(files, std::vector<std::string>{r.checkpoint().uri()})
+    EXPECT_TRUE(r.checkpoint().uri().starts_with(r.run_id() + "/"))
+        << r.checkpoint().uri() << ": a URI relative to the store, in the run's prefix";
+    EXPECT_EQ(files, std::vector<std::string>{(checkpoints / r.checkpoint().uri()).string()})
         << r.spec().name() << ": only the final checkpoint should be left";
   }
 
@@ -330,7 +333,9 @@ TEST_F(WorkerE2ETest, KilledWorkerRunResumesFromItsCheckpoint) {
     // cursor, RNG) are byte-identical.
     ASSERT_FALSE(ref[0].checkpoint().uri().empty());
     ASSERT_FALSE(resumed.checkpoint().uri().empty());
-    EXPECT_EQ(ReadFileBytes(ref[0].checkpoint().uri()), ReadFileBytes(resumed.checkpoint().uri()))
+    const fs::path store = root_ / "checkpoints";
+    EXPECT_EQ(ReadFileBytes((store / ref[0].checkpoint().uri()).string()),
+              ReadFileBytes((store / resumed.checkpoint().uri()).string()))
         << "final checkpoints differ: " << ref[0].checkpoint().uri() << " vs "
         << resumed.checkpoint().uri();
   }
@@ -366,6 +371,64 @@ TEST_F(WorkerE2ETest, AnEngineThatExitsZeroWithoutASummaryIsAnInvalidResult) {
   ASSERT_TRUE(with_bpc.ok()) << with_bpc.status();
   EXPECT_EQ(*with_bpc, std::vector<std::string>{"0"});
 #endif
+}
+
+// A dataset is a name the worker resolves in its --corpus-dir (issue #23). A path is refused at
+// submission, naming the field and the remedy; nothing is stored.
+TEST_F(WorkerE2ETest, ADatasetPathIsRefusedAtSubmission) {
+  for (const std::string& corpus :
+       std::vector<std::string>{"../../etc/passwd", "/etc/passwd", "/dev/zero"}) {
+    absl::StatusOr<parity::v1::SweepSpec> spec = core::ParseSweepSpec(
+        absl::StrReplaceAll(SweepYaml("e2e-path", 1, false, "2e10"),
+                            {{"corpus: kjv", absl::StrCat("corpus: \"", corpus, "\"")}}),
+        core::SpecFormat::kYaml);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    parity::v1::SubmitSweepRequest req;
+    *req.mutable_spec() = *spec;
+    parity::v1::SubmitSweepResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status s = stack_->sweeps().SubmitSweep(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << corpus;
+    EXPECT_NE(s.error_message().find("data.corpus"), std::string::npos) << s.error_message();
+    EXPECT_NE(s.error_message().find("--corpus-dir"), std::string::npos) << s.error_message();
+  }
+  absl::StatusOr<std::vector<std::string>> runs = stack_->Query("SELECT count(*) FROM runs");
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  EXPECT_EQ(*runs, std::vector<std::string>{"0"}) << "a refused sweep stores nothing";
+}
+
+// What validation cannot see: a name that is, on the worker, a link out of its --corpus-dir (to a
+// file of the worker's, to a device) or nothing at all. The real worker refuses each before any
+// engine starts; the run fails once, not retried, and its failure names no path and no size.
+TEST_F(WorkerE2ETest, ADatasetThatIsNoPlainFileOnTheWorkerFailsWithoutTellingMore) {
+  const fs::path corpus = root_ / "corpus";
+  fs::create_symlink("/etc/passwd", corpus / "passwd.txt");
+  fs::create_symlink("/dev/zero", corpus / "zero");
+  std::map<std::string, std::string> sweeps;  // dataset name → sweep id
+  for (const std::string& name : std::vector<std::string>{"passwd", "zero", "absent"}) {
+    sweeps[name] =
+        Submit(absl::StrReplaceAll(SweepYaml(absl::StrCat("e2e-dataset-", name), 1, false, "2e10"),
+                                   {{"corpus: kjv", "corpus: " + name}}));
+    ASSERT_FALSE(sweeps[name].empty());
+  }
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  for (const auto& [name, sweep] : sweeps) {
+    ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(2))) << name << ": sweep did not end";
+    for (const parity::v1::Run& r : Runs(sweep)) {
+      EXPECT_EQ(r.state(), parity::v1::RUN_STATE_FAILED) << name;
+      EXPECT_EQ(r.failure_class(), parity::v1::FAILURE_CLASS_USER_ERROR) << name;
+      EXPECT_EQ(r.attempt(), 1u) << name << ": a dataset that is not there is not retried";
+      const std::string told = r.failure().message();
+      EXPECT_TRUE(told.starts_with(absl::StrCat("dataset '", name, "' not found on worker ")))
+          << told;
+      EXPECT_EQ(told.find('/'), std::string::npos) << "no path in: " << told;
+      EXPECT_EQ(r.latest_step(), 0u) << name << ": nothing was trained";
+    }
+  }
+  EXPECT_NE(ReadFileBytes((root_ / "worker-0.log").string()).find("symbolic link"),
+            std::string::npos)
+      << "the worker's log keeps the reason";
 }
 
 // Shell-quotes one argument.

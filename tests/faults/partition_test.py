@@ -437,7 +437,8 @@ def partition_phase(stack, topology):
         raise CheckFailed(f"the reference parity-train failed; see {reference_dir}/engine.log")
     problems = compare_with_reference(pg, final, reference_dir)
     failures += [f"partition run: {p}" for p in problems]
-    with open(final["checkpoint_uri"], "rb") as a, open(
+    # The recorded URI is relative to the checkpoint store (core/checkpoint_uri.h).
+    with open(os.path.join(stack.root, "checkpoints", final["checkpoint_uri"]), "rb") as a, open(
             os.path.join(reference_dir, "ckpt", os.path.basename(final["checkpoint_uri"])),
             "rb") as b:
         if a.read() != b.read():

@@ -141,9 +141,12 @@ void Requests(const fs::path& dir) {
     r.set_run_id("@run2");
     r.set_lease_epoch(1);
     r.set_step(70);
-    r.mutable_checkpoint()->set_uri("/ckpt/step-00000070.ckpt");
+    r.mutable_checkpoint()->set_uri("@run2/recorded-1/step-00000070.ckpt");
     r.mutable_checkpoint()->set_step(70);
     Request(dir, "heartbeat", 15, r);
+    // What a lease holder recorded against a clean build (issue #23): refused on checkpoint.uri.
+    r.mutable_checkpoint()->set_uri("../../root/.ssh/id_rsa");
+    Request(dir, "heartbeat_checkpoint_outside", 15, r);
   }
   {
     v1::ReportMetricsRequest r;
@@ -171,6 +174,8 @@ void Requests(const fs::path& dir) {
     r.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_INFRASTRUCTURE);
     r.mutable_failure()->mutable_status()->set_code(13);
     r.mutable_failure()->mutable_status()->set_message("crashed");
+    r.mutable_checkpoint()->set_uri("@run2/epoch-1/step-00000080.ckpt");
+    r.mutable_checkpoint()->set_step(80);
     Request(dir, "complete_run_failure", 17, r);
     r.mutable_success()->set_steps(312);
     r.mutable_success()->set_final_val_bpc(3.1);

@@ -6,7 +6,7 @@
 #     --build-dir DIR  the clang build (default build-fuzz)
 #     --seconds N      run each target N seconds (default 10: the CI smoke, ctest -L fuzz)
 #     --runs N         run each target for N executions instead (the long run, bench/RESULTS.md)
-#     TARGET…          some targets only (default: all five)
+#     TARGET…          some targets only (default: all six)
 # Environment: PARITY_JOBS (default 2), PARITY_FUZZ_CXX / PARITY_FUZZ_CC (default clang++-14 /
 # clang-14, else clang++ / clang), PARITY_FUZZ_RSS_MB (default 2048), PARITY_FUZZ_FLAGS (more
 # libFuzzer flags; default -entropic=0: libFuzzer 14's entropic schedule spends two thirds of
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "${#targets[@]}" -gt 0 ] || targets=(spec_yaml_fuzzer spec_json_fuzzer scheduler_requests_fuzzer
-                                       dashboard_api_fuzzer checkpoint_fuzzer)
+                                       dashboard_api_fuzzer checkpoint_fuzzer confinement_fuzzer)
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 
 cxx="${PARITY_FUZZ_CXX:-}"

@@ -352,7 +352,7 @@ TEST_F(AccessTest, AWriteForWorkerAsLeaseFromWorkerBChangesNothing) {
     heartbeat.set_lease_secret(secret);
     heartbeat.set_step(500);
     heartbeat.mutable_checkpoint()->set_step(500);
-    heartbeat.mutable_checkpoint()->set_uri("/forged");
+    heartbeat.mutable_checkpoint()->set_uri(run_id + "/recorded-9/step-00000500.ckpt");
     v1::HeartbeatResponse beat;
     EXPECT_EQ(b->Heartbeat(Context().get(), heartbeat, &beat).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);

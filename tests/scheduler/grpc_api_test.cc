@@ -240,7 +240,7 @@ TEST_F(GrpcApiTest, DeletingAnEndedSweepTellsWorkersItsCheckpointsMayGo) {
   complete.set_lease_secret(leased.lease_secret());
   *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), 1.25, 1.25);
   complete.mutable_checkpoint()->set_step(leased.run().spec().training().steps());
-  complete.mutable_checkpoint()->set_uri("/ckpt/final.ckpt");
+  complete.mutable_checkpoint()->set_uri(leased.run().run_id() + "/epoch-1/step-final.ckpt");
   v1::CompleteRunResponse done;
   ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
 
@@ -252,7 +252,8 @@ TEST_F(GrpcApiTest, DeletingAnEndedSweepTellsWorkersItsCheckpointsMayGo) {
   ASSERT_EQ(answer.runs_size(), 1);
   EXPECT_TRUE(answer.runs(0).exists());
   EXPECT_EQ(answer.runs(0).state(), v1::RUN_STATE_SUCCEEDED);
-  EXPECT_EQ(answer.runs(0).checkpoint().uri(), "/ckpt/final.ckpt") << "the result's checkpoint";
+  EXPECT_EQ(answer.runs(0).checkpoint().uri(), leased.run().run_id() + "/epoch-1/step-final.ckpt")
+      << "the result's checkpoint";
 
   ASSERT_TRUE(sweeps_->DeleteSweep(Context().get(), remove, &removed).ok());
   EXPECT_EQ(removed.deleted_runs(), 1u);

@@ -43,7 +43,7 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
     heartbeat.set_lease_secret(leased->lease_secret());
     heartbeat.set_step(10);
     heartbeat.mutable_checkpoint()->set_step(10);
-    heartbeat.mutable_checkpoint()->set_uri("/ckpt/10");
+    heartbeat.mutable_checkpoint()->set_uri(run_id + "/recorded-1/step-00000010.ckpt");
     absl::StatusOr<v1::HeartbeatResponse> beat = scheduler_->Heartbeat(heartbeat);
     ASSERT_TRUE(beat.ok()) << beat.status();
     EXPECT_FALSE(beat->cancel_requested());
@@ -66,7 +66,7 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
     absl::StatusOr<v1::CompleteRunResponse> done = scheduler_->CompleteRun(complete);
     ASSERT_TRUE(done.ok()) << done.status();
     EXPECT_EQ(done->run().state(), v1::RUN_STATE_SUCCEEDED);
-    EXPECT_EQ(done->run().checkpoint().uri(), "/ckpt/10");
+    EXPECT_EQ(done->run().checkpoint().uri(), run_id + "/recorded-1/step-00000010.ckpt");
     EXPECT_EQ(done->run().latest_step(), 10u);
     EXPECT_DOUBLE_EQ(done->run().latest_val_bpc(), 1.5);
   }

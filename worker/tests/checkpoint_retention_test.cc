@@ -38,7 +38,12 @@ class CheckpointRetentionTest : public ::testing::Test {
     const fs::path file = dir / fmt::format("step-{:08d}.ckpt", step);
     std::ofstream(file) << "weights";
     std::ofstream(dir / "LATEST") << file.filename().string() << "\n";
-    return file.string();
+    return Uri(absl::StrCat("epoch-", epoch, "/", file.filename().string()));
+  }
+
+  // A checkpoint URI of the run as the scheduler records it: relative to the store.
+  std::string Uri(const std::string& below_run) const {
+    return absl::StrCat(run_dir_.filename().string(), "/", below_run);
   }
 
   // Every regular file left under the run directory, relative to it.
@@ -81,8 +86,30 @@ TEST_F(CheckpointRetentionTest, AFinishedRunKeepsOnlyItsFinalCheckpoint) {
 TEST_F(CheckpointRetentionTest, AFinishedRunWhoseFinalCheckpointIsElsewhereLeavesNothing) {
   Write(1, 40);
   ApplyCheckpointRetention(run_dir_.string(), Retention(parity::v1::RUN_STATE_SUCCEEDED,
-                                                        "/elsewhere/step-00000200.ckpt", 200, 0));
+                                                        Uri("epoch-9/step-00000200.ckpt"), 200, 0));
   EXPECT_FALSE(fs::exists(run_dir_)) << "the result's checkpoint is on another worker's disk";
+}
+
+// A recorded URI that leaves the run's prefix, or a link in the run's directory that points out,
+// is not the run's checkpoint: retention keeps nothing for it and follows nothing out.
+TEST_F(CheckpointRetentionTest, ARecordedUriOutsideTheRunIsNeverKeptNorFollowed) {
+  Write(1, 40);
+  const fs::path outside = root_ / "outside.ckpt";
+  std::ofstream(outside) << "not the run's";
+  fs::create_directories(run_dir_ / "recorded-1");
+  fs::create_symlink(outside, run_dir_ / "recorded-1" / "step-00000200.ckpt");
+  for (const std::string& uri :
+       std::vector<std::string>{std::string("../outside.ckpt"), (root_ / "outside.ckpt").string(),
+                                Uri("recorded-1/step-00000200.ckpt")}) {
+    EXPECT_THAT(CheckpointsToDelete(run_dir_.string(),
+                                    Retention(parity::v1::RUN_STATE_SUCCEEDED, uri, 200, 0)),
+                ::testing::ElementsAre(run_dir_.string()))
+        << "'" << uri << "' is not a checkpoint of the run here: the run keeps nothing";
+  }
+  ApplyCheckpointRetention(
+      run_dir_.string(),
+      Retention(parity::v1::RUN_STATE_SUCCEEDED, Uri("recorded-1/step-00000200.ckpt"), 200, 0));
+  EXPECT_TRUE(fs::exists(outside)) << "deleting the run's directory must not follow its link";
 }
 
 TEST_F(CheckpointRetentionTest, ADeletedRunLeavesNothing) {
@@ -112,7 +139,7 @@ TEST_F(CheckpointRetentionTest, APendingRunWhoseRecordedFileIsGoneKeepsTheNewest
   Write(2, 60);
   Write(2, 100);
   ApplyCheckpointRetention(run_dir_.string(), Retention(parity::v1::RUN_STATE_PENDING,
-                                                        "/elsewhere/step-00000080.ckpt", 80, 0));
+                                                        Uri("epoch-9/step-00000080.ckpt"), 80, 0));
   EXPECT_THAT(Left(), UnorderedElementsAre("epoch-2/step-00000060.ckpt"))
       << "where a resume falls back to: the newest at or before the recorded step";
 }

@@ -157,5 +157,25 @@ TEST(ChildProcessTest, EnvironmentAndWorkingDirectory) {
   EXPECT_EQ(ReadAllLines(**c), (std::vector<std::string>{"42", "/"}));
 }
 
+// Secrets of the worker's own environment are withheld by name or by prefix; the rest and what
+// the caller adds are inherited.
+TEST(ChildProcessTest, WithheldVariablesDoNotReachTheChild) {
+  setenv("PARITY_TOKEN", "t", 1);
+  setenv("PARITY_TOKEN_FILE", "/etc/parity/worker-token", 1);
+  setenv("PARITY_TLS_CLIENT_KEY", "/etc/parity/tls/key.pem", 1);
+  setenv("PARITY_KEPT", "kept", 1);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> c =
+      ChildProcess::Spawn({.argv = {"/bin/sh", "-c", "env | grep '^PARITY_' | sort"},
+                           .env = {{"PARITY_ADDED", "added"}},
+                           .remove_env = {"PARITY_TOKEN", "PARITY_TOKEN_FILE", "PARITY_TLS_*"}});
+  for (const char* name :
+       {"PARITY_TOKEN", "PARITY_TOKEN_FILE", "PARITY_TLS_CLIENT_KEY", "PARITY_KEPT"}) {
+    unsetenv(name);
+  }
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ReadAllLines(**c), (std::vector<std::string>{"PARITY_ADDED=added", "PARITY_KEPT=kept"}))
+      << "the token, its file and every PARITY_TLS_* variable must be withheld";
+}
+
 }  // namespace
 }  // namespace parity::worker

@@ -14,6 +14,8 @@
 //   FAKE_IGNORE_TERM=1        ignore SIGTERM (the worker must SIGKILL)
 //   FAKE_GRANDCHILD_PID_FILE=P  fork a sleeping grandchild first and write its pid to P
 //   FAKE_CRASH_ONCE_FILE=P    crash at FAKE_CRASH_AT only if P does not exist yet (creates it)
+//   FAKE_ERROR_MESSAGE=TEXT   the message of the error line FAKE_EXIT_CODE prints (also to stderr)
+//   FAKE_ENV_DUMP_FILE=P      write the environment it got to P, one VAR=value a line
 // SIGTERM: write a checkpoint at the current step, print a "stopped" summary and exit 3, as
 // parity-train does.
 #include <fcntl.h>
@@ -31,6 +33,8 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+
+extern char** environ;
 
 namespace {
 
@@ -125,6 +129,10 @@ int main(int argc, char** argv) {
     }
     std::ofstream(p) << g << "\n";
   }
+  if (const char* p = std::getenv("FAKE_ENV_DUMP_FILE"); p != nullptr && *p != '\0') {
+    std::ofstream dump(p);
+    for (char** e = environ; *e != nullptr; ++e) dump << *e << "\n";
+  }
   FILE* out = fdopen(metrics_fd, "w");
   if (out == nullptr) return 1;
   std::setvbuf(out, nullptr, _IOLBF, 0);
@@ -156,12 +164,14 @@ int main(int argc, char** argv) {
   std::fprintf(out, "fake engine starting at step %ld of %ld\n", step, steps);  // a non-JSON line
   while (step < steps) {
     if (exit_code >= 0) {
-      std::fprintf(out, "%s\n",
-                   nlohmann::json({{"event", "error"},
-                                   {"code", "INVALID_ARGUMENT"},
-                                   {"message", "fake engine told to fail"}})
-                       .dump()
-                       .c_str());
+      const char* told = std::getenv("FAKE_ERROR_MESSAGE");
+      const std::string message = told != nullptr ? told : "fake engine told to fail";
+      std::fprintf(stderr, "fake engine: %s\n", message.c_str());
+      std::fprintf(
+          out, "%s\n",
+          nlohmann::json({{"event", "error"}, {"code", "INVALID_ARGUMENT"}, {"message", message}})
+              .dump()
+              .c_str());
       return static_cast<int>(exit_code);
     }
     if (step == hang_at) {

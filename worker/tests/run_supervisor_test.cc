@@ -11,57 +11,12 @@
 
 #include "gtest/gtest.h"
 #include "worker/tests/fake_scheduler_client.h"
+#include "worker/tests/run_supervisor_fixture.h"
 
 namespace parity::worker {
 namespace {
 
 namespace fs = std::filesystem;
-
-class RunSupervisorTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) /
-            ("sup_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(root_);
-    options_.worker_id = "worker-1";
-    options_.train_binary = PARITY_FAKE_ENGINE;
-    options_.checkpoint_root = (root_ / "ckpt").string();
-    options_.work_root = (root_ / "work").string();
-    options_.heartbeat_interval = absl::Milliseconds(100);
-    options_.lease_ttl = absl::Seconds(5);
-    options_.kill_grace = absl::Seconds(1);
-    options_.report_timeout = absl::Seconds(20);
-    options_.metrics.max_delay = absl::Milliseconds(100);
-    options_.backoff = {.initial = absl::Milliseconds(20), .max = absl::Milliseconds(200)};
-    options_.engine_env = {{"FAKE_STEP_MS", "10"}};
-  }
-
-  parity::v1::LeaseRunResponse Lease(uint64_t steps, uint32_t attempt = 1,
-                                     std::optional<parity::v1::Checkpoint> recorded = {}) {
-    parity::v1::LeaseRunResponse l;
-    l.mutable_lease()->set_run_id("run-1");
-    l.mutable_lease()->set_lease_epoch(6 + attempt);
-    if (recorded) *l.mutable_run()->mutable_checkpoint() = *recorded;
-    l.mutable_run()->set_run_id("run-1");
-    l.mutable_run()->set_attempt(attempt);
-    l.mutable_run()->mutable_spec()->set_name("dense-test");
-    l.mutable_run()->mutable_spec()->mutable_training()->set_steps(steps);
-    l.mutable_run()->mutable_spec()->mutable_training()->set_log_every_steps(1);
-    l.mutable_run()->mutable_spec()->mutable_training()->set_checkpoint_every_steps(5);
-    return l;
-  }
-
-  RunOutcome RunToEnd(parity::v1::LeaseRunResponse lease) {
-    RunSupervisor sup(fake_, options_, std::move(lease), DeviceGrant{.threads = 1});
-    sup.Start();
-    sup.Join();
-    return sup.outcome();
-  }
-
-  fs::path root_;
-  RunSupervisorOptions options_;
-  FakeSchedulerClient fake_;
-};
 
 TEST_F(RunSupervisorTest, SucceedsWithEveryStepAndTheSummary) {
   EXPECT_EQ(RunToEnd(Lease(30)), RunOutcome::kSucceeded);
@@ -270,9 +225,10 @@ TEST_F(RunSupervisorTest, TheRecordedCheckpointIsKeptWhereTheEngineDoesNotPrune)
     absl::MutexLock l(&fake_.mu);
     for (const parity::v1::HeartbeatRequest& h : fake_.heartbeats) {
       if (!h.has_checkpoint()) continue;
-      EXPECT_NE(h.checkpoint().uri().find("/run-1/recorded-7/step-"), std::string::npos)
-          << "recorded checkpoint " << h.checkpoint().uri() << " is not the kept link";
-      last = h.checkpoint().uri();
+      EXPECT_TRUE(h.checkpoint().uri().starts_with("run-1/recorded-7/step-"))
+          << "recorded checkpoint " << h.checkpoint().uri()
+          << " is not the kept link, relative to the checkpoint store";
+      last = (root_ / "ckpt" / h.checkpoint().uri()).string();
     }
   }
   ASSERT_FALSE(last.empty()) << "heartbeats should have recorded a checkpoint";
@@ -311,7 +267,7 @@ TEST_F(RunSupervisorTest, AMissingRecordedCheckpointFallsBackToAnOlderOne) {
   }
   parity::v1::Checkpoint recorded;
   recorded.set_step(25);
-  recorded.set_uri((old_attempt / "step-00000025.ckpt").string());  // pruned
+  recorded.set_uri("run-1/epoch-3/step-00000025.ckpt");  // pruned
   EXPECT_EQ(RunToEnd(Lease(40, /*attempt=*/2, recorded)), RunOutcome::kSucceeded);
   absl::MutexLock l(&fake_.mu);
   ASSERT_FALSE(fake_.points.empty());
@@ -328,7 +284,7 @@ TEST_F(RunSupervisorTest, ACorruptRecordedCheckpointFallsBackToTheNewestIntactOn
   std::ofstream(old_attempt / "step-00000030.ckpt") << "garbage\n";  // torn or bit-rotted
   parity::v1::Checkpoint recorded;
   recorded.set_step(30);
-  recorded.set_uri((old_attempt / "step-00000030.ckpt").string());
+  recorded.set_uri("run-1/epoch-3/step-00000030.ckpt");
   EXPECT_EQ(RunToEnd(Lease(40, /*attempt=*/2, recorded)), RunOutcome::kSucceeded);
   absl::MutexLock l(&fake_.mu);
   ASSERT_FALSE(fake_.points.empty());

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -213,7 +214,8 @@ Exposition Scrape(int port) {
 TEST(WorkerMetricsDaemonTest, ScrapedFromARealWorkerWhileARunTrains) {
   const fs::path root = fs::path(::testing::TempDir()) / "worker_metrics_daemon";
   fs::remove_all(root);
-  fs::create_directories(root);
+  fs::create_directories(root / "corpus");
+  std::ofstream(root / "corpus" / "tiny.txt") << "a small dataset\n";
   FakeSchedulerClient fake;
   {
     parity::v1::LeaseRunResponse lease;
@@ -222,6 +224,7 @@ TEST(WorkerMetricsDaemonTest, ScrapedFromARealWorkerWhileARunTrains) {
     lease.mutable_run()->set_run_id("run-1");
     lease.mutable_run()->set_attempt(1);
     lease.mutable_run()->mutable_spec()->set_name("dense-1C-0");
+    lease.mutable_run()->mutable_spec()->mutable_data()->set_corpus("tiny");
     lease.mutable_run()->mutable_spec()->mutable_training()->set_steps(60);
     lease.mutable_run()->mutable_spec()->mutable_resources()->set_cpu_threads(1);
     absl::MutexLock l(&fake.mu);
@@ -239,6 +242,7 @@ TEST(WorkerMetricsDaemonTest, ScrapedFromARealWorkerWhileARunTrains) {
   options.run.train_binary = PARITY_FAKE_ENGINE;
   options.run.checkpoint_root = (root / "ckpt").string();
   options.run.work_root = (root / "work").string();
+  options.run.corpus_dir = (root / "corpus").string();
   options.run.heartbeat_interval = absl::Milliseconds(100);
   options.run.engine_env = {{"FAKE_STEP_MS", "50"}};  // 60 steps: about 3 s of training
   options.backoff = {.initial = absl::Milliseconds(10), .max = absl::Milliseconds(100)};

@@ -20,6 +20,7 @@ parity::v1::LeaseRunResponse Lease(const std::string& id, uint64_t steps) {
   l.mutable_lease()->set_lease_epoch(1);
   l.mutable_run()->set_run_id(id);
   l.mutable_run()->set_attempt(1);
+  l.mutable_run()->mutable_spec()->mutable_data()->set_corpus("tiny");
   l.mutable_run()->mutable_spec()->mutable_training()->set_steps(steps);
   l.mutable_run()->mutable_spec()->mutable_training()->set_checkpoint_every_steps(5);
   l.mutable_run()->mutable_spec()->mutable_resources()->set_cpu_threads(1);
@@ -39,11 +40,13 @@ class WorkerDaemonTest : public ::testing::Test {
     options_.run.train_binary = PARITY_FAKE_ENGINE;
     options_.run.checkpoint_root = (root_ / "ckpt").string();
     options_.run.work_root = (root_ / "work").string();
+    options_.run.corpus_dir = (root_ / "corpus").string();
     options_.run.heartbeat_interval = absl::Milliseconds(100);
     options_.run.kill_grace = absl::Seconds(2);
     options_.run.engine_env = {{"FAKE_STEP_MS", "10"}};
     options_.backoff = {.initial = absl::Milliseconds(10), .max = absl::Milliseconds(100)};
-    fs::create_directories(root_);
+    fs::create_directories(root_ / "corpus");
+    std::ofstream(root_ / "corpus" / "tiny.txt") << "a small dataset\n";
   }
 
   parity::v1::Device Cpu(uint32_t threads) {
