@@ -374,7 +374,7 @@ TEST_F(TenancyTest, ARevokedTokensWatchEndsWithinSeconds) {
 TEST_F(TenancyTest, BadFilterStatesAreRefusedNamingTheIndex) {
   v1::QueryResultsRequest request;
   request.mutable_filter()->add_states(v1::RUN_STATE_SUCCEEDED);
-  request.mutable_filter()->add_states(999);
+  request.mutable_filter()->mutable_states()->Add(999);  // no run state; a client can send it
   v1::QueryResultsResponse response;
   const grpc::Status refused =
       Sweeps(kTestAdminToken)->QueryResults(Context().get(), request, &response);
