@@ -67,7 +67,7 @@ std::vector<v1::MetricPoint> SampleEvenly(std::span<const v1::MetricPoint> point
   return sampled;
 }
 
-std::string CurvesJson(std::span<const v1::MetricPoint> points) {
+std::string CurvesJson(std::span<const v1::MetricPoint> points, const CurvePaging& paging) {
   json runs = json::array();
   std::map<std::string, size_t> index_of;
   for (const v1::MetricPoint& point : points) {
@@ -86,7 +86,10 @@ std::string CurvesJson(std::span<const v1::MetricPoint> points) {
     run["flops"].push_back(point.flops());
     run["val_bpc"].push_back(point.val_bpc());
   }
-  return Dump(json{{"runs", std::move(runs)}});
+  return Dump(json{{"runs", std::move(runs)},
+                   {"next_page_token",
+                    paging.next_page_token.empty() ? json(nullptr) : json(paging.next_page_token)},
+                   {"runs_per_page", paging.runs_per_page}});
 }
 
 std::string HistoryJson(std::string_view run_id, std::span<const v1::MetricPoint> sampled,

@@ -38,10 +38,18 @@ std::string ErrorJson(int http_status, std::string_view code, std::string_view m
 std::vector<v1::MetricPoint> SampleEvenly(std::span<const v1::MetricPoint> points,
                                           size_t max_points);
 
+// How a page of curves continues: the token of the next page ("" = the last page) and how many
+// runs one page holds at the requested points per run (what a run_id list may name at once).
+struct CurvePaging {
+  std::string next_page_token;
+  int runs_per_page = 0;
+};
+
 // The sweep page's training curves: validation points only, one entry per run that has any.
-//   {"runs": [{"run_id": "...", "step": [..], "tokens": [..], "flops": [..], "val_bpc": [..]}]}
+//   {"runs": [{"run_id": "...", "step": [..], "tokens": [..], "flops": [..], "val_bpc": [..]}],
+//    "next_page_token": "..." | null, "runs_per_page": R}
 // `points` may hold several runs, each run's points sorted by step.
-std::string CurvesJson(std::span<const v1::MetricPoint> points);
+std::string CurvesJson(std::span<const v1::MetricPoint> points, const CurvePaging& paging = {});
 
 // A run page's history: columns of every (sampled) point, null where a point has no value, the
 // expert load over steps per MoE layer (shares not needed), and the latest point's per-expert

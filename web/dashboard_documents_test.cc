@@ -54,6 +54,10 @@ TEST(CurvesJson, ValidationPointsOnlyGroupedByRun) {
   EXPECT_EQ(doc["runs"][0]["step"], json({0, 50, 100}));
   EXPECT_EQ(doc["runs"][0]["tokens"], json({0, 3200, 6400}));
   EXPECT_EQ(doc["runs"][1]["val_bpc"].size(), 2u);
+  EXPECT_TRUE(doc["next_page_token"].is_null()) << "no paging given: the last page";
+  const json paged = json::parse(CurvesJson(points, {.next_page_token = "t", .runs_per_page = 5}));
+  EXPECT_EQ(paged["next_page_token"], "t");
+  EXPECT_EQ(paged["runs_per_page"], 5);
 }
 
 TEST(HistoryJson, ColumnsWithNullsAndExpertLoad) {

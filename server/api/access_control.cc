@@ -54,6 +54,9 @@ constexpr std::pair<absl::string_view, Permission> kRules[] = {
 };
 
 constexpr char kTokenPrefix[] = "parity_";
+// No token this scheduler accepts is shorter: issued ones are kTokenPrefix + 43 characters, and
+// Bootstrap refuses a shorter bootstrap secret.
+constexpr size_t kMinTokenBytes = 32;
 
 bool ValidName(absl::string_view name) {
   if (name.empty() || name.size() > 64) return false;
@@ -158,6 +161,10 @@ absl::Status AccessControl::Bootstrap(const std::string& secret) {
   }
   NewAccessToken token{"admin", TokenRole::kAdmin, Sha256(secret), "bootstrap", std::nullopt};
   absl::StatusOr<StoredAccessToken> stored = tokens_.CreateToken(token);
+  {
+    absl::MutexLock lock(&mu_);
+    unknown_.erase(token.secret_sha256);  // presented before it existed: it works now
+  }
   // ALREADY_EXISTS: another replica, starting at the same time, stored the same token first.
   if (absl::IsAlreadyExists(stored.status())) return absl::OkStatus();
   if (!stored.ok()) return stored.status();
@@ -171,7 +178,9 @@ absl::StatusOr<Identity> AccessControl::Authenticate(absl::string_view secret) {
         "no bearer token: send `authorization: Bearer <token>` (the CLI and worker take "
         "--token, PARITY_TOKEN or PARITY_TOKEN_FILE)");
   }
-  if (secret.size() > 256) return absl::UnauthenticatedError("the bearer token is not valid");
+  if (secret.size() > 256 || secret.size() < kMinTokenBytes) {
+    return absl::UnauthenticatedError("the bearer token is not valid");
+  }
   const std::string hash = Sha256(secret);
   const absl::Time now = clock_.Now();
   std::optional<Cached> cached;
@@ -179,10 +188,17 @@ absl::StatusOr<Identity> AccessControl::Authenticate(absl::string_view secret) {
     absl::MutexLock lock(&mu_);
     auto it = cache_.find(hash);
     if (it != cache_.end() && now - it->second.fetched < options_.cache_ttl) cached = it->second;
+    if (!cached.has_value() && KnownUnknown(hash, now)) {
+      return absl::UnauthenticatedError("the bearer token is not valid");
+    }
   }
   if (!cached.has_value()) {
     PARITY_ASSIGN_OR_RETURN(const std::optional<StoredAccessToken> found, tokens_.FindToken(hash));
-    if (!found.has_value()) return absl::UnauthenticatedError("the bearer token is not valid");
+    if (!found.has_value()) {
+      absl::MutexLock lock(&mu_);
+      RememberUnknown(hash, now);
+      return absl::UnauthenticatedError("the bearer token is not valid");
+    }
     cached = Cached{
         {found->token_id, found->name, found->role, found->expires_at}, found->revoked_at, now};
     absl::MutexLock lock(&mu_);
@@ -196,6 +212,28 @@ absl::StatusOr<Identity> AccessControl::Authenticate(absl::string_view secret) {
     return absl::UnauthenticatedError("the bearer token has expired");
   }
   return cached->identity;
+}
+
+bool AccessControl::KnownUnknown(const std::string& hash, absl::Time now) {
+  auto it = unknown_.find(hash);
+  if (it == unknown_.end()) return false;
+  if (now - it->second < options_.negative_cache_ttl) return true;
+  unknown_.erase(it);  // its unknown_order_ entry goes when it reaches the front
+  return false;
+}
+
+void AccessControl::RememberUnknown(const std::string& hash, absl::Time now) {
+  if (options_.negative_cache_size == 0) return;
+  while (unknown_order_.size() >= options_.negative_cache_size) {
+    const auto& [oldest, at] = unknown_order_.front();
+    // A hash remembered again later has a newer time: only its newest entry removes it.
+    if (auto it = unknown_.find(oldest); it != unknown_.end() && it->second == at) {
+      unknown_.erase(it);
+    }
+    unknown_order_.pop_front();
+  }
+  unknown_[hash] = now;
+  unknown_order_.emplace_back(hash, now);
 }
 
 absl::StatusOr<Identity> AccessControl::Authorize(absl::string_view secret,
@@ -234,6 +272,10 @@ absl::StatusOr<v1::CreateTokenResponse> AccessControl::CreateToken(
   const std::string secret = RandomSecret(kTokenPrefix);
   NewAccessToken token{request.name(), *role, Sha256(secret), by.name, expires};
   PARITY_ASSIGN_OR_RETURN(const StoredAccessToken stored, tokens_.CreateToken(token));
+  {
+    absl::MutexLock lock(&mu_);
+    unknown_.erase(token.secret_sha256);  // a new secret is never there, but keep the rule whole
+  }
   spdlog::info("event=token_created token_id={} name={} role={} by={}", stored.token_id,
                stored.name, TokenRoleName(stored.role), by.name);
   v1::CreateTokenResponse response;

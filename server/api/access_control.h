@@ -13,9 +13,16 @@
 //
 // Authenticated tokens are cached for `cache_ttl` (2 s) so that the lease path does not read
 // the database per call; expiry is checked on every call, and a revocation through this
-// scheduler evicts the token at once (another replica sees it within cache_ttl).
+// scheduler evicts the token at once (another replica sees it within cache_ttl). Unknown tokens
+// are cached too (negative_cache_ttl, 5 s, at most negative_cache_size, keyed by the secret's
+// hash), so a client repeating a bad token costs no database lookup per call; a token shorter
+// than any this scheduler issues (32 characters) is refused without one. A token created through
+// this scheduler (or the bootstrap token) leaves the negative cache at once; one created through
+// another replica works here within negative_cache_ttl at worst — and only if it had been
+// presented before it existed, which a random secret never is.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -57,6 +64,8 @@ struct AccessControlOptions {
   absl::Duration cache_ttl = absl::Seconds(2);
   // Concurrent WatchSweep/WatchRun streams one identity may hold.
   int max_watch_streams_per_identity = 16;
+  absl::Duration negative_cache_ttl = absl::Seconds(5);
+  size_t negative_cache_size = 10000;
 };
 
 class AccessControl {
@@ -109,12 +118,19 @@ class AccessControl {
     absl::Time fetched;
   };
   absl::StatusOr<Identity> Authenticate(absl::string_view secret);
+  // Whether `hash` was found unknown less than negative_cache_ttl ago.
+  bool KnownUnknown(const std::string& hash, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberUnknown(const std::string& hash, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   AccessTokens& tokens_;
   const Clock& clock_;
   const AccessControlOptions options_;
   absl::Mutex mu_;
   std::map<std::string, Cached> cache_ ABSL_GUARDED_BY(mu_);  // by secret hash
+  // The negative cache: secret hash → when it was found unknown, and the same in that order
+  // (oldest first), so the oldest entry goes when it is full.
+  std::map<std::string, absl::Time> unknown_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<std::string, absl::Time>> unknown_order_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> watch_streams_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,6 @@
 #include "server/api/dashboard_api.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <set>
@@ -23,6 +24,19 @@ constexpr int kDefaultHistoryPoints = 1000;
 constexpr int kMaxHistoryPoints = 5000;
 constexpr int kDefaultMetricsLimit = 1000;
 constexpr int kMaxMetricsLimit = 10000;
+// What one response may hold whatever a sweep or a run holds: curve points over all runs of a
+// curves page (at most 1000 runs, one ListRuns page), and values (a point's 1 plus its expert
+// shares) of a metrics page, whose last point may be cut short of `limit`.
+constexpr int kMaxCurvePointsPerResponse = 100000;
+constexpr int kMaxCurveRunsPerResponse = 1000;
+constexpr size_t kMaxMetricValuesPerResponse = 200000;
+
+// A point's weight against kMaxMetricValuesPerResponse.
+size_t ValuesOf(const v1::MetricPoint& point) {
+  size_t values = 1;
+  for (const v1::ExpertLoadStats& load : point.expert_load()) values += 1 + load.shares_size();
+  return values;
+}
 
 // Reads query parameters, collecting every bad one as a field violation (like the gRPC API).
 class ParamReader {
@@ -213,15 +227,51 @@ absl::StatusOr<std::string> DashboardApi::AnalyzeSweep(const std::string& sweep_
   return AsJson(scheduler_.AnalyzeSweep(request));
 }
 
+// Paged by runs so that a response holds at most kMaxCurvePointsPerResponse points: a page of
+// the sweep's runs (its ListRuns page token is the curves' page_token), or the runs named in
+// run_id, which may name at most one page's worth.
 absl::StatusOr<std::string> DashboardApi::SweepCurves(const std::string& sweep_id,
                                                       const QueryParams& params) {
   ParamReader reader(params);
   const int points =
       static_cast<int>(reader.Integer("points", kDefaultCurvePoints, 2, kMaxCurvePoints));
   const std::string wanted_text = reader.Text("run_id");
+  const std::string page_token = reader.Text("page_token");
   PARITY_RETURN_IF_ERROR(reader.Check());
   if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
+  const int runs_per_page =
+      std::min(kMaxCurveRunsPerResponse, std::max(1, kMaxCurvePointsPerResponse / points));
+  web::CurvePaging paging;
+  paging.runs_per_page = runs_per_page;
+  std::vector<std::string> run_ids;
+  if (wanted_text.empty()) {
+    PARITY_ASSIGN_OR_RETURN(
+        Page<v1::Run> runs,
+        store_.ListRuns(sweep_id, {}, {static_cast<uint32_t>(runs_per_page), page_token}));
+    for (const v1::Run& run : runs.items) run_ids.push_back(run.run_id());
+    paging.next_page_token = runs.next_page_token;
+  } else {
+    PARITY_ASSIGN_OR_RETURN(run_ids, RunsOfSweep(sweep_id, wanted_text, runs_per_page, points));
+  }
+  PARITY_ASSIGN_OR_RETURN(
+      std::vector<v1::MetricPoint> sampled,
+      store_.SampleMetrics(run_ids, {.max_points_per_run = points, .validation_only = true}));
+  return web::CurvesJson(sampled, paging);
+}
 
+absl::StatusOr<std::vector<std::string>> DashboardApi::RunsOfSweep(const std::string& sweep_id,
+                                                                   const std::string& wanted_text,
+                                                                   int max_runs, int points) {
+  const std::vector<absl::string_view> wanted =
+      absl::StrSplit(wanted_text, ',', absl::SkipWhitespace());
+  if (static_cast<int>(wanted.size()) > max_runs) {
+    Violations violations;
+    violations.Add("run_id", absl::StrCat(wanted.size(), " runs at points=", points,
+                                          " would pass the ", kMaxCurvePointsPerResponse,
+                                          " points one response holds: name at most ", max_runs,
+                                          " runs per request"));
+    return violations.ToStatus("invalid request parameters");
+  }
   // The sweep's runs bound what may be asked for: only their ids reach the SQL.
   std::set<std::string> in_sweep;
   PageRequest page{1000, ""};
@@ -231,24 +281,16 @@ absl::StatusOr<std::string> DashboardApi::SweepCurves(const std::string& sweep_i
     page.page_token = runs.next_page_token;
   } while (!page.page_token.empty());
   std::vector<std::string> run_ids;
-  if (wanted_text.empty()) {
-    run_ids.assign(in_sweep.begin(), in_sweep.end());
-  } else {
-    Violations violations;
-    for (absl::string_view id : absl::StrSplit(wanted_text, ',', absl::SkipWhitespace())) {
-      if (in_sweep.count(std::string(id)) == 0) {
-        violations.Add("run_id",
-                       absl::StrCat("'", id.substr(0, 64), "' is not a run of the sweep"));
-      } else {
-        run_ids.emplace_back(id);
-      }
+  Violations violations;
+  for (absl::string_view id : wanted) {
+    if (in_sweep.count(std::string(id)) == 0) {
+      violations.Add("run_id", absl::StrCat("'", id.substr(0, 64), "' is not a run of the sweep"));
+    } else {
+      run_ids.emplace_back(id);
     }
-    PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid request parameters"));
   }
-  PARITY_ASSIGN_OR_RETURN(
-      std::vector<v1::MetricPoint> sampled,
-      store_.SampleMetrics(run_ids, {.max_points_per_run = points, .validation_only = true}));
-  return web::CurvesJson(sampled);
+  PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid request parameters"));
+  return run_ids;
 }
 
 absl::StatusOr<std::string> DashboardApi::GetRun(const std::string& run_id) {
@@ -288,8 +330,19 @@ absl::StatusOr<std::string> DashboardApi::RunMetrics(const std::string& run_id,
   // One point more than asked says whether another page exists.
   PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
                           store_.ListMetrics(run_id, from_step, limit + 1));
-  const bool more = static_cast<int>(points.size()) > limit;
+  bool more = static_cast<int>(points.size()) > limit;
   if (more) points.resize(limit);
+  // Cut short where the values would pass the bound (the first point always goes: ReportMetrics
+  // bounds a point's expert shares by the run's model); the cursor resumes after the last one.
+  size_t values = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    values += ValuesOf(points[i]);
+    if (i > 0 && values > kMaxMetricValuesPerResponse) {
+      points.resize(i);
+      more = true;
+      break;
+    }
+  }
   return web::MetricPageJson(points, more);
 }
 

@@ -8,12 +8,17 @@
 //   sweeps/ID/runs             ListRuns        ?state=RUNNING,PENDING&page_size=&page_token=
 //   sweeps/ID/results          QueryResults    ?order_by=&page_size=&page_token=
 //   sweeps/ID/analysis         AnalyzeSweep    (400 FAILED_PRECONDITION until a run has finished)
-//   sweeps/ID/curves           validation curves of every run (or ?run_id=A,B), sampled to
-//                              ?points= (default 200, 2..2000) per run
+//   sweeps/ID/curves           validation curves of the sweep's runs (or ?run_id=A,B), sampled
+//                              to ?points= (default 200, 2..2000) per run, paged by runs so a
+//                              response holds at most 100,000 points (runs_per_page =
+//                              min(1000, 100000 / points)): &page_token= from next_page_token;
+//                              a run_id list may name at most runs_per_page runs
 //   runs/ID                    GetRun
 //   runs/ID/history            the run's curves sampled to ?points= (default 1000, 2..5000),
 //                              expert-load summaries, and the latest per-expert shares
-//   runs/ID/metrics            raw points, paged: ?after_step=N (exclusive) &limit= (1..10000)
+//   runs/ID/metrics            raw points, paged: ?after_step=N (exclusive) &limit= (1..10000);
+//                              a page stops early past 200,000 values (a point counts 1 plus
+//                              its expert shares), next_after_step says where to go on
 //   workers                    ListWorkers     ?seen_within_seconds=&page_size=&page_token=
 //
 // Errors are {"error": {...}} with the HTTP status of the absl code (HttpStatusOf). Thread-safe:
@@ -22,6 +27,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -59,6 +65,10 @@ class DashboardApi {
   absl::StatusOr<std::string> QueryResults(const std::string& sweep_id, const QueryParams& params);
   absl::StatusOr<std::string> AnalyzeSweep(const std::string& sweep_id);
   absl::StatusOr<std::string> SweepCurves(const std::string& sweep_id, const QueryParams& params);
+  // The runs named in `wanted_text` ("A,B"), each checked to be the sweep's; at most `max_runs`.
+  absl::StatusOr<std::vector<std::string>> RunsOfSweep(const std::string& sweep_id,
+                                                       const std::string& wanted_text, int max_runs,
+                                                       int points);
   absl::StatusOr<std::string> GetRun(const std::string& run_id);
   absl::StatusOr<std::string> RunHistory(const std::string& run_id, const QueryParams& params);
   absl::StatusOr<std::string> RunMetrics(const std::string& run_id, const QueryParams& params);

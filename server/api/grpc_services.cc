@@ -22,7 +22,7 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 }
 
 WatchControl ControlOf(grpc::ServerContextBase* context, const std::atomic<bool>& stopping) {
-  return {[context, &stopping] { return stopping.load() || context->IsCancelled(); }};
+  return {[context, &stopping] { return stopping.load() || context->IsCancelled(); }, nullptr};
 }
 
 // Finishes a callback call with the Scheduler's answer; `response` is the call's own.
@@ -36,6 +36,17 @@ auto FinishWith(grpc::ServerUnaryReactor* reactor, T* response) {
 absl::StatusOr<Identity> AuthorizeCall(AccessControl& access, grpc::ServerContextBase* context,
                                        absl::string_view service, absl::string_view method) {
   return access.Authorize(BearerTokenOf(*context), absl::StrCat(service, method));
+}
+
+// A watch stream's control: it also asks again, every few seconds, whether the caller's token
+// still grants the method, so that a revoked token's stream ends UNAUTHENTICATED.
+WatchControl WatchControlOf(AccessControl& access, grpc::ServerContextBase* context,
+                            const std::atomic<bool>& stopping, absl::string_view method) {
+  WatchControl control = ControlOf(context, stopping);
+  control.authorized = [&access, context, method = std::string(method)] {
+    return AuthorizeCall(access, context, kSweeps, method).status();
+  };
+  return control;
 }
 
 }  // namespace
@@ -84,7 +95,7 @@ grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context,
   absl::StatusOr<AccessControl::WatchSlot> slot = access_.AcquireWatchSlot(*who);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   return ToGrpcStatus(scheduler_.WatchSweep(
-      *r, ControlOf(context, stopping_),
+      *r, WatchControlOf(access_, context, stopping_, "WatchSweep"),
       [writer](const v1::WatchSweepResponse& message) { return writer->Write(message); }));
 }
 grpc::Status SweepServiceImpl::WatchRun(grpc::ServerContext* context, const v1::WatchRunRequest* r,
@@ -94,7 +105,7 @@ grpc::Status SweepServiceImpl::WatchRun(grpc::ServerContext* context, const v1::
   absl::StatusOr<AccessControl::WatchSlot> slot = access_.AcquireWatchSlot(*who);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
   return ToGrpcStatus(scheduler_.WatchRun(
-      *r, ControlOf(context, stopping_),
+      *r, WatchControlOf(access_, context, stopping_, "WatchRun"),
       [writer](const v1::WatchRunResponse& message) { return writer->Write(message); }));
 }
 
@@ -114,7 +125,7 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
                                                v1::RegisterWorkerResponse* out) {
   absl::StatusOr<Caller> caller = Authorize(context, "RegisterWorker");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return Reply(scheduler_.RegisterWorker(*r), out);
+  return Reply(scheduler_.RegisterWorker(*r, *caller), out);
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseRun(grpc::CallbackServerContext* context,
                                                       const v1::LeaseRunRequest* r,
@@ -141,7 +152,7 @@ grpc::Status WorkerServiceImpl::CheckpointRetention(grpc::ServerContext* context
                                                     v1::CheckpointRetentionResponse* out) {
   absl::StatusOr<Caller> caller = Authorize(context, "CheckpointRetention");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return Reply(scheduler_.CheckpointRetention(*r), out);
+  return Reply(scheduler_.CheckpointRetention(*r, *caller), out);
 }
 grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* context,
                                               const v1::ReportMetricsRequest* r,

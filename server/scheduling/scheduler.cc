@@ -241,37 +241,6 @@ absl::StatusOr<v1::DeleteSweepResponse> Scheduler::DeleteSweep(
   return response;
 }
 
-// A read per run: a worker asks at start and every few minutes, for the runs on its disk.
-absl::StatusOr<v1::CheckpointRetentionResponse> Scheduler::CheckpointRetention(
-    const v1::CheckpointRetentionRequest& request) {
-  constexpr int kMaxRuns = 1000;
-  Violations violations;
-  violations.RequireUuid("worker_id", request.worker_id());
-  if (request.run_ids_size() > kMaxRuns) {
-    violations.Add("run_ids", absl::StrCat("more than ", kMaxRuns, " runs"));
-  }
-  for (int i = 0; i < request.run_ids_size() && i < kMaxRuns; ++i) {
-    violations.RequireUuid(absl::StrCat("run_ids[", i, "]"), request.run_ids(i));
-  }
-  if (absl::Status status = violations.ToStatus("invalid CheckpointRetention request");
-      !status.ok()) {
-    return status;
-  }
-  v1::CheckpointRetentionResponse response;
-  for (const std::string& run_id : request.run_ids()) {
-    v1::RunRetention* retention = response.add_runs();
-    retention->set_run_id(run_id);
-    absl::StatusOr<v1::Run> run = store_.GetRun(run_id);
-    if (absl::IsNotFound(run.status())) continue;  // exists = false
-    if (!run.ok()) return run.status();
-    retention->set_exists(true);
-    retention->set_state(run->state());
-    if (run->has_checkpoint()) *retention->mutable_checkpoint() = run->checkpoint();
-    retention->set_lease_epoch(run->lease().lease_epoch());
-  }
-  return response;
-}
-
 absl::StatusOr<RetentionResult> Scheduler::ApplyRetention(const RetentionPolicy& policy) {
   PARITY_ASSIGN_OR_RETURN(const RetentionResult result, store_.ApplyRetention(policy));
   if (observer_ != nullptr) observer_->OnRetentionApplied(result);
@@ -320,7 +289,16 @@ absl::StatusOr<v1::QueryResultsResponse> Scheduler::QueryResults(
   ResultsQuery query;
   if (!filter.sweep_id().empty()) violations.RequireUuid("filter.sweep_id", filter.sweep_id());
   query.sweep_id = filter.sweep_id();
-  for (int state : filter.states()) query.states.push_back(static_cast<v1::RunState>(state));
+  for (int i = 0; i < filter.states_size(); ++i) {
+    const auto state = static_cast<v1::RunState>(filter.states(i));
+    if (state == v1::RUN_STATE_UNSPECIFIED || !v1::RunState_IsValid(state)) {
+      violations.Add(absl::StrCat("filter.states[", i, "]"),
+                     absl::StrCat(filter.states(i),
+                                  " is not a run state (RUN_STATE_PENDING .. "
+                                  "RUN_STATE_CANCELLED)"));
+    }
+    query.states.push_back(state);
+  }
   query.layout = filter.layout();
   violations.RequireFinite("filter.min_activation_rate", filter.min_activation_rate());
   violations.RequireFinite("filter.max_activation_rate", filter.max_activation_rate());
@@ -363,7 +341,7 @@ absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(
 }
 
 absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
-    const v1::RegisterWorkerRequest& request) {
+    const v1::RegisterWorkerRequest& request, const Caller& caller) {
   Violations violations;
   CheckDevices(violations, "devices", request.devices());
   if (!request.worker_id().empty()) violations.RequireUuid("worker_id", request.worker_id());
@@ -381,6 +359,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   }
   WorkerRegistration registration;
   registration.worker_id = request.worker_id();
+  registration.owner = caller.name;  // the store refuses an id another name registered
   registration.hostname = request.hostname();
   registration.devices.assign(request.devices().begin(), request.devices().end());
   for (const auto& [key, value] : request.labels()) registration.labels.emplace_back(key, value);
@@ -430,6 +409,9 @@ void Scheduler::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call_dea
   if (wait < absl::ZeroDuration()) violations.Add("wait_time", "must not be negative");
   if (absl::Status status = violations.ToStatus("invalid LeaseRun request"); !status.ok()) {
     return done(status);
+  }
+  if (absl::Status owner = CheckWorkerOwner(request.worker_id(), caller, "lease"); !owner.ok()) {
+    return done(owner);
   }
   // Loaded before the lease is taken, so that a lease is never granted without its secret.
   if (absl::StatusOr<std::string> key = LeaseKey(); !key.ok()) return done(key.status());
@@ -492,6 +474,7 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
   if (absl::Status status = violations.ToStatus("invalid Heartbeat request"); !status.ok()) {
     return status;
   }
+  PARITY_RETURN_IF_ERROR(CheckWorkerOwner(request.worker_id(), caller, "heartbeat"));
   PARITY_RETURN_IF_ERROR(
       CheckLeaseSecret(request.run_id(), request.lease_epoch(), request.lease_secret(), caller));
   HeartbeatUpdate update{request.worker_id(), request.run_id(), request.lease_epoch(),
@@ -545,6 +528,7 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
   PARITY_RETURN_IF_ERROR(
       CheckLeaseSecret(request.run_id(), request.lease_epoch(), request.lease_secret(), caller));
   if (points.empty()) return v1::ReportMetricsResponse();
+  PARITY_RETURN_IF_ERROR(CheckExpertLoads(request));
   PARITY_ASSIGN_OR_RETURN(MetricsAppendResult result,
                           store_.AppendMetrics(request.run_id(), request.lease_epoch(), points));
   if (observer_ != nullptr) observer_->OnMetricsStored(result);

@@ -12,6 +12,9 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -42,6 +45,13 @@ struct SchedulerOptions {
   // long: a server-side deadline, so that no stream holds a thread and a watch slot for ever.
   absl::Duration watch_poll_interval = absl::Milliseconds(200);
   absl::Duration max_watch_duration = absl::Hours(1);
+  // Watch streams ask WatchControl::authorized this often, so that a stream whose token was
+  // revoked (or expired) ends UNAUTHENTICATED within about this long, not at its lifetime.
+  absl::Duration watch_reauth_interval = absl::Seconds(2);
+  // How long a worker id's owner (the token name that registered it) is remembered here: the
+  // ownership never changes while the worker is known, so this only bounds how long a worker
+  // that telemetry retention forgot stays bound to its old name in this replica.
+  absl::Duration worker_owner_cache_ttl = absl::Seconds(60);
   uint32_t max_metrics_batch = 4096;
   // LeaseRun and successful CompleteRun calls that arrive together reach the store as one batch
   // (RequestCombiner) of at most this many, with at most `store_batches_in_flight` batches of
@@ -81,7 +91,16 @@ class SchedulerObserver {
 
 // How a streaming call is told to stop, and how it hands messages back.
 struct WatchControl {
+  WatchControl() = default;
+  // Implicit, so that `{cancelled}` reads as before `authorized` was added.
+  WatchControl(std::function<bool()> cancelled,  // NOLINT(google-explicit-constructor)
+               std::function<absl::Status()> authorized = nullptr)
+      : cancelled(std::move(cancelled)), authorized(std::move(authorized)) {}
+
   std::function<bool()> cancelled;  // the client went away or the server is stopping
+  // Whether the caller may still watch (its token not revoked or expired): asked every
+  // SchedulerOptions::watch_reauth_interval; an error ends the stream with it. Null: never asked.
+  std::function<absl::Status()> authorized;
 };
 
 class Scheduler {
@@ -128,8 +147,14 @@ class Scheduler {
   // A lease comes with a lease secret bound to the run, the epoch and the caller's name; every
   // write about the run (Heartbeat, ReportMetrics, CompleteRun) must carry it and come from the
   // same name, or it is refused with PERMISSION_DENIED and changes nothing.
+  //
+  // A worker id belongs to the name that registered it first (RunQueue::ClaimWorker):
+  // RegisterWorker, LeaseRun, Heartbeat and CheckpointRetention under an id of another name are
+  // PERMISSION_DENIED and change nothing, admins included (an admin's leases would be bound to
+  // its own name, which the real worker cannot write under). The in-process caller (no name) is
+  // the scheduler's own process and is not checked.
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
-      const v1::RegisterWorkerRequest& request);
+      const v1::RegisterWorkerRequest& request, const Caller& caller = Caller::InProcess());
   // Long poll until work, wait_time, `call_deadline` (minus a margin to answer) or cancellation.
   // `done` is called exactly once: on a scheduler thread, or at once on this one for an invalid
   // request. No thread waits meanwhile: the call rides a lease batch, then, if it found nothing
@@ -144,8 +169,10 @@ class Scheduler {
                                                 const Caller& caller = Caller::InProcess());
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
                                                   const Caller& caller = Caller::InProcess());
+  // Answers only about runs this worker held (scheduler_workers.cc): a run it never held is left
+  // out of the response; one that no longer exists is answered `exists: false`.
   absl::StatusOr<v1::CheckpointRetentionResponse> CheckpointRetention(
-      const v1::CheckpointRetentionRequest& request);
+      const v1::CheckpointRetentionRequest& request, const Caller& caller = Caller::InProcess());
   // One telemetry retention pass (store/telemetry_retention.h); the server runs it periodically.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy);
   absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(
@@ -172,6 +199,13 @@ class Scheduler {
                           const std::string& holder) const;
   absl::Status CheckLeaseSecret(const std::string& run_id, int64_t epoch, const std::string& secret,
                                 const Caller& caller);
+  // PERMISSION_DENIED unless the worker id is the caller's (the in-process caller: any); NOT_FOUND
+  // for an unknown worker. `action` names the call. Owners are cached (worker_owner_cache_ttl).
+  absl::Status CheckWorkerOwner(const std::string& worker_id, const Caller& caller,
+                                absl::string_view action);
+  // INVALID_ARGUMENT naming the field when a point's expert loads exceed the run's shape (more
+  // layers than L, a layer index ≥ L, more shares than E). The run's shape is read once per run.
+  absl::Status CheckExpertLoads(const v1::ReportMetricsRequest& request);
   // PERMISSION_DENIED unless `caller` owns the sweep or is an admin; `action` names the call.
   absl::Status CheckSweepOwner(const std::string& sweep_id, const Caller& caller,
                                absl::string_view action);
@@ -192,6 +226,21 @@ class Scheduler {
   // Set until a reaper pass has extended the live leases after a start or an outage.
   std::atomic<bool> leases_need_grace_{true};
   SchedulerObserver* const observer_;  // may be null
+  struct KnownOwner {
+    std::string owner;
+    absl::Time until;
+  };
+  absl::Mutex worker_owners_mu_;
+  // worker id → its owner, bounded (cleared past 100,000 entries).
+  std::map<std::string, KnownOwner> worker_owners_ ABSL_GUARDED_BY(worker_owners_mu_);
+  struct ModelShape {
+    uint32_t layers = 0;
+    uint32_t experts = 0;
+  };
+  absl::Mutex model_shapes_mu_;
+  // run id → its model's L and E, for CheckExpertLoads: a run's spec never changes, so a batch
+  // with expert loads costs a store read only the first time (bounded: cleared past 100,000).
+  std::map<std::string, ModelShape> model_shapes_ ABSL_GUARDED_BY(model_shapes_mu_);
   absl::Mutex lease_key_mu_;
   std::string lease_key_ ABSL_GUARDED_BY(lease_key_mu_);  // empty until loaded
   // Before the combiners, so it outlives them: a batch's callback may park a call.

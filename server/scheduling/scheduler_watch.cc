@@ -70,6 +70,27 @@ absl::StatusOr<int64_t> LatestEventId(List list) {
   }
 }
 
+// Asks WatchControl::authorized once `every` has passed since the last time (the caller's token
+// may have been revoked or expired since the stream began): its error ends the stream.
+class Reauthorizer {
+ public:
+  Reauthorizer(const Clock& clock, const WatchControl& control, absl::Duration every)
+      : clock_(clock), control_(control), every_(every), next_(clock.Now() + every) {}
+  absl::Status Check() {
+    if (!control_.authorized) return absl::OkStatus();
+    const absl::Time now = clock_.Now();
+    if (now < next_) return absl::OkStatus();
+    next_ = now + every_;
+    return control_.authorized();
+  }
+
+ private:
+  const Clock& clock_;
+  const WatchControl& control_;
+  const absl::Duration every_;
+  absl::Time next_;
+};
+
 // A stream may not hold its thread and slot for ever: past its lifetime it ends UNAVAILABLE,
 // which the CLI and the Python client answer by reconnecting from a fresh snapshot.
 absl::Status StreamLifetimeReached(absl::Duration lifetime) {
@@ -99,7 +120,9 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
   bool ended = IsFinal(run.state());
   uint64_t next_step = request.from_step();
   const absl::Time give_up = clock_.Now() + options_.max_watch_duration;
+  Reauthorizer reauthorize(clock_, control, options_.watch_reauth_interval);
   while (true) {
+    PARITY_RETURN_IF_ERROR(reauthorize.Check());
     bool progressed = false;
     PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
                             store_.ListMetrics(run_id, next_step, kMetricBatch));
@@ -165,7 +188,9 @@ absl::Status Scheduler::WatchSweep(
   auto counts_live = [](const v1::RunCounts& c) { return c.pending() + c.leased() + c.running(); };
   bool ended = counts_live(sweep.counts()) == 0;
   const absl::Time give_up = clock_.Now() + options_.max_watch_duration;
+  Reauthorizer reauthorize(clock_, control, options_.watch_reauth_interval);
   while (true) {
+    PARITY_RETURN_IF_ERROR(reauthorize.Check());
     bool progressed = false;
     PARITY_ASSIGN_OR_RETURN(SweepEventPage page, store_.ListSweepEvents(sweep_id, horizon));
     horizon = page.next_horizon;

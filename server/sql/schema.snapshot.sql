@@ -899,7 +899,8 @@ CREATE TABLE public.workers (
     labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     version text DEFAULT ''::text NOT NULL,
     registered_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_seen_at timestamp with time zone DEFAULT now() NOT NULL
+    last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    owner text
 );
 
 ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p00 FOR VALUES WITH (modulus 16, remainder 0);
@@ -1012,7 +1013,7 @@ ALTER TABLE ONLY public.server_keys
     ADD CONSTRAINT server_keys_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY public.sweeps
-    ADD CONSTRAINT sweeps_idempotency_key_key UNIQUE (idempotency_key);
+    ADD CONSTRAINT sweeps_owner_idempotency_key_key UNIQUE (owner, idempotency_key);
 
 ALTER TABLE ONLY public.sweeps
     ADD CONSTRAINT sweeps_pkey PRIMARY KEY (sweep_id);

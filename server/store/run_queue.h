@@ -22,6 +22,10 @@ namespace parity::server {
 
 struct WorkerRegistration {
   std::string worker_id;  // empty = assign a new id
+  // The token name registering it. A worker id belongs to the name that registered it first: a
+  // registration of an id owned by another name is PERMISSION_DENIED, nothing changed. Empty (the
+  // scheduler's own process) claims nothing and may re-register any id.
+  std::string owner;
   std::string hostname;
   std::vector<v1::Device> devices;
   std::vector<std::pair<std::string, std::string>> labels;
@@ -115,6 +119,12 @@ struct CompletionResult {
   std::string invalid_summary;
 };
 
+// An existing run, and whether the asking worker ever held it (RunQueue::RunHoldings).
+struct RunHolding {
+  std::string run_id;
+  bool held = false;
+};
+
 struct ReapResult {
   int requeued = 0;   // back to PENDING with attempt + 1
   int failed = 0;     // past max_attempts: FAILED, LEASE_EXPIRED
@@ -127,6 +137,17 @@ class RunQueue {
   virtual ~RunQueue() = default;
 
   virtual absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) = 0;
+  // The token name that owns the worker id. A worker no name owns yet (registered by the
+  // scheduler's own process, or before migration 0013) becomes `owner`'s first, so that a fleet
+  // upgraded while it runs is bound at its next call. NOT_FOUND for an unknown worker.
+  virtual absl::StatusOr<std::string> ClaimWorker(const std::string& worker_id,
+                                                  const std::string& owner) = 0;
+  // Of each of `run_ids` that exists, in the order given, whether the worker ever held a lease
+  // of it (its current lease, or an event recorded under its id); runs that do not exist (a
+  // deleted sweep's, or never) are left out. After telemetry retention cut a run's events to its
+  // last one, only the run's last holder is known.
+  virtual absl::StatusOr<std::vector<RunHolding>> RunHoldings(
+      const std::string& worker_id, const std::vector<std::string>& run_ids) = 0;
 
   // Leases the best PENDING run that fits the offer: highest priority, then the sweep with the
   // fewest live runs (fair share), then the oldest. Bumps the fencing token. nullopt = no work.

@@ -43,4 +43,24 @@ inline absl::Status LeaseEpochError(absl::string_view run_id, absl::string_view 
   return status;
 }
 
+// ALREADY_EXISTS: `owner` used `key` before for another spec (sweep `existing_sweep_id`). Keys
+// are each owner's, so the sweep named is always the caller's own.
+inline absl::Status IdempotencyKeyReusedError(absl::string_view owner, absl::string_view key,
+                                              absl::string_view existing_sweep_id) {
+  return absl::AlreadyExistsError(absl::StrCat(
+      "idempotency key '", key, "' was used by '", owner, "' for a different spec (sweep ",
+      existing_sweep_id, "): use a new key for a new spec, or resend the same spec"));
+}
+
+// PERMISSION_DENIED: the worker id belongs to another token name (the one that registered it
+// first), which is not named.
+inline absl::Status WorkerOfAnotherIdentityError(absl::string_view worker_id,
+                                                 absl::string_view action) {
+  return absl::PermissionDeniedError(
+      absl::StrCat("worker ", worker_id,
+                   " was registered by another identity: a worker id belongs to the "
+                   "token name that registered it first, and only that name may ",
+                   action, " as it (register without worker_id to get an id of your own)"));
+}
+
 }  // namespace parity::server

@@ -19,7 +19,9 @@ struct NewSweep {
   v1::SweepSpec spec;
   std::vector<v1::RunSpec> runs;
   std::string owner;
-  std::string idempotency_key;  // empty = no idempotency
+  // Empty = no idempotency. Keys are the owner's: the same key from another owner is another
+  // sweep, never the first owner's.
+  std::string idempotency_key;
 };
 
 struct CreatedSweep {
@@ -49,7 +51,8 @@ class SweepCatalog {
   virtual ~SweepCatalog() = default;
 
   // Stores the sweep and all its runs (PENDING) with one creation event each, or returns the
-  // sweep already stored under the idempotency key when the spec is identical.
+  // sweep the same owner already stored under the idempotency key when the spec is identical
+  // (ALREADY_EXISTS when it differs). Keys are scoped to the owner: (owner, key) is unique.
   virtual absl::StatusOr<CreatedSweep> CreateSweep(const NewSweep& sweep) = 0;
   virtual absl::StatusOr<v1::Sweep> GetSweep(const std::string& sweep_id) = 0;
   virtual absl::StatusOr<Page<v1::Sweep>> ListSweeps(v1::SweepState state,

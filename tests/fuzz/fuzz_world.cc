@@ -177,6 +177,14 @@ absl::StatusOr<server::Page<v1::Worker>> FuzzRunStore::ListWorkers(
 absl::StatusOr<v1::Worker> FuzzRunStore::RegisterWorker(const server::WorkerRegistration& worker) {
   return memory_->RegisterWorker(worker);
 }
+absl::StatusOr<std::string> FuzzRunStore::ClaimWorker(const std::string& worker_id,
+                                                      const std::string& owner) {
+  return memory_->ClaimWorker(worker_id, owner);
+}
+absl::StatusOr<std::vector<server::RunHolding>> FuzzRunStore::RunHoldings(
+    const std::string& worker_id, const std::vector<std::string>& run_ids) {
+  return memory_->RunHoldings(worker_id, run_ids);
+}
 std::vector<absl::StatusOr<std::optional<server::LeasedRun>>> FuzzRunStore::LeaseNextRuns(
     const std::vector<const server::LeaseRequest*>& requests) {
   return memory_->LeaseNextRuns(requests);

@@ -50,6 +50,10 @@ class FuzzRunStore final : public server::RunStore {
                                                  const server::PageRequest& page) override;
   absl::StatusOr<server::Page<v1::Worker>> ListWorkers(const server::WorkersQuery& query) override;
   absl::StatusOr<v1::Worker> RegisterWorker(const server::WorkerRegistration& worker) override;
+  absl::StatusOr<std::string> ClaimWorker(const std::string& worker_id,
+                                          const std::string& owner) override;
+  absl::StatusOr<std::vector<server::RunHolding>> RunHoldings(
+      const std::string& worker_id, const std::vector<std::string>& run_ids) override;
   std::vector<absl::StatusOr<std::optional<server::LeasedRun>>> LeaseNextRuns(
       const std::vector<const server::LeaseRequest*>& requests) override;
   absl::StatusOr<server::HeartbeatResult> Heartbeat(const server::HeartbeatUpdate& update) override;

@@ -169,6 +169,13 @@ inline v1::MetricPoint Point(uint64_t step, double val_bpc = -1) {
   point.set_train_bpc(2.0 - step * 0.001);
   if (val_bpc >= 0) point.set_val_bpc(val_bpc);
   point.set_learning_rate(1e-3);
+  return point;
+}
+
+// Point with one MoE layer's expert load (layer 1, one share): only for a MoE run, since
+// ReportMetrics refuses expert loads beyond the run's layers and experts (a dense run takes none).
+inline v1::MetricPoint MoePoint(uint64_t step, double val_bpc = -1) {
+  v1::MetricPoint point = Point(step, val_bpc);
   v1::ExpertLoadStats* load = point.add_expert_load();
   load->set_layer(1);
   load->set_min_share(0.1);

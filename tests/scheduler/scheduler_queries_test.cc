@@ -136,14 +136,18 @@ TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
 }
 
 TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
-  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("exact", 1));
-  const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
+  // The second run is MoE (L = 4, E = 8): its points may carry expert loads.
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("exact", 2));
+  const std::string worker = Register();
+  ASSERT_TRUE(LeaseNow(worker).ok()) << "the dense baseline first, in grid order";
+  const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
   ASSERT_TRUE(leased.ok() && leased->has_lease());
-  const std::string run = submitted.run_ids(0);
+  const std::string run = submitted.run_ids(1);
+  ASSERT_EQ(leased->run().run_id(), run);
   // Values whose shortest text is long, tiny or huge; a quote in no field can reach the array
   // literal, but the expert-load JSON is quoted inside it.
   auto point = [](uint64_t step) {
-    v1::MetricPoint p = Point(step, step % 2 == 0 ? 1.0 / 3.0 + step : -1);
+    v1::MetricPoint p = MoePoint(step, step % 2 == 0 ? 1.0 / 3.0 + step : -1);
     p.set_epoch(0.1 * step);
     p.set_grad_norm(1e-300);
     p.set_flops(2.5e300 + step);

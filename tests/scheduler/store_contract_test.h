@@ -42,8 +42,9 @@ class StoreContractTest : public ::testing::Test {
   }
 
   CreatedSweep Sweep(const std::string& name, int runs, int priority = 0,
-                     const std::string& key = "") {
+                     const std::string& key = "", const std::string& owner = "") {
     NewSweep sweep;
+    sweep.owner = owner;
     sweep.spec.set_name(name);
     sweep.spec.set_priority(priority);
     sweep.spec.set_max_attempts(2);
@@ -74,8 +75,10 @@ class StoreContractTest : public ::testing::Test {
     return created.ok() ? *created : CreatedSweep();
   }
 
-  std::string Worker() {
+  std::string Worker(const std::string& owner = "", const std::string& id = "") {
     WorkerRegistration registration;
+    registration.worker_id = id;
+    registration.owner = owner;
     registration.hostname = "contract-host";
     absl::StatusOr<v1::Worker> worker = queue().RegisterWorker(registration);
     EXPECT_TRUE(worker.ok()) << worker.status();
@@ -616,6 +619,86 @@ TYPED_TEST_P(StoreContractTest, IdempotencyKeysReturnTheStoredSweepOrRefuseAnoth
   EXPECT_EQ(this->catalog().CreateSweep(other).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+// Keys are each owner's: another owner's key is never answered with the first owner's sweep,
+// whoever used the key first (a squatter cannot take over a key someone else will use).
+TYPED_TEST_P(StoreContractTest, IdempotencyKeysAreEachOwners) {
+  const CreatedSweep alices = this->Sweep("nightly", 1, 0, "nightly-2024", "alice");
+  const CreatedSweep bobs = this->Sweep("nightly", 1, 0, "nightly-2024", "bob");
+  EXPECT_FALSE(bobs.deduplicated) << "bob's use of alice's key is bob's own new sweep";
+  EXPECT_NE(bobs.sweep.sweep_id(), alices.sweep.sweep_id());
+  EXPECT_EQ(bobs.sweep.owner(), "bob");
+  const CreatedSweep alice_again = this->Sweep("nightly", 1, 0, "nightly-2024", "alice");
+  EXPECT_TRUE(alice_again.deduplicated);
+  EXPECT_EQ(alice_again.sweep.sweep_id(), alices.sweep.sweep_id());
+  const CreatedSweep bob_again = this->Sweep("nightly", 1, 0, "nightly-2024", "bob");
+  EXPECT_EQ(bob_again.sweep.sweep_id(), bobs.sweep.sweep_id()) << "and bob's key is bob's";
+
+  NewSweep changed;
+  changed.owner = "alice";
+  changed.spec.set_name("another spec");
+  changed.idempotency_key = "nightly-2024";
+  const absl::Status reused = this->catalog().CreateSweep(changed).status();
+  EXPECT_EQ(reused.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(reused.message(), ::testing::HasSubstr(alices.sweep.sweep_id()))
+      << "the sweep named is the owner's own";
+  EXPECT_THAT(reused.message(), ::testing::Not(::testing::HasSubstr(bobs.sweep.sweep_id())));
+  absl::StatusOr<v1::Sweep> untouched = this->catalog().GetSweep(alices.sweep.sweep_id());
+  ASSERT_TRUE(untouched.ok()) << untouched.status();
+  EXPECT_EQ(untouched->owner(), "alice");
+}
+
+// A worker id is the name's that registered it first; the scheduler's own process (no name)
+// claims nothing, and the first name to use an unclaimed id claims it.
+TYPED_TEST_P(StoreContractTest, AWorkerIdBelongsToTheNameThatRegisteredItFirst) {
+  const std::string id = this->Worker("pool-a");
+  WorkerRegistration takeover;
+  takeover.worker_id = id;
+  takeover.owner = "pool-b";
+  takeover.hostname = "attacker";
+  const absl::Status refused = this->queue().RegisterWorker(takeover).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  WorkersQuery all;
+  all.page.page_size = 10;
+  absl::StatusOr<Page<v1::Worker>> workers = this->catalog().ListWorkers(all);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->items.size(), 1u);
+  EXPECT_EQ(workers->items[0].hostname(), "contract-host")
+      << "a refused registration renames nothing";
+  EXPECT_EQ(this->Worker("pool-a", id), id) << "its own name registers it again";
+  EXPECT_EQ(this->queue().ClaimWorker(id, "pool-b").value_or("?"), "pool-a");
+
+  const std::string unclaimed = this->Worker();
+  EXPECT_EQ(this->queue().ClaimWorker(unclaimed, "pool-c").value_or("?"), "pool-c");
+  EXPECT_EQ(this->queue().ClaimWorker(unclaimed, "pool-d").value_or("?"), "pool-c");
+  EXPECT_EQ(this->queue().ClaimWorker("7a1c3f6e-0000-4000-8000-0000000000dd", "x").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// What a worker may ask about: the runs it held (now or before), not another worker's.
+TYPED_TEST_P(StoreContractTest, RunHoldingsTellWhichRunsAWorkerHeld) {
+  this->Sweep("held", 2);
+  const std::string a = this->Worker("pool-a");
+  const std::string b = this->Worker("pool-b");
+  const LeasedRun mine = this->LeaseOne(a);
+  const LeasedRun theirs = this->LeaseOne(b);
+  Completion failure;
+  failure.run_id = mine.run.run_id();
+  failure.lease_epoch = mine.lease.lease_epoch();
+  failure.failure_class = v1::FAILURE_CLASS_USER_ERROR;
+  failure.retry = {v1::RUN_STATE_FAILED, mine.run.attempt(), absl::ZeroDuration()};
+  failure.decided_at_attempt = mine.run.attempt();
+  ASSERT_TRUE(this->queue().CompleteRun(failure).ok()) << "an ended run was still held";
+  const std::string gone = "7a1c3f6e-0000-4000-8000-0000000000ee";
+  absl::StatusOr<std::vector<RunHolding>> holdings =
+      this->queue().RunHoldings(a, {mine.run.run_id(), theirs.run.run_id(), gone});
+  ASSERT_TRUE(holdings.ok()) << holdings.status();
+  ASSERT_EQ(holdings->size(), 2u) << "a run that does not exist is left out";
+  EXPECT_EQ((*holdings)[0].run_id, mine.run.run_id());
+  EXPECT_TRUE((*holdings)[0].held);
+  EXPECT_EQ((*holdings)[1].run_id, theirs.run.run_id());
+  EXPECT_FALSE((*holdings)[1].held) << "pool-b's run was never pool-a's worker's";
+}
+
 TYPED_TEST_P(StoreContractTest, RunsPageInGridOrderAndBadTokensAreRefused) {
   const CreatedSweep sweep = this->Sweep("paged", 5);
   std::vector<std::string> seen;
@@ -728,7 +811,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     TheReaperRequeuesExpiredLeasesThenFailsThem,
     OutageGraceExtendsLiveLeasesByOneTtlAndNeverShortensOne,
     CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
-    IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
+    IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec, IdempotencyKeysAreEachOwners,
+    AWorkerIdBelongsToTheNameThatRegisteredItFirst, RunHoldingsTellWhichRunsAWorkerHeld,
     RunsPageInGridOrderAndBadTokensAreRefused);
 
 }  // namespace parity::server::testing

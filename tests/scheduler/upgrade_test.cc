@@ -109,6 +109,11 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   // Likewise its leases come with lease secrets, whose key lives in 0012's server_keys: the table
   // stands in while it leases, and the key is carried over the upgrade as a database keeps it.
   Sql(url, "CREATE TABLE server_keys (name text PRIMARY KEY, key bytea NOT NULL)");
+  // And its submissions and registrations name 0013's per-owner key and worker owner: they stand
+  // in while it writes and go before the upgrade, which makes them again.
+  Sql(url,
+      "ALTER TABLE sweeps ADD CONSTRAINT stand_in_owner_key UNIQUE (owner, idempotency_key); "
+      "ALTER TABLE workers ADD COLUMN owner text");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -140,6 +145,9 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url, "ALTER TABLE runs DROP COLUMN preemptions");
   const std::string lease_key = Sql(url, "SELECT encode(key, 'hex') FROM server_keys");
   Sql(url, "DROP TABLE server_keys");
+  Sql(url,
+      "ALTER TABLE sweeps DROP CONSTRAINT stand_in_owner_key; ALTER TABLE workers DROP COLUMN "
+      "owner");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "

@@ -42,7 +42,12 @@ auto OfferKey(const LeaseRequest& request) {
 absl::StatusOr<v1::Worker> MemoryRunStore::RegisterWorker(const WorkerRegistration& worker) {
   absl::MutexLock lock(&mu_);
   const std::string id = worker.worker_id.empty() ? NewId() : worker.worker_id;
+  if (auto it = workers_.find(id); it != workers_.end() && !worker.owner.empty() &&
+                                   !it->second.owner.empty() && it->second.owner != worker.owner) {
+    return WorkerOfAnotherIdentityError(id, "register");
+  }
   WorkerRow& row = workers_[id];
+  if (row.owner.empty()) row.owner = worker.owner;
   row.worker.Clear();
   row.worker.set_worker_id(id);
   row.worker.set_hostname(worker.hostname);
@@ -53,6 +58,26 @@ absl::StatusOr<v1::Worker> MemoryRunStore::RegisterWorker(const WorkerRegistrati
   v1::Worker result = row.worker;
   *result.mutable_last_seen_time() = ToProtoTime(row.last_seen);
   return result;
+}
+
+absl::StatusOr<std::string> MemoryRunStore::ClaimWorker(const std::string& worker_id,
+                                                        const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return NotFoundError("worker", worker_id, "is not registered");
+  if (it->second.owner.empty()) it->second.owner = owner;
+  return it->second.owner;
+}
+
+absl::StatusOr<std::vector<RunHolding>> MemoryRunStore::RunHoldings(
+    const std::string& worker_id, const std::vector<std::string>& run_ids) {
+  absl::MutexLock lock(&mu_);
+  std::vector<RunHolding> holdings;
+  for (const std::string& run_id : run_ids) {
+    auto it = runs_.find(run_id);
+    if (it != runs_.end()) holdings.push_back({run_id, it->second.held_by.contains(worker_id)});
+  }
+  return holdings;
 }
 
 std::vector<absl::StatusOr<std::optional<LeasedRun>>> MemoryRunStore::LeaseNextRuns(
@@ -126,6 +151,7 @@ absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseReq
   RunRow& run = *best_run;
   run.run.set_state(v1::RUN_STATE_LEASED);
   run.lease_owner = request.worker_id;
+  run.held_by.insert(request.worker_id);
   ++run.lease_epoch;
   run.lease_expires = now + request.ttl;
   run.run.set_cancel_requested(false);

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ class MemoryRunStore final : public SweepCatalog,
 
   // RunQueue (memory_run_queue.cc).
   absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) override;
+  absl::StatusOr<std::string> ClaimWorker(const std::string& worker_id,
+                                          const std::string& owner) override;
+  absl::StatusOr<std::vector<RunHolding>> RunHoldings(
+      const std::string& worker_id, const std::vector<std::string>& run_ids) override;
   std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
       const std::vector<const LeaseRequest*>& requests) override;
   absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) override;
@@ -102,7 +107,8 @@ class MemoryRunStore final : public SweepCatalog,
     v1::Run run;  // the answer, kept current; lease fields live below until rendered
     uint32_t ordinal = 0;
     int64_t lease_epoch = 0;
-    std::string lease_owner;  // empty = none
+    std::string lease_owner;        // empty = none
+    std::set<std::string> held_by;  // every worker that leased it (the events' worker ids)
     absl::Time lease_expires;
     std::vector<uint32_t> devices;
     absl::Time not_before = absl::InfinitePast();
@@ -116,6 +122,7 @@ class MemoryRunStore final : public SweepCatalog,
   struct WorkerRow {
     v1::Worker worker;  // last_seen_time rendered from `last_seen`
     absl::Time last_seen;
+    std::string owner;  // the token name that registered it first; empty = none
   };
 
   std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -134,7 +141,8 @@ class MemoryRunStore final : public SweepCatalog,
   std::mt19937_64 ids_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, SweepRow> sweeps_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::string> sweep_by_key_ ABSL_GUARDED_BY(mu_);
+  // (owner, idempotency key) → sweep id: keys are each owner's.
+  std::map<std::pair<std::string, std::string>, std::string> sweep_by_key_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, RunRow> runs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerRow> workers_ ABSL_GUARDED_BY(mu_);
   std::vector<TokenRow> tokens_ ABSL_GUARDED_BY(mu_);  // creation order

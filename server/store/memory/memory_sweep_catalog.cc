@@ -116,13 +116,11 @@ absl::StatusOr<CreatedSweep> MemoryRunStore::CreateSweep(const NewSweep& sweep) 
   absl::MutexLock lock(&mu_);
   CreatedSweep created;
   if (!sweep.idempotency_key.empty()) {
-    if (auto it = sweep_by_key_.find(sweep.idempotency_key); it != sweep_by_key_.end()) {
+    if (auto it = sweep_by_key_.find({sweep.owner, sweep.idempotency_key});
+        it != sweep_by_key_.end()) {
       const SweepRow& existing = sweeps_.at(it->second);
-      if (existing.spec_bytes != spec_bytes) {
-        return absl::AlreadyExistsError(absl::StrCat("idempotency key '", sweep.idempotency_key,
-                                                     "' was used for a different spec (sweep ",
-                                                     existing.sweep_id, ")"));
-      }
+      if (existing.spec_bytes != spec_bytes)
+        return IdempotencyKeyReusedError(sweep.owner, sweep.idempotency_key, existing.sweep_id);
       created.deduplicated = true;
       created.sweep = RenderSweep(existing);
       created.run_ids = existing.run_ids;
@@ -158,7 +156,9 @@ absl::StatusOr<CreatedSweep> MemoryRunStore::CreateSweep(const NewSweep& sweep) 
     row.run_ids.push_back(run.run.run_id());
     runs_.emplace(run.run.run_id(), std::move(run));
   }
-  if (!row.idempotency_key.empty()) sweep_by_key_[row.idempotency_key] = row.sweep_id;
+  if (!row.idempotency_key.empty()) {
+    sweep_by_key_[{row.owner, row.idempotency_key}] = row.sweep_id;
+  }
   created.run_ids = row.run_ids;
   created.sweep = RenderSweep(row);
   sweeps_.emplace(row.sweep_id, std::move(row));
@@ -238,7 +238,9 @@ absl::StatusOr<uint32_t> MemoryRunStore::DeleteSweep(const std::string& sweep_id
   }
   const uint32_t runs = static_cast<uint32_t>(it->second.run_ids.size());
   for (const std::string& run_id : it->second.run_ids) runs_.erase(run_id);
-  if (!it->second.idempotency_key.empty()) sweep_by_key_.erase(it->second.idempotency_key);
+  if (!it->second.idempotency_key.empty()) {
+    sweep_by_key_.erase({it->second.owner, it->second.idempotency_key});
+  }
   sweeps_.erase(it);
   return runs;
 }

@@ -44,14 +44,15 @@ namespace {
 
 void PrepareSweeps(pqxx::connection& c) {
   const std::string sweep_select = kSweepSelect;
-  // $1 key
+  // $1 key, $2 owner: keys are each owner's (migration 0013)
   c.prepare("sweep_by_key",
-            "SELECT sweep_id::text, spec_bytes FROM sweeps WHERE idempotency_key = $1");
+            "SELECT sweep_id::text, spec_bytes FROM sweeps WHERE owner = $2 AND "
+            "idempotency_key = $1");
   // $1 name, $2 spec json, $3 spec bytes, $4 key (NULL = none), $5 owner, $6 priority
   c.prepare("insert_sweep",
             "INSERT INTO sweeps (sweep_id, name, spec_json, spec_bytes, idempotency_key, owner, "
             "priority) VALUES (gen_random_uuid(), $1, $2::jsonb, $3, $4, $5, $6) "
-            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING sweep_id::text");
+            "ON CONFLICT (owner, idempotency_key) DO NOTHING RETURNING sweep_id::text");
   c.prepare("insert_run",
             "INSERT INTO runs (run_id, sweep_id, ordinal, name, spec_json, spec_bytes, role, "
             "layout, params, active_params, activation_rate, flops_per_token, compute_flops, "
@@ -122,13 +123,29 @@ void PrepareRuns(pqxx::connection& c) {
 }
 
 void PrepareWorkers(pqxx::connection& c) {
-  // $1 id (NULL = new), $2 hostname, $3 devices json, $4 labels json, $5 version
+  // $1 id (NULL = new), $2 hostname, $3 devices json, $4 labels json, $5 version, $6 owner
+  // (NULL = the scheduler's own process: claims nothing, may update any). An id owned by another
+  // name is left as it is and returns no row.
   c.prepare("register_worker",
-            "INSERT INTO workers (worker_id, hostname, devices, labels, version) VALUES "
-            "(coalesce($1::uuid, gen_random_uuid()), $2, $3::jsonb, $4::jsonb, $5) "
+            "INSERT INTO workers (worker_id, hostname, devices, labels, version, owner) VALUES "
+            "(coalesce($1::uuid, gen_random_uuid()), $2, $3::jsonb, $4::jsonb, $5, $6) "
             "ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, devices = "
             "excluded.devices, labels = excluded.labels, version = excluded.version, "
-            "last_seen_at = now() RETURNING worker_id::text, " PARITY_US("last_seen_at"));
+            "owner = coalesce(workers.owner, excluded.owner), last_seen_at = now() "
+            "WHERE excluded.owner IS NULL OR workers.owner IS NULL OR workers.owner = "
+            "excluded.owner RETURNING worker_id::text, " PARITY_US("last_seen_at"));
+  // $1 id, $2 the claiming name (NULL = claim nothing): the owner after the claim, '' for none.
+  c.prepare("claim_worker",
+            "WITH claimed AS (UPDATE workers SET owner = $2 WHERE worker_id = $1 AND owner IS "
+            "NULL AND $2::text IS NOT NULL RETURNING owner) SELECT coalesce((SELECT owner FROM "
+            "claimed), w.owner, '') FROM workers w WHERE w.worker_id = $1");
+  // $1 worker (NULL = none), $2 run ids (uuid[]): each existing run, in order, and whether the
+  // worker holds it now or an event names it (events_by_run: a run's few events).
+  c.prepare("run_holdings",
+            "SELECT r.run_id::text, coalesce(r.lease_owner = $1::uuid OR EXISTS (SELECT 1 FROM "
+            "events e WHERE e.run_id = r.run_id AND e.worker_id = $1::uuid), false) FROM "
+            "unnest($2::uuid[]) WITH ORDINALITY AS q(run_id, i) JOIN runs r ON r.run_id = "
+            "q.run_id ORDER BY q.i");
   // $1 seen within (seconds), $2 last_seen_at text of the last row ('' = first page), $3 its
   // id, $4 limit. Most recently seen first; active runs are the LEASED/RUNNING ones it owns.
   c.prepare("list_workers",

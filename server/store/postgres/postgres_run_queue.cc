@@ -14,6 +14,8 @@
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_support.h"
 #include "server/store/postgres/postgres_run_store.h"
+#include "server/store/store_errors.h"
+#include "server/store/uuid.h"
 
 namespace parity::server {
 namespace {
@@ -86,7 +88,10 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
     const pqxx::result rows =
         tx.exec_prepared("register_worker",
                          worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
-                         worker.hostname, devices.dump(), labels.dump(), worker.version);
+                         worker.hostname, devices.dump(), labels.dump(), worker.version,
+                         worker.owner.empty() ? std::nullopt : std::optional(worker.owner));
+    // No row: the id is another name's (the update's WHERE refused it), nothing changed.
+    if (rows.empty()) return WorkerOfAnotherIdentityError(worker.worker_id, "register");
     v1::Worker result;
     result.set_worker_id(rows[0][0].c_str());
     result.set_hostname(worker.hostname);
@@ -95,6 +100,35 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
     result.set_version(worker.version);
     *result.mutable_last_seen_time() = pg::TimestampFromMicros(rows[0][1].as<int64_t>());
     return result;
+  });
+}
+
+absl::StatusOr<std::string> PostgresRunStore::ClaimWorker(const std::string& worker_id,
+                                                          const std::string& owner) {
+  if (!IsUuid(worker_id)) return pg::NotFoundError("worker", worker_id, "is not registered");
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::string> {
+    const pqxx::result rows = tx.exec_prepared("claim_worker", worker_id,
+                                               owner.empty() ? std::nullopt : std::optional(owner));
+    if (rows.empty()) return pg::NotFoundError("worker", worker_id, "is not registered");
+    return std::string(rows[0][0].c_str());
+  });
+}
+
+absl::StatusOr<std::vector<RunHolding>> PostgresRunStore::RunHoldings(
+    const std::string& worker_id, const std::vector<std::string>& run_ids) {
+  pg::ArrayLiteral ids;
+  for (const std::string& id : run_ids) {
+    if (IsUuid(id)) ids.AddQuoted(id);  // anything else names no run
+  }
+  // A worker id that is no UUID never held anything; the runs still exist or not.
+  const std::optional<std::string> worker =
+      IsUuid(worker_id) ? std::optional(worker_id) : std::nullopt;
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<RunHolding>> {
+    std::vector<RunHolding> holdings;
+    for (const pqxx::row& row : tx.exec_prepared("run_holdings", worker, ids.Take())) {
+      holdings.push_back({row[0].c_str(), row[1].as<bool>()});
+    }
+    return holdings;
   });
 }
 

@@ -14,6 +14,7 @@
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
+#include "server/store/store_errors.h"
 
 namespace parity::server {
 namespace {
@@ -54,12 +55,12 @@ absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep
     if (inserted.empty()) {
       // The key is taken. ON CONFLICT waited for the other submission to commit, so the row is
       // visible to this (read committed) statement.
-      const pqxx::result existing = tx.exec_prepared("sweep_by_key", sweep.idempotency_key);
+      const pqxx::result existing =
+          tx.exec_prepared("sweep_by_key", sweep.idempotency_key, sweep.owner);
       if (existing.empty()) return absl::AbortedError("idempotency key race; retry");
       if (pg::BytesOf(existing[0][1]) != spec_bytes) {
-        return absl::AlreadyExistsError(absl::StrCat("idempotency key '", sweep.idempotency_key,
-                                                     "' was used for a different spec (sweep ",
-                                                     existing[0][0].c_str(), ")"));
+        return IdempotencyKeyReusedError(sweep.owner, sweep.idempotency_key,
+                                         existing[0][0].c_str());
       }
       CreatedSweep created;
       created.deduplicated = true;

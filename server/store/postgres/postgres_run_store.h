@@ -43,6 +43,10 @@ class PostgresRunStore final : public RunStore {
                                          const PageRequest& page) override;
   absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
   absl::StatusOr<v1::Worker> RegisterWorker(const WorkerRegistration& worker) override;
+  absl::StatusOr<std::string> ClaimWorker(const std::string& worker_id,
+                                          const std::string& owner) override;
+  absl::StatusOr<std::vector<RunHolding>> RunHoldings(
+      const std::string& worker_id, const std::vector<std::string>& run_ids) override;
   absl::StatusOr<Page<v1::Worker>> ListWorkers(const WorkersQuery& query) override;
   std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
       const std::vector<const LeaseRequest*>& requests) override;

@@ -70,14 +70,34 @@ export function mountSweepPage(root, sweepId) {
   const lastState = new Map();  // run_id → state seen at the previous poll
   let first = true;
 
+  let curveRunsPerPage = 0;  // runs one curves response holds (the server's runs_per_page)
+  function takeCurves(doc) {
+    curveRunsPerPage = doc.runs_per_page || curveRunsPerPage;
+    for (const curve of doc.runs || []) curves.set(curve.run_id, curve);
+  }
+
+  // A curves response holds at most the server's points per response, so the sweep's curves come
+  // page by page (next_page_token), and a list of runs in chunks of runs_per_page.
   async function fetchCurves(runs) {
     // Runs that may have new points: still live, or ended since the previous poll.
     const stale = runs.filter((run) => first || isLiveRun(run) ||
                                        lastState.get(run.run_id) !== run.state);
     if (stale.length === 0) return;
-    const ids = first || isReport ? '' : `&run_id=${stale.map((run) => run.run_id).join(',')}`;
-    const doc = await getJson(`/api/v1/sweeps/${encodeURIComponent(sweepId)}/curves?points=${CURVE_POINTS}${ids}`);
-    for (const curve of doc.runs || []) curves.set(curve.run_id, curve);
+    const base = `/api/v1/sweeps/${encodeURIComponent(sweepId)}/curves?points=${CURVE_POINTS}`;
+    if (first || isReport || !curveRunsPerPage) {
+      let token = '';
+      for (let page = 0; page < 10000; page++) {
+        const doc = await getJson(token ? `${base}&page_token=${encodeURIComponent(token)}` : base);
+        takeCurves(doc);
+        token = doc.next_page_token || '';
+        if (!token) break;
+      }
+      return;
+    }
+    for (let i = 0; i < stale.length; i += curveRunsPerPage) {
+      const ids = stale.slice(i, i + curveRunsPerPage).map((run) => run.run_id).join(',');
+      takeCurves(await getJson(`${base}&run_id=${ids}`));
+    }
   }
 
   return {
