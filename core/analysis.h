@@ -20,101 +20,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/analysis_law.h"
+#include "core/analysis_region.h"
 #include "core/efficiency_leverage.h"
 #include "parity/v1/sweep.pb.h"
 
 namespace parity::core {
-
-// Coverage of every interval the analysis reports (two-sided, percentile bootstrap).
-inline constexpr double kIntervalLevel = 0.9;
-
-// One finished run: x is C (FLOPs) or r_a (fraction); y is the final validation BPC.
-struct Observation {
-  double x = 0;
-  double y = 0;
-};
-
-// [low, high], in the unit of the value it bounds.
-struct Interval {
-  double low = 0;
-  double high = 0;
-};
-
-struct BootstrapOptions {
-  int resamples = 2000;
-  uint64_t seed = 0x5eed2026;  // fixed: the same runs give the same interval
-};
-
-struct DenseLawOptions {
-  double huber_delta = 0.01;  // bits per byte: where the loss turns from quadratic to linear
-  BootstrapOptions bootstrap{.resamples = 1000};
-};
-
-struct DenseLawFit {
-  double a = 0;  // bits per byte · FLOPs^b
-  double b = 0;  // dimensionless
-  double c = 0;  // irreducible loss (bits per byte), in [0, min observed loss)
-  int points = 0;
-  int budgets = 0;          // distinct compute budgets
-  double rms_residual = 0;  // bits per byte
-  // 90% intervals; unset with exactly three runs (no residual left to resample), and then
-  // `interval_note` says so.
-  std::optional<Interval> a_interval, b_interval, c_interval;
-  std::string interval_note;
-  int resamples = 0;               // bootstrap refits that succeeded
-  int repeated_data_excluded = 0;  // dense runs left out for repeating data (epochs > 1)
-  std::vector<std::array<double, 3>> replicates;  // (a, b, c) of each refit, for propagation
-};
-
-// Robust fit of L(C) = a·C^-b + c. FailedPrecondition (with the reason) below three distinct
-// compute budgets — three parameters are not identified by two — or when losses do not fall
-// with compute; InvalidArgument for C ≤ 0 or a loss that is not positive and finite.
-absl::StatusOr<DenseLawFit> FitDenseComputeLaw(std::span<const Observation> runs,
-                                               const DenseLawOptions& options = {});
-
-// L(C) of a fit.
-double DenseLoss(const DenseLawFit& fit, double compute);
-
-// C at which the dense law reaches `loss`; OutOfRange when loss ≤ c (never reached).
-absl::StatusOr<double> DenseComputeForLoss(const DenseLawFit& fit, double loss);
-
-// EL = C_dense(L_moe)/C_moe.
-absl::StatusOr<double> MeasuredEfficiencyLeverage(const DenseLawFit& fit, double moe_loss,
-                                                  double moe_compute);
-
-// The 90% interval of EL over the law's bootstrap replicates; unset when the fit has none or
-// fewer than 90% of them can place the loss (it is at or below their floor c).
-std::optional<Interval> EfficiencyLeverageInterval(const DenseLawFit& fit, double moe_loss,
-                                                   double moe_compute);
-
-enum class OptimumStatus {
-  kBracketed,     // an interior grid point is lower than both ends: optimum and interval given
-  kNotBracketed,  // the lowest mean is at an edge of the grid: no optimum
-  kTooFewRates,   // fewer than three distinct r_a
-  kPoorFit,       // bracketed, but the quadratic's minimum is not inside the grid
-};
-
-struct OptimalActivationFit {
-  OptimumStatus status = OptimumStatus::kTooFewRates;
-  std::string reason;  // why there is no optimum; empty when bracketed
-  // Set only when bracketed; always inside [min r_a, max r_a] of the runs.
-  double activation_rate = 0;  // r_a at the minimum of BPC = q(ln r_a) (fraction)
-  double bpc = 0;              // fitted BPC there (bits per byte)
-  // 90% bootstrap intervals over seeds resampled within each r_a; unset when no r_a has two seeds.
-  std::optional<Interval> activation_rate_interval, bpc_interval;
-  std::string interval_note;  // why there is no interval, or how many resamples hit an edge
-  int resamples = 0;
-  int resamples_at_edge = 0;  // resamples whose minimum was clamped to an end of the grid
-  double best_grid_activation_rate = 0;  // r_a of the lowest mean over seeds (fraction)
-  double best_grid_bpc = 0;              // that mean (bits per byte)
-  int points = 0;                        // runs
-  int rates = 0;                         // distinct r_a
-};
-
-// The optimum of one group's runs (x = r_a in (0, 1], y = BPC). InvalidArgument for bad input;
-// otherwise the status field says whether there is an answer.
-absl::StatusOr<OptimalActivationFit> FitOptimalActivation(std::span<const Observation> runs,
-                                                          const BootstrapOptions& options = {});
 
 // One finished run of a sweep as AnalyzeSweep sees it.
 struct FinishedRun {
