@@ -5,8 +5,6 @@
 // scaled by its geometric mean so the powers stay well conditioned. Intervals come from a
 // residual bootstrap: the fitted curve plus residuals drawn with replacement (inflated by
 // √(n/(n−3)) for the three fitted parameters), refitted each time.
-#include "core/analysis_law.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/analysis_law.h"
 #include "core/analysis_stats.h"
 #include "core/status_macros.h"
 

@@ -14,12 +14,14 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/analysis_frontier.h"
 #include "core/analysis_law.h"
 #include "core/analysis_region.h"
 #include "core/efficiency_leverage.h"
@@ -27,11 +29,27 @@
 
 namespace parity::core {
 
+// A group a run serves. The planner may let one run serve several groups (dense 2C at C1 is
+// the same run as dense 1C at C2): list each. Groups are keyed by GroupKey(); every bootstrap
+// draws a run once per replicate by its run id, whatever groups list it (analysis_stats.h).
+struct GroupMembership {
+  std::string compute_budget;   // budget label, e.g. "C1"
+  std::string data_variant;     // data variant label, e.g. "strict68B"
+  double compute_multiple = 1;  // the run's multiple of that budget (ratio), e.g. 2 for Dense-2C
+  std::map<std::string, std::string> keys;  // further grouping axes (ablation axis → value)
+};
+
+// "C1/unique" plus "/axis=value" for each extra key in key order: one string per group.
+std::string GroupKey(const GroupMembership& membership);
+
 // One finished run of a sweep as AnalyzeSweep sees it.
 struct FinishedRun {
   std::string run_id;
   const parity::v1::RunSpec* spec = nullptr;  // not owned; outlives the call
   double val_bpc = 0;                         // final validation BPC
+  // The groups it serves; empty → one, from the spec (compute_budget, data_variant,
+  // compute_multiple).
+  std::vector<GroupMembership> memberships;
 };
 
 struct RunLeverageResult {
@@ -48,6 +66,7 @@ struct RunLeverageResult {
 struct OptimalActivationGroup {
   std::string compute_budget;
   std::string data_variant;
+  std::string group;  // GroupKey (budget, variant and any extra axes)
   absl::StatusOr<OptimalActivationFit> fit;
 };
 
@@ -69,6 +88,19 @@ enum class DeltaVerdict {
   kIsBaseline,     // the 1C dense baseline itself: the reference of the others
 };
 
+// ΔBPC of a grid point against one dense baseline of its group.
+struct BaselineDelta {
+  std::string baseline;         // the baseline grid point's name, e.g. "dense-2C-C1-unique"
+  double compute_multiple = 0;  // its multiple of the group's budget (1, 2, 1.91 …)
+  std::string data_variant;     // its data variant (the baseline's own data policy)
+  double baseline_bpc = 0;      // its mean over seeds (bits per byte)
+  int baseline_seeds = 0;
+  double delta_bpc = 0;     // point mean − baseline mean (bits per byte)
+  double delta_spread = 0;  // √(spread² + baseline spread²) (bits per byte)
+  DeltaVerdict verdict = DeltaVerdict::kNoSpread;  // kExceedsSpread, kWithinSpread, kNoSpread
+  std::optional<double> welch_p;  // two-sided Welch p; set when both sides have ≥ 2 seeds
+};
+
 // One grid point (a model at one budget and data variant) over its seeds: a paper-table row.
 struct GridPointSummary {
   std::string name;  // run name without its seed suffix
@@ -83,11 +115,20 @@ struct GridPointSummary {
   std::optional<double> delta_bpc;  // bpc_mean − the 1C dense baseline's mean
   double delta_spread = 0;          // √(spread² + baseline spread²)
   DeltaVerdict verdict = DeltaVerdict::kNoBaseline;
-  std::optional<double> efficiency_leverage;  // mean over seeds of the measured EL
+  std::optional<double> efficiency_leverage;          // mean over seeds of the measured fixed-N EL
+  std::string group;                                  // GroupKey of the group this row belongs to
+  std::vector<BaselineDelta> baselines;               // against EVERY dense point of the group
+  std::optional<LeverageEstimate> frontier_leverage;  // MoE points: the papers' EL
+  std::optional<LeverageEstimate> fixed_n_leverage;   // MoE points: the dense shape's own law
 };
 
 struct SweepAnalysis {
+  // The FIXED-N law: the dense shape nearest in N to the MoE runs (all dense runs when there is
+  // no MoE run), fitted to its individual runs; its EL per run is `leverage`.
   absl::StatusOr<DenseLawFit> dense_fit = absl::FailedPreconditionError("no dense runs finished");
+  double dense_fit_params = 0;  // N of that shape (parameters)
+  // The compute-optimal frontier over every fresh-data dense run (the papers' EL).
+  absl::StatusOr<DenseFrontier> frontier = absl::FailedPreconditionError("no dense runs finished");
   std::vector<RunLeverageResult> leverage;                 // one per finished MoE run
   std::vector<OptimalActivationGroup> optimal_activation;  // one per group of MoE runs
   absl::StatusOr<ElLawFit> el_law = absl::FailedPreconditionError("no measured EL");
@@ -100,6 +141,11 @@ struct ElObservation {
   double activation_ratio = 0, granularity = 0, compute = 0, efficiency_leverage = 0;
 };
 absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation> runs);
+
+// ΔBPC of every grid point against every dense point of its group (analysis_baselines.cc); the
+// 1C dense point also fills delta_bpc/delta_spread/verdict.
+void CompareWithBaselines(std::vector<GridPointSummary>& points,
+                          const std::map<std::string, std::vector<double>>& bpc_of_point);
 
 // The whole analysis of a sweep's finished runs. The dense law is fitted to the dense runs that
 // see each token once (epochs ≤ 1); groups and grid points come out in first-seen order.

@@ -12,11 +12,11 @@ namespace parity::core::curve {
 
 // A group's runs by ascending r_a.
 struct RateGroup {
-  std::vector<double> rate;                     // r_a (fraction)
-  std::vector<double> t;                        // ln r_a − the group's mean ln r_a
-  std::vector<std::vector<double>> bpc;         // per r_a, one BPC per seed
-  std::vector<std::vector<std::string>> keys;   // per r_a, the runs' keys
-  std::vector<double> mean;                     // mean BPC per r_a
+  std::vector<double> rate;                    // r_a (fraction)
+  std::vector<double> t;                       // ln r_a − the group's mean ln r_a
+  std::vector<std::vector<double>> bpc;        // per r_a, one BPC per seed
+  std::vector<std::vector<std::string>> keys;  // per r_a, the runs' keys
+  std::vector<double> mean;                    // mean BPC per r_a
   double mean_log_rate = 0;
   double pooled_sd = 0;  // √(pure-error sum of squares / df_pure), bits per byte
   int df_pure = 0;       // runs − rates

@@ -184,8 +184,8 @@ void FitPointOptimum(const RateGroup& g, size_t best, const BootstrapOptions& op
   if (out.status != OptimumStatus::kBracketed) return;
   if (!out.lack_of_fit.tested) {
     out.status = OptimumStatus::kFitUnchecked;
-    out.reason = absl::StrCat("no point optimum: the fit cannot be checked (",
-                              out.lack_of_fit.note, ")");
+    out.reason =
+        absl::StrCat("no point optimum: the fit cannot be checked (", out.lack_of_fit.note, ")");
     return;
   }
   if (out.lack_of_fit.p_value < kTestLevel) {
@@ -193,8 +193,8 @@ void FitPointOptimum(const RateGroup& g, size_t best, const BootstrapOptions& op
     out.reason = absl::StrFormat(
         "no point optimum: the lack-of-fit test rejects the %s (F = %.3g on %d and %d df, "
         "p = %.3g < %.2f)",
-        out.lack_of_fit.curve, out.lack_of_fit.f, out.lack_of_fit.df_lack,
-        out.lack_of_fit.df_pure, out.lack_of_fit.p_value, kTestLevel);
+        out.lack_of_fit.curve, out.lack_of_fit.f, out.lack_of_fit.df_lack, out.lack_of_fit.df_pure,
+        out.lack_of_fit.p_value, kTestLevel);
     return;
   }
   const Minimum m = MinimumOn(*p, g.t[w.begin], g.t[w.end - 1]);

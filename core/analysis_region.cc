@@ -12,6 +12,8 @@
 // α = 0.10; a point stays in the region while p ≥ 0.10. The best is chosen by the same data it is
 // tested against, which biases its mean low and makes the test reject slightly more often than
 // 10% when two points are truly equal: the region errs on the narrow side, never wide.
+#include "core/analysis_region.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -22,7 +24,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/analysis_curve.h"
-#include "core/analysis_region.h"
 #include "core/analysis_stats.h"
 
 namespace parity::core {
@@ -35,9 +36,9 @@ absl::StatusOr<curve::RateGroup> Gather(std::span<const RateRun> runs) {
   std::set<std::pair<std::string, double>> seen;
   for (const RateRun& r : runs) {
     if (!(r.activation_rate > 0 && r.activation_rate <= 1) || !std::isfinite(r.bpc)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("every run needs r_a in (0, 1] and a finite BPC; got r_a = ",
-                       r.activation_rate, ", BPC = ", r.bpc, " (run ", r.run_key, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "every run needs r_a in (0, 1] and a finite BPC; got r_a = ", r.activation_rate,
+          ", BPC = ", r.bpc, " (run ", r.run_key, ")"));
     }
     if (!seen.insert({r.run_key, r.activation_rate}).second) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -81,8 +82,8 @@ void BestProbabilities(const curve::RateGroup& g, const BootstrapOptions& option
     for (double y : g.bpc[i]) deviation[i].push_back((y - g.mean[i]) * inflate / n);
     any_spread = any_spread || n > 1;
   }
-  const size_t best = static_cast<size_t>(std::min_element(g.mean.begin(), g.mean.end()) -
-                                          g.mean.begin());
+  const size_t best =
+      static_cast<size_t>(std::min_element(g.mean.begin(), g.mean.end()) - g.mean.begin());
   if (!any_spread) {
     out.grid[best].probability_best = 1;
     return;
@@ -153,10 +154,10 @@ bool BracketedWithEvidence(const curve::RateGroup& g, size_t best, OptimalActiva
     out.status = OptimumStatus::kNotBracketed;
     out.reason =
         p.p_value_above_best
-            ? absl::StrFormat("not bracketed with evidence: the end r_a = %s is not significantly "
-                              "above the best %s (one-sided Welch p = %.3g ≥ %.2f)",
-                              Percent(g.rate[end]), Percent(g.rate[best]),
-                              *p.p_value_above_best, kTestLevel)
+            ? absl::StrFormat(
+                  "not bracketed with evidence: the end r_a = %s is not significantly "
+                  "above the best %s (one-sided Welch p = %.3g ≥ %.2f)",
+                  Percent(g.rate[end]), Percent(g.rate[best]), *p.p_value_above_best, kTestLevel)
             : absl::StrCat("not bracketed with evidence: no test of the end r_a = ",
                            Percent(g.rate[end]), " against the best ", Percent(g.rate[best]),
                            " (one seed on a side; run ≥ 2 seeds)");
@@ -183,8 +184,8 @@ absl::StatusOr<OptimalActivationFit> FitOptimalActivation(std::span<const RateRu
     p.bpc_mean = g.mean[i];
     p.bpc_spread = stats::Spread(g.bpc[i]);
   }
-  const size_t best = static_cast<size_t>(std::min_element(g.mean.begin(), g.mean.end()) -
-                                          g.mean.begin());
+  const size_t best =
+      static_cast<size_t>(std::min_element(g.mean.begin(), g.mean.end()) - g.mean.begin());
   out.best_grid_activation_rate = g.rate[best];
   out.best_grid_bpc = g.mean[best];
   BestProbabilities(g, options, out);

@@ -37,10 +37,10 @@ enum class OptimumStatus {
 };
 
 enum class RegionMembership {
-  kBest,       // the best grid point itself
-  kInside,     // not distinguishable from the best (one-sided Welch p ≥ 0.10)
-  kOutside,    // significantly above the best (p < 0.10)
-  kUntested,   // this point or the best has one seed: no test possible
+  kBest,      // the best grid point itself
+  kInside,    // not distinguishable from the best (one-sided Welch p ≥ 0.10)
+  kOutside,   // significantly above the best (p < 0.10)
+  kUntested,  // this point or the best has one seed: no test possible
 };
 
 // One grid point (one r_a) of the group.
@@ -78,7 +78,7 @@ struct OptimalActivationFit {
   std::optional<Interval> activation_rate_interval, bpc_interval;
   std::string interval_note;  // why there is no interval
   int resamples = 0;
-  int resamples_at_edge = 0;  // resamples whose window minimum lay at a window end
+  int resamples_at_edge = 0;             // resamples whose window minimum lay at a window end
   double best_grid_activation_rate = 0;  // r_a of the lowest mean over seeds (fraction)
   double best_grid_bpc = 0;              // that mean (bits per byte)
   int points = 0;                        // runs

@@ -102,9 +102,9 @@ TEST(OptimumCoverageTest, ReportedIntervalsCoverTheTrueOptimumOfSkewedCurves) {
           const Tally t = Simulate(shape, optimum, noise, seeds, 100, 1000 * seeds + 7);
           reported += t.reported;
           covered += t.covered;
-          std::printf("%-15s r_opt %.2f sd %.3f seeds %d: point %3d/%d, interval %3d, covered %3d\n",
-                      Name(shape), optimum, noise, seeds, t.point, t.trials, t.reported,
-                      t.covered);
+          std::printf(
+              "%-15s r_opt %.2f sd %.3f seeds %d: point %3d/%d, interval %3d, covered %3d\n",
+              Name(shape), optimum, noise, seeds, t.point, t.trials, t.reported, t.covered);
           if (t.reported < 20) continue;  // too few intervals to measure a rate
           ++configurations_with_intervals;
           EXPECT_GE(t.covered, 0.85 * t.reported)

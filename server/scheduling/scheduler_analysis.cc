@@ -59,6 +59,8 @@ v1::OptimumStatus StatusOf(core::OptimumStatus status) {
       return v1::OPTIMUM_STATUS_TOO_FEW_RATES;
     case core::OptimumStatus::kPoorFit:
       return v1::OPTIMUM_STATUS_POOR_FIT;
+    case core::OptimumStatus::kFitUnchecked:  // no proto value yet; the reason says it
+      return v1::OPTIMUM_STATUS_UNSPECIFIED;
   }
   return v1::OPTIMUM_STATUS_UNSPECIFIED;
 }
@@ -162,7 +164,7 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
   std::vector<core::FinishedRun> finished;
   finished.reserve(runs.size());
   for (const v1::Run& run : runs) {
-    finished.push_back({run.run_id(), &run.spec(), run.summary().final_val_bpc()});
+    finished.push_back({run.run_id(), &run.spec(), run.summary().final_val_bpc(), {}});
   }
   const core::SweepAnalysis analysis = core::AnalyzeFinishedRuns(finished);
 
