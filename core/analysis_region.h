@@ -5,10 +5,12 @@
 //     of "this point's mean is above the best's", p ≥ 0.10 keeps a point in the region);
 //   * a lack-of-fit test of the fitted curve, and a fitted point optimum with a 90% interval
 //     ONLY when that fit passes and both ends of the grid are significantly above the best.
-// The fitted curve is a quadratic in ln r_a over a local window — the best grid point and up to
-// two neighbours on each side — so a skewed curve is not forced into one global symmetric shape;
-// its interval is a parametric bootstrap with the group's pooled seed spread, and is withheld
-// when the bootstrap shows the window's estimate is unstable (see OptimalActivationFit).
+// The point optimum is the vertex of a quadratic in ln r_a through the best grid point and its
+// two neighbours; the quadratic over the best point and two neighbours each side is the curve the
+// lack-of-fit test checks (locally a smooth minimum is a parabola; one quadratic over the whole
+// grid imposes a symmetry skewed curves do not have). Its 90% interval is the region test's
+// bracket: the nearest grid points on each side that are significantly above the best
+// (analysis_optimum.cc; coverage simulated in core/tests/analysis_coverage_test.cc).
 #pragma once
 
 #include <optional>
@@ -72,13 +74,13 @@ struct OptimalActivationFit {
   // Set only when kBracketed; always inside the window's measured r_a.
   double activation_rate = 0;  // r_a at the fitted minimum (fraction)
   double bpc = 0;              // fitted BPC there (bits per byte)
-  // 90% parametric-bootstrap intervals; unset when not kBracketed, with one seed, or when more
-  // than kMaxEdgeShare of the resamples put the minimum at an end of their window (the interval
-  // would be censored there and does not reach its coverage; core/tests/analysis_coverage_test).
+  // The 90% bracket of the optimum's r_a (set with the point optimum only). bpc_interval stays
+  // unset: only the location's coverage is verified. resamples and resamples_at_edge stay 0 (the
+  // bracket needs no bootstrap); kept for today's callers.
   std::optional<Interval> activation_rate_interval, bpc_interval;
   std::string interval_note;  // why there is no interval
   int resamples = 0;
-  int resamples_at_edge = 0;             // resamples whose window minimum lay at a window end
+  int resamples_at_edge = 0;
   double best_grid_activation_rate = 0;  // r_a of the lowest mean over seeds (fraction)
   double best_grid_bpc = 0;              // that mean (bits per byte)
   int points = 0;                        // runs
@@ -91,9 +93,6 @@ struct OptimalActivationFit {
   int probability_resamples = 0;   // 0 when no r_a has two seeds (then only the best has 1)
   LackOfFit lack_of_fit;
 };
-
-// Share of interval resamples at a window end above which no interval is reported.
-inline constexpr double kMaxEdgeShare = 0.2;
 
 // The optimum of one group's runs. InvalidArgument for r_a outside (0, 1], a non-finite BPC or
 // a run repeated with the same key and r_a; otherwise `status` says what could be answered.
