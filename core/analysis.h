@@ -1,15 +1,14 @@
-// Analysis of finished sweeps (the scheduler's AnalyzeSweep calls these). Every figure comes with
-// its uncertainty or with the reason there is none:
-//   * the dense compute law L(C) = a·C^-b + c, Huber-robust, c kept in [0, min observed loss),
-//     refused below three distinct compute budgets, with 90% residual-bootstrap intervals;
-//   * measured efficiency leverage EL = C_dense(L_moe)/C_moe with an interval propagated from the
-//     law's bootstrap replicates;
-//   * the optimal r_a of a (compute budget, data variant) group, only when an interior grid point
-//     is lower than both ends, with a 90% bootstrap interval over seeds (analysis_optimum.cc);
-//   * the joint EL law of the published paper refitted to a sweep's budgets and granularities, and
-//     ΔBPC of every grid point against the 1C dense baseline beside its seed-to-seed spread
-//     (analysis_sweep.cc).
-// Bootstraps use a fixed RNG seed so that the same runs always give the same answer.
+// Analysis of finished sweeps (the scheduler's AnalyzeSweep calls AnalyzeFinishedRuns). Every
+// figure comes with its uncertainty or the reason there is none, and says which quantity it is:
+//   * the dense compute law and the fixed-N EL of each MoE run (analysis_law.h);
+//   * the compute-optimal dense frontier and the frontier EL — the papers' EL — of each MoE grid
+//     point, with extrapolation flags and both-sided intervals (analysis_frontier.h);
+//   * per group: best grid point, best-point probabilities, the region, a lack-of-fit test and a
+//     point optimum only when it is supported (analysis_region.h);
+//   * ΔBPC of every grid point against every dense baseline of its group (analysis_baselines.cc)
+//     and the joint EL law refitted (analysis_sweep.cc).
+// A run may serve several groups (FinishedRun::memberships); it is one run in every law and
+// bootstrap. Bootstraps use fixed seeds so the same runs always give the same answer.
 #pragma once
 
 #include <array>
@@ -56,7 +55,8 @@ struct RunLeverageResult {
   std::string run_id;
   std::string name;
   double activation_rate = 0;
-  std::optional<double> efficiency_leverage;  // unset when there is no law or it cannot place L
+  // FIXED-N EL (the dense shape's own law); unset when there is no law or it cannot place L.
+  std::optional<double> efficiency_leverage;
   std::optional<Interval> efficiency_leverage_interval;
   std::string missing_reason;  // why efficiency_leverage is unset
   double predicted_efficiency_leverage = 0;
