@@ -129,7 +129,7 @@ std::string Optima(const AnalyzeSweepResponse& a) {
                                     : fmt::format("{} (n=1)", Fixed(p.bpc_mean())),
                       o.probability_resamples() > 0 ? Percent(p.probability_best()) : "—",
                       RegionStatusText(p.region()),
-                      p.has_p_value_above_best() ? Fixed(p.p_value_above_best(), 3) : "—"});
+                      p.has_p_value_above_best() ? PValue(p.p_value_above_best()) : "—"});
     }
     absl::StrAppend(&details, "### ", rows.back()[0], "\n\n", "Region: ", o.region_note(), ". ",
                     o.probability_resamples() > 0

@@ -11,6 +11,8 @@ std::string Fixed(double value, int digits) { return fmt::format("{:.{}f}", valu
 
 std::string Signed(double value, int digits) { return fmt::format("{:+.{}f}", value, digits); }
 
+std::string PValue(double p) { return fmt::format("{:.3g}", p); }
+
 std::string FixedWithInterval(double value, bool has_interval,
                               const parity::v1::ConfidenceInterval& interval, int digits) {
   if (!has_interval) return Fixed(value, digits);
@@ -73,9 +75,9 @@ std::string RegionText(const parity::v1::OptimalActivation& optimum) {
 std::string LackOfFitText(const parity::v1::LackOfFit& lack_of_fit) {
   switch (lack_of_fit.verdict()) {
     case parity::v1::LACK_OF_FIT_VERDICT_PASSES:
-      return fmt::format("passes (p = {:.3f})", lack_of_fit.p_value());
+      return fmt::format("passes (p = {})", PValue(lack_of_fit.p_value()));
     case parity::v1::LACK_OF_FIT_VERDICT_REJECTED:
-      return fmt::format("rejected (p = {:.3f})", lack_of_fit.p_value());
+      return fmt::format("rejected (p = {})", PValue(lack_of_fit.p_value()));
     default:
       return absl::StrCat("untested: ", lack_of_fit.note());
   }
@@ -92,7 +94,7 @@ std::string PointOptimumText(const parity::v1::OptimalActivation& optimum) {
 }
 
 std::string WelchText(const parity::v1::BaselineDelta& delta) {
-  return delta.has_welch_p() ? fmt::format("p = {:.3f}", delta.welch_p()) : "—";
+  return delta.has_welch_p() ? absl::StrCat("p = ", PValue(delta.welch_p())) : "—";
 }
 
 }  // namespace parity::cli

@@ -16,6 +16,8 @@ std::string Percent(double fraction);
 std::string Fixed(double value, int digits = 4);
 // 0.0123 → "+0.0123", −0.0123 → "-0.0123".
 std::string Signed(double value, int digits = 4);
+// A p-value to three significant figures: 0.217, 0.000301.
+std::string PValue(double p);
 // "value [low – high]" in `digits` decimals, or the value alone without an interval.
 std::string FixedWithInterval(double value, bool has_interval,
                               const parity::v1::ConfidenceInterval& interval, int digits);
@@ -33,7 +35,7 @@ std::string RegionStatusText(parity::v1::RegionStatus status);
 // "15.0% – 40.0%" (with " (not contiguous)"), or "— (note)" when the group has no region.
 std::string RegionText(const parity::v1::OptimalActivation& optimum);
 
-// "passes (p = 0.43)", "rejected (p = 0.02)" or "untested: why".
+// "passes (p = 0.43)", "rejected (p = 0.000301)" or "untested: why".
 std::string LackOfFitText(const parity::v1::LackOfFit& lack_of_fit);
 
 // "24.1% [15.0% – 40.0%]" for a point optimum with its bracket, else "none: reason".

@@ -30,11 +30,17 @@ export function regionText(optimum) {
   return `${percent(region.low)} – ${percent(region.high)}${region.contiguous ? '' : ' (not contiguous)'}`;
 }
 
-// "passes (p = 0.430)", "rejected (p = 0.020)" or "untested: why".
+// A p-value to three significant figures: 0.217, 0.000301 (as cli/report_format.h's PValue).
+export function pValue(p) {
+  const v = num(p);
+  return Number.isFinite(v) ? String(Number(v.toPrecision(3))) : '—';
+}
+
+// "passes (p = 0.43)", "rejected (p = 0.000301)" or "untested: why".
 export function lackOfFitText(lackOfFit) {
   const verdict = lackOfFit?.verdict;
-  if (verdict === 'LACK_OF_FIT_VERDICT_PASSES') return `passes (p = ${fixed(lackOfFit.p_value, 3)})`;
-  if (verdict === 'LACK_OF_FIT_VERDICT_REJECTED') return `rejected (p = ${fixed(lackOfFit.p_value, 3)})`;
+  if (verdict === 'LACK_OF_FIT_VERDICT_PASSES') return `passes (p = ${pValue(lackOfFit.p_value)})`;
+  if (verdict === 'LACK_OF_FIT_VERDICT_REJECTED') return `rejected (p = ${pValue(lackOfFit.p_value)})`;
   return `untested: ${lackOfFit?.note || ''}`;
 }
 
@@ -49,5 +55,5 @@ export function pointOptimumText(optimum) {
 
 // "p = 0.031" or "—" without a Welch test (a side with one seed).
 export function welchText(delta) {
-  return delta.welch_p === undefined || delta.welch_p === null ? '—' : `p = ${fixed(delta.welch_p, 3)}`;
+  return delta.welch_p === undefined || delta.welch_p === null ? '—' : `p = ${pValue(delta.welch_p)}`;
 }

@@ -2,7 +2,8 @@
 // and GridPointSummary.baselines): the best grid point, the region with every grid point's
 // probability of being best and its status, the lack-of-fit verdict, the point optimum with its
 // 90% bracket or the reason there is none, and ΔBPC against every dense baseline.
-import {lackOfFitText, pointOptimumText, REGION_TEXT, regionText, welchText} from '../analysis_text.js';
+import {lackOfFitText, pointOptimumText, pValue, REGION_TEXT, regionText,
+        welchText} from '../analysis_text.js';
 import {fixed, h, num, percent, signed} from '../format.js';
 import {multipleLabel} from '../figures.js';
 
@@ -50,7 +51,7 @@ function regionTable(o) {
              h('td', {class: 'numeric', 'data-testid': 'probability-best'},
                resampled ? percent(p.probability_best) : '—'),
              h('td', {class: inRegion ? 'strong' : 'muted'}, REGION_TEXT[p.region] || ''),
-             h('td', {class: 'numeric'}, p.p_value_above_best === undefined ? '—' : fixed(p.p_value_above_best, 3)));
+             h('td', {class: 'numeric'}, p.p_value_above_best === undefined ? '—' : pValue(p.p_value_above_best)));
   });
   const how = resampled ? `P(best) over ${o.probability_resamples} seed resamples.`
                         : 'P(best) not estimated: no r_a has two seeds.';
