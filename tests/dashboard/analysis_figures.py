@@ -53,7 +53,8 @@ def same(what, api, client, tolerance=1e-9):
             return
 
 
-LEVERAGE_CELL = re.compile(r"^([\d.]+)(?: \[([\d.]+) – ([\d.]+)\])?(?: \(extrapolated ×([\d.]+)\))?$")
+LEVERAGE_CELL = re.compile(
+    r"^([\d.]+)(?: \[([\d.]+) – ([\d.]+)\])?(?: \(extrapolated ×([\d.]+)\))?$")
 
 
 def markdown_leverage(cell):
@@ -61,7 +62,8 @@ def markdown_leverage(cell):
         return None, None, None, None
     m = LEVERAGE_CELL.match(cell)
     if not m:
-        fail(f"analysis.md: an EL cell reads {cell!r}, not 'value [low – high] (extrapolated ×k)'")
+        fail(f"analysis.md: an EL cell reads {cell!r}, "
+             "not 'value [low – high] (extrapolated ×k)'")
         return None, None, None, None
     return tuple(float(g) if g is not None else None for g in m.groups())
 
@@ -117,7 +119,8 @@ def check_points(api, analysis, tables):
         if set(api_baselines) != set(client_baselines):
             fail(f"{key}: baselines {sorted(api_baselines)} in the API, {sorted(client_baselines)} "
                  "in the Python client")
-    shown_baselines = {(r[1], r[0], r[2]): r for r in tables.get("ΔBPC against every dense baseline", [])}
+    shown_baselines = {(r[1], r[0], r[2]): r
+                       for r in tables.get("ΔBPC against every dense baseline", [])}
     for p in api["grid_points"]:
         c = client.get((p["group"], p["name"]))
         for b in p.get("baselines", []):
@@ -137,7 +140,8 @@ def check_points(api, analysis, tables):
 
 REGION_WORD = {"REGION_STATUS_BEST": "best", "REGION_STATUS_INSIDE": "inside",
                "REGION_STATUS_OUTSIDE": "outside", "REGION_STATUS_UNTESTED": "untested"}
-LACK_OF_FIT_WORD = {"LACK_OF_FIT_VERDICT_PASSES": "passes", "LACK_OF_FIT_VERDICT_REJECTED": "rejected",
+LACK_OF_FIT_WORD = {"LACK_OF_FIT_VERDICT_PASSES": "passes",
+                    "LACK_OF_FIT_VERDICT_REJECTED": "rejected",
                     "LACK_OF_FIT_VERDICT_UNTESTED": "untested"}
 
 
@@ -160,18 +164,22 @@ def check_optima(api, analysis, tables):
                  f"{c.lack_of_fit.verdict} in the Python client")
         bracketed = o["status"] == "OPTIMUM_STATUS_BRACKETED"
         if bracketed != (c.point_optimum is not None):
-            fail(f"{group}: status {o['status']} but the Python client's point optimum is {c.point_optimum}")
+            fail(f"{group}: status {o['status']} but the Python client's point optimum is "
+                 f"{c.point_optimum}")
         row = shown.get(group)
         if row is None:
             fail(f"analysis.md's optimum table has no row for {group}")
             continue
         if not row[3].startswith(LACK_OF_FIT_WORD[o["lack_of_fit"]["verdict"]]):
-            fail(f"{group}: analysis.md's lack of fit reads {row[3]!r}, the API says {o['lack_of_fit']}")
+            fail(f"{group}: analysis.md's lack of fit reads {row[3]!r}, "
+                 f"the API says {o['lack_of_fit']}")
         if bracketed == row[4].startswith("none: "):
-            fail(f"{group}: analysis.md's point optimum reads {row[4]!r}, the API's status is {o['status']}")
+            fail(f"{group}: analysis.md's point optimum reads {row[4]!r}, "
+                 f"the API's status is {o['status']}")
         if not bracketed and row[4] != f"none: {o['reason']}":
             fail(f"{group}: analysis.md's reason {row[4]!r} differs from the API's {o['reason']!r}")
-        if region and not row[2].startswith(f"{100 * region['low']:.1f}% – {100 * region['high']:.1f}%"):
+        span = f"{100 * region['low']:.1f}% – {100 * region['high']:.1f}%" if region else ""
+        if region and not row[2].startswith(span):
             fail(f"{group}: analysis.md's region {row[2]!r}, the API's {region}")
         grid_rows = tables.get(group, [])
         if len(grid_rows) != len(o["grid"]) or len(c.grid) != len(o["grid"]):

@@ -22,8 +22,9 @@ def response():
         f.points.add(compute=compute, params=params, bpc=bpc, seeds=2, sizes=3)
     f.law_refusal = "fewer than three budgets"  # law unset: None beside the reason
     f.runs = 18
-    moe = r.grid_points.add(name="moe-ra25-C1-unique", group="C1/unique", role=sweep_pb2.RUN_ROLE_MOE,
-                            activation_rate=0.25, seeds=2, bpc_mean=1.7)
+    moe = r.grid_points.add(name="moe-ra25-C1-unique", group="C1/unique",
+                            role=sweep_pb2.RUN_ROLE_MOE, activation_rate=0.25, seeds=2,
+                            bpc_mean=1.7)
     moe.frontier_leverage.value = 1.6
     moe.frontier_leverage.extrapolated = True
     moe.frontier_leverage.extrapolation_factor = 1.9
@@ -92,8 +93,8 @@ class AnalysisTest(unittest.TestCase):
         self.assertEqual(o.lack_of_fit.verdict, "untested")
         bracketed = self.analysis.optimum("C2/unique")
         self.assertEqual(bracketed.point_optimum, 0.22)
-        self.assertEqual((bracketed.point_optimum_bracket.low, bracketed.point_optimum_bracket.high),
-                         (0.15, 0.4))
+        bracket = bracketed.point_optimum_bracket
+        self.assertEqual((bracket.low, bracket.high), (0.15, 0.4))
         self.assertIsNone(bracketed.region_low, "no region set: None, not 0%")
         with self.assertRaisesRegex(KeyError, "C1/unique"):
             self.analysis.optimum("C9/none")
