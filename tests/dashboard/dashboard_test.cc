@@ -418,12 +418,12 @@ TEST_F(DashboardTest, AnalysisIsTheSameInTheApiTheReportAndThePythonClient) {
       << "the terminal names which EL it prints: " << report.output;
   EXPECT_NE(report.output.find("fixed-N EL"), std::string::npos) << report.output;
 
-  const ChildResult python = RunChild(
-      {"/usr/bin/env", absl::StrCat("PYTHONPATH=", PARITY_PYTHON_CLIENT_DIR), PARITY_PYTHON,
-       PARITY_ANALYSIS_FIGURES_SCRIPT, "--api-json", api_json.string(), "--report-md",
-       (out / "analysis.md").string(), "--scheduler", scheduler, "--token",
-       parity::testing::kTestAdminToken, "--sweep", study_.sweep_id},
-      (scratch_ / "analysis-figures.log").string(), absl::Seconds(120));
+  const ChildResult python =
+      RunChild({"/usr/bin/env", absl::StrCat("PYTHONPATH=", PARITY_PYTHON_CLIENT_DIR),
+                PARITY_PYTHON, PARITY_ANALYSIS_FIGURES_SCRIPT, "--api-json", api_json.string(),
+                "--report-md", (out / "analysis.md").string(), "--scheduler", scheduler, "--token",
+                parity::testing::kTestAdminToken, "--sweep", study_.sweep_id},
+               (scratch_ / "analysis-figures.log").string(), absl::Seconds(120));
   EXPECT_FALSE(python.timed_out) << python.output;
   EXPECT_EQ(python.exit_code, 0) << python.output;
 }
