@@ -110,9 +110,19 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
              ? fmt::format("{:.2f}", r.predicted_efficiency_leverage())
              : "-"});
   }
-  const TableRow header = {"run",     "layout", "state", "r_a",    "N",       "N_a",
-                           "C",       "D",      "D̂",     "epochs", "val BPC", "ΔBPC vs dense 1C",
-                           "EL (law)"};
+  const TableRow header = {"run",
+                           "layout",
+                           "state",
+                           "r_a",
+                           "N",
+                           "N_a",
+                           "C",
+                           "D",
+                           "D̂",
+                           "epochs",
+                           "val BPC",
+                           "ΔBPC vs dense 1C",
+                           "EL predicted (published law)"};
   return table ? RenderTable(header, out_rows, {"run", "layout", "state"})
                : RenderCsv(header, out_rows);
 }

@@ -27,7 +27,9 @@ std::string FormatSweepList(const std::vector<parity::v1::Sweep>& sweeps);
 std::string FormatSweepRuns(const parity::v1::Sweep& sweep,
                             const std::vector<parity::v1::Run>& runs);
 
-// The results table: accounting, final validation BPC and ΔBPC against the 1C dense baseline.
+// The results table: accounting, final validation BPC, ΔBPC against the 1C dense baseline and
+// the EL the published joint law predicts (not a measurement: measured EL, frontier and fixed-N,
+// is `parity report`'s).
 std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format);
 
 // Workers with their devices and active runs.

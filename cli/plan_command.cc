@@ -73,7 +73,11 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
                    "table (aligned, human units; default), csv (full precision) or json (the "
                    "RunSpec list as proto JSON)")
       ->check(CLI::IsMember({"table", "csv", "json"}));
-  plan->footer(std::string(kExitCodesHelp));
+  plan->footer(
+      "\"EL law\" is the efficiency leverage the published joint law predicts for an MoE run, "
+      "not a measurement; `parity report` gives the measured frontier EL (the papers') and "
+      "fixed-N EL of a finished sweep.\n\n" +
+      std::string(kExitCodesHelp));
   plan->callback([options, &exit_code] { exit_code = RunPlan(*options); });
 }
 

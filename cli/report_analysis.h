@@ -1,7 +1,10 @@
 // analysis.md of `parity report`: the sweep's analysis as Markdown tables a paper can quote —
-// the dense law with its 90% intervals, each group's optimal r_a with its interval or the reason
-// there is none, the joint EL law beside the published coefficients, the grid points over seeds
-// (model, N, N_a, r_a, D, D̂, epochs, BPC ± spread, ΔBPC, EL) and every MoE run's EL.
+// every MoE grid point's frontier EL (the papers') and fixed-N EL, each with its interval and
+// extrapolation mark; per group the best grid point, the region with every point's probability
+// of being best, the lack-of-fit verdict and a point optimum with its bracket or the reason there
+// is none; ΔBPC against every dense baseline with its Welch p; the dense frontier and the fixed-N
+// law with their intervals; the joint EL law; the grid points over seeds; every run's fixed-N EL.
+// Wording shared with the terminal and runs.csv: cli/report_format.h.
 #pragma once
 
 #include <optional>
@@ -17,8 +20,9 @@ std::string AnalysisMarkdown(const std::string& sweep_name,
                              const std::optional<parity::v1::AnalyzeSweepResponse>& analysis,
                              const absl::Status& error);
 
-// One line per group for the terminal: "C1 · unique: optimal r_a 22.1% [18.0% – 27.5%]" or the
-// reason there is none.
+// Two lines per group for the terminal: "C1/unique: best grid r_a 25.0% (BPC 1.2345); region
+// 15.0% – 40.0%; lack of fit passes (p = 0.430); point optimum 24.1% [15.0% – 40.0%]" (or
+// "none: reason"), then the best point's frontier EL and fixed-N EL.
 std::string OptimumLines(const parity::v1::AnalyzeSweepResponse& analysis);
 
 }  // namespace parity::cli

@@ -169,7 +169,12 @@ void RegisterReportCommand(CLI::App& app, int& exit_code) {
   AddSchedulerOptions(*command, options->scheduler);
   command->footer(
       "The report opens from file:// in any browser; share the directory or put its figures in "
-      "a paper. A sweep still running is captured as it is now.\n\n" +
+      "a paper. A sweep still running is captured as it is now. analysis.md and the terminal "
+      "name each efficiency leverage: frontier EL (the papers', against the compute-optimal "
+      "dense frontier) and fixed-N EL (against one dense shape's own law), marked "
+      "\"extrapolated ×k\" when the dense compute lies outside the measured range; per group "
+      "the region with each point's probability of being best, the lack-of-fit verdict and the "
+      "point optimum or why there is none; ΔBPC against every dense baseline.\n\n" +
       std::string(kExitCodesHelp));
   command->callback([options, &exit_code] { exit_code = RunReport(*options); });
 }

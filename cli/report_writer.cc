@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/client_format.h"
 #include "cli/report_analysis.h"
@@ -90,6 +91,18 @@ json Documents(const ReportData& data) {
   return documents;
 }
 
+// The analysis's grid point of a run in its own group: its name without the seed suffix.
+const parity::v1::GridPointSummary* GridPointOf(const ReportData& data,
+                                                const parity::v1::RunSpec& spec) {
+  if (!data.analysis) return nullptr;
+  const std::string group = absl::StrCat(spec.compute_budget(), "/", spec.data_variant());
+  for (const parity::v1::GridPointSummary& p : data.analysis->grid_points()) {
+    if (p.group() != group) continue;
+    if (spec.name() == p.name() || absl::StartsWith(spec.name(), p.name() + "-s")) return &p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string RunsCsv(const ReportData& data) {
@@ -100,6 +113,13 @@ std::string RunsCsv(const ReportData& data) {
     for (const auto& l : data.analysis->leverage()) leverage[l.run_id()] = &l;
   }
   auto number = [](double v) { return v == 0 ? std::string() : fmt::format("{:.6g}", v); };
+  auto el = [](const parity::v1::GridPointLeverage* l) -> std::vector<std::string> {
+    if (l == nullptr || l->value() <= 0) return {"", "", "", ""};
+    return {fmt::format("{:.4f}", l->value()),
+            l->has_interval() ? fmt::format("{:.4f}", l->interval().low()) : "",
+            l->has_interval() ? fmt::format("{:.4f}", l->interval().high()) : "",
+            l->extrapolated() ? fmt::format("{:.3f}", l->extrapolation_factor()) : ""};
+  };
   std::vector<TableRow> rows;
   for (const ReportRun& r : data.runs) {
     const parity::v1::RunSpec& spec = r.run.spec();
@@ -108,9 +128,11 @@ std::string RunsCsv(const ReportData& data) {
     const parity::v1::ResultRow* result = found == results.end() ? nullptr : found->second;
     const bool finished = result != nullptr && result->final_val_bpc() > 0;
     const auto found_el = leverage.find(r.run.run_id());
-    const parity::v1::RunLeverage* el = found_el == leverage.end() ? nullptr : found_el->second;
-    const bool measured = el != nullptr && el->efficiency_leverage() > 0;
-    const bool interval = measured && el->has_efficiency_leverage_interval();
+    const parity::v1::RunLeverage* fixed_n =
+        found_el == leverage.end() ? nullptr : found_el->second;
+    const bool measured = fixed_n != nullptr && fixed_n->efficiency_leverage() > 0;
+    const bool interval = measured && fixed_n->has_efficiency_leverage_interval();
+    const parity::v1::GridPointSummary* point = GridPointOf(data, spec);
     rows.push_back(
         {r.run.run_id(),
          spec.name(),
@@ -133,10 +155,15 @@ std::string RunsCsv(const ReportData& data) {
          finished ? fmt::format("{:.6f}", result->final_val_bpc()) : "",
          finished ? fmt::format("{:.6f}", result->delta_bpc_vs_dense()) : "",
          number(spec.predicted_efficiency_leverage()),
-         measured ? fmt::format("{:.4f}", el->efficiency_leverage()) : "",
-         interval ? fmt::format("{:.4f}", el->efficiency_leverage_interval().low()) : "",
-         interval ? fmt::format("{:.4f}", el->efficiency_leverage_interval().high()) : "",
+         measured ? fmt::format("{:.4f}", fixed_n->efficiency_leverage()) : "",
+         interval ? fmt::format("{:.4f}", fixed_n->efficiency_leverage_interval().low()) : "",
+         interval ? fmt::format("{:.4f}", fixed_n->efficiency_leverage_interval().high()) : "",
          result ? number(result->wall_seconds()) : ""});
+    for (const std::string& cell :
+         el(point != nullptr && point->has_frontier_leverage() ? &point->frontier_leverage()
+                                                               : nullptr)) {
+      rows.back().push_back(cell);
+    }
   }
   return RenderCsv({"run_id",
                     "name",
@@ -158,11 +185,15 @@ std::string RunsCsv(const ReportData& data) {
                     "epochs",
                     "final_val_bpc",
                     "delta_bpc_vs_dense_1c",
-                    "predicted_efficiency_leverage",
-                    "efficiency_leverage",
-                    "efficiency_leverage_90_low",
-                    "efficiency_leverage_90_high",
-                    "wall_seconds"},
+                    "predicted_efficiency_leverage_published_law",
+                    "fixed_n_efficiency_leverage",
+                    "fixed_n_efficiency_leverage_90_low",
+                    "fixed_n_efficiency_leverage_90_high",
+                    "wall_seconds",
+                    "grid_point_frontier_efficiency_leverage",
+                    "grid_point_frontier_efficiency_leverage_90_low",
+                    "grid_point_frontier_efficiency_leverage_90_high",
+                    "grid_point_frontier_efficiency_leverage_extrapolated_factor"},
                    rows);
 }
 

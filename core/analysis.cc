@@ -5,8 +5,6 @@
 // scaled by its geometric mean so the powers stay well conditioned. Intervals come from a
 // residual bootstrap: the fitted curve plus residuals drawn with replacement (inflated by
 // √(n/(n−3)) for the three fitted parameters), refitted each time.
-#include "core/analysis.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/analysis_law.h"
 #include "core/analysis_stats.h"
 #include "core/status_macros.h"
 
@@ -200,6 +199,8 @@ absl::StatusOr<DenseLawFit> FitDenseComputeLaw(std::span<const Observation> runs
   absl::StatusOr<DenseLawFit> fit = FitPoint(runs, options.huber_delta);
   if (!fit.ok()) return fit.status();
   fit->budgets = static_cast<int>(distinct.size());
+  fit->min_compute = computes.front();
+  fit->max_compute = computes.back();
   if (options.bootstrap.resamples > 0) Bootstrap(runs, options, *fit);
   return fit;
 }
@@ -241,6 +242,12 @@ std::optional<Interval> EfficiencyLeverageInterval(const DenseLawFit& fit, doubl
     return std::nullopt;
   }
   return stats::PercentileInterval(values);
+}
+
+double ExtrapolationFactor(const DenseLawFit& fit, double dense_compute) {
+  if (dense_compute > fit.max_compute) return dense_compute / fit.max_compute;
+  if (dense_compute < fit.min_compute) return fit.min_compute / dense_compute;
+  return 1.0;
 }
 
 }  // namespace parity::core

@@ -1,133 +1,62 @@
-// Analysis of finished sweeps (the scheduler's AnalyzeSweep calls these). Every figure comes with
-// its uncertainty or with the reason there is none:
-//   * the dense compute law L(C) = a·C^-b + c, Huber-robust, c kept in [0, min observed loss),
-//     refused below three distinct compute budgets, with 90% residual-bootstrap intervals;
-//   * measured efficiency leverage EL = C_dense(L_moe)/C_moe with an interval propagated from the
-//     law's bootstrap replicates;
-//   * the optimal r_a of a (compute budget, data variant) group, only when an interior grid point
-//     is lower than both ends, with a 90% bootstrap interval over seeds (analysis_optimum.cc);
-//   * the joint EL law of the published paper refitted to a sweep's budgets and granularities, and
-//     ΔBPC of every grid point against the 1C dense baseline beside its seed-to-seed spread
-//     (analysis_sweep.cc).
-// Bootstraps use a fixed RNG seed so that the same runs always give the same answer.
+// Analysis of finished sweeps (the scheduler's AnalyzeSweep calls AnalyzeFinishedRuns). Every
+// figure comes with its uncertainty or the reason there is none, and says which quantity it is:
+//   * the dense compute law and the fixed-N EL of each MoE run (analysis_law.h);
+//   * the compute-optimal dense frontier and the frontier EL — the papers' EL — of each MoE grid
+//     point, with extrapolation flags and both-sided intervals (analysis_frontier.h);
+//   * per group: best grid point, best-point probabilities, the region, a lack-of-fit test and a
+//     point optimum only when it is supported (analysis_region.h);
+//   * ΔBPC of every grid point against every dense baseline of its group (analysis_baselines.cc)
+//     and the joint EL law refitted (analysis_sweep.cc).
+// A run may serve several groups (FinishedRun::memberships); it is one run in every law and
+// bootstrap. Bootstraps use fixed seeds so the same runs always give the same answer.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/analysis_frontier.h"
+#include "core/analysis_law.h"
+#include "core/analysis_region.h"
 #include "core/efficiency_leverage.h"
 #include "parity/v1/sweep.pb.h"
 
 namespace parity::core {
 
-// Coverage of every interval the analysis reports (two-sided, percentile bootstrap).
-inline constexpr double kIntervalLevel = 0.9;
-
-// One finished run: x is C (FLOPs) or r_a (fraction); y is the final validation BPC.
-struct Observation {
-  double x = 0;
-  double y = 0;
+// A group a run serves. The planner may let one run serve several groups (dense 2C at C1 is
+// the same run as dense 1C at C2): list each. Groups are keyed by GroupKey(); every bootstrap
+// draws a run once per replicate by its run id, whatever groups list it (analysis_stats.h).
+struct GroupMembership {
+  std::string compute_budget;   // budget label, e.g. "C1"
+  std::string data_variant;     // data variant label, e.g. "strict68B"
+  double compute_multiple = 1;  // the run's multiple of that budget (ratio), e.g. 2 for Dense-2C
+  std::map<std::string, std::string> keys;  // further grouping axes (ablation axis → value)
 };
 
-// [low, high], in the unit of the value it bounds.
-struct Interval {
-  double low = 0;
-  double high = 0;
-};
-
-struct BootstrapOptions {
-  int resamples = 2000;
-  uint64_t seed = 0x5eed2026;  // fixed: the same runs give the same interval
-};
-
-struct DenseLawOptions {
-  double huber_delta = 0.01;  // bits per byte: where the loss turns from quadratic to linear
-  BootstrapOptions bootstrap{.resamples = 1000};
-};
-
-struct DenseLawFit {
-  double a = 0;  // bits per byte · FLOPs^b
-  double b = 0;  // dimensionless
-  double c = 0;  // irreducible loss (bits per byte), in [0, min observed loss)
-  int points = 0;
-  int budgets = 0;          // distinct compute budgets
-  double rms_residual = 0;  // bits per byte
-  // 90% intervals; unset with exactly three runs (no residual left to resample), and then
-  // `interval_note` says so.
-  std::optional<Interval> a_interval, b_interval, c_interval;
-  std::string interval_note;
-  int resamples = 0;               // bootstrap refits that succeeded
-  int repeated_data_excluded = 0;  // dense runs left out for repeating data (epochs > 1)
-  std::vector<std::array<double, 3>> replicates;  // (a, b, c) of each refit, for propagation
-};
-
-// Robust fit of L(C) = a·C^-b + c. FailedPrecondition (with the reason) below three distinct
-// compute budgets — three parameters are not identified by two — or when losses do not fall
-// with compute; InvalidArgument for C ≤ 0 or a loss that is not positive and finite.
-absl::StatusOr<DenseLawFit> FitDenseComputeLaw(std::span<const Observation> runs,
-                                               const DenseLawOptions& options = {});
-
-// L(C) of a fit.
-double DenseLoss(const DenseLawFit& fit, double compute);
-
-// C at which the dense law reaches `loss`; OutOfRange when loss ≤ c (never reached).
-absl::StatusOr<double> DenseComputeForLoss(const DenseLawFit& fit, double loss);
-
-// EL = C_dense(L_moe)/C_moe.
-absl::StatusOr<double> MeasuredEfficiencyLeverage(const DenseLawFit& fit, double moe_loss,
-                                                  double moe_compute);
-
-// The 90% interval of EL over the law's bootstrap replicates; unset when the fit has none or
-// fewer than 90% of them can place the loss (it is at or below their floor c).
-std::optional<Interval> EfficiencyLeverageInterval(const DenseLawFit& fit, double moe_loss,
-                                                   double moe_compute);
-
-enum class OptimumStatus {
-  kBracketed,     // an interior grid point is lower than both ends: optimum and interval given
-  kNotBracketed,  // the lowest mean is at an edge of the grid: no optimum
-  kTooFewRates,   // fewer than three distinct r_a
-  kPoorFit,       // bracketed, but the quadratic's minimum is not inside the grid
-};
-
-struct OptimalActivationFit {
-  OptimumStatus status = OptimumStatus::kTooFewRates;
-  std::string reason;  // why there is no optimum; empty when bracketed
-  // Set only when bracketed; always inside [min r_a, max r_a] of the runs.
-  double activation_rate = 0;  // r_a at the minimum of BPC = q(ln r_a) (fraction)
-  double bpc = 0;              // fitted BPC there (bits per byte)
-  // 90% bootstrap intervals over seeds resampled within each r_a; unset when no r_a has two seeds.
-  std::optional<Interval> activation_rate_interval, bpc_interval;
-  std::string interval_note;  // why there is no interval, or how many resamples hit an edge
-  int resamples = 0;
-  int resamples_at_edge = 0;  // resamples whose minimum was clamped to an end of the grid
-  double best_grid_activation_rate = 0;  // r_a of the lowest mean over seeds (fraction)
-  double best_grid_bpc = 0;              // that mean (bits per byte)
-  int points = 0;                        // runs
-  int rates = 0;                         // distinct r_a
-};
-
-// The optimum of one group's runs (x = r_a in (0, 1], y = BPC). InvalidArgument for bad input;
-// otherwise the status field says whether there is an answer.
-absl::StatusOr<OptimalActivationFit> FitOptimalActivation(std::span<const Observation> runs,
-                                                          const BootstrapOptions& options = {});
+// "C1/unique" plus "/axis=value" for each extra key in key order: one string per group.
+std::string GroupKey(const GroupMembership& membership);
 
 // One finished run of a sweep as AnalyzeSweep sees it.
 struct FinishedRun {
   std::string run_id;
   const parity::v1::RunSpec* spec = nullptr;  // not owned; outlives the call
   double val_bpc = 0;                         // final validation BPC
+  // The groups it serves; empty → one, from the spec (compute_budget, data_variant,
+  // compute_multiple).
+  std::vector<GroupMembership> memberships;
 };
 
 struct RunLeverageResult {
   std::string run_id;
   std::string name;
   double activation_rate = 0;
-  std::optional<double> efficiency_leverage;  // unset when there is no law or it cannot place L
+  // FIXED-N EL (the dense shape's own law); unset when there is no law or it cannot place L.
+  std::optional<double> efficiency_leverage;
   std::optional<Interval> efficiency_leverage_interval;
   std::string missing_reason;  // why efficiency_leverage is unset
   double predicted_efficiency_leverage = 0;
@@ -137,6 +66,7 @@ struct RunLeverageResult {
 struct OptimalActivationGroup {
   std::string compute_budget;
   std::string data_variant;
+  std::string group;  // GroupKey (budget, variant and any extra axes)
   absl::StatusOr<OptimalActivationFit> fit;
 };
 
@@ -158,6 +88,19 @@ enum class DeltaVerdict {
   kIsBaseline,     // the 1C dense baseline itself: the reference of the others
 };
 
+// ΔBPC of a grid point against one dense baseline of its group.
+struct BaselineDelta {
+  std::string baseline;         // the baseline grid point's name, e.g. "dense-2C-C1-unique"
+  double compute_multiple = 0;  // its multiple of the group's budget (1, 2, 1.91 …)
+  std::string data_variant;     // its data variant (the baseline's own data policy)
+  double baseline_bpc = 0;      // its mean over seeds (bits per byte)
+  int baseline_seeds = 0;
+  double delta_bpc = 0;     // point mean − baseline mean (bits per byte)
+  double delta_spread = 0;  // √(spread² + baseline spread²) (bits per byte)
+  DeltaVerdict verdict = DeltaVerdict::kNoSpread;  // kExceedsSpread, kWithinSpread, kNoSpread
+  std::optional<double> welch_p;  // two-sided Welch p; set when both sides have ≥ 2 seeds
+};
+
 // One grid point (a model at one budget and data variant) over its seeds: a paper-table row.
 struct GridPointSummary {
   std::string name;  // run name without its seed suffix
@@ -172,11 +115,20 @@ struct GridPointSummary {
   std::optional<double> delta_bpc;  // bpc_mean − the 1C dense baseline's mean
   double delta_spread = 0;          // √(spread² + baseline spread²)
   DeltaVerdict verdict = DeltaVerdict::kNoBaseline;
-  std::optional<double> efficiency_leverage;  // mean over seeds of the measured EL
+  std::optional<double> efficiency_leverage;          // mean over seeds of the measured fixed-N EL
+  std::string group;                                  // GroupKey of the group this row belongs to
+  std::vector<BaselineDelta> baselines;               // against EVERY dense point of the group
+  std::optional<LeverageEstimate> frontier_leverage;  // MoE points: the papers' EL
+  std::optional<LeverageEstimate> fixed_n_leverage;   // MoE points: the dense shape's own law
 };
 
 struct SweepAnalysis {
+  // The FIXED-N law: the dense shape nearest in N to the MoE runs (all dense runs when there is
+  // no MoE run), fitted to its individual runs; its EL per run is `leverage`.
   absl::StatusOr<DenseLawFit> dense_fit = absl::FailedPreconditionError("no dense runs finished");
+  double dense_fit_params = 0;  // N of that shape (parameters)
+  // The compute-optimal frontier over every fresh-data dense run (the papers' EL).
+  absl::StatusOr<DenseFrontier> frontier = absl::FailedPreconditionError("no dense runs finished");
   std::vector<RunLeverageResult> leverage;                 // one per finished MoE run
   std::vector<OptimalActivationGroup> optimal_activation;  // one per group of MoE runs
   absl::StatusOr<ElLawFit> el_law = absl::FailedPreconditionError("no measured EL");
@@ -189,6 +141,11 @@ struct ElObservation {
   double activation_ratio = 0, granularity = 0, compute = 0, efficiency_leverage = 0;
 };
 absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation> runs);
+
+// ΔBPC of every grid point against every dense point of its group (analysis_baselines.cc); the
+// 1C dense point also fills delta_bpc/delta_spread/verdict.
+void CompareWithBaselines(std::vector<GridPointSummary>& points,
+                          const std::map<std::string, std::vector<double>>& bpc_of_point);
 
 // The whole analysis of a sweep's finished runs. The dense law is fitted to the dense runs that
 // see each token once (epochs ≤ 1); groups and grid points come out in first-seen order.

@@ -1,14 +1,17 @@
 // Small statistics shared by the analysis files: a seeded generator whose draws are the same on
-// every platform (std:: distributions are not), percentile intervals, mean and spread.
+// every platform (std:: distributions are not), draws keyed by run so that a run shared by
+// several groups is drawn once per bootstrap replicate, percentile intervals, mean and spread,
+// and the t and F tails behind the Welch and lack-of-fit tests (analysis_stats.cc).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
-#include "core/analysis.h"
+#include "core/analysis_law.h"
 
 namespace parity::core::stats {
 
@@ -59,5 +62,31 @@ inline double Spread(const std::vector<double>& v) {
   for (double x : v) s += (x - m) * (x - m);
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
+
+// A run's standard-normal draw in bootstrap replicate `replicate`: a pure function of the
+// bootstrap seed, the replicate and the run's key (its run id). Every group a run belongs to
+// therefore sees the same draw in the same replicate — a shared run is resampled once, not once
+// per group — and the order in which groups or runs are visited cannot change an interval.
+double KeyedNormal(uint64_t seed, int replicate, std::string_view run_key);
+
+// Upper tail P(T > t) of Student's t with `df` (> 0, may be fractional) degrees of freedom.
+double StudentTUpperTail(double t, double df);
+// The t quantile with upper tail `tail` (e.g. 0.05 → the 95th percentile).
+double StudentTQuantile(double tail, double df);
+// Upper tail P(F > f) of the F distribution with (d1, d2) degrees of freedom.
+double FUpperTail(double f, double d1, double d2);
+
+// One-sided Welch test of H1: mean(high) > mean(low). Needs ≥ 2 values on each side.
+struct WelchTest {
+  double difference = 0;  // mean(high) − mean(low), in the unit of the values
+  double t = 0;
+  double df = 0;       // Welch–Satterthwaite degrees of freedom
+  double p_value = 1;  // one-sided; 0 when both spreads are 0 and the difference is positive
+};
+std::optional<WelchTest> OneSidedWelch(const std::vector<double>& high,
+                                       const std::vector<double>& low);
+
+// Two-sided Welch p-value of mean(a) ≠ mean(b); unset below two values on either side.
+std::optional<double> TwoSidedWelchP(const std::vector<double>& a, const std::vector<double>& b);
 
 }  // namespace parity::core::stats

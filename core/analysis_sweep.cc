@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -46,77 +47,90 @@ bool IsDense(const parity::v1::RunSpec& spec) {
   return spec.role() == parity::v1::RUN_ROLE_DENSE_BASELINE;
 }
 
+// A run as it serves one group.
+struct Served {
+  const FinishedRun* run = nullptr;
+  GroupMembership membership;
+};
+
+std::vector<Served> Expand(std::span<const FinishedRun> runs) {
+  std::vector<Served> out;
+  for (const FinishedRun& run : runs) {
+    if (run.memberships.empty()) {
+      out.push_back({&run,
+                     {run.spec->compute_budget(),
+                      run.spec->data_variant(),
+                      run.spec->compute_multiple(),
+                      {}}});
+    }
+    for (const GroupMembership& m : run.memberships) out.push_back({&run, m});
+  }
+  return out;
+}
+
 struct PointRuns {
   GridPointSummary summary;
   std::vector<double> bpc, leverage;
+  MoePointRuns moe;
 };
 
-std::vector<GridPointSummary> SummarizeGridPoints(std::span<const FinishedRun> runs,
-                                                  const std::vector<RunLeverageResult>& leverage) {
+std::vector<GridPointSummary> SummarizeGridPoints(const std::vector<Served>& served,
+                                                  const SweepAnalysis& analysis,
+                                                  const DenseFrontier* frontier,
+                                                  const DenseFrontier* fixed_n) {
   std::map<std::string, double> el_of;
-  for (const RunLeverageResult& l : leverage) {
+  for (const RunLeverageResult& l : analysis.leverage) {
     if (l.efficiency_leverage) el_of[l.run_id] = *l.efficiency_leverage;
   }
   std::vector<PointRuns> points;
-  for (const FinishedRun& run : runs) {
-    const parity::v1::RunSpec& spec = *run.spec;
+  for (const Served& s : served) {
+    const parity::v1::RunSpec& spec = *s.run->spec;
     const std::string name = PointName(spec.name());
+    const std::string group = GroupKey(s.membership);
     auto it = std::find_if(points.begin(), points.end(), [&](const PointRuns& p) {
-      return p.summary.name == name && p.summary.compute_budget == spec.compute_budget() &&
-             p.summary.data_variant == spec.data_variant();
+      return p.summary.name == name && p.summary.group == group;
     });
     if (it == points.end()) {
-      GridPointSummary s;
+      GridPointSummary g;
       const parity::v1::Accounting& a = spec.accounting();
-      s.name = name;
-      s.role = spec.role();
-      s.compute_budget = spec.compute_budget();
-      s.data_variant = spec.data_variant();
-      s.compute_multiple = spec.compute_multiple();
-      s.params = a.params();
-      s.active_params = a.active_params();
-      s.tokens = a.tokens();
-      s.unique_tokens = a.unique_tokens();
-      s.activation_rate = a.activation_rate();
-      s.epochs = a.epochs();
-      points.push_back({std::move(s), {}, {}});
+      g.name = name;
+      g.group = group;
+      g.role = spec.role();
+      g.compute_budget = s.membership.compute_budget;
+      g.data_variant = s.membership.data_variant;
+      g.compute_multiple = s.membership.compute_multiple;
+      g.params = a.params();
+      g.active_params = a.active_params();
+      g.tokens = a.tokens();
+      g.unique_tokens = a.unique_tokens();
+      g.activation_rate = a.activation_rate();
+      g.epochs = a.epochs();
+      points.push_back(
+          {std::move(g), {}, {}, {.compute = a.compute_flops(), .bpc = {}, .keys = {}}});
       it = std::prev(points.end());
     }
-    it->bpc.push_back(run.val_bpc);
-    if (auto el = el_of.find(run.run_id); el != el_of.end()) it->leverage.push_back(el->second);
+    it->bpc.push_back(s.run->val_bpc);
+    it->moe.bpc.push_back(s.run->val_bpc);
+    it->moe.keys.push_back(s.run->run_id);
+    if (auto el = el_of.find(s.run->run_id); el != el_of.end()) it->leverage.push_back(el->second);
   }
   std::vector<GridPointSummary> out;
+  std::map<std::string, std::vector<double>> bpc_of_point;
   for (PointRuns& p : points) {
-    p.summary.seeds = static_cast<int>(p.bpc.size());
-    p.summary.bpc_mean = stats::Mean(p.bpc);
-    p.summary.bpc_spread = stats::Spread(p.bpc);
-    if (!p.leverage.empty()) p.summary.efficiency_leverage = stats::Mean(p.leverage);
-  }
-  for (const PointRuns& p : points) {
-    GridPointSummary s = p.summary;
-    const auto baseline = std::find_if(points.begin(), points.end(), [&](const PointRuns& b) {
-      return b.summary.role == parity::v1::RUN_ROLE_DENSE_BASELINE &&
-             std::fabs(b.summary.compute_multiple - 1) < 1e-9 &&
-             b.summary.compute_budget == s.compute_budget &&
-             b.summary.data_variant == s.data_variant;
-    });
-    if (baseline == points.end()) {
-      s.verdict = DeltaVerdict::kNoBaseline;
-    } else if (&*baseline == &p) {
-      s.verdict = DeltaVerdict::kIsBaseline;
-    } else {
-      const GridPointSummary& base = baseline->summary;
-      s.delta_bpc = s.bpc_mean - base.bpc_mean;
-      s.delta_spread = std::hypot(s.bpc_spread, base.bpc_spread);
-      if (s.seeds < 2 && base.seeds < 2) {
-        s.verdict = DeltaVerdict::kNoSpread;
-      } else {
-        s.verdict = std::fabs(*s.delta_bpc) > s.delta_spread ? DeltaVerdict::kExceedsSpread
-                                                             : DeltaVerdict::kWithinSpread;
-      }
+    GridPointSummary& g = p.summary;
+    g.seeds = static_cast<int>(p.bpc.size());
+    g.bpc_mean = stats::Mean(p.bpc);
+    g.bpc_spread = stats::Spread(p.bpc);
+    if (!p.leverage.empty()) g.efficiency_leverage = stats::Mean(p.leverage);
+    if (g.role == parity::v1::RUN_ROLE_MOE) {
+      if (frontier)
+        g.frontier_leverage = GridPointLeverage(LeverageKind::kFrontier, *frontier, p.moe);
+      if (fixed_n) g.fixed_n_leverage = GridPointLeverage(LeverageKind::kFixedN, *fixed_n, p.moe);
     }
-    out.push_back(std::move(s));
+    bpc_of_point[g.group + "|" + g.name] = p.bpc;
+    out.push_back(std::move(g));
   }
+  CompareWithBaselines(out, bpc_of_point);
   return out;
 }
 
@@ -188,25 +202,79 @@ absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation>
   return fit;
 }
 
+std::string GroupKey(const GroupMembership& m) {
+  std::string key = absl::StrCat(m.compute_budget, "/", m.data_variant);
+  for (const auto& [axis, value] : m.keys) absl::StrAppend(&key, "/", axis, "=", value);
+  return key;
+}
+
+namespace {
+
+// The fresh-data dense runs (each once) and the N of the shape the fixed-N law uses: the dense
+// size nearest (in ln N) to the median MoE N, or the size with most runs when there is no MoE.
+struct DenseSelection {
+  std::vector<DenseRun> all, shape;
+  double shape_params = 0;
+  int repeated = 0;
+};
+
+DenseSelection SelectDense(std::span<const FinishedRun> runs) {
+  DenseSelection d;
+  std::vector<double> moe_params;
+  for (const FinishedRun& run : runs) {
+    const auto& a = run.spec->accounting();
+    if (run.spec->role() == parity::v1::RUN_ROLE_MOE) moe_params.push_back(double(a.params()));
+    if (!IsDense(*run.spec)) continue;
+    // The compute law is a law of fresh data: a dense run that repeats its data (strict reuse
+    // at 2C, two epochs) pays for repetition too and would bend it.
+    if (a.epochs() > 1 + 1e-6) {
+      ++d.repeated;
+      continue;
+    }
+    d.all.push_back({run.run_id, a.compute_flops(), double(a.params()), run.val_bpc});
+  }
+  if (d.all.empty()) return d;
+  std::sort(moe_params.begin(), moe_params.end());
+  std::map<double, int> count;  // a representative N per size → runs
+  for (const DenseRun& r : d.all) {
+    auto it = std::find_if(count.begin(), count.end(), [&](const auto& c) {
+      return std::fabs(std::log(r.params / c.first)) < std::log(1.01);
+    });
+    if (it == count.end()) it = count.emplace(r.params, 0).first;
+    ++it->second;
+  }
+  double best_score = 1e300;
+  for (const auto& [n, runs_of] : count) {
+    const double score =
+        moe_params.empty() ? -runs_of : std::fabs(std::log(n / moe_params[moe_params.size() / 2]));
+    if (score < best_score) {
+      best_score = score;
+      d.shape_params = n;
+    }
+  }
+  for (const DenseRun& r : d.all) {
+    if (std::fabs(std::log(r.params / d.shape_params)) < std::log(1.01)) d.shape.push_back(r);
+  }
+  return d;
+}
+
+}  // namespace
+
 SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> all) {
   std::vector<FinishedRun> runs;
   for (const FinishedRun& run : all) {
     if (run.spec != nullptr) runs.push_back(run);
   }
   SweepAnalysis analysis;
-  std::vector<Observation> dense;
-  int repeated = 0;
-  for (const FinishedRun& run : runs) {
-    if (!IsDense(*run.spec)) continue;
-    // The compute law is a law of fresh data: a dense run that repeats its data (strict reuse
-    // at 2C, two epochs) pays for repetition too and would bend it.
-    if (run.spec->accounting().epochs() > 1 + 1e-6) {
-      ++repeated;
-      continue;
-    }
-    dense.push_back({run.spec->accounting().compute_flops(), run.val_bpc});
+  const DenseSelection dense = SelectDense(runs);
+  const int repeated = dense.repeated;
+  std::vector<Observation> shape_runs;
+  std::set<std::string> seen_dense;
+  for (const DenseRun& r : dense.shape) {
+    if (seen_dense.insert(r.run_key).second) shape_runs.push_back({r.compute, r.bpc});
   }
-  if (!dense.empty()) analysis.dense_fit = FitDenseComputeLaw(dense);
+  analysis.dense_fit_params = dense.shape_params;
+  if (!shape_runs.empty()) analysis.dense_fit = FitDenseComputeLaw(shape_runs);
   if (analysis.dense_fit.ok()) {
     analysis.dense_fit->repeated_data_excluded = repeated;
   } else if (repeated > 0) {
@@ -215,10 +283,13 @@ SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> all) {
                      absl::StrCat(analysis.dense_fit.status().message(), " (", repeated,
                                   " dense runs that repeat their data are left out of the law)"));
   }
+  absl::StatusOr<DenseFrontier> fixed_n = BuildDenseFrontier(dense.shape);
+  if (!dense.all.empty()) analysis.frontier = BuildDenseFrontier(dense.all);
+  const std::vector<Served> served = Expand(runs);
 
   struct Group {
-    std::string budget, variant;
-    std::vector<Observation> points;
+    std::string budget, variant, key;
+    std::vector<RateRun> points;
   };
   std::vector<Group> groups;
   std::vector<ElObservation> el_runs;
@@ -247,17 +318,22 @@ SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> all) {
       }
     }
     analysis.leverage.push_back(std::move(leverage));
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.budget == spec.compute_budget() && g.variant == spec.data_variant();
-    });
+  }
+  for (const Served& s : served) {
+    if (s.run->spec->role() != parity::v1::RUN_ROLE_MOE) continue;
+    const std::string key = GroupKey(s.membership);
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.key == key; });
     if (it == groups.end()) {
-      groups.push_back({spec.compute_budget(), spec.data_variant(), {}});
+      groups.push_back({s.membership.compute_budget, s.membership.data_variant, key, {}});
       it = std::prev(groups.end());
     }
-    it->points.push_back({a.activation_rate(), run.val_bpc});
+    it->points.push_back(
+        {s.run->spec->accounting().activation_rate(), s.run->val_bpc, s.run->run_id});
   }
   for (const Group& g : groups) {
-    analysis.optimal_activation.push_back({g.budget, g.variant, FitOptimalActivation(g.points)});
+    analysis.optimal_activation.push_back(
+        {g.budget, g.variant, g.key, FitOptimalActivation(std::span<const RateRun>(g.points))});
   }
   if (!analysis.dense_fit.ok()) {
     analysis.el_law = absl::FailedPreconditionError(
@@ -276,7 +352,9 @@ SweepAnalysis AnalyzeFinishedRuns(std::span<const FinishedRun> all) {
       ++r;
     }
   }
-  analysis.grid_points = SummarizeGridPoints(runs, analysis.leverage);
+  analysis.grid_points =
+      SummarizeGridPoints(served, analysis, analysis.frontier.ok() ? &*analysis.frontier : nullptr,
+                          fixed_n.ok() ? &*fixed_n : nullptr);
   return analysis;
 }
 

@@ -1,11 +1,17 @@
 // Scheduler::AnalyzeSweep: reads a sweep's SUCCEEDED runs (their full specs, for the accounting
 // the joint EL law needs) and hands them to core::AnalyzeFinishedRuns (core/analysis.h): the
-// dense law with intervals, the measured EL of every MoE run, the optimal r_a of each (compute
-// budget, data variant) group when the grid brackets one, the joint EL law refitted, and ΔBPC
-// of every grid point beside its seed spread. A part the runs cannot support comes back with its
-// reason rather than failing the call; only a sweep with no finished run is FAILED_PRECONDITION.
-// The analysis is computed on every call (a sweep has at most a few hundred runs; the bootstraps
-// take well under a second); nothing is stored.
+// fixed-N dense law and the compute-optimal dense frontier with intervals, the fixed-N EL of
+// every MoE run, the frontier and fixed-N EL of every MoE grid point, each group's best grid
+// point, region, lack-of-fit test and point optimum (or why none), the joint EL law refitted,
+// and ΔBPC of every grid point against every dense baseline. A part the runs cannot support
+// comes back with its reason rather than failing the call; only a sweep with no finished run is
+// FAILED_PRECONDITION. The analysis is computed on every call (a sweep has at most a few hundred
+// runs; the bootstraps take well under a second); nothing is stored.
+//
+// This file is the only place core's analysis types become proto messages: the CLI report, the
+// dashboard (its JSON is this message) and the Python client all read what is set here.
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -59,6 +65,8 @@ v1::OptimumStatus StatusOf(core::OptimumStatus status) {
       return v1::OPTIMUM_STATUS_TOO_FEW_RATES;
     case core::OptimumStatus::kPoorFit:
       return v1::OPTIMUM_STATUS_POOR_FIT;
+    case core::OptimumStatus::kFitUnchecked:
+      return v1::OPTIMUM_STATUS_FIT_UNCHECKED;
   }
   return v1::OPTIMUM_STATUS_UNSPECIFIED;
 }
@@ -94,9 +102,62 @@ void SetDenseFit(const core::DenseLawFit& fit, v1::DenseComputeFit* out) {
   out->set_repeated_data_excluded(static_cast<uint32_t>(fit.repeated_data_excluded));
 }
 
+v1::RegionStatus RegionOf(core::RegionMembership region) {
+  switch (region) {
+    case core::RegionMembership::kBest:
+      return v1::REGION_STATUS_BEST;
+    case core::RegionMembership::kInside:
+      return v1::REGION_STATUS_INSIDE;
+    case core::RegionMembership::kOutside:
+      return v1::REGION_STATUS_OUTSIDE;
+    case core::RegionMembership::kUntested:
+      return v1::REGION_STATUS_UNTESTED;
+  }
+  return v1::REGION_STATUS_UNSPECIFIED;
+}
+
+void SetLackOfFit(const core::LackOfFit& from, v1::LackOfFit* out) {
+  if (!from.tested) {
+    out->set_verdict(v1::LACK_OF_FIT_VERDICT_UNTESTED);
+  } else {
+    out->set_verdict(from.p_value < core::kTestLevel ? v1::LACK_OF_FIT_VERDICT_REJECTED
+                                                     : v1::LACK_OF_FIT_VERDICT_PASSES);
+  }
+  out->set_curve(from.curve);
+  out->set_note(from.note);
+  out->set_f(from.f);
+  out->set_p_value(from.p_value);
+  out->set_df_lack(static_cast<uint32_t>(std::max(0, from.df_lack)));
+  out->set_df_pure(static_cast<uint32_t>(std::max(0, from.df_pure)));
+  out->set_test_level(core::kTestLevel);
+}
+
+// The group's grid as the region test sees it, the region's span and the lack-of-fit test.
+void SetRegion(const core::OptimalActivationFit& fit, v1::OptimalActivation* out) {
+  for (const core::RatePoint& p : fit.grid) {
+    v1::RatePoint* point = out->add_grid();
+    point->set_activation_rate(p.activation_rate);
+    point->set_seeds(static_cast<uint32_t>(p.seeds));
+    point->set_bpc_mean(p.bpc_mean);
+    point->set_bpc_spread(p.bpc_spread);
+    point->set_probability_best(p.probability_best);
+    point->set_region(RegionOf(p.region));
+    if (p.p_value_above_best) point->set_p_value_above_best(*p.p_value_above_best);
+  }
+  if (fit.region) {
+    out->mutable_region()->set_low(fit.region->low);
+    out->mutable_region()->set_high(fit.region->high);
+    out->mutable_region()->set_contiguous(fit.region_contiguous);
+  }
+  out->set_region_note(fit.region_note);
+  out->set_probability_resamples(static_cast<uint32_t>(fit.probability_resamples));
+  SetLackOfFit(fit.lack_of_fit, out->mutable_lack_of_fit());
+}
+
 void SetOptimum(const core::OptimalActivationGroup& group, v1::OptimalActivation* out) {
   out->set_compute_budget(group.compute_budget);
   out->set_data_variant(group.data_variant);
+  out->set_group(group.group);
   if (!group.fit.ok()) {  // bad input (a non-finite BPC): no status, only the reason
     out->set_reason(std::string(group.fit.status().message()));
     return;
@@ -117,6 +178,38 @@ void SetOptimum(const core::OptimalActivationGroup& group, v1::OptimalActivation
   out->set_resamples(static_cast<uint32_t>(fit.resamples));
   out->set_resamples_at_edge(static_cast<uint32_t>(fit.resamples_at_edge));
   out->set_interval_note(fit.interval_note);
+  SetRegion(fit, out);
+}
+
+void SetLeverage(const core::LeverageEstimate& from, v1::GridPointLeverage* out) {
+  out->set_value(from.value.value_or(0.0));
+  out->set_dense_compute(from.dense_compute);
+  out->set_extrapolated(from.extrapolated);
+  out->set_extrapolation_factor(from.extrapolation_factor);
+  if (from.interval) SetInterval(from.interval, out->mutable_interval());
+  out->set_interval_note(from.interval_note);
+  out->set_missing_reason(from.missing_reason);
+  out->set_resamples(static_cast<uint32_t>(from.resamples));
+}
+
+// A grid point's leverage against a law that was not built: the reason, no value.
+void SetMissingLaw(const absl::Status& why, v1::GridPointLeverage* out) {
+  out->set_missing_reason(absl::StrCat("no dense law: ", why.message()));
+}
+
+void SetBaselines(const core::GridPointSummary& p, v1::GridPointSummary* out) {
+  for (const core::BaselineDelta& d : p.baselines) {
+    v1::BaselineDelta* b = out->add_baselines();
+    b->set_baseline(d.baseline);
+    b->set_compute_multiple(d.compute_multiple);
+    b->set_data_variant(d.data_variant);
+    b->set_baseline_bpc(d.baseline_bpc);
+    b->set_baseline_seeds(static_cast<uint32_t>(d.baseline_seeds));
+    b->set_delta_bpc(d.delta_bpc);
+    b->set_delta_spread(d.delta_spread);
+    b->set_verdict(VerdictOf(d.verdict));
+    if (d.welch_p) b->set_welch_p(*d.welch_p);
+  }
 }
 
 void SetGridPoint(const core::GridPointSummary& p, v1::GridPointSummary* out) {
@@ -138,6 +231,38 @@ void SetGridPoint(const core::GridPointSummary& p, v1::GridPointSummary* out) {
   out->set_delta_spread(p.delta_spread);
   out->set_verdict(VerdictOf(p.verdict));
   out->set_efficiency_leverage(p.efficiency_leverage.value_or(0.0));
+  out->set_group(p.group);
+  SetBaselines(p, out);
+}
+
+void SetFrontier(const core::DenseFrontier& frontier, v1::DenseFrontier* out) {
+  for (const core::FrontierPoint& p : frontier.points) {
+    v1::DenseFrontierPoint* point = out->add_points();
+    point->set_compute(p.compute);
+    point->set_params(static_cast<uint64_t>(std::llround(p.params)));
+    point->set_bpc(p.bpc);
+    point->set_seeds(static_cast<uint32_t>(p.seeds));
+    point->set_sizes(static_cast<uint32_t>(p.sizes));
+  }
+  if (frontier.law.ok()) {
+    SetDenseFit(*frontier.law, out->mutable_law());
+  } else {
+    out->set_law_refusal(std::string(frontier.law.status().message()));
+  }
+  out->set_runs(static_cast<uint32_t>(frontier.runs));
+  out->set_replicates(static_cast<uint32_t>(frontier.replicates.size()));
+  out->set_replicate_note(frontier.replicate_note);
+}
+
+// The groups a finished run serves. Today one, its own (compute_budget, data_variant,
+// compute_multiple). When the planner lets one run serve several groups (a RunSpec field such as
+// `also_serves`), append one core::GroupMembership per entry here — the analysis already draws a
+// shared run once per bootstrap replicate — and nothing else in this file changes.
+std::vector<core::GroupMembership> MembershipsOf(const v1::RunSpec& spec) {
+  return {core::GroupMembership{.compute_budget = spec.compute_budget(),
+                                .data_variant = spec.data_variant(),
+                                .compute_multiple = spec.compute_multiple(),
+                                .keys = {}}};
 }
 
 }  // namespace
@@ -162,7 +287,10 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
   std::vector<core::FinishedRun> finished;
   finished.reserve(runs.size());
   for (const v1::Run& run : runs) {
-    finished.push_back({run.run_id(), &run.spec(), run.summary().final_val_bpc()});
+    finished.push_back({.run_id = run.run_id(),
+                        .spec = &run.spec(),
+                        .val_bpc = run.summary().final_val_bpc(),
+                        .memberships = MembershipsOf(run.spec())});
   }
   const core::SweepAnalysis analysis = core::AnalyzeFinishedRuns(finished);
 
@@ -200,8 +328,27 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
     response.set_efficiency_leverage_law_refusal(std::string(analysis.el_law.status().message()));
   }
   for (const core::GridPointSummary& point : analysis.grid_points) {
-    SetGridPoint(point, response.add_grid_points());
+    v1::GridPointSummary* out = response.add_grid_points();
+    SetGridPoint(point, out);
+    if (point.role != v1::RUN_ROLE_MOE) continue;
+    // Core sets both estimates for an MoE point whenever their dense law could be built.
+    if (point.frontier_leverage) {
+      SetLeverage(*point.frontier_leverage, out->mutable_frontier_leverage());
+    } else {
+      SetMissingLaw(analysis.frontier.status(), out->mutable_frontier_leverage());
+    }
+    if (point.fixed_n_leverage) {
+      SetLeverage(*point.fixed_n_leverage, out->mutable_fixed_n_leverage());
+    } else {
+      SetMissingLaw(analysis.dense_fit.status(), out->mutable_fixed_n_leverage());
+    }
   }
+  if (analysis.frontier.ok()) {
+    SetFrontier(*analysis.frontier, response.mutable_dense_frontier());
+  } else {
+    response.set_dense_frontier_refusal(std::string(analysis.frontier.status().message()));
+  }
+  response.set_dense_fit_params(static_cast<uint64_t>(std::llround(analysis.dense_fit_params)));
   return response;
 }
 

@@ -7,7 +7,7 @@
 //   node dashboard_browser.mjs --mode report --report DIR/index.html ...
 //   node dashboard_browser.mjs --mode signin --base-url https://127.0.0.1:PORT --token TOKEN ...
 // Common: --node-modules DIR --chromium PATH --screenshots DIR --sweep ID --sweep-name NAME
-//         --runs N --moe-run ID (a RUNNING MoE run) --dense-run ID
+//         --runs N --succeeded N --moe-run ID (a RUNNING MoE run) --dense-run ID
 //
 // Live update handshake (live mode): once the MoE run's page is drawn the script writes
 // HANDSHAKE/live-ready; the test then reports more metrics for that run, and the script waits
@@ -129,40 +129,129 @@ async function checkEqualResourceFigure(page) {
   check(dense1.length > 0 && dense2.length > 0,
         `the equal-resource figure should have dense 1C and 2C lines; series: ${labels.join(' | ')}`);
   check(moe.length > 0, `the equal-resource figure should have MoE series; series: ${labels.join(' | ')}`);
+  const regions = labels.filter((l) => l.startsWith('region'));
+  check(regions.length > 0, `the equal-resource figure should mark each group's region; series: ${labels.join(' | ')}`);
   log(`equal-resource figure: ${moe.length} MoE series, ${dense1.length} dense 1C and ${dense2.length} dense 2C lines`);
 }
 
-// The analysis card: the dense law fitted with intervals (the seeded sweep's dense runs sit at
-// three compute budgets), one optimum row per group — an r_a inside the grid (15–60%) or the
-// reason there is none, never a bare extrapolation — and the paper-style table of grid points.
-async function checkAnalysis(page) {
-  await page.waitForSelector('[data-testid="analysis"]', {timeout: TIMEOUT});
-  const law = await page.$eval('[data-testid="dense-law"]', (e) => e.innerText).catch(() => '');
-  check(law.includes('L(C) =') && law.includes('90% bootstrap intervals'),
-        `the analysis should show the dense law with its 90% intervals: "${law}"`);
-  const optima = await page.$$eval('[data-testid="optimum-row"]',
-                                   (rows) => rows.map((r) => ({status: r.dataset.status, cells: [...r.cells].map((c) => c.innerText)})));
-  check(optima.length >= 3, `one optimum row per (budget, data variant) group: ${JSON.stringify(optima)}`);
-  for (const {status, cells} of optima) {
-    const optimum = cells[2];
-    if (status === 'OPTIMUM_STATUS_BRACKETED') {
-      const rates = [...optimum.matchAll(/([\d.]+)%/g)].map((m) => Number(m[1]));
-      check(rates.length > 0 && rates.every((r) => r >= 14 && r <= 61),
-            `a bracketed optimum must lie inside the 15–60% grid: "${optimum}"`);
-      check(cells[6].length > 0 || optimum.includes('['),
-            `an optimum comes with its interval or the reason it has none: ${JSON.stringify(cells)}`);
-    } else {
-      check(/not bracketed: lowest at the edge r_a = [\d.]+%|distinct r_a|quadratic/.test(optimum),
-            `a group without an optimum should say why: "${optimum}" (${status})`);
+// The analysis document the page drew: fetched again live, read from data.js in a report.
+async function analysisDocument(page) {
+  const key = `/api/v1/sweeps/${args.sweep}/analysis`;
+  return page.evaluate(async (path) => window.PARITY_REPORT
+      ? window.PARITY_REPORT.documents[path]
+      : (await fetch(path, {headers: {Accept: 'application/json'}})).json(), key);
+}
+
+function elText(leverage) {
+  if (!(Number(leverage?.value) > 0)) return null;
+  let text = Number(leverage.value).toFixed(2);
+  if (leverage.interval) text += ` [${leverage.interval.low.toFixed(2)} – ${leverage.interval.high.toFixed(2)}]`;
+  if (leverage.extrapolated) text += ` (extrapolated ×${leverage.extrapolation_factor.toFixed(1)})`;
+  return text;
+}
+
+// The panel's EL table: every MoE grid point's frontier EL and fixed-N EL as the API gives them
+// (value, 90% interval, extrapolation mark) or the reason each is missing, in columns that say
+// which EL they are.
+async function checkLeverage(page, doc) {
+  const headers = await page.$$eval('[data-testid="leverage-table"] th', (ths) => ths.map((t) => t.innerText));
+  check(headers.some((t) => t.startsWith('Frontier EL')) && headers.some((t) => t.startsWith('Fixed-N EL')),
+        `the EL table should name both ELs in its headings: ${headers.join(' | ')}`);
+  const rows = await page.$$eval('[data-testid="leverage-row"]', (trs) => trs.map((r) => ({
+    point: r.dataset.point, group: r.dataset.group,
+    frontier: r.querySelector('[data-testid="frontier-el"]').innerText,
+    fixedN: r.querySelector('[data-testid="fixed-n-el"]').innerText})));
+  const moe = doc.grid_points.filter((p) => p.role === 'RUN_ROLE_MOE');
+  check(rows.length === moe.length, `one EL row per MoE grid point: ${rows.length} rows, ${moe.length} points`);
+  let extrapolated = 0;
+  for (const p of moe) {
+    const row = rows.find((r) => r.point === p.name && r.group === p.group);
+    check(row, `the EL table has no row for ${p.group} ${p.name}`);
+    for (const [shown, leverage, which] of [[row.frontier, p.frontier_leverage, 'frontier'],
+                                            [row.fixedN, p.fixed_n_leverage, 'fixed-N']]) {
+      const expected = elText(leverage);
+      if (expected === null) {
+        check(shown.startsWith('—') && shown.includes(leverage.missing_reason),
+              `${p.name}: a missing ${which} EL should show its reason "${leverage.missing_reason}": "${shown}"`);
+      } else {
+        check(shown === expected, `${p.name}: ${which} EL should read "${expected}" as the API says, reads "${shown}"`);
+      }
+      if (leverage?.extrapolated) extrapolated++;
     }
   }
+  log(`analysis: ${rows.length} MoE grid points with frontier and fixed-N EL as the API gives them ` +
+      `(${extrapolated} extrapolated); e.g. ${rows[0]?.point}: ${rows[0]?.frontier} | ${rows[0]?.fixedN}`);
+}
+
+const REGION_WORDS = {REGION_STATUS_BEST: 'best', REGION_STATUS_INSIDE: 'inside',
+                      REGION_STATUS_OUTSIDE: 'outside', REGION_STATUS_UNTESTED: 'untested'};
+const LACK_OF_FIT_WORDS = {LACK_OF_FIT_VERDICT_PASSES: 'passes', LACK_OF_FIT_VERDICT_REJECTED: 'rejected',
+                           LACK_OF_FIT_VERDICT_UNTESTED: 'untested'};
+
+// Per group: the point optimum (inside the 15–60% grid, with its bracket) or its reason, the
+// lack-of-fit verdict, and every grid point's probability of being best and region status.
+async function checkOptima(page, doc) {
+  const optima = await page.$$eval('[data-testid="optimum-row"]', (rows) => rows.map((r) => ({
+    group: r.dataset.group, status: r.dataset.status,
+    region: r.querySelector('[data-testid="region-span"]').innerText,
+    lackOfFit: r.querySelector('[data-testid="lack-of-fit"]').innerText,
+    optimum: r.querySelector('[data-testid="point-optimum"]').innerText})));
+  check(optima.length === doc.optimal_activation.length && optima.length >= 4,
+        `one optimum row per group: ${JSON.stringify(optima)}`);
+  for (const o of doc.optimal_activation) {
+    const row = optima.find((r) => r.group === o.group);
+    check(row, `no optimum row for ${o.group}`);
+    if (o.status === 'OPTIMUM_STATUS_BRACKETED') {
+      const rates = [...row.optimum.matchAll(/([\d.]+)%/g)].map((m) => Number(m[1]));
+      check(rates.length > 0 && rates.every((r) => r >= 14 && r <= 61),
+            `a point optimum must lie inside the 15–60% grid: "${row.optimum}"`);
+    } else {
+      check(row.optimum === `none: ${o.reason}`, `${o.group}: no point optimum should show "none: ${o.reason}": "${row.optimum}"`);
+    }
+    check(row.lackOfFit.startsWith(LACK_OF_FIT_WORDS[o.lack_of_fit.verdict]),
+          `${o.group}: lack of fit should read ${o.lack_of_fit.verdict}: "${row.lackOfFit}"`);
+    if (o.region) {
+      check(row.region.startsWith(`${(100 * o.region.low).toFixed(1)}% – ${(100 * o.region.high).toFixed(1)}%`),
+            `${o.group}: region should span ${JSON.stringify(o.region)}: "${row.region}"`);
+    }
+    const grid = await page.$$eval(`[data-testid="region-table"][data-group="${o.group}"] [data-testid="region-row"]`,
+        (trs) => trs.map((r) => ({region: r.dataset.region, best: r.querySelector('[data-testid="probability-best"]').innerText,
+                                  word: r.cells[3].innerText})));
+    check(grid.length === o.grid.length, `${o.group}: ${o.grid.length} grid points, the region table has ${grid.length}`);
+    o.grid.forEach((p, i) => {
+      const best = o.probability_resamples > 0 ? `${(100 * p.probability_best).toFixed(1)}%` : '—';
+      check(grid[i].best === best && grid[i].region === p.region && grid[i].word === REGION_WORDS[p.region],
+            `${o.group} r_a ${p.activation_rate}: P(best) ${best} and region ${p.region} expected, shown ${JSON.stringify(grid[i])}`);
+    });
+  }
+  log(`analysis: ${optima.length} groups — ${optima.map((o) => `${o.group}: region ${o.region}, lack of fit ${o.lackOfFit}, point optimum ${o.optimum}`).join(' | ')}`);
+}
+
+// The analysis card: both ELs, the per-group optimum and region, ΔBPC against every baseline,
+// the frontier and fixed-N laws with intervals, and the paper-style table of grid points — each
+// figure as the API document gives it.
+async function checkAnalysis(page) {
+  await page.waitForSelector('[data-testid="analysis"]', {timeout: TIMEOUT});
+  const doc = await analysisDocument(page);
+  check(doc && doc.grid_points, `the analysis document should be readable: ${JSON.stringify(doc).slice(0, 200)}`);
+  const law = await page.$eval('[data-testid="dense-law"]', (e) => e.innerText).catch(() => '');
+  check(law.includes('Fixed-N dense law') && law.includes('L(C) =') && law.includes('90% bootstrap intervals'),
+        `the analysis should show the fixed-N dense law with its 90% intervals: "${law}"`);
+  const frontier = await page.$$eval('[data-testid="frontier-row"]', (rows) => rows.length);
+  check(frontier === (doc.dense_frontier?.points || []).length && frontier >= 3,
+        `the compute-optimal dense frontier should list its ${doc.dense_frontier?.points?.length} points, lists ${frontier}`);
+  await checkLeverage(page, doc);
+  await checkOptima(page, doc);
+  const baselines = await page.$$eval('[data-testid="baseline-row"]', (rows) => rows.length);
+  const expected = doc.grid_points.reduce((n, p) => n + (p.baselines || []).length, 0);
+  check(baselines === expected && expected > 0, `ΔBPC against every baseline: ${expected} comparisons, ${baselines} rows`);
   const paper = await page.$$eval('[data-testid="paper-row"]', (rows) => rows.length);
   check(paper >= 16, `the paper-style table should list the finished grid points, has ${paper}`);
   const refusal = await page.$eval('[data-testid="el-law-refusal"]', (e) => e.innerText).catch(() => '');
   const law2 = await page.$('[data-testid="el-law"]');
   check(law2 !== null || refusal.includes('not fitted'),
         `the joint EL law should be fitted or say why not: "${refusal}"`);
-  log(`analysis: dense law with intervals, ${optima.length} optimum rows (${optima.map((o) => o.cells[2]).join(' | ')}), ${paper} grid points`);
+  log(`analysis: frontier of ${frontier} budgets, fixed-N law with intervals, ${baselines} baseline comparisons, ${paper} grid points`);
 }
 
 async function checkSweepPage(page, shots, prefix) {
@@ -232,7 +321,7 @@ async function live(page, shots) {
   const rowText = await page.textContent(row);
   check(rowText.includes(args['sweep-name']) && rowText.includes('ACTIVE'),
         `the sweeps page should list ${args['sweep-name']} as ACTIVE: ${rowText}`);
-  check(rowText.includes('2 running') && rowText.includes('20 succeeded'),
+  check(rowText.includes('2 running') && rowText.includes(`${args.succeeded} succeeded`),
         `the sweep row should count its runs by state: ${rowText}`);
   await checkNoBrokenText(page, 'the sweeps page');
   await page.screenshot({path: path.join(shots, 'sweeps.png'), fullPage: true});

@@ -1,15 +1,19 @@
 // The web dashboard end to end: a throwaway PostgreSQL, a real SchedulerServer with its HTTP
-// port on a free port, a 24-run sweep seeded through the real gRPC API by fake workers
+// port on a free port, a 64-run sweep (two seeds; dense runs at three sizes per budget, so the
+// analysis has a compute-optimal frontier) seeded through the real gRPC API by fake workers
 // (study_seeder.h), then
 //   - the /api/v1 JSON API and its errors over real HTTP;
 //   - the pages in headless Chromium driven by Playwright (dashboard_browser.mjs): tables have
 //     their rows, sorting reorders them, every chart drew its points, and a live update (more
 //     metrics reported while the page is open) shows up without a reload;
-//   - `parity report` against the same scheduler, opened from file:// in Chromium.
+//   - `parity report` against the same scheduler, opened from file:// in Chromium;
+//   - the same analysis figures in the API's JSON, `parity report`'s analysis.md and the Python
+//     client's analyze() (analysis_figures.py).
 // Screenshots land in the build tree (PARITY_SCREENSHOT_DIR) for inspection. Missing Chromium or
 // node modules fail the test: deploy/setup.sh installs them.
 #include <httplib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -54,7 +58,7 @@ class DashboardTest : public ::testing::Test {
     options.scheduler.heartbeat_interval = absl::Seconds(30);
     options.scheduler.idle_poll_interval = absl::Milliseconds(100);
     absl::StatusOr<std::unique_ptr<server::SchedulerServer>> started =
-        server::SchedulerServer::Start(options, &core::PlanSweep);
+        server::SchedulerServer::Start(options, &PlanWithDenseSizes);
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = std::move(*started);
     ASSERT_GT(server_->http_port(), 0);
@@ -104,6 +108,10 @@ class DashboardTest : public ::testing::Test {
   }
 
   const SeededRun& Run(const std::string& name) { return study_.runs.at(name); }
+  int Runs() const { return static_cast<int>(study_.runs.size()); }
+  int Unfinished() const {
+    return static_cast<int>(std::size(kRunningRuns) + std::size(kPendingRuns));
+  }
   std::string BaseUrl() const { return absl::StrCat("http://127.0.0.1:", server_->http_port()); }
 
   // node dashboard_browser.mjs with the common arguments; `extra` appended.
@@ -115,6 +123,7 @@ class DashboardTest : public ::testing::Test {
                                      "--sweep",        study_.sweep_id,
                                      "--sweep-name",   "dashboard-study",
                                      "--runs",         std::to_string(study_.runs.size()),
+                                     "--succeeded",    std::to_string(Runs() - Unfinished()),
                                      "--moe-run",      Run(kRunningRuns[0]).run.run_id(),
                                      "--dense-run",    Run("dense-1C-C1-unique-s0").run.run_id()};
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -136,19 +145,20 @@ TEST_F(DashboardTest, ApiServesTheSeededSweep) {
   Reply sweeps = Get("/api/v1/sweeps");
   ASSERT_EQ(sweeps.status, 200) << sweeps.body;
   ASSERT_EQ(sweeps.doc["sweeps"].size(), 1u);
+  EXPECT_EQ(Runs(), 64) << "16 MoE and 8 dense grid points, 16 more dense sizes, 2 seeds";
   EXPECT_EQ(sweeps.doc["sweeps"][0]["spec"]["name"], "dashboard-study");
   EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["running"], 2);
   EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["pending"], 2);
-  EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["succeeded"], 20);
+  EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["succeeded"], Runs() - Unfinished());
 
   Reply runs = Get(sweep + "/runs?page_size=1000");
   ASSERT_EQ(runs.status, 200) << runs.body;
-  EXPECT_EQ(runs.doc["runs"].size(), 24u);
+  EXPECT_EQ(runs.doc["runs"].size(), size_t(Runs()));
   Reply running = Get(sweep + "/runs?state=running");
   EXPECT_EQ(running.doc["runs"].size(), 2u) << running.body;
   Reply results = Get(sweep + "/results");
   ASSERT_EQ(results.status, 200);
-  EXPECT_EQ(results.doc["rows"].size(), 24u);
+  EXPECT_EQ(results.doc["rows"].size(), size_t(Runs()));
   Reply analysis = Get(sweep + "/analysis");
   ASSERT_EQ(analysis.status, 200) << analysis.body;
   EXPECT_GE(analysis.doc["dense_fit"]["points"].get<int>(), 4);
@@ -333,7 +343,7 @@ TEST_F(DashboardTest, ReportRendersOfflineInChromium) {
   std::ifstream csv(out / "runs.csv");
   int lines = 0;
   for (std::string line; std::getline(csv, line);) ++lines;
-  EXPECT_EQ(lines, 25) << "a header and one line per run";
+  EXPECT_EQ(lines, Runs() + 1) << "a header and one line per run";
 
   const ChildResult unknown =
       RunChild({PARITY_CLI_BIN, "report", kUnknownId, "--out", (scratch_ / "x").string(),
@@ -347,6 +357,75 @@ TEST_F(DashboardTest, ReportRendersOfflineInChromium) {
                (scratch_ / "browser-report.log").string(), absl::Seconds(180));
   EXPECT_FALSE(browser.timed_out) << browser.output;
   EXPECT_EQ(browser.exit_code, 0) << browser.output;
+}
+
+// What the seeded study's analysis must hold: a dense frontier over three sizes per budget that
+// differs from the fixed-N law, both ELs on every MoE grid point, a region per group, and ΔBPC
+// against every dense baseline of a group.
+void ExpectTheStudysAnalysis(const json& analysis) {
+  ASSERT_TRUE(analysis.contains("dense_frontier")) << analysis["dense_frontier_refusal"];
+  const json& frontier = analysis["dense_frontier"];
+  ASSERT_EQ(frontier["points"].size(), 3u) << "budgets 2e10, 4e10, 8e10: " << frontier.dump();
+  for (const json& point : frontier["points"]) {
+    EXPECT_EQ(point["sizes"], 3) << "1, 2 and 4 layers at every budget: " << point.dump();
+  }
+  ASSERT_TRUE(frontier.contains("law")) << frontier["law_refusal"];
+  int moe = 0, differ = 0;
+  for (const json& point : analysis["grid_points"]) {
+    if (point["role"] != "RUN_ROLE_MOE") continue;
+    ++moe;
+    const double frontier_el = point["frontier_leverage"]["value"].get<double>();
+    const double fixed_n_el = point["fixed_n_leverage"]["value"].get<double>();
+    EXPECT_TRUE(frontier_el > 0 || !point["frontier_leverage"]["missing_reason"].empty())
+        << "a frontier EL or the reason there is none: " << point.dump();
+    EXPECT_TRUE(fixed_n_el > 0 || !point["fixed_n_leverage"]["missing_reason"].empty())
+        << point.dump();
+    if (frontier_el > 0 && fixed_n_el > 0 && std::fabs(frontier_el - fixed_n_el) > 1e-6) ++differ;
+    if (point["group"].get<std::string>().find("unique") != std::string::npos) {
+      EXPECT_EQ(point["baselines"].size(), 6u)
+          << "dense 1C and 2C at three sizes each: " << point["baselines"].dump();
+    }
+  }
+  EXPECT_EQ(moe, 16);
+  EXPECT_GT(differ, 0) << "the frontier beats the 2-layer law at 2e10 and 8e10, so the ELs differ";
+  for (const json& optimum : analysis["optimal_activation"]) {
+    EXPECT_EQ(optimum["grid"].size(), optimum["rates"]) << optimum.dump();
+    EXPECT_NE(optimum["region_note"], "") << optimum.dump();
+    EXPECT_NE(optimum["lack_of_fit"]["verdict"], "LACK_OF_FIT_VERDICT_UNSPECIFIED");
+    double total = 0;
+    for (const json& point : optimum["grid"]) total += point["probability_best"].get<double>();
+    EXPECT_NEAR(total, 1.0, 1e-6) << "two seeds per r_a: P(best) is resampled and sums to 1";
+  }
+}
+
+// The acceptance test of "the same figures everywhere": the API's JSON (which the dashboard's
+// panel draws), `parity report`'s analysis.md and the Python client's analyze().
+TEST_F(DashboardTest, AnalysisIsTheSameInTheApiTheReportAndThePythonClient) {
+  Reply analysis = Get(absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/analysis"));
+  ASSERT_EQ(analysis.status, 200) << analysis.body;
+  ExpectTheStudysAnalysis(analysis.doc);
+  const std::filesystem::path api_json = scratch_ / "analysis.json";
+  std::ofstream(api_json) << analysis.body;
+
+  const std::string scheduler = absl::StrCat("127.0.0.1:", server_->port());
+  const std::filesystem::path out = scratch_ / "report";
+  const ChildResult report =
+      RunChild({PARITY_CLI_BIN, "report", study_.sweep_id, "--out", out.string(), "--scheduler",
+                scheduler, "--token", parity::testing::kTestAdminToken},
+               (scratch_ / "report.log").string(), absl::Seconds(120));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_NE(report.output.find("frontier EL"), std::string::npos)
+      << "the terminal names which EL it prints: " << report.output;
+  EXPECT_NE(report.output.find("fixed-N EL"), std::string::npos) << report.output;
+
+  const ChildResult python =
+      RunChild({"/usr/bin/env", absl::StrCat("PYTHONPATH=", PARITY_PYTHON_CLIENT_DIR),
+                PARITY_PYTHON, PARITY_ANALYSIS_FIGURES_SCRIPT, "--api-json", api_json.string(),
+                "--report-md", (out / "analysis.md").string(), "--scheduler", scheduler, "--token",
+                parity::testing::kTestAdminToken, "--sweep", study_.sweep_id},
+               (scratch_ / "analysis-figures.log").string(), absl::Seconds(120));
+  EXPECT_FALSE(python.timed_out) << python.output;
+  EXPECT_EQ(python.exit_code, 0) << python.output;
 }
 
 }  // namespace

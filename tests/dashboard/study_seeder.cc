@@ -6,7 +6,11 @@
 #include <functional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/accounting.h"
+#include "core/planner.h"
+#include "core/status_macros.h"
 
 namespace parity::dashboard_testing {
 namespace {
@@ -16,6 +20,15 @@ using parity::v1::RunSpec;
 
 // The dense law the synthetic runs follow: L(C) = 10·C^-0.1 + 1.2 bits per byte.
 double DenseLaw(double compute) { return 10.0 * std::pow(compute, -0.1) + 1.2; }
+
+// Dense models off their compute-optimal size lose: 0.1·ln²(L / L_opt(C)) bits per byte, with
+// L_opt growing with compute (≈ 1.2 layers at 2e10 FLOPs, 2 at 4e10, 3.2 at 8e10). The planned
+// 2-layer model is optimal only at 4e10, so the frontier beats the fixed-N law at the ends.
+double SizePenalty(const RunSpec& spec) {
+  const double optimal_layers = 2.0 * std::pow(spec.accounting().compute_flops() / 4e10, 0.7);
+  const double t = std::log(spec.model().num_layers() / optimal_layers);
+  return 0.1 * t * t;
+}
 
 // Efficiency leverage by activation rate: best near r_a = 0.27, losing on both sides.
 double Leverage(double rate) {
@@ -91,11 +104,52 @@ void AddExpertLoad(const RunSpec& spec, double fraction, MetricPoint& point) {
 double SyntheticFinalBpc(const RunSpec& spec) {
   const double compute = spec.accounting().compute_flops();
   double bpc = spec.role() == parity::v1::RUN_ROLE_DENSE_BASELINE
-                   ? DenseLaw(compute)
+                   ? DenseLaw(compute) + SizePenalty(spec)
                    : DenseLaw(compute * Leverage(spec.accounting().activation_rate()));
   // Repeating data costs a little: strict reuse at several epochs.
   bpc += 0.012 * std::max(0.0, spec.accounting().epochs() - 1);
   return bpc + Jitter(spec.name());
+}
+
+absl::StatusOr<std::vector<RunSpec>> PlanWithDenseSizes(const parity::v1::SweepSpec& spec) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<RunSpec> runs, core::PlanSweep(spec));
+  std::vector<RunSpec> sizes;
+  for (const RunSpec& run : runs) {
+    if (run.role() != parity::v1::RUN_ROLE_DENSE_BASELINE ||
+        run.data().reuse() != parity::v1::REUSE_MODE_UNIQUE) {
+      continue;
+    }
+    for (const uint32_t layers : kExtraDenseLayers) {
+      RunSpec sized = run;
+      sized.mutable_model()->set_num_layers(layers);
+      PARITY_ASSIGN_OR_RETURN(
+          parity::v1::Accounting accounting,
+          core::ComputeAccounting(sized.model(), sized.training().sequence_length()));
+      const uint64_t batch = std::max<uint64_t>(sized.training().batch_tokens(), 1);
+      const uint64_t steps = std::max<uint64_t>(
+          1, static_cast<uint64_t>(std::llround(run.accounting().compute_flops() /
+                                                accounting.flops_per_token() / double(batch))));
+      sized.mutable_training()->set_steps(steps);
+      sized.mutable_training()->set_warmup_steps(
+          std::min<uint64_t>(sized.training().warmup_steps(), steps / 10 + 1));
+      core::SetTokens(steps * batch, steps * batch, accounting);
+      *sized.mutable_accounting() = accounting;
+      sized.mutable_data()->set_unique_tokens(steps * batch);
+      sized.mutable_data()->set_epochs(accounting.epochs());
+      const auto found = run.grid_point().find("baseline");
+      const std::string label = found == run.grid_point().end() ? "" : found->second;
+      if (label.empty() || !absl::StartsWith(run.name(), label)) {
+        return absl::InternalError(
+            absl::StrCat("dense run ", run.name(), " has no baseline label"));
+      }
+      const std::string infix = absl::StrCat(label, "-L", layers);
+      (*sized.mutable_grid_point())["baseline"] = infix;
+      sized.set_name(absl::StrCat(infix, run.name().substr(label.size())));
+      sizes.push_back(std::move(sized));
+    }
+  }
+  for (RunSpec& run : sizes) runs.push_back(std::move(run));
+  return runs;
 }
 
 std::vector<MetricPoint> SyntheticPoints(const RunSpec& spec, uint64_t after_step,

@@ -5,6 +5,10 @@
 // norms; per-layer expert load that balances over training), then CompleteRun with a summary.
 // A few runs are left unfinished so the dashboard has something live: kRunningRuns stay
 // RUNNING at 40% of their steps, kPendingRuns are preempted back to PENDING.
+//
+// The scheduler plans with PlanWithDenseSizes: every fresh-data dense run also at two more
+// sizes, so the analysis has a compute-optimal dense frontier that differs from the fixed-N law
+// (the synthetic dense loss has an optimal size that grows with compute).
 #pragma once
 
 #include <map>
@@ -38,6 +42,16 @@ struct SeededStudy {
 
 // The final validation BPC the seeder gives a run (what the results and figures must show).
 double SyntheticFinalBpc(const parity::v1::RunSpec& spec);
+
+// The dense sizes PlanWithDenseSizes adds beside the planned one (num_layers), and the name
+// infix of their runs: "dense-1C-C1-unique-s0" at 1 layer is "dense-1C-L1-C1-unique-s0".
+inline constexpr uint32_t kExtraDenseLayers[] = {1, 4};
+
+// core::PlanSweep, plus every dense run of a "unique" data variant again at each of
+// kExtraDenseLayers at the same compute (tokens = C/M): an IsoFLOP family per budget. The
+// planner does not plan size families yet; the scheduler takes any planner (SchedulerServer).
+absl::StatusOr<std::vector<parity::v1::RunSpec>> PlanWithDenseSizes(
+    const parity::v1::SweepSpec& spec);
 
 // Synthetic metric points of `spec` at its logging steps in (after_step, up_to_step].
 std::vector<parity::v1::MetricPoint> SyntheticPoints(const parity::v1::RunSpec& spec,

@@ -156,28 +156,48 @@ TEST_F(SchedulerTest, AnalyzeSweepRecoversAKnownLawLeverageAndOptimum) {
   EXPECT_THAT(analysis->efficiency_leverage_law_refusal(), ::testing::HasSubstr("granularities"));
   EXPECT_FALSE(analysis->has_efficiency_leverage_law());
 
-  // "unique": bracketed at 0.2 with an interval; "strict": one r_a, so no optimum and why.
+  // "unique": both ends significantly above the best r_a = 0.2, but three r_a leave no degree of
+  // freedom to test the quadratic's fit, so no point optimum (FIT_UNCHECKED) and why; "strict":
+  // one r_a, so no optimum and why.
   ASSERT_EQ(analysis->optimal_activation_size(), 2);
   const v1::OptimalActivation& optimum = analysis->optimal_activation(0);
   EXPECT_EQ(optimum.compute_budget(), "C1");
   EXPECT_EQ(optimum.data_variant(), "unique");
-  ASSERT_EQ(optimum.status(), v1::OPTIMUM_STATUS_BRACKETED) << optimum.reason();
-  EXPECT_NEAR(optimum.activation_rate(), 0.2, 1e-6);
-  EXPECT_NEAR(optimum.bpc(), DenseLaw(2e15), 1e-9);
-  ASSERT_TRUE(optimum.has_activation_rate_interval()) << optimum.interval_note();
-  EXPECT_LE(optimum.activation_rate_interval().low(), 0.2);
-  EXPECT_GE(optimum.activation_rate_interval().high(), 0.2);
-  EXPECT_GE(optimum.activation_rate_interval().low(), 0.1) << "never outside the grid";
-  EXPECT_LE(optimum.activation_rate_interval().high(), 0.4) << "never outside the grid";
-  EXPECT_EQ(optimum.activation_rate_interval().level(), 0.9);
-  EXPECT_EQ(optimum.resamples(), 2000u);
+  EXPECT_EQ(optimum.status(), v1::OPTIMUM_STATUS_FIT_UNCHECKED) << optimum.reason();
+  EXPECT_THAT(optimum.reason(), ::testing::HasSubstr("cannot be checked"));
+  EXPECT_EQ(optimum.activation_rate(), 0) << "a point optimum only when BRACKETED";
+  EXPECT_FALSE(optimum.has_activation_rate_interval());
+  EXPECT_EQ(optimum.lack_of_fit().verdict(), v1::LACK_OF_FIT_VERDICT_UNTESTED);
+  EXPECT_NE(optimum.lack_of_fit().note(), "");
+  EXPECT_EQ(optimum.resamples(), 0u) << "superseded: the bracket needs no bootstrap";
+  EXPECT_FALSE(optimum.has_bpc_interval()) << "superseded: always unset";
   EXPECT_DOUBLE_EQ(optimum.best_grid_activation_rate(), 0.2);
+  EXPECT_NEAR(optimum.best_grid_bpc(), DenseLaw(2e15), 1e-12);
   EXPECT_EQ(optimum.points(), 6u);
   EXPECT_EQ(optimum.rates(), 3u);
   const v1::OptimalActivation& strict = analysis->optimal_activation(1);
   EXPECT_EQ(strict.status(), v1::OPTIMUM_STATUS_TOO_FEW_RATES);
   EXPECT_THAT(strict.reason(), ::testing::HasSubstr("≥ 3 distinct r_a"));
   EXPECT_EQ(strict.activation_rate(), 0);
+
+  // The papers' answer beside it: the grid with P(best) and region status, the region, the test.
+  EXPECT_EQ(optimum.group(), "C1/unique");
+  ASSERT_EQ(optimum.grid_size(), 3);
+  EXPECT_EQ(optimum.probability_resamples(), 2000u);
+  double total = 0;
+  for (const v1::RatePoint& p : optimum.grid()) total += p.probability_best();
+  EXPECT_NEAR(total, 1.0, 1e-9) << "P(best) over the grid sums to 1";
+  EXPECT_EQ(optimum.grid(1).region(), v1::REGION_STATUS_BEST);
+  EXPECT_FALSE(optimum.grid(1).has_p_value_above_best()) << "the best is not tested against itself";
+  for (int end : {0, 2}) {
+    EXPECT_EQ(optimum.grid(end).region(), v1::REGION_STATUS_OUTSIDE) << "both ends above the best";
+    EXPECT_TRUE(optimum.grid(end).has_p_value_above_best());
+  }
+  ASSERT_TRUE(optimum.has_region()) << optimum.region_note();
+  EXPECT_DOUBLE_EQ(optimum.region().low(), 0.2);
+  EXPECT_DOUBLE_EQ(optimum.region().high(), 0.2);
+  EXPECT_THAT(optimum.region_note(), ::testing::HasSubstr("Welch"));
+  EXPECT_EQ(optimum.lack_of_fit().test_level(), 0.1);
 
   // Grid points: the 1C baseline is the reference; r_a = 0.2 beats it by more than its spread.
   ASSERT_EQ(analysis->grid_points_size(), 7);
@@ -192,6 +212,26 @@ TEST_F(SchedulerTest, AnalyzeSweepRecoversAKnownLawLeverageAndOptimum) {
   EXPECT_EQ(best.verdict(), v1::DELTA_VERDICT_EXCEEDS_SPREAD);
   EXPECT_EQ(analysis->grid_points(6).verdict(), v1::DELTA_VERDICT_NO_BASELINE)
       << "the strict group has no dense baseline";
+
+  // ΔBPC against every dense baseline of the group; one dense seed, so no Welch test.
+  ASSERT_EQ(best.baselines_size(), 3) << "dense 1C, 2C and 4C";
+  EXPECT_EQ(best.baselines(0).baseline(), "dense-1C");
+  EXPECT_EQ(best.baselines(0).compute_multiple(), 1);
+  EXPECT_NEAR(best.baselines(0).delta_bpc(), best.delta_bpc(), 1e-12);
+  EXPECT_NEAR(best.baselines(1).delta_bpc(), 0, 1e-9) << "the MoE loss is the dense law at 2C";
+  EXPECT_FALSE(best.baselines(0).has_welch_p()) << "one dense seed: no Welch test";
+  // One dense size per budget: the frontier is the fixed-N law, and both ELs are 2.
+  ASSERT_TRUE(analysis->has_dense_frontier()) << analysis->dense_frontier_refusal();
+  EXPECT_EQ(analysis->dense_frontier().points_size(), 3);
+  EXPECT_EQ(analysis->dense_frontier().points(0).sizes(), 1u);
+  EXPECT_TRUE(analysis->dense_frontier().has_law()) << analysis->dense_frontier().law_refusal();
+  EXPECT_EQ(analysis->dense_fit_params(), analysis->grid_points(0).params());
+  ASSERT_TRUE(best.has_frontier_leverage() && best.has_fixed_n_leverage());
+  EXPECT_NEAR(best.frontier_leverage().value(), 2.0, 0.05)
+      << best.frontier_leverage().missing_reason();
+  EXPECT_NEAR(best.fixed_n_leverage().value(), best.frontier_leverage().value(), 1e-9);
+  EXPECT_FALSE(best.frontier_leverage().extrapolated()) << "2C lies inside the dense 1C–4C range";
+  EXPECT_FALSE(analysis->grid_points(0).has_frontier_leverage()) << "a dense point has no EL";
 }
 
 TEST_F(SchedulerTest, AnalyzeSweepSaysWhatItCannotFitYet) {

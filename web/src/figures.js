@@ -1,7 +1,7 @@
 // From API documents to chart datasets: pure functions, no DOM, so each figure's rules are in
 // one place. A run's "group" is what its colour means: its activation rate for an MoE run, its
 // compute multiple for a dense baseline ("dense 1C", "dense 2C").
-import {num, percent} from './format.js';
+import {count, num, percent} from './format.js';
 
 // Perceptually ordered colours for r_a (low = dark purple, high = orange).
 const RATE_PALETTE = ['#3b0f70', '#6a1c81', '#9c2e7f', '#cd4071', '#f1605d', '#fd9668'];
@@ -84,8 +84,10 @@ function mean(values) {
 }
 
 // The equal-resource figure: final validation BPC against r_a, one series per (compute budget,
-// data variant) averaged over seeds, and each group's dense baselines (1C, 2C) as horizontal
-// lines; with the analysis, each group's fitted optimal r_a as a star where the grid brackets one.
+// data variant) averaged over seeds, and each group's dense baselines (1C, 2C; one line per size
+// when a group measured several) as horizontal lines; with the analysis, each group's region
+// (the best grid point and those not significantly above it) as shaded discs on its points, and
+// the point optimum as a star where the analysis gives one.
 export function equalResourceDatasets(results, analysis) {
   const finished = results.filter((row) => row.state === 'RUN_STATE_SUCCEEDED' &&
                                            num(row.final_val_bpc) > 0);
@@ -104,9 +106,9 @@ export function equalResourceDatasets(results, analysis) {
     const group = groupOf(row);
     const bpc = num(row.final_val_bpc);
     if (isDense(row.role)) {
-      const multiple = num(row.compute_multiple) || 1;
-      if (!group.dense.has(multiple)) group.dense.set(multiple, []);
-      group.dense.get(multiple).push(bpc);
+      const key = `${num(row.compute_multiple) || 1}|${num(row.params)}`;
+      if (!group.dense.has(key)) group.dense.set(key, []);
+      group.dense.get(key).push(bpc);
     } else {
       const rate = Number(num(row.activation_rate).toPrecision(4));
       moeRates.push(rate);
@@ -126,18 +128,33 @@ export function equalResourceDatasets(results, analysis) {
                      backgroundColor: colour, borderWidth: 2, pointRadius: 4, pointHoverRadius: 6,
                      data: points});
     }
-    for (const [multiple, values] of [...group.dense.entries()].sort((a, b) => a[0] - b[0])) {
+    const dense = [...group.dense.entries()].map(([k, values]) => {
+      const [multiple, params] = k.split('|').map(Number);
+      return {multiple, params, values};
+    }).sort((a, b) => a.multiple - b.multiple || a.params - b.params);
+    for (const {multiple, params, values} of dense) {
       const y = mean(values);
-      const label = `dense ${multipleLabel(multiple)} · ${key}`;
+      const sizes = dense.filter((d) => d.multiple === multiple).length;
+      const size = sizes > 1 ? ` N ${count(params)}` : '';
+      const label = `dense ${multipleLabel(multiple)}${size} · ${key}`;
       datasets.push({type: 'line', label, group: label, borderColor: colour, backgroundColor: colour,
                      borderDash: multiple > 1.5 ? [2, 3] : [8, 4], borderWidth: 1.5, pointRadius: 0,
                      data: [{x: xMin, y}, {x: xMax, y}]});
     }
     for (const optimum of analysis?.optimal_activation || []) {
       if (`${optimum.compute_budget} · ${optimum.data_variant}` !== key) continue;
-      // Only a bracketed optimum is a finding; otherwise the analysis card says why not.
+      const region = (optimum.grid || []).filter((p) => p.region === 'REGION_STATUS_BEST' ||
+                                                        p.region === 'REGION_STATUS_INSIDE');
+      if (optimum.region && region.length) {
+        const label = `region · ${key}`;
+        datasets.push({type: 'scatter', label, group: label, borderColor: colour,
+                       backgroundColor: `${colour}33`, pointStyle: 'circle', pointRadius: 11,
+                       borderWidth: 0,
+                       data: region.map((p) => ({x: num(p.activation_rate), y: num(p.bpc_mean)}))});
+      }
+      // Only a point optimum the analysis gives is a finding; otherwise the card says why not.
       if (optimum.status !== 'OPTIMUM_STATUS_BRACKETED') continue;
-      const label = `fitted optimum · ${key}`;
+      const label = `point optimum · ${key}`;
       datasets.push({type: 'scatter', label, group: label, borderColor: colour, backgroundColor: '#fff',
                      pointStyle: 'star', pointRadius: 9, borderWidth: 2,
                      data: [{x: num(optimum.activation_rate), y: num(optimum.bpc)}]});

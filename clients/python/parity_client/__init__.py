@@ -8,6 +8,8 @@
             print(row.name, row.activation_rate, row.final_val_bpc)
 """
 
+from .analysis import (Analysis, BaselineDelta, DenseFrontier, DenseLaw, GridPoint,
+                       GroupOptimum, Leverage, RunLeverage)
 from .client import DEFAULT_ADDRESS, Client, connect
 from .errors import FieldViolation, ParityError
 from .rows import MetricPoint, ResultRow, RunInfo, SweepInfo, to_frame
@@ -16,4 +18,6 @@ from .spec import load_spec, parse_spec, parse_quantity
 __all__ = [
     "DEFAULT_ADDRESS", "Client", "connect", "FieldViolation", "ParityError", "MetricPoint",
     "ResultRow", "RunInfo", "SweepInfo", "to_frame", "load_spec", "parse_spec", "parse_quantity",
+    "Analysis", "BaselineDelta", "DenseFrontier", "DenseLaw", "GridPoint", "GroupOptimum",
+    "Leverage", "RunLeverage",
 ]

@@ -5,6 +5,7 @@
         sweep = client.submit("examples/micro.yaml")   # plan on the scheduler, queue the runs
         client.wait(sweep.sweep_id)                    # progress line until it ends
         df = client.results_frame(sweep.sweep_id)      # pandas, when installed
+        analysis = client.analyze(sweep.sweep_id)      # frontier and fixed-N EL, optima, ΔBPC
 
 Every call raises ParityError on failure (code, message, field violations). Thread-safety: a
 Client can be shared between threads (gRPC channels are); close() it once.
@@ -18,6 +19,7 @@ import grpc
 
 from parity.v1 import run_pb2, sweep_pb2, sweep_service_pb2 as api, sweep_service_pb2_grpc
 
+from .analysis import Analysis
 from .errors import ParityError, from_rpc_error
 from .loopback import resolves_only_to_loopback
 from .rows import MetricPoint, ResultRow, RunInfo, SweepInfo, to_frame
@@ -257,6 +259,14 @@ class Client:
     def results_frame(self, sweep_id="", order_by=""):
         """results() as a pandas DataFrame (needs pandas)."""
         return to_frame(self.results(sweep_id, order_by))
+
+    def analyze(self, sweep_id):
+        """The sweep's analysis (AnalyzeSweep) as an Analysis: per MoE grid point the frontier
+        EL (the papers') and the fixed-N EL, per group the best grid point, region, lack of fit
+        and point optimum (or why none), ΔBPC against every dense baseline, the dense frontier
+        and the fixed-N law. FAILED_PRECONDITION until a run of the sweep has finished."""
+        response = self._call("AnalyzeSweep", api.AnalyzeSweepRequest(sweep_id=sweep_id))
+        return Analysis.from_proto(response)
 
     def curve(self, run_id, from_step=0, timeout=None):
         """A run's metric points (training and validation BPC, learning rate, throughput ...)

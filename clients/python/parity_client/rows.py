@@ -20,7 +20,8 @@ def enum_name(enum_type, number, prefix):
 class ResultRow:
     """One row of the results view (parity.v1.ResultRow): a run's accounting and outcome.
     Units as in the proto: N in parameters, M in FLOPs/token, C in FLOPs, D in tokens, BPC in
-    bits per byte; final_val_bpc and delta_bpc_vs_dense are 0 until they exist."""
+    bits per byte; final_val_bpc and delta_bpc_vs_dense are 0 until they exist. The only EL here
+    is the published law's prediction; measured EL (frontier and fixed-N) is Client.analyze()'s."""
 
     run_id: str
     sweep_id: str
@@ -47,7 +48,7 @@ class ResultRow:
     compute_budget: str
     compute_multiple: float
     data_variant: str
-    predicted_efficiency_leverage: float
+    predicted_efficiency_leverage: float  # the published joint law's prediction, not measured
     delta_bpc_vs_dense: float
     seed: int
 

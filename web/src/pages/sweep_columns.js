@@ -1,5 +1,6 @@
 // The columns of a sweep's runs table: accounting (docs/domain.md symbols), state and BPC.
-// A row is {run (Run message), result (ResultRow), leverage (RunLeverage or undefined),
+// A row is {run (Run message), result (ResultRow), leverage (RunLeverage, the run's fixed-N EL,
+// or undefined),
 // hasBaseline (a finished dense 1C run shares its budget and data variant)}.
 import {count, fixed, flops, h, layoutName, num, percent, signed, stateBadge,
         stateName} from '../format.js';
@@ -77,8 +78,10 @@ export function runColumns() {
        if (d === null) return '—';
        return h('span', {class: d < 0 ? 'better' : d > 0 ? 'worse' : null}, signed(d));
      }},
-    {key: 'el', label: 'EL', numeric: true,
-     title: 'Efficiency leverage: dense compute needed to match / compute used (> 1: MoE wins)',
+    {key: 'el', label: 'Fixed-N EL', numeric: true,
+     title: 'Fixed-N efficiency leverage of this run: the compute the one dense shape\'s own law ' +
+            'needs to match it / the compute used (> 1: MoE wins). Not the papers\' EL: the ' +
+            'frontier EL of each grid point is in the analysis card.',
      value: (row) => (measuredLeverage(row) ? num(row.leverage.efficiency_leverage) : null),
      render: (row) => {
        if (!measuredLeverage(row)) {
