@@ -186,7 +186,7 @@ std::string ElLaw(const AnalyzeSweepResponse& a) {
 std::string GridPoints(const AnalyzeSweepResponse& a) {
   std::vector<std::vector<std::string>> rows;
   for (const parity::v1::GridPointSummary& p : a.grid_points()) {
-    const bool dense = p.role() == parity::v1::RUN_ROLE_DENSE_BASELINE;
+    const bool dense = p.role() != parity::v1::RUN_ROLE_MOE;
     const bool delta = p.verdict() != parity::v1::DELTA_VERDICT_NO_BASELINE &&
                        p.verdict() != parity::v1::DELTA_VERDICT_IS_BASELINE;
     rows.push_back({p.name(), p.compute_budget(), p.data_variant(), HumanCount(double(p.params())),

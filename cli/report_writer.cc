@@ -43,7 +43,14 @@ absl::Status WriteFile(const std::filesystem::path& path, std::string_view conte
 }
 
 std::string RoleName(parity::v1::RunRole role) {
-  return role == parity::v1::RUN_ROLE_DENSE_BASELINE ? "dense" : "moe";
+  switch (role) {
+    case parity::v1::RUN_ROLE_DENSE_BASELINE:
+      return "dense";
+    case parity::v1::RUN_ROLE_DENSE_FRONTIER:
+      return "dense-frontier";
+    default:
+      return "moe";
+  }
 }
 
 // The documents the front end asks for, keyed by the API path it would fetch (web/src/api.js

@@ -16,7 +16,12 @@ void CompareWithBaselines(std::vector<GridPointSummary>& points,
   for (GridPointSummary& s : points) {
     s.verdict = DeltaVerdict::kNoBaseline;
     for (const GridPointSummary& base : points) {
-      if (base.group != s.group || base.role != parity::v1::RUN_ROLE_DENSE_BASELINE) continue;
+      // A baseline serves every point of its budget and data variant, whatever ablation keys
+      // (layout, balance, pinned K …) split the MoE points into groups.
+      if (base.compute_budget != s.compute_budget || base.data_variant != s.data_variant ||
+          base.role != parity::v1::RUN_ROLE_DENSE_BASELINE) {
+        continue;
+      }
       const bool one_c = std::fabs(base.compute_multiple - 1) < 1e-9;
       if (&base == &s) {
         if (one_c) s.verdict = DeltaVerdict::kIsBaseline;

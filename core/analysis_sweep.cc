@@ -43,8 +43,10 @@ std::string PointName(const std::string& run_name) {
   return run_name.substr(0, dash);
 }
 
+// Dense baselines and the dense frontier's other sizes all measure the dense side.
 bool IsDense(const parity::v1::RunSpec& spec) {
-  return spec.role() == parity::v1::RUN_ROLE_DENSE_BASELINE;
+  return spec.role() == parity::v1::RUN_ROLE_DENSE_BASELINE ||
+         spec.role() == parity::v1::RUN_ROLE_DENSE_FRONTIER;
 }
 
 // A run as it serves one group.

@@ -18,6 +18,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/analysis.h"
+#include "core/planner_sharing.h"
 #include "core/status_macros.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/scheduling/request_validation.h"
@@ -254,15 +255,29 @@ void SetFrontier(const core::DenseFrontier& frontier, v1::DenseFrontier* out) {
   out->set_replicate_note(frontier.replicate_note);
 }
 
-// The groups a finished run serves. Today one, its own (compute_budget, data_variant,
-// compute_multiple). When the planner lets one run serve several groups (a RunSpec field such as
-// `also_serves`), append one core::GroupMembership per entry here — the analysis already draws a
-// shared run once per bootstrap replicate — and nothing else in this file changes.
+// The groups a finished run serves: its own and every `also_serves` entry (a run the planner
+// planned once for several groups; the analysis draws it once per bootstrap replicate). An MoE
+// point's ablation axes (layout, balance, shared expert, granularity, a pinned K) split its
+// group, so that a region is never drawn across two ablation settings.
 std::vector<core::GroupMembership> MembershipsOf(const v1::RunSpec& spec) {
-  return {core::GroupMembership{.compute_budget = spec.compute_budget(),
-                                .data_variant = spec.data_variant(),
-                                .compute_multiple = spec.compute_multiple(),
-                                .keys = {}}};
+  static constexpr const char* kAblationAxes[] = {"layout", "balance", "shared_expert_hidden",
+                                                  "granularity", "top_k"};
+  std::vector<core::GroupMembership> memberships;
+  for (const v1::GroupRef& group : core::GroupsOf(spec)) {
+    core::GroupMembership m{.compute_budget = group.compute_budget(),
+                            .data_variant = group.data_variant(),
+                            .compute_multiple = group.compute_multiple(),
+                            .keys = {}};
+    if (group.role() == v1::RUN_ROLE_MOE) {
+      for (const char* axis : kAblationAxes) {
+        if (auto it = group.grid_point().find(axis); it != group.grid_point().end()) {
+          m.keys[axis] = it->second;
+        }
+      }
+    }
+    memberships.push_back(std::move(m));
+  }
+  return memberships;
 }
 
 }  // namespace

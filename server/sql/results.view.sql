@@ -1,8 +1,8 @@
 -- results: one row per run, read by QueryResults and AnalyzeSweep: the accounting, planned vs
 -- measured FLOPs/token, final BPC and ΔBPC against the 1C dense baseline of the same sweep,
--- compute budget, data variant and seed (the first such baseline in grid order that SUCCEEDED;
--- NULL when there is none). CREATE OR REPLACE VIEW can only add columns at the end: to drop,
--- rename or retype one, see README.md.
+-- compute budget, data variant and seed (the first such baseline in grid order that SUCCEEDED,
+-- its own group or one it also serves; NULL when there is none). CREATE OR REPLACE VIEW can only
+-- add columns at the end: to drop, rename or retype one, see README.md.
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
        r.d_model, r.num_layers, r.num_experts, r.top_k, r.expert_hidden,
@@ -19,9 +19,14 @@ FROM runs r
 LEFT JOIN LATERAL (
   SELECT d.final_val_bpc
   FROM runs d
-  WHERE d.sweep_id = r.sweep_id AND d.role = 'DENSE_BASELINE' AND d.compute_multiple = 1
-    AND d.compute_budget = r.compute_budget AND d.data_variant = r.data_variant
-    AND d.seed = r.seed AND d.state = 'SUCCEEDED'
+  WHERE d.sweep_id = r.sweep_id AND d.seed = r.seed AND d.state = 'SUCCEEDED'
+    AND ((d.role = 'DENSE_BASELINE' AND d.compute_multiple = 1
+          AND d.compute_budget = r.compute_budget AND d.data_variant = r.data_variant)
+         -- a run planned once for several groups (RunSpec.also_serves) is the 1C baseline of
+         -- every group it serves as one, e.g. dense 2C of C1 = dense 1C of C2
+         OR d.spec_json -> 'also_serves' @> jsonb_build_array(jsonb_build_object(
+              'compute_budget', r.compute_budget, 'data_variant', r.data_variant,
+              'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1)))
   ORDER BY d.ordinal
   LIMIT 1
 ) b ON true;

@@ -852,7 +852,7 @@ CREATE VIEW public.results AS
    FROM (public.runs r
      LEFT JOIN LATERAL ( SELECT d.final_val_bpc
            FROM public.runs d
-          WHERE ((d.sweep_id = r.sweep_id) AND (d.role = 'DENSE_BASELINE'::text) AND (d.compute_multiple = (1)::double precision) AND (d.compute_budget = r.compute_budget) AND (d.data_variant = r.data_variant) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text))
+          WHERE ((d.sweep_id = r.sweep_id) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text) AND (((d.role = 'DENSE_BASELINE'::text) AND (d.compute_multiple = (1)::double precision) AND (d.compute_budget = r.compute_budget) AND (d.data_variant = r.data_variant)) OR ((d.spec_json -> 'also_serves'::text) @> jsonb_build_array(jsonb_build_object('compute_budget', r.compute_budget, 'data_variant', r.data_variant, 'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1)))))
           ORDER BY d.ordinal
          LIMIT 1) b ON (true));
 

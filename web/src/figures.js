@@ -35,7 +35,7 @@ function denseDash(multiple) {
 }
 
 export function isDense(role) {
-  return role === 'RUN_ROLE_DENSE_BASELINE';
+  return role === 'RUN_ROLE_DENSE_BASELINE' || role === 'RUN_ROLE_DENSE_FRONTIER';
 }
 
 // {group, colour, dash, order} of a run (a Run message with its spec).

@@ -93,7 +93,7 @@ function elLaw(analysis) {
 
 function paperTable(points) {
   const rows = points.map((p) => {
-    const dense = p.role === 'RUN_ROLE_DENSE_BASELINE';
+    const dense = p.role === 'RUN_ROLE_DENSE_BASELINE' || p.role === 'RUN_ROLE_DENSE_FRONTIER';
     const [verdict, verdictClass] = VERDICT[p.verdict] || ['', 'muted'];
     const hasDelta = p.verdict !== 'DELTA_VERDICT_NO_BASELINE' && p.verdict !== 'DELTA_VERDICT_IS_BASELINE';
     const spread = p.seeds > 1 ? ` ± ${fixed(p.bpc_spread, 4)}` : '';
