@@ -14,22 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "core/analysis_region.h"
 #include "core/analysis_stats.h"
+#include "core/tests/test_noise.h"
 #include "gtest/gtest.h"
 
 namespace parity::core {
 namespace {
 
-class Noise {
- public:
-  explicit Noise(uint64_t seed) : rng_(seed) {}
-  double Uniform() { return (static_cast<double>(rng_.Next() >> 11) + 0.5) / 9007199254740992.0; }
-  double Normal(double sigma) {
-    return sigma * std::sqrt(-2 * std::log(Uniform())) * std::cos(2 * M_PI * Uniform());
-  }
-
- private:
-  stats::Rng rng_;
-};
+using testing::Noise;
 
 enum class Shape { kSteepLeft, kSteepRight, kTwoCurvatures };
 

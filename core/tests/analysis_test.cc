@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/analysis_stats.h"
+#include "core/tests/test_noise.h"
 #include "gtest/gtest.h"
 
 namespace parity::core {
@@ -15,18 +16,7 @@ namespace {
 
 constexpr double kA = 900.0, kB = 0.12, kC = 0.7;
 
-// Normal noise from the analysis' own portable generator (Box–Muller).
-class Noise {
- public:
-  explicit Noise(uint64_t seed) : rng_(seed) {}
-  double Uniform() { return (static_cast<double>(rng_.Next() >> 11) + 0.5) / 9007199254740992.0; }
-  double Normal(double sigma) {
-    return sigma * std::sqrt(-2 * std::log(Uniform())) * std::cos(2 * M_PI * Uniform());
-  }
-
- private:
-  stats::Rng rng_;
-};
+using testing::Noise;
 
 std::vector<Observation> DenseRuns(double noise = 0, int seeds = 1) {
   Noise n(7);

@@ -1,5 +1,5 @@
 // The web dashboard end to end: a throwaway PostgreSQL, a real SchedulerServer with its HTTP
-// port on a free port, a 64-run sweep (two seeds; dense runs at three sizes per budget, so the
+// port on a free port, a 54-run sweep (two seeds; dense runs at three sizes per budget, so the
 // analysis has a compute-optimal frontier) seeded through the real gRPC API by fake workers
 // (study_seeder.h), then
 //   - the /api/v1 JSON API and its errors over real HTTP;
@@ -145,7 +145,8 @@ TEST_F(DashboardTest, ApiServesTheSeededSweep) {
   Reply sweeps = Get("/api/v1/sweeps");
   ASSERT_EQ(sweeps.status, 200) << sweeps.body;
   ASSERT_EQ(sweeps.doc["sweeps"].size(), 1u);
-  EXPECT_EQ(Runs(), 64) << "16 MoE and 8 dense grid points, 16 more dense sizes, 2 seeds";
+  EXPECT_EQ(Runs(), 54) << "16 MoE and 8 dense grid points × 2 seeds, less 6 runs planned once for "
+                           "two groups, plus 2 more sizes of each of the 6 unique-data dense runs";
   EXPECT_EQ(sweeps.doc["sweeps"][0]["spec"]["name"], "dashboard-study");
   EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["running"], 2);
   EXPECT_EQ(sweeps.doc["sweeps"][0]["counts"]["pending"], 2);

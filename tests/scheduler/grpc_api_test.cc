@@ -23,10 +23,12 @@
 #include "server/scheduler_server.h"
 #include "tests/scheduler/scheduler_fixture.h"
 #include "tests/support/test_tokens.h"
+#include "tests/support/violated_fields.h"
 
 namespace parity::server::testing {
 namespace {
 
+using ::parity::testing::ViolatedFields;
 using ::testing::ElementsAre;
 using ::testing::UnorderedElementsAre;
 
@@ -35,20 +37,6 @@ google::rpc::Status DetailsOf(const grpc::Status& status) {
   google::rpc::Status details;
   details.ParseFromString(status.error_details());
   return details;
-}
-
-std::vector<std::string> ViolatedFields(const grpc::Status& status) {
-  std::vector<std::string> fields;
-  const google::rpc::Status details = DetailsOf(status);
-  for (const google::protobuf::Any& any : details.details()) {
-    google::rpc::BadRequest bad_request;
-    if (any.UnpackTo(&bad_request)) {
-      for (const auto& violation : bad_request.field_violations()) {
-        fields.push_back(violation.field());
-      }
-    }
-  }
-  return fields;
 }
 
 class GrpcApiTest : public ::testing::Test {

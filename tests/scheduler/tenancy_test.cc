@@ -25,28 +25,17 @@
 #include "server/store/memory/memory_run_store.h"
 #include "tests/scheduler/scheduler_fixture.h"
 #include "tests/support/test_tokens.h"
+#include "tests/support/violated_fields.h"
 
 namespace parity::server::testing {
 namespace {
 
 using ::parity::testing::kTestAdminToken;
 using ::parity::testing::TokenChannel;
+using ::parity::testing::ViolatedFields;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
-
-std::vector<std::string> ViolatedFields(const grpc::Status& status) {
-  google::rpc::Status details;
-  details.ParseFromString(status.error_details());
-  std::vector<std::string> fields;
-  for (const google::protobuf::Any& any : details.details()) {
-    google::rpc::BadRequest bad_request;
-    if (any.UnpackTo(&bad_request)) {
-      for (const auto& v : bad_request.field_violations()) fields.push_back(v.field());
-    }
-  }
-  return fields;
-}
 
 class TenancyTest : public ::testing::Test {
  protected:
