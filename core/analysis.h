@@ -41,13 +41,19 @@ struct GroupMembership {
 // "C1/unique" plus "/axis=value" for each extra key in key order: one string per group.
 std::string GroupKey(const GroupMembership& membership);
 
+// The groups a planned run serves: its own and every RunSpec.also_serves entry (a run the
+// planner planned once for several groups). An MoE point's ablation axes in its grid point
+// (layout, balance, shared_expert_hidden, granularity, a pinned top_k) become keys, so a region is
+// never drawn across two ablation settings; dense runs get none, and a dense baseline serves
+// every MoE group of its budget and data variant.
+std::vector<GroupMembership> GroupMembershipsOf(const parity::v1::RunSpec& spec);
+
 // One finished run of a sweep as AnalyzeSweep sees it.
 struct FinishedRun {
   std::string run_id;
   const parity::v1::RunSpec* spec = nullptr;  // not owned; outlives the call
   double val_bpc = 0;                         // final validation BPC
-  // The groups it serves; empty → one, from the spec (compute_budget, data_variant,
-  // compute_multiple).
+  // The groups it serves; empty → GroupMembershipsOf(*spec).
   std::vector<GroupMembership> memberships;
 };
 

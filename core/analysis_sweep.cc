@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/analysis.h"
 #include "core/analysis_stats.h"
+#include "core/planner_sharing.h"
 
 namespace parity::core {
 namespace {
@@ -59,11 +60,7 @@ std::vector<Served> Expand(std::span<const FinishedRun> runs) {
   std::vector<Served> out;
   for (const FinishedRun& run : runs) {
     if (run.memberships.empty()) {
-      out.push_back({&run,
-                     {run.spec->compute_budget(),
-                      run.spec->data_variant(),
-                      run.spec->compute_multiple(),
-                      {}}});
+      for (GroupMembership& m : GroupMembershipsOf(*run.spec)) out.push_back({&run, std::move(m)});
     }
     for (const GroupMembership& m : run.memberships) out.push_back({&run, m});
   }
@@ -202,6 +199,27 @@ absl::StatusOr<ElLawFit> FitEfficiencyLeverageLaw(std::span<const ElObservation>
   }
   fit.rms_log_residual = std::sqrt(sq / static_cast<double>(runs.size()));
   return fit;
+}
+
+std::vector<GroupMembership> GroupMembershipsOf(const parity::v1::RunSpec& spec) {
+  static constexpr const char* kAblationAxes[] = {"layout", "balance", "shared_expert_hidden",
+                                                  "granularity", "top_k"};
+  std::vector<GroupMembership> memberships;
+  for (const parity::v1::GroupRef& group : GroupsOf(spec)) {
+    GroupMembership m{.compute_budget = group.compute_budget(),
+                      .data_variant = group.data_variant(),
+                      .compute_multiple = group.compute_multiple(),
+                      .keys = {}};
+    if (group.role() == parity::v1::RUN_ROLE_MOE) {
+      for (const char* axis : kAblationAxes) {
+        if (auto it = group.grid_point().find(axis); it != group.grid_point().end()) {
+          m.keys[axis] = it->second;
+        }
+      }
+    }
+    memberships.push_back(std::move(m));
+  }
+  return memberships;
 }
 
 std::string GroupKey(const GroupMembership& m) {

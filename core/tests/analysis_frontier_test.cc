@@ -4,6 +4,7 @@
 // group; a run shared by two groups counted once.
 #include <cmath>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -245,6 +246,66 @@ TEST(SharedRunsTest, ARunServingTwoGroupsIsOneRun) {
     }
   }
   EXPECT_EQ(c2_baselines, 2) << "C2 has Dense-1C (the shared run) and Dense-2C";
+}
+
+// Groups as the planner writes them into RunSpecs (no memberships passed): a run's also_serves
+// makes it a member of every group it serves, and an MoE point's ablation axes split its group.
+TEST(SharedRunsTest, GroupsComeFromAlsoServesAndAblationAxesOfTheSpec) {
+  std::deque<parity::v1::RunSpec> specs;
+  std::vector<FinishedRun> runs;
+  auto add = [&](const std::string& name, parity::v1::RunRole role, const std::string& budget,
+                 double multiple, double ra, double bpc,
+                 std::map<std::string, std::string> point) -> parity::v1::RunSpec& {
+    parity::v1::RunSpec& spec = specs.emplace_back();
+    spec.set_name(name);
+    spec.set_role(role);
+    spec.set_compute_budget(budget);
+    spec.set_data_variant("unique");
+    spec.set_compute_multiple(multiple);
+    spec.mutable_accounting()->set_compute_flops((budget == "C1" ? 1e20 : 2e20) * multiple);
+    spec.mutable_accounting()->set_activation_rate(ra);
+    spec.mutable_accounting()->set_params(1000000);
+    spec.mutable_grid_point()->insert(point.begin(), point.end());
+    runs.push_back({"id-" + name, &spec, bpc, {}});
+    return spec;
+  };
+  const auto dense = parity::v1::RUN_ROLE_DENSE_BASELINE;
+  for (int s = 0; s < 2; ++s) {
+    add(absl::StrCat("dense-1C-C1-s", s), dense, "C1", 1, 1, 2.00 + 0.01 * s, {});
+    parity::v1::RunSpec& shared =
+        add(absl::StrCat("dense-2C-C1-s", s), dense, "C1", 2, 1, 1.80 + 0.01 * s, {});
+    parity::v1::GroupRef* also = shared.add_also_serves();
+    also->set_compute_budget("C2");
+    also->set_data_variant("unique");
+    also->set_role(dense);
+    also->set_compute_multiple(1);
+    for (const char* layout : {"all-moe", "1dense+SE"}) {
+      for (double ra : {0.1, 0.2, 0.4}) {
+        add(absl::StrCat("moe-", layout, "-ra", ra, "-C2-s", s), parity::v1::RUN_ROLE_MOE, "C2", 1,
+            ra, 1.60 + (ra == 0.2 ? 0 : 0.05) + 0.01 * s, {{"layout", layout}, {"top_k", "2"}});
+      }
+    }
+  }
+  const std::vector<GroupMembership> groups = GroupMembershipsOf(specs[1]);
+  ASSERT_EQ(groups.size(), 2u) << "its own group and the one it also serves";
+  EXPECT_EQ(GroupKey(groups[1]), "C2/unique");
+  EXPECT_DOUBLE_EQ(groups[1].compute_multiple, 1);
+  EXPECT_EQ(GroupKey(GroupMembershipsOf(specs[2])[0]), "C2/unique/layout=all-moe/top_k=2");
+
+  const SweepAnalysis analysis = AnalyzeFinishedRuns(runs);
+  std::vector<std::string> keys;
+  for (const OptimalActivationGroup& g : analysis.optimal_activation) keys.push_back(g.group);
+  EXPECT_EQ(keys, (std::vector<std::string>{"C2/unique/layout=all-moe/top_k=2",
+                                            "C2/unique/layout=1dense+SE/top_k=2"}))
+      << "one region per ablation setting";
+  int compared = 0;
+  for (const GridPointSummary& p : analysis.grid_points) {
+    if (p.role != parity::v1::RUN_ROLE_MOE) continue;
+    ASSERT_TRUE(p.delta_bpc.has_value()) << p.name << ": the shared run is C2's Dense-1C";
+    EXPECT_EQ(p.baselines.size(), 1u) << p.name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6) << "every MoE point of both layouts compared with the one baseline";
 }
 
 TEST(SharedRunsTest, BootstrapDrawsDependOnTheRunNotTheGroup) {

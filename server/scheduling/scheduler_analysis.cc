@@ -18,7 +18,6 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/analysis.h"
-#include "core/planner_sharing.h"
 #include "core/status_macros.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/scheduling/request_validation.h"
@@ -255,31 +254,6 @@ void SetFrontier(const core::DenseFrontier& frontier, v1::DenseFrontier* out) {
   out->set_replicate_note(frontier.replicate_note);
 }
 
-// The groups a finished run serves: its own and every `also_serves` entry (a run the planner
-// planned once for several groups; the analysis draws it once per bootstrap replicate). An MoE
-// point's ablation axes (layout, balance, shared expert, granularity, a pinned K) split its
-// group, so that a region is never drawn across two ablation settings.
-std::vector<core::GroupMembership> MembershipsOf(const v1::RunSpec& spec) {
-  static constexpr const char* kAblationAxes[] = {"layout", "balance", "shared_expert_hidden",
-                                                  "granularity", "top_k"};
-  std::vector<core::GroupMembership> memberships;
-  for (const v1::GroupRef& group : core::GroupsOf(spec)) {
-    core::GroupMembership m{.compute_budget = group.compute_budget(),
-                            .data_variant = group.data_variant(),
-                            .compute_multiple = group.compute_multiple(),
-                            .keys = {}};
-    if (group.role() == v1::RUN_ROLE_MOE) {
-      for (const char* axis : kAblationAxes) {
-        if (auto it = group.grid_point().find(axis); it != group.grid_point().end()) {
-          m.keys[axis] = it->second;
-        }
-      }
-    }
-    memberships.push_back(std::move(m));
-  }
-  return memberships;
-}
-
 }  // namespace
 
 absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
@@ -305,7 +279,8 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
     finished.push_back({.run_id = run.run_id(),
                         .spec = &run.spec(),
                         .val_bpc = run.summary().final_val_bpc(),
-                        .memberships = MembershipsOf(run.spec())});
+                        // groups from the spec: also_serves, ablation axes
+                        .memberships = {}});
   }
   const core::SweepAnalysis analysis = core::AnalyzeFinishedRuns(finished);
 
