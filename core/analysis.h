@@ -36,6 +36,9 @@ struct GroupMembership {
   std::string data_variant;     // data variant label, e.g. "strict68B"
   double compute_multiple = 1;  // the run's multiple of that budget (ratio), e.g. 2 for Dense-2C
   std::map<std::string, std::string> keys;  // further grouping axes (ablation axis → value)
+  // The run's name in that group ("dense-1C-C2-unique-s0" for the run planned as dense 2C of C1);
+  // empty → the spec's name.
+  std::string name;
 };
 
 // "C1/unique" plus "/axis=value" for each extra key in key order: one string per group.

@@ -84,7 +84,7 @@ std::vector<GridPointSummary> SummarizeGridPoints(const std::vector<Served>& ser
   std::vector<PointRuns> points;
   for (const Served& s : served) {
     const parity::v1::RunSpec& spec = *s.run->spec;
-    const std::string name = PointName(spec.name());
+    const std::string name = PointName(s.membership.name.empty() ? spec.name() : s.membership.name);
     const std::string group = GroupKey(s.membership);
     auto it = std::find_if(points.begin(), points.end(), [&](const PointRuns& p) {
       return p.summary.name == name && p.summary.group == group;
@@ -209,7 +209,8 @@ std::vector<GroupMembership> GroupMembershipsOf(const parity::v1::RunSpec& spec)
     GroupMembership m{.compute_budget = group.compute_budget(),
                       .data_variant = group.data_variant(),
                       .compute_multiple = group.compute_multiple(),
-                      .keys = {}};
+                      .keys = {},
+                      .name = group.name()};
     if (group.role() == parity::v1::RUN_ROLE_MOE) {
       for (const char* axis : kAblationAxes) {
         if (auto it = group.grid_point().find(axis); it != group.grid_point().end()) {

@@ -163,7 +163,7 @@ class Sweep {
     specs_.push_back(std::move(spec));
     runs_.push_back({"id-" + name, &specs_.back(), bpc, {}});
     if (!also.empty()) {
-      runs_.back().memberships.push_back({budget, "unique", multiple, {}});
+      runs_.back().memberships.push_back({budget, "unique", multiple, {}, ""});
       for (GroupMembership& m : also) runs_.back().memberships.push_back(std::move(m));
     }
     return specs_.back();
@@ -216,7 +216,7 @@ TEST(SharedRunsTest, ARunServingTwoGroupsIsOneRun) {
   for (int s = 0; s < 2; ++s) {
     sweep.Add(absl::StrCat("dense-1C-C1-s", s), dense, "C1", 1, 1, 2.00 + 0.01 * s);
     sweep.Add(absl::StrCat("dense-2C-C1-s", s), dense, "C1", 2, 1, 1.80 + 0.01 * s,
-              {{"C2", "unique", 1, {}}});
+              {{"C2", "unique", 1, {}, ""}});
     sweep.Add(absl::StrCat("dense-2C-C2-s", s), dense, "C2", 2, 1, 1.65 + 0.01 * s);
   }
   for (double ra : {0.1, 0.2, 0.4}) {
@@ -279,6 +279,7 @@ TEST(SharedRunsTest, GroupsComeFromAlsoServesAndAblationAxesOfTheSpec) {
     also->set_data_variant("unique");
     also->set_role(dense);
     also->set_compute_multiple(1);
+    also->set_name(absl::StrCat("dense-1C-C2-s", s));
     for (const char* layout : {"all-moe", "1dense+SE"}) {
       for (double ra : {0.1, 0.2, 0.4}) {
         add(absl::StrCat("moe-", layout, "-ra", ra, "-C2-s", s), parity::v1::RUN_ROLE_MOE, "C2", 1,
@@ -299,13 +300,19 @@ TEST(SharedRunsTest, GroupsComeFromAlsoServesAndAblationAxesOfTheSpec) {
                                             "C2/unique/layout=1dense+SE/top_k=2"}))
       << "one region per ablation setting";
   int compared = 0;
+  bool named_in_c2 = false;
   for (const GridPointSummary& p : analysis.grid_points) {
+    if (p.group == "C2/unique" && p.name == "dense-1C-C2") {
+      named_in_c2 = true;
+      EXPECT_EQ(p.verdict, DeltaVerdict::kIsBaseline);
+    }
     if (p.role != parity::v1::RUN_ROLE_MOE) continue;
     ASSERT_TRUE(p.delta_bpc.has_value()) << p.name << ": the shared run is C2's Dense-1C";
     EXPECT_EQ(p.baselines.size(), 1u) << p.name;
     ++compared;
   }
   EXPECT_EQ(compared, 6) << "every MoE point of both layouts compared with the one baseline";
+  EXPECT_TRUE(named_in_c2) << "in C2 the shared run goes by the name it has there";
 }
 
 TEST(SharedRunsTest, BootstrapDrawsDependOnTheRunNotTheGroup) {

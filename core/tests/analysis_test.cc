@@ -327,9 +327,9 @@ class SweepBuilder {
     if (memberships_.back().empty()) {
       const parity::v1::RunSpec& spec = specs_.back();
       memberships_.back().push_back(
-          {spec.compute_budget(), spec.data_variant(), spec.compute_multiple(), {}});
+          {spec.compute_budget(), spec.data_variant(), spec.compute_multiple(), {}, ""});
     }
-    memberships_.back().push_back({budget, specs_.back().data_variant(), multiple, {}});
+    memberships_.back().push_back({budget, specs_.back().data_variant(), multiple, {}, ""});
   }
   SweepAnalysis Analyze() {
     std::vector<FinishedRun> runs;

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """Draws docs/study/equal_resources.png from a finished sweep on a running scheduler.
 
-The equal-resource figure of the CPU study: final validation BPC against the activation rate r_a
-per compute budget, the mean over seeds with the seed-to-seed range as error bars, and the dense
-baselines at 1C and 2C of each budget as horizontal lines (mean over seeds, range shaded).
+The equal-resource figure of the CPU study, from the scheduler's analysis (client.analyze): final
+validation BPC against the activation rate r_a per compute budget (mean over seeds, ± one seed
+standard deviation), the region of r_a not distinguishable from the best grid point shaded, and
+every dense baseline of the budget (1C, 2C on unique data) as a horizontal line. Groups come from
+the analysis, so a run planned once for two groups (dense 2C of C1 = dense 1C of C2) is drawn in
+both.
 
     PYTHONPATH=build/clients/python docs/study/make_figure.py SWEEP_ID [OUT.png]
 
-Uses parity_client (clients/python), pandas and matplotlib (python3-pandas, python3-matplotlib).
+Uses parity_client (clients/python) and matplotlib (python3-matplotlib).
 """
 import sys
 
@@ -22,29 +25,37 @@ import parity_client  # noqa: E402
 
 def main(sweep_id: str, out: str) -> None:
     with parity_client.connect() as client:
-        df = client.results_frame(sweep_id)
-    df = df[df.state == "succeeded"]
+        analysis = client.analyze(sweep_id)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for budget, group in df.groupby("compute_budget"):
-        moe = group[group.role == "moe"].groupby("activation_rate").final_val_bpc
-        mean, low, high = moe.mean(), moe.min(), moe.max()
-        bars = ax.errorbar(mean.index, mean.values, yerr=[mean - low, high - mean], fmt="o-",
-                           capsize=3, label=f"MoE, {budget} (mean of {moe.size().max()} seeds)")
+    rates = set()
+    for optimum in analysis.optima:
+        grid = sorted(optimum.grid, key=lambda p: p.activation_rate)
+        x = [p.activation_rate for p in grid]
+        rates.update(x)
+        bars = ax.errorbar(x, [p.bpc_mean for p in grid], yerr=[p.bpc_spread for p in grid],
+                           fmt="o-", capsize=3,
+                           label=f"MoE, {optimum.compute_budget} ({max(p.seeds for p in grid)} seeds)")
         color = bars.lines[0].get_color()
-        dense = group[group.role == "dense_baseline"].groupby("compute_multiple").final_val_bpc
-        for multiple, bpc in dense:
-            style = "--" if multiple == 1 else ":"
-            # dense 2C of C1 is dense 1C of C2 (the same runs when C2 = 2·C1): drawn twice.
-            ax.axhline(bpc.mean(), color=color, linestyle=style,
-                       label=f"dense {multiple:g}C of {budget} ({bpc.mean():.3f})")
-            ax.axhspan(bpc.min(), bpc.max(), color=color, alpha=0.08)
+        if optimum.region_low is not None:
+            ax.axvspan(optimum.region_low * 0.97, optimum.region_high * 1.03, color=color,
+                       alpha=0.08)
+        dense = [g for g in analysis.grid_points
+                 if g.role == "dense_baseline" and g.group.split("/")[0] == optimum.compute_budget
+                 and g.data_variant == optimum.data_variant]
+        for g in sorted(dense, key=lambda g: g.compute_multiple):
+            style = "--" if abs(g.compute_multiple - 1) < 1e-9 else ":"
+            ax.axhline(g.bpc_mean, color=color, linestyle=style,
+                       label=f"dense {g.compute_multiple:g}C of {g.compute_budget} "
+                             f"({g.bpc_mean:.3f})")
     ax.set_xscale("log")
-    ax.set_xticks([0.15, 0.2, 0.3, 0.45, 0.6])
-    ax.set_xticklabels(["15%", "20%", "30%", "45%", "60%"])
+    ticks = sorted(rates)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{r:.0%}" for r in ticks])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("activation rate r_a = N_a / N  (N ≈ 1.6M for every model)")
+    ax.set_xlabel("activation rate r_a = N_a / N  (top-K = 2; N ≈ 1.67M for every model)")
     ax.set_ylabel("final validation BPC")
-    ax.set_title("Equal N, equal C, unique data: MoE against dense on the CPU engine")
+    ax.set_title("Equal N, equal C, unique data: MoE against dense on the CPU engine\n"
+                 "(shaded: r_a not distinguishable from the best point at 90%)", fontsize=10)
     ax.legend(fontsize="small", ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
