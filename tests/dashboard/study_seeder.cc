@@ -145,6 +145,17 @@ absl::StatusOr<std::vector<RunSpec>> PlanWithDenseSizes(const parity::v1::SweepS
       const std::string infix = absl::StrCat(label, "-L", layers);
       (*sized.mutable_grid_point())["baseline"] = infix;
       sized.set_name(absl::StrCat(infix, run.name().substr(label.size())));
+      // The groups the planner shares the run with (also_serves) see this size under its own
+      // name there too, not as another seed of the planned size.
+      for (parity::v1::GroupRef& group : *sized.mutable_also_serves()) {
+        const auto there = group.grid_point().find("baseline");
+        if (there == group.grid_point().end() || !absl::StartsWith(group.name(), there->second)) {
+          continue;
+        }
+        const std::string size_there = absl::StrCat(there->second, "-L", layers);
+        group.set_name(absl::StrCat(size_there, group.name().substr(there->second.size())));
+        (*group.mutable_grid_point())["baseline"] = size_there;
+      }
       sizes.push_back(std::move(sized));
     }
   }
