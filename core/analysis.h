@@ -39,6 +39,8 @@ struct GroupMembership {
   // The run's name in that group ("dense-1C-C2-unique-s0" for the run planned as dense 2C of C1);
   // empty → the spec's name.
   std::string name;
+  // Its role there (the dense 1C run is also the frontier's 1× size); unspecified → the spec's.
+  parity::v1::RunRole role = parity::v1::RUN_ROLE_UNSPECIFIED;
 };
 
 // "C1/unique" plus "/axis=value" for each extra key in key order: one string per group.

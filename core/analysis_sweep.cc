@@ -94,7 +94,8 @@ std::vector<GridPointSummary> SummarizeGridPoints(const std::vector<Served>& ser
       const parity::v1::Accounting& a = spec.accounting();
       g.name = name;
       g.group = group;
-      g.role = spec.role();
+      g.role =
+          s.membership.role != parity::v1::RUN_ROLE_UNSPECIFIED ? s.membership.role : spec.role();
       g.compute_budget = s.membership.compute_budget;
       g.data_variant = s.membership.data_variant;
       g.compute_multiple = s.membership.compute_multiple;
@@ -210,7 +211,8 @@ std::vector<GroupMembership> GroupMembershipsOf(const parity::v1::RunSpec& spec)
                       .data_variant = group.data_variant(),
                       .compute_multiple = group.compute_multiple(),
                       .keys = {},
-                      .name = group.name()};
+                      .name = group.name(),
+                      .role = group.role()};
     if (group.role() == parity::v1::RUN_ROLE_MOE) {
       for (const char* axis : kAblationAxes) {
         if (auto it = group.grid_point().find(axis); it != group.grid_point().end()) {

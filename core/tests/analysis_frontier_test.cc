@@ -163,7 +163,8 @@ class Sweep {
     specs_.push_back(std::move(spec));
     runs_.push_back({"id-" + name, &specs_.back(), bpc, {}});
     if (!also.empty()) {
-      runs_.back().memberships.push_back({budget, "unique", multiple, {}, ""});
+      runs_.back().memberships.push_back(
+          {budget, "unique", multiple, {}, "", parity::v1::RUN_ROLE_UNSPECIFIED});
       for (GroupMembership& m : also) runs_.back().memberships.push_back(std::move(m));
     }
     return specs_.back();
@@ -216,7 +217,7 @@ TEST(SharedRunsTest, ARunServingTwoGroupsIsOneRun) {
   for (int s = 0; s < 2; ++s) {
     sweep.Add(absl::StrCat("dense-1C-C1-s", s), dense, "C1", 1, 1, 2.00 + 0.01 * s);
     sweep.Add(absl::StrCat("dense-2C-C1-s", s), dense, "C1", 2, 1, 1.80 + 0.01 * s,
-              {{"C2", "unique", 1, {}, ""}});
+              {{"C2", "unique", 1, {}, "", parity::v1::RUN_ROLE_UNSPECIFIED}});
     sweep.Add(absl::StrCat("dense-2C-C2-s", s), dense, "C2", 2, 1, 1.65 + 0.01 * s);
   }
   for (double ra : {0.1, 0.2, 0.4}) {

@@ -326,10 +326,15 @@ class SweepBuilder {
   void AlsoServes(const std::string& budget, double multiple) {
     if (memberships_.back().empty()) {
       const parity::v1::RunSpec& spec = specs_.back();
-      memberships_.back().push_back(
-          {spec.compute_budget(), spec.data_variant(), spec.compute_multiple(), {}, ""});
+      memberships_.back().push_back({spec.compute_budget(),
+                                     spec.data_variant(),
+                                     spec.compute_multiple(),
+                                     {},
+                                     "",
+                                     parity::v1::RUN_ROLE_UNSPECIFIED});
     }
-    memberships_.back().push_back({budget, specs_.back().data_variant(), multiple, {}, ""});
+    memberships_.back().push_back(
+        {budget, specs_.back().data_variant(), multiple, {}, "", parity::v1::RUN_ROLE_UNSPECIFIED});
   }
   SweepAnalysis Analyze() {
     std::vector<FinishedRun> runs;
