@@ -148,10 +148,14 @@ TEST(FrontierTest, FewerThanThreeBudgetsGiveAReason) {
 
 class Sweep {
  public:
+  // `also`: memberships passed explicitly; none → the analysis reads them from the spec
+  // (GroupMembershipsOf: also_serves and the ablation axes in `point`).
   parity::v1::RunSpec& Add(const std::string& name, parity::v1::RunRole role,
                            const std::string& budget, double multiple, double ra, double bpc,
-                           std::vector<GroupMembership> also = {}) {
+                           std::vector<GroupMembership> also = {},
+                           const std::map<std::string, std::string>& point = {}) {
     parity::v1::RunSpec spec;
+    spec.mutable_grid_point()->insert(point.begin(), point.end());
     spec.set_name(name);
     spec.set_role(role);
     spec.set_compute_budget(budget);
@@ -170,6 +174,7 @@ class Sweep {
     return specs_.back();
   }
   SweepAnalysis Analyze() { return AnalyzeFinishedRuns(runs_); }
+  const parity::v1::RunSpec& spec(size_t i) const { return specs_[i]; }
 
  private:
   std::deque<parity::v1::RunSpec> specs_;
@@ -252,29 +257,12 @@ TEST(SharedRunsTest, ARunServingTwoGroupsIsOneRun) {
 // Groups as the planner writes them into RunSpecs (no memberships passed): a run's also_serves
 // makes it a member of every group it serves, and an MoE point's ablation axes split its group.
 TEST(SharedRunsTest, GroupsComeFromAlsoServesAndAblationAxesOfTheSpec) {
-  std::deque<parity::v1::RunSpec> specs;
-  std::vector<FinishedRun> runs;
-  auto add = [&](const std::string& name, parity::v1::RunRole role, const std::string& budget,
-                 double multiple, double ra, double bpc,
-                 std::map<std::string, std::string> point) -> parity::v1::RunSpec& {
-    parity::v1::RunSpec& spec = specs.emplace_back();
-    spec.set_name(name);
-    spec.set_role(role);
-    spec.set_compute_budget(budget);
-    spec.set_data_variant("unique");
-    spec.set_compute_multiple(multiple);
-    spec.mutable_accounting()->set_compute_flops((budget == "C1" ? 1e20 : 2e20) * multiple);
-    spec.mutable_accounting()->set_activation_rate(ra);
-    spec.mutable_accounting()->set_params(1000000);
-    spec.mutable_grid_point()->insert(point.begin(), point.end());
-    runs.push_back({"id-" + name, &spec, bpc, {}});
-    return spec;
-  };
+  Sweep sweep;
   const auto dense = parity::v1::RUN_ROLE_DENSE_BASELINE;
   for (int s = 0; s < 2; ++s) {
-    add(absl::StrCat("dense-1C-C1-s", s), dense, "C1", 1, 1, 2.00 + 0.01 * s, {});
+    sweep.Add(absl::StrCat("dense-1C-C1-s", s), dense, "C1", 1, 1, 2.00 + 0.01 * s);
     parity::v1::RunSpec& shared =
-        add(absl::StrCat("dense-2C-C1-s", s), dense, "C1", 2, 1, 1.80 + 0.01 * s, {});
+        sweep.Add(absl::StrCat("dense-2C-C1-s", s), dense, "C1", 2, 1, 1.80 + 0.01 * s);
     parity::v1::GroupRef* also = shared.add_also_serves();
     also->set_compute_budget("C2");
     also->set_data_variant("unique");
@@ -283,18 +271,19 @@ TEST(SharedRunsTest, GroupsComeFromAlsoServesAndAblationAxesOfTheSpec) {
     also->set_name(absl::StrCat("dense-1C-C2-s", s));
     for (const char* layout : {"all-moe", "1dense+SE"}) {
       for (double ra : {0.1, 0.2, 0.4}) {
-        add(absl::StrCat("moe-", layout, "-ra", ra, "-C2-s", s), parity::v1::RUN_ROLE_MOE, "C2", 1,
-            ra, 1.60 + (ra == 0.2 ? 0 : 0.05) + 0.01 * s, {{"layout", layout}, {"top_k", "2"}});
+        sweep.Add(absl::StrCat("moe-", layout, "-ra", ra, "-C2-s", s), parity::v1::RUN_ROLE_MOE,
+                  "C2", 1, ra, 1.60 + (ra == 0.2 ? 0 : 0.05) + 0.01 * s, {},
+                  {{"layout", layout}, {"top_k", "2"}});
       }
     }
   }
-  const std::vector<GroupMembership> groups = GroupMembershipsOf(specs[1]);
+  const std::vector<GroupMembership> groups = GroupMembershipsOf(sweep.spec(1));
   ASSERT_EQ(groups.size(), 2u) << "its own group and the one it also serves";
   EXPECT_EQ(GroupKey(groups[1]), "C2/unique");
   EXPECT_DOUBLE_EQ(groups[1].compute_multiple, 1);
-  EXPECT_EQ(GroupKey(GroupMembershipsOf(specs[2])[0]), "C2/unique/layout=all-moe/top_k=2");
+  EXPECT_EQ(GroupKey(GroupMembershipsOf(sweep.spec(2))[0]), "C2/unique/layout=all-moe/top_k=2");
 
-  const SweepAnalysis analysis = AnalyzeFinishedRuns(runs);
+  const SweepAnalysis analysis = sweep.Analyze();
   std::vector<std::string> keys;
   for (const OptimalActivationGroup& g : analysis.optimal_activation) keys.push_back(g.group);
   EXPECT_EQ(keys, (std::vector<std::string>{"C2/unique/layout=all-moe/top_k=2",
