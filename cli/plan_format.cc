@@ -94,11 +94,10 @@ std::string Table(const std::vector<RunSpec>& runs) {
   std::vector<TableRow> rows;
   for (const RunSpec& run : runs) rows.push_back(PlanRow(run));
   // Names and layouts read left-aligned; numbers right-aligned so magnitudes line up.
-  return RenderTable(
-      {"name", "layout", "D_m", "L",      "E",     "K",  "D_e",   "N",      "N_a",   "r_a",   "M",
-       "C",    "D",      "D/N", "D̂",     "epochs", "steps", "lr", "batch", "EL law", "micro", "mem",
-       "also"},
-      rows, {"name", "layout", "also"});
+  return RenderTable({"name",  "layout", "D_m",   "L",      "E",     "K",   "D_e", "N",
+                      "N_a",   "r_a",    "M",     "C",      "D",     "D/N", "D̂",   "epochs",
+                      "steps", "lr",     "batch", "EL law", "micro", "mem", "also"},
+                     rows, {"name", "layout", "also"});
 }
 
 std::string Csv(const std::vector<RunSpec>& runs) {

@@ -111,15 +111,7 @@ class AccessTest : public ::testing::Test {
   // A new token of `role` named `name`, made by the admin over gRPC.
   std::string MakeToken(const std::string& name, v1::Role role,
                         absl::Duration lifetime = absl::ZeroDuration()) {
-    auto tokens = v1::TokenService::NewStub(TokenChannel(server_->port()));
-    v1::CreateTokenRequest request;
-    request.set_name(name);
-    request.set_role(role);
-    if (lifetime > absl::ZeroDuration()) *request.mutable_lifetime() = ToProtoDuration(lifetime);
-    v1::CreateTokenResponse response;
-    const grpc::Status status = tokens->CreateToken(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.secret();
+    return parity::testing::MakeTokenAsAdmin(server_->port(), name, role, lifetime);
   }
 
   std::unique_ptr<v1::SweepService::Stub> Sweeps(const std::string& token) {

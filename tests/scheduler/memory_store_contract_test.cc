@@ -1,5 +1,6 @@
 // The store contract on MemoryRunStore: no PostgreSQL, and time moves only when a test says so.
 #include "server/store/memory/memory_run_store.h"
+#include "tests/scheduler/access_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 
 namespace parity::server::testing {
@@ -21,6 +22,7 @@ class MemoryHarness {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, StoreContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, AccessContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

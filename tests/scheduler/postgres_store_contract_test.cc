@@ -4,6 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "server/store/postgres/postgres_run_store.h"
+#include "tests/scheduler/access_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 #include "tests/support/postgres_environment.h"
 
@@ -30,6 +31,7 @@ class PostgresHarness {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, StoreContractTest, PostgresHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AccessContractTest, PostgresHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

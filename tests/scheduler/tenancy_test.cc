@@ -64,14 +64,7 @@ class TenancyTest : public ::testing::Test {
   }
 
   std::string MakeToken(const std::string& name, v1::Role role) {
-    auto tokens = v1::TokenService::NewStub(TokenChannel(server_->port()));
-    v1::CreateTokenRequest request;
-    request.set_name(name);
-    request.set_role(role);
-    v1::CreateTokenResponse response;
-    const grpc::Status status = tokens->CreateToken(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.secret();
+    return parity::testing::MakeTokenAsAdmin(server_->port(), name, role);
   }
   std::unique_ptr<v1::SweepService::Stub> Sweeps(const std::string& token) {
     return v1::SweepService::NewStub(TokenChannel(server_->port(), token));
