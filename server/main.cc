@@ -14,11 +14,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/planner.h"
+#include "logging/log_format.h"
 #include "server/bootstrap_token.h"
 #include "server/scheduler_server.h"
 #include "server/store/postgres/migrations.h"
-#include "spdlog/pattern_formatter.h"
-#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -31,54 +30,6 @@ absl::Duration ParseDurationFlag(const std::string& text, const char* name) {
   if (absl::SimpleAtod(text, &seconds)) return absl::Seconds(seconds);
   std::cerr << "parity-scheduler: --" << name << ": '" << text << "' is not a duration\n";
   std::exit(2);
-}
-
-// The message JSON-escaped, so that a log line stays one valid JSON object whatever an error
-// text holds (quotes, newlines from libpq).
-class JsonEscapedMessage final : public spdlog::custom_flag_formatter {
- public:
-  static void Append(spdlog::memory_buf_t& dest, std::string_view text) {
-    dest.append(text.data(), text.data() + text.size());
-  }
-  void format(const spdlog::details::log_msg& msg, const std::tm&,
-              spdlog::memory_buf_t& dest) override {
-    for (const char c : std::string_view(msg.payload.data(), msg.payload.size())) {
-      switch (c) {
-        case '"':
-          Append(dest, "\\\"");
-          break;
-        case '\\':
-          Append(dest, "\\\\");
-          break;
-        case '\n':
-          Append(dest, "\\n");
-          break;
-        case '\t':
-          Append(dest, "\\t");
-          break;
-        default:
-          if (static_cast<unsigned char>(c) >= 0x20) dest.push_back(c);
-      }
-    }
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonEscapedMessage>();
-  }
-};
-
-void ConfigureLogging(const std::string& format, const std::string& level) {
-  auto logger = spdlog::stderr_logger_mt("parity-scheduler");
-  spdlog::set_default_logger(logger);
-  if (format == "json") {
-    // One JSON object per line; the message (key=value text) is the escaped "msg".
-    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":"%*"})");
-    spdlog::set_formatter(std::move(formatter));
-  } else {
-    spdlog::set_pattern("time=%Y-%m-%dT%H:%M:%S.%fZ level=%l %v", spdlog::pattern_time_type::utc);
-  }
-  spdlog::set_level(spdlog::level::from_str(level));
 }
 
 std::atomic<int> g_signal{0};
@@ -213,7 +164,12 @@ int main(int argc, char** argv) {
   CLI::App* migrate = app.add_subcommand("migrate", "apply pending migrations and exit");
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
-  ConfigureLogging(log_format, log_level);
+  if (absl::Status logging = parity::logging::ConfigureLogging("parity-scheduler", log_format,
+                                                                 log_level);
+      !logging.ok()) {
+    std::cerr << "parity-scheduler: " << logging.message() << "\n";
+    return 2;
+  }
   // Debian builds Abseil without NDEBUG, which leaves absl::Mutex's deadlock detector on: every
   // lock of every mutex (gRPC's included) then goes through one process-wide graph under a
   // global spinlock. That is a debugging aid; the test builds keep it.

@@ -29,6 +29,7 @@
 //   --probe                  check the scheduler's gRPC health and exit (0 = SERVING)
 //   --list-devices           print the devices this worker would register (JSON) and exit
 //   --log-level LEVEL        trace|debug|info|warn|error (PARITY_LOG_LEVEL; default info)
+//   --log-format FORMAT      text or json (PARITY_LOG_FORMAT; logging/README.md)
 // SIGTERM/SIGINT: engines get SIGTERM, their runs are reported PREEMPTED, exit 0.
 #include <limits.h>
 #include <signal.h>
@@ -44,6 +45,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "clients/cpp/scheduler_channel_flags.h"
+#include "logging/log_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
           .c_str());
   std::string train_binary = Env("PARITY_TRAIN_BINARY", "");
   std::string log_level = Env("PARITY_LOG_LEVEL", "info");
+  std::string log_format = Env("PARITY_LOG_FORMAT", "text");
   std::string metrics_listen = Env("PARITY_WORKER_METRICS_LISTEN", "");
   std::string metrics_token_file = Env("PARITY_WORKER_METRICS_TOKEN_FILE", "");
   bool metrics_insecure_plaintext = !Env("PARITY_WORKER_METRICS_INSECURE_PLAINTEXT", "").empty();
@@ -164,6 +167,8 @@ int main(int argc, char** argv) {
                  "deleted sweep's runs, all but the final one of a finished run)")
       ->check(CLI::PositiveNumber);
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error (env PARITY_LOG_LEVEL)");
+  app.add_option("--log-format", log_format,
+                 "text (key=value) or json, one object per line (env PARITY_LOG_FORMAT)");
   CLI11_PARSE(app, argc, argv);
   if (max_dataset_bytes <= 0) {
     std::fprintf(stderr,
@@ -203,8 +208,12 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [worker %P] %v");
+  if (absl::Status logging =
+          parity::logging::ConfigureLogging("parity-worker", log_format, log_level);
+      !logging.ok()) {
+    std::fprintf(stderr, "parity-worker: %s\n", std::string(logging.message()).c_str());
+    return 2;
+  }
 
   // Signals are taken by one thread with sigwait; every other thread (and, through
   // ChildProcess, no engine) inherits the blocked mask.

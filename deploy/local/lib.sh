@@ -23,19 +23,20 @@ lease_ttl="${PARITY_LEASE_TTL:-}"
 heartbeat="${PARITY_HEARTBEAT_INTERVAL:-}"
 pg_bin="${PARITY_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}"
 
+given=" "  # the options named on this command line, which win over DIR/stack.env
 parse_args() {
   while [ $# -gt 0 ]; do
     case "$1" in
       --dir) dir="$2"; shift 2 ;;
-      --workers) workers="$2"; shift 2 ;;
-      --port) port="$2"; shift 2 ;;
-      --http-port) http_port="$2"; shift 2 ;;
-      --metrics-port) metrics_port="$2"; shift 2 ;;
-      --pg-port) pg_port="$2"; shift 2 ;;
-      --build-dir) build="$2"; shift 2 ;;
-      --threads) threads="$2"; shift 2 ;;
-      --lease-ttl) lease_ttl="$2"; shift 2 ;;
-      --heartbeat-interval) heartbeat="$2"; shift 2 ;;
+      --workers) workers="$2"; given+="workers "; shift 2 ;;
+      --port) port="$2"; given+="port "; shift 2 ;;
+      --http-port) http_port="$2"; given+="http_port "; shift 2 ;;
+      --metrics-port) metrics_port="$2"; given+="metrics_port "; shift 2 ;;
+      --pg-port) pg_port="$2"; given+="pg_port "; shift 2 ;;
+      --build-dir) build="$2"; given+="build "; shift 2 ;;
+      --threads) threads="$2"; given+="threads "; shift 2 ;;
+      --lease-ttl) lease_ttl="$2"; given+="lease_ttl "; shift 2 ;;
+      --heartbeat-interval) heartbeat="$2"; given+="heartbeat "; shift 2 ;;
       -h|--help) usage; exit 0 ;;
       *) echo "$(basename "$0"): unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -45,12 +46,19 @@ parse_args() {
   case "$build" in /*) ;; *) build="$repo/$build" ;; esac
 }
 
-# After up.sh ran, its choices win over the defaults (down/status need no flags).
+# After up.sh ran, its choices win over the defaults, so a second up.sh, down.sh and status.sh
+# need no flags; an option named on the command line wins over both.
 load_stack_env() {
-  if [ -f "$dir/stack.env" ]; then
-    # shellcheck disable=SC1091
-    . "$dir/stack.env"
-  fi
+  [ -f "$dir/stack.env" ] || return 0
+  local key value
+  while IFS='=' read -r key value; do
+    case "$key" in
+      port|http_port|metrics_port|pg_port|build|workers|threads|lease_ttl|heartbeat|db_url) ;;
+      *) continue ;;  # not ours: never evaluated
+    esac
+    case "$given" in *" $key "*) continue ;; esac
+    printf -v "$key" '%s' "$value"
+  done <"$dir/stack.env"
 }
 
 as_postgres() {

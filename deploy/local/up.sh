@@ -15,15 +15,18 @@
 # PostgreSQL takes only its owner: a password (scram-sha-256) made at initdb, kept in DIR/pgpass
 # (0600), which the database URL names (`psql "$db_url"`); TCP on 127.0.0.1 only, the socket in
 # DIR/pg/run (0700). DIR and everything in it are private to the user running up.sh.
-# Running it again starts only what is not running (and puts a password on an older cluster that
+# Running it again starts only what is not running, with the ports and settings DIR/stack.env kept
+# from the first start unless flags name others (and puts a password on an older cluster that
 # still trusted every local connection).
 set -euo pipefail
-usage() { sed -n '2,18p' "$0"; }
+usage() { sed -n '2,20p' "$0"; }
 # Every file and directory made from here on is the user's alone: tokens, the database password,
 # logs, checkpoints.
 umask 077
 . "$(dirname "$0")/lib.sh"
 parse_args "$@"
+# The ports and settings of an earlier up.sh on DIR, unless named again on this command line.
+load_stack_env
 
 sched_bin="$build/server/parity-scheduler"
 worker_bin="$build/worker/parity-worker"
@@ -105,6 +108,9 @@ metrics_port=$metrics_port
 pg_port=$pg_port
 build=$build
 workers=$workers
+threads=$threads
+lease_ttl=$lease_ttl
+heartbeat=$heartbeat
 db_url=$db_url
 ENV
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The local stack keeps its secrets (issue #23), with deploy/local/up.sh itself on free ports in a
-# scratch directory (no workers: only PostgreSQL and the scheduler matter here):
+# The local stack keeps its secrets (issue #23) and its ports (issue #28), with deploy/local/up.sh
+# itself on free ports in a scratch directory (no workers: only PostgreSQL and the scheduler matter here):
 #   - PostgreSQL refuses a TCP connection without the password, another OS user (nobody) over TCP
 #     and over the socket, and accepts the stack's URL (its passfile) — before the fix any local
 #     user could connect as superuser, insert an admin token's hash or read the lease-secret key;
@@ -104,6 +104,16 @@ for token in "$(cat "$dir/admin.token")" "$(cat "$dir/worker.token")"; do
   [ -n "$token" ] || fail "a token file is empty"
   if grep -rqF -- "$token" "$dir/logs" "$dir"/up-*.log; then fail "a token appears in a log"; fi
 done
+
+# --- up.sh run again with no port flags keeps the ports it was started with (issue #28).
+"$repo/deploy/local/up.sh" --dir "$dir" --build-dir "$build" --workers 0 >"$dir/up-3.log" 2>&1 ||
+  { cat "$dir/up-3.log"; fail "a second up.sh without port flags failed"; }
+grep -q "scheduler already running" "$dir/up-3.log" ||
+  fail "a second up.sh without port flags did not find the running scheduler: $(cat "$dir/up-3.log")"
+grep -q "127.0.0.1:$port" "$dir/up-3.log" ||
+  fail "a second up.sh without port flags reported another port than $port: $(cat "$dir/up-3.log")"
+[ "$(. "$dir/stack.env"; echo "$port:$pg_port:$http_port")" = "$port:$pg_port:$http_port" ] ||
+  fail "stack.env lost the ports after a second up.sh: $(cat "$dir/stack.env")"
 
 [ "$failures" = 0 ] || exit 1
 echo "local stack security: all checks passed"
