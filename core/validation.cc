@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "core/dataset_name.h"
 #include "core/grid.h"
+#include "core/spec_names.h"
 #include "core/symbols.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -372,7 +373,10 @@ void CheckTraining(Checker& c, const SweepSpec& spec) {
     const google::protobuf::FieldDescriptor* field =
         parity::v1::TrainingSpec::descriptor()->FindFieldByName(axis.field());
     if (field == nullptr) {
-      c.Add(path + ".field", absl::StrCat("'", axis.field(), "' is not a TrainingSpec field"));
+      c.Add(path + ".field",
+            absl::StrCat(
+                "'", axis.field(), "' is not a TrainingSpec field",
+                DidYouMean(axis.field(), MessageKeys(*parity::v1::TrainingSpec::descriptor()))));
       continue;
     }
     for (int j = 0; j < axis.values_size(); ++j) {
