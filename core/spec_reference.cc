@@ -240,6 +240,41 @@ the identical model) and the sweep's estimated wall time on the workers it assum
 (`--workers N`, `--worker-flops F`).
 )";
 
+// A comment with the proto's enum names in the spelling a spec uses: "D̂ for STRICT reuse" →
+// "D̂ for `strict` reuse", "unspecified means AUX_LOSS" → "… `aux_loss`". Only whole upper-case
+// words that are a value of an enum a spec can contain are replaced.
+std::string YamlSpelled(const std::string& comment) {
+  std::map<std::string, std::string> spelling;
+  for (const EnumDescriptor* e : SpecEnums()) {
+    const std::string prefix = e->value(0)->name().substr(0, e->value(0)->name().rfind('_') + 1);
+    for (int i = 1; i < e->value_count(); ++i) {
+      const std::string yaml = absl::StrCat("`", EnumYamlName(*e->value(i)), "`");
+      spelling[e->value(i)->name()] = yaml;
+      spelling[e->value(i)->name().substr(prefix.size())] = yaml;
+    }
+  }
+  const auto is_word = [](char c) { return absl::ascii_isalnum(c) || c == '_'; };
+  std::string out;
+  for (size_t i = 0; i < comment.size();) {
+    size_t j = i;
+    while (j < comment.size() && is_word(comment[j])) ++j;
+    if (j == i) {
+      out.push_back(comment[i++]);
+      continue;
+    }
+    const std::string word = comment.substr(i, j - i);
+    auto it = spelling.find(word);
+    out += it != spelling.end() && word.size() >= 3 ? it->second : word;
+    i = j;
+  }
+  return out;
+}
+
+// A default or example number as written: "1e-8", not "1e-08".
+std::string Plain(std::string text) {
+  return absl::StrReplaceAll(text, {{"e-0", "e-"}, {"e+0", "e"}, {"e+", "e"}});
+}
+
 void AppendSection(const Descriptor& type, const std::vector<std::string>& paths,
                    std::string& out) {
   std::vector<std::string> where;
@@ -251,8 +286,8 @@ void AppendSection(const Descriptor& type, const std::vector<std::string>& paths
   for (int i = 0; i < type.field_count(); ++i) {
     const FieldDescriptor& f = *type.field(i);
     absl::StrAppend(&out, "| `", f.name(), "` | ", Cell(TypeOf(f, true)), " | ", Cell(ShownUnit(f)),
-                    " | ", Cell(SpecDefaultOf(f.full_name())), " | ", Cell(FieldComment(f)),
-                    " |\n");
+                    " | ", Cell(Plain(SpecDefaultOf(f.full_name()))), " | ",
+                    Cell(YamlSpelled(FieldComment(f))), " |\n");
   }
   for (const SpecExample& example : SpecExamples()) {
     if (example.type != &type) continue;
@@ -272,7 +307,7 @@ void AppendEnums(std::string& out) {
       std::vector<std::string> aliases;
       for (const std::string& a : EnumAliases(v)) aliases.push_back(absl::StrCat("`", a, "`"));
       absl::StrAppend(&out, "| `", EnumYamlName(v), "` | ", Cell(absl::StrJoin(aliases, ", ")),
-                      " | ", Cell(ValueComment(v)), " |\n");
+                      " | ", Cell(YamlSpelled(ValueComment(v))), " |\n");
     }
   }
 }
@@ -328,7 +363,7 @@ std::string SpecKeysText() {
   std::string out;
   for (const auto& [path, f] : AllKeys()) {
     const std::string unit = ShownUnit(*f);
-    const std::string def = SpecDefaultOf(f->full_name());
+    const std::string def = Plain(SpecDefaultOf(f->full_name()));
     absl::StrAppend(&out, path, "  ", TypeOf(*f, false), unit.empty() ? "" : "  ", unit,
                     def.empty() ? "" : "  default ", def, "\n");
   }

@@ -108,6 +108,9 @@ TEST(SpecReferenceTest, DefaultsNameRealFieldsAndAreThoseThePlannerApplies) {
       << "the enum table lists the YAML spelling and the other accepted ones";
   EXPECT_EQ(doc.find("| `REUSE_MODE_"), std::string::npos) << "no proto enum names as values";
   EXPECT_EQ(doc.find("one of `REUSE_MODE_"), std::string::npos) << "no proto enum names as values";
+  EXPECT_NE(doc.find("D̂ for `strict` reuse (tokens)"), std::string::npos)
+      << "proto comments' enum names (STRICT) are printed in YAML spelling";
+  EXPECT_NE(doc.find("| `adam_epsilon` | number | dimensionless | 1e-8 |"), std::string::npos);
   EXPECT_NE(SpecKeysText().find("grid.moe[].top_k  integer ≥ 0  count\n"), std::string::npos)
       << SpecKeysText();
 }
