@@ -95,9 +95,10 @@ void RegisterPlanCommand(CLI::App& app, int& exit_code) {
                    "Workers the wall-time estimate assumes (default 1)")
       ->check(CLI::Range(1, 1000000));
   plan->add_option("--worker-flops", options->worker_flops,
-                   "FLOP/s of one worker for the wall-time estimate, e.g. 4e9 or 2G (default: "
-                   "4 GFLOP/s per CPU thread a run asks for, measured on examples/micro.yaml; "
-                   "400 TFLOP/s per GPU when runs ask for GPUs, an H200 at 40% MFU)");
+                   "FLOP/s of one worker for the wall-time estimate, e.g. 3.5e10 or 35G (default: "
+                   "35 GFLOP/s per CPU thread a run asks for, the CPU engine's measured rate; "
+                   "400 TFLOP/s per GPU when runs ask for GPUs, an H200 at 40% MFU); each run "
+                   "also counts 5 s of start-up and evaluation");
   plan->footer(
       "\"EL law\" is the efficiency leverage the published joint law predicts for an MoE run, "
       "not a measurement; `parity report` gives the measured frontier EL (the papers') and "

@@ -26,11 +26,11 @@ double TotalComputeFlops(const std::vector<parity::v1::RunSpec>& runs) {
 }
 
 double EstimateWallSeconds(const std::vector<parity::v1::RunSpec>& runs, int workers,
-                           double flops_per_worker) {
+                           double flops_per_worker, double overhead_seconds) {
   if (runs.empty() || workers <= 0 || !(flops_per_worker > 0)) return 0;
   std::vector<double> seconds;
   for (const parity::v1::RunSpec& run : runs) {
-    seconds.push_back(run.accounting().compute_flops() / flops_per_worker);
+    seconds.push_back(run.accounting().compute_flops() / flops_per_worker + overhead_seconds);
   }
   std::sort(seconds.begin(), seconds.end(), std::greater<>());
   // Each worker's busy-until time; the next run goes to the one that frees first.

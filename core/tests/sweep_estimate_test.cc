@@ -2,6 +2,8 @@
 // the workers assumed, and grid points that collapse into the identical run.
 #include "core/sweep_estimate.h"
 
+#include <tuple>
+
 #include "core/planner.h"
 #include "core/planner_warnings.h"
 #include "core/spec_loader.h"
@@ -21,10 +23,27 @@ RunSpec RunOf(double flops) {
 TEST(SweepEstimateTest, LongestRunsFirstOntoTheWorkerThatFreesFirst) {
   const std::vector<RunSpec> runs = {RunOf(4e9), RunOf(2e9), RunOf(2e9), RunOf(4e9)};
   EXPECT_DOUBLE_EQ(TotalComputeFlops(runs), 12e9);
-  EXPECT_DOUBLE_EQ(EstimateWallSeconds(runs, 1, 1e9), 12) << "one worker: the sum";
-  EXPECT_DOUBLE_EQ(EstimateWallSeconds(runs, 2, 1e9), 6) << "4+2 on each of two workers";
-  EXPECT_DOUBLE_EQ(EstimateWallSeconds(runs, 10, 1e9), 4) << "never below the longest run";
+  EXPECT_DOUBLE_EQ(EstimateWallSeconds(runs, 1, 1e9, 0), 12) << "one worker: the sum";
+  EXPECT_DOUBLE_EQ(EstimateWallSeconds(runs, 2, 1e9, 0), 6) << "4+2 on each of two workers";
+  EXPECT_DOUBLE_EQ(EstimateWallSeconds(runs, 10, 1e9, 0), 4) << "never below the longest run";
+  EXPECT_DOUBLE_EQ(EstimateWallSeconds(runs, 2, 1e9, 1), 8) << "each run pays its overhead";
   EXPECT_DOUBLE_EQ(EstimateWallSeconds({}, 4, 1e9), 0);
+}
+
+// The defaults reproduce the two sweeps measured on this project's CPU machine.
+TEST(SweepEstimateTest, DefaultsMatchTheMeasuredCpuSweeps) {
+  for (const auto& [path, workers, measured_minutes] :
+       {std::tuple{"examples/micro.yaml", 1, 2.0},
+        std::tuple{"examples/cpu_study.yaml", 2, 72.0}}) {
+    absl::StatusOr<parity::v1::SweepSpec> spec = LoadSweepSpecFile(path);
+    ASSERT_TRUE(spec.ok()) << path;
+    absl::StatusOr<std::vector<RunSpec>> runs = PlanSweep(*spec);
+    ASSERT_TRUE(runs.ok()) << path;
+    const double minutes = EstimateWallSeconds(*runs, workers, DefaultWorkerFlops(*runs)) / 60;
+    EXPECT_NEAR(minutes, measured_minutes, 0.25 * measured_minutes)
+        << path << " on " << workers << " worker(s): estimated " << minutes << " min, measured ≈ "
+        << measured_minutes << " min";
+  }
 }
 
 TEST(SweepEstimateTest, FormatsDurationsRatesAndTheLine) {
