@@ -138,12 +138,15 @@ std::string EnumTypeWords(const EnumDescriptor& type) {
 std::optional<std::string> NearestName(std::string_view typed,
                                        std::span<const std::string> candidates) {
   const std::string want = Folded(typed);
-  if (want.empty()) return std::nullopt;
+  // No name is longer than this; a longer text is no typo of one (and costs no quadratic table).
+  if (want.empty() || want.size() > 64) return std::nullopt;
   const size_t limit = std::max<size_t>(1, (want.size() + 1) / 3);
   size_t best = std::numeric_limits<size_t>::max();
   std::optional<std::string> out;
   for (const std::string& candidate : candidates) {
-    const size_t d = EditDistance(want, Folded(candidate));
+    const std::string folded = Folded(candidate);
+    if (folded.size() > want.size() + limit || want.size() > folded.size() + limit) continue;
+    const size_t d = EditDistance(want, folded);
     if (d <= limit && d < best) {
       best = d;
       out = candidate;

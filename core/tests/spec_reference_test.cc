@@ -122,6 +122,7 @@ TEST(SpecNamesTest, NearestNameFoldsCaseAndSeparatorsAndStaysNear) {
   EXPECT_EQ(NearestName("topk2", keys), "top_k");
   EXPECT_EQ(NearestName("colour", keys), std::nullopt) << "nothing is near";
   EXPECT_EQ(NearestName("x", keys), std::nullopt);
+  EXPECT_EQ(NearestName(std::string(100000, 'a'), keys), std::nullopt) << "no typo of a key";
   EXPECT_EQ(EnumTypeWords(*parity::v1::ReuseMode_descriptor()), "reuse mode");
 }
 
