@@ -38,6 +38,9 @@ void RegisterCompareCommand(CLI::App& app, int& exit_code);
 // `token create|list|revoke` (admin): the scheduler's access tokens.
 void RegisterTokenCommands(CLI::App& app, int& exit_code);
 
+// `spec reference|keys`: the sweep spec reference (docs/spec-reference.md) and its key list.
+void RegisterSpecCommand(CLI::App& app, int& exit_code);
+
 // `report SWEEP --out DIR`: a static HTML report (the dashboard offline) and runs.csv.
 void RegisterReportCommand(CLI::App& app, int& exit_code);
 

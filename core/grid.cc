@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/spec_names.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
@@ -112,43 +113,17 @@ absl::Status SetTrainingField(parity::v1::TrainingSpec& training, const std::str
       absl::StrCat("value ", value, " does not fit '", name, "' (a non-negative integer)"));
 }
 
+// The spec's own spellings (core/spec_names.h), so grid points read as the YAML was written.
 std::string LayoutName(parity::v1::MoeLayout layout) {
-  switch (layout) {
-    case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
-      return "1dense+SE";
-    case parity::v1::MOE_LAYOUT_ALL_MOE:
-      return "all-moe";
-    case parity::v1::MOE_LAYOUT_INTERLEAVED:
-      return "interleaved";
-    default:
-      return "unspecified";
-  }
+  return EnumYamlName(*parity::v1::MoeLayout_descriptor(), layout);
 }
 
 std::string BalanceName(parity::v1::BalanceMethod balance) {
-  switch (balance) {
-    case parity::v1::BALANCE_METHOD_AUX_LOSS:
-      return "aux_loss";
-    case parity::v1::BALANCE_METHOD_LOSS_FREE:
-      return "loss_free";
-    case parity::v1::BALANCE_METHOD_NONE:
-      return "none";
-    default:
-      return "unspecified";
-  }
+  return EnumYamlName(*parity::v1::BalanceMethod_descriptor(), balance);
 }
 
 std::string ReuseName(parity::v1::ReuseMode reuse) {
-  switch (reuse) {
-    case parity::v1::REUSE_MODE_UNIQUE:
-      return "unique";
-    case parity::v1::REUSE_MODE_STRICT:
-      return "strict";
-    case parity::v1::REUSE_MODE_LOOSE:
-      return "loose";
-    default:
-      return "unspecified";
-  }
+  return EnumYamlName(*parity::v1::ReuseMode_descriptor(), reuse);
 }
 
 std::string MoePointLabel(const parity::v1::MoePoint& p) {

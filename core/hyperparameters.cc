@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/spec_defaults.h"
 #include "core/symbols.h"
 
 namespace parity::core {
@@ -54,24 +55,25 @@ absl::Status ResolveTraining(TrainingSpec& t, uint64_t params, uint64_t tokens) 
     t.set_schedule(parity::v1::LR_SCHEDULE_COSINE);
   }
   if (t.schedule() == parity::v1::LR_SCHEDULE_WSD && t.decay_fraction() == 0) {
-    t.set_decay_fraction(0.2);
+    t.set_decay_fraction(kDefaultDecayFraction);
   }
-  if (!t.has_min_lr_ratio()) t.set_min_lr_ratio(0.1);
-  if (!t.has_adam_beta1()) t.set_adam_beta1(0.9);
-  if (!t.has_adam_beta2()) t.set_adam_beta2(0.95);
-  if (!t.has_adam_epsilon()) t.set_adam_epsilon(1e-8);
-  if (!t.has_weight_decay()) t.set_weight_decay(0.1);
-  if (!t.has_grad_clip()) t.set_grad_clip(1.0);
-  if (t.log_every_steps() == 0) t.set_log_every_steps(10);
-  if (t.eval_every_steps() == 0) t.set_eval_every_steps(100);
-  if (t.eval_tokens() == 0) t.set_eval_tokens(65536);
+  if (!t.has_min_lr_ratio()) t.set_min_lr_ratio(kDefaultMinLrRatio);
+  if (!t.has_adam_beta1()) t.set_adam_beta1(kDefaultAdamBeta1);
+  if (!t.has_adam_beta2()) t.set_adam_beta2(kDefaultAdamBeta2);
+  if (!t.has_adam_epsilon()) t.set_adam_epsilon(kDefaultAdamEpsilon);
+  if (!t.has_weight_decay()) t.set_weight_decay(kDefaultWeightDecay);
+  if (!t.has_grad_clip()) t.set_grad_clip(kDefaultGradClip);
+  if (t.log_every_steps() == 0) t.set_log_every_steps(kDefaultLogEverySteps);
+  if (t.eval_every_steps() == 0) t.set_eval_every_steps(kDefaultEvalEverySteps);
+  if (t.eval_tokens() == 0) t.set_eval_tokens(kDefaultEvalTokens);
   // A killed run loses at most one interval: 5% of the run by steps, and 10 minutes by time
   // (whichever comes first; the engine checks time after each step).
   if (!t.has_checkpoint_every_steps()) {
-    t.set_checkpoint_every_steps(
-        static_cast<uint32_t>(std::max<uint64_t>(1, (t.steps() + 19) / 20)));
+    t.set_checkpoint_every_steps(static_cast<uint32_t>(std::max<uint64_t>(
+        1, (t.steps() + kDefaultCheckpointsPerRun - 1) / kDefaultCheckpointsPerRun)));
   }
-  if (!t.has_checkpoint_every_seconds()) t.set_checkpoint_every_seconds(600);
+  if (!t.has_checkpoint_every_seconds())
+    t.set_checkpoint_every_seconds(kDefaultCheckpointEverySeconds);
   return absl::OkStatus();
 }
 

@@ -3,6 +3,8 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -46,6 +48,75 @@ std::map<std::string, uint32_t> TopKByPoint(const std::vector<RunSpec>& runs) {
   return top_k;
 }
 
+// The grid coordinates in which two groups differ, "moe=a" and "moe=b"; the budget and seed are
+// left out (groups compared share the budget, and a seed is never shared).
+std::pair<std::string, std::string> Difference(const parity::v1::GroupRef& a,
+                                               const parity::v1::GroupRef& b, std::string& axis) {
+  std::map<std::string, std::pair<std::string, std::string>> keys;
+  for (const auto& [k, v] : a.grid_point()) keys[k].first = v;
+  for (const auto& [k, v] : b.grid_point()) keys[k].second = v;
+  std::string left, right;
+  for (const auto& [k, values] : keys) {
+    if (k == "compute" || k == "seed" || values.first == values.second) continue;
+    if (axis.empty()) axis = k;
+    absl::StrAppend(&left, left.empty() ? "" : ", ", k, "=", values.first);
+    absl::StrAppend(&right, right.empty() ? "" : ", ", k, "=", values.second);
+  }
+  return {left, right};
+}
+
+// The spec path of the axis a grid-point key comes from.
+std::string AxisPath(const std::string& key) {
+  if (key == "dense_size") return "grid.dense_sizes";
+  if (key == "baseline" || key == "baseline_data") return "baselines";
+  if (key == "data") return "grid.data";
+  if (parity::v1::TrainingSpec::descriptor()->FindFieldByName(key) != nullptr) {
+    return "grid.hyperparameters";
+  }
+  return "grid.moe";  // the point's label and its ablation keys (top_k, layout, balance, ...)
+}
+
+// Grid points that planned the identical run, which the planner merged (planner_sharing.h).
+// Merges the design expects are not reported: across budgets (dense 2C of C1 is dense 1C of C2),
+// across roles (the frontier's 1.0× size is the 1C baseline) and a dense run across data variants
+// (strict reuse of its own D is unique data). What is left is an axis value that changes nothing.
+void IdenticalPointWarnings(const std::vector<RunSpec>& runs,
+                            std::vector<FieldViolation>& warnings) {
+  struct Collapse {
+    std::string path, example, budget;
+    int runs = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Collapse> collapsed;  // in first-seen order below
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const RunSpec& run : runs) {
+    const std::vector<parity::v1::GroupRef> groups = GroupsOf(run);
+    for (size_t j = 1; j < groups.size(); ++j) {
+      const parity::v1::GroupRef& a = groups[0];
+      const parity::v1::GroupRef& b = groups[j];
+      if (a.role() != b.role() || a.compute_budget() != b.compute_budget()) continue;
+      if (a.data_variant() != b.data_variant() && a.role() != parity::v1::RUN_ROLE_MOE) continue;
+      std::string axis;
+      auto difference = Difference(a, b, axis);
+      if (difference.first.empty()) continue;
+      auto [it, inserted] = collapsed.try_emplace(difference);
+      if (inserted) {
+        order.push_back(difference);
+        it->second = {AxisPath(axis), run.name(), a.compute_budget(), 0};
+      }
+      ++it->second.runs;
+    }
+  }
+  for (const auto& key : order) {
+    const Collapse& c = collapsed.at(key);
+    warnings.push_back(
+        {c.path, absl::StrFormat(
+                     "grid points %s and %s plan the identical model, training and data (%d "
+                     "run%s planned once, e.g. '%s' at %s): one of them is redundant; remove "
+                     "it or change it so the two differ",
+                     key.first, key.second, c.runs, c.runs == 1 ? "" : "s", c.example, c.budget)});
+  }
+}
+
 }  // namespace
 
 std::vector<FieldViolation> PlanWarnings(const SweepSpec& spec, const std::vector<RunSpec>& runs) {
@@ -85,6 +156,7 @@ std::vector<FieldViolation> PlanWarnings(const SweepSpec& spec, const std::vecto
                               "): pin top_k beside the target r_a, or use finer experts")});
     }
   }
+  IdenticalPointWarnings(runs, warnings);
   return warnings;
 }
 

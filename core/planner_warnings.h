@@ -6,7 +6,11 @@
 //     undertrained, which favours the MoE (the papers train every model to D/N ≥ 20); silenced by
 //     SweepSpec.allow_undertrained for micro studies that are undertrained on purpose;
 //   * top-K: an MoE point solved (or pinned) to K = 1 or K > 16, outside the middle range the
-//     equal-resource paper recommends.
+//     equal-resource paper recommends;
+//   * a redundant grid point: two points of one axis (MoE points, dense sizes, hyperparameter
+//     values, data variants for the MoE runs) that plan the identical run at a budget, which the
+//     planner trains once (planner_sharing.h); the grid then has fewer distinct points than it
+//     appears to.
 #pragma once
 
 #include <cstdint>

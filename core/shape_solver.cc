@@ -31,9 +31,9 @@ uint32_t RoundToMultiple(double value, uint32_t multiple) {
 // Defaults the engine would otherwise have to guess: a planned model names every value.
 void FillModelDefaults(ModelSpec& m) {
   if (m.vocab_size() == 0) m.set_vocab_size(kDefaultVocabSize);
-  if (m.rope_theta() == 0) m.set_rope_theta(10000.0);
-  if (m.init_std() == 0) m.set_init_std(0.02);
-  if (m.norm_eps() == 0) m.set_norm_eps(1e-5);
+  if (m.rope_theta() == 0) m.set_rope_theta(kDefaultRopeTheta);
+  if (m.init_std() == 0) m.set_init_std(kDefaultInitStd);
+  if (m.norm_eps() == 0) m.set_norm_eps(kDefaultNormEps);
   if (m.position_encoding() == parity::v1::POSITION_ENCODING_UNSPECIFIED) {
     m.set_position_encoding(parity::v1::POSITION_ENCODING_ROTARY);
   }
@@ -77,9 +77,9 @@ absl::StatusOr<ModelSpec> ResolveBackbone(const ModelSpec& spec) {
   if (router->balance() == parity::v1::BALANCE_METHOD_UNSPECIFIED) {
     router->set_balance(parity::v1::BALANCE_METHOD_AUX_LOSS);
   }
-  if (!router->has_aux_loss_coef()) router->set_aux_loss_coef(0.01);
-  if (!router->has_z_loss_coef()) router->set_z_loss_coef(0.001);
-  if (!router->has_bias_update_rate()) router->set_bias_update_rate(0.001);
+  if (!router->has_aux_loss_coef()) router->set_aux_loss_coef(kDefaultAuxLossCoef);
+  if (!router->has_z_loss_coef()) router->set_z_loss_coef(kDefaultZLossCoef);
+  if (!router->has_bias_update_rate()) router->set_bias_update_rate(kDefaultBiasUpdateRate);
   return m;
 }
 

@@ -15,8 +15,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "core/field_violation.h"
+#include "core/spec_names.h"
 #include "core/status_macros.h"
 #include "core/utf8.h"
 #include "google/protobuf/util/json_util.h"
@@ -77,7 +79,7 @@ class Normalizer {
       const std::string field_path = path.empty() ? key : absl::StrCat(path, ".", key);
       const FieldDescriptor* field = FindField(type, key);
       if (field == nullptr) {
-        Fail(field_path, absl::StrCat("unknown field of ", type.name()));
+        UnknownKey(key, type, field_path);
         continue;
       }
       if (value.is_null()) continue;
@@ -106,6 +108,17 @@ class Normalizer {
  private:
   void Fail(std::string field, std::string description) {
     violations_.push_back({std::move(field), std::move(description)});
+  }
+
+  // "did you mean" for a near miss, else the keys the message takes; both in YAML spelling.
+  void UnknownKey(const std::string& key, const Descriptor& type, const std::string& path) {
+    const std::vector<std::string> keys = MessageKeys(type);
+    std::string hint = DidYouMean(key, keys);
+    if (hint.empty()) {
+      hint = absl::StrCat(" (its keys: ", absl::StrJoin(keys, ", "),
+                          "; every key is in docs/spec-reference.md)");
+    }
+    Fail(path, absl::StrCat("unknown field of ", type.name(), hint));
   }
 
   static const FieldDescriptor* FindField(const Descriptor& type, const std::string& key) {
@@ -245,12 +258,13 @@ class Normalizer {
       number = ParseEnumValue(type, value.get<std::string>());
     }
     if (!number) {
-      std::string accepted;
-      for (int i = 1; i < type.value_count(); ++i) {
-        absl::StrAppend(&accepted, i > 1 ? ", " : "", type.value(i)->name());
-      }
+      // In the spelling a spec uses ("loose"), never the proto's ("REUSE_MODE_LOOSE").
+      const std::vector<std::string> names = EnumYamlNames(type);
+      const std::string words = EnumTypeWords(type);
+      const bool an = std::string_view("aeiou").find(words.front()) != std::string_view::npos;
       Fail(path,
-           absl::StrCat("'", Shown(value), "' is not a ", type.name(), " (one of ", accepted, ")"));
+           absl::StrCat("'", Shown(value), "' is not ", an ? "an " : "a ", words,
+                        DidYouMean(Shown(value), names), " (", absl::StrJoin(names, ", "), ")"));
       return false;
     }
     out = type.FindValueByNumber(*number)->name();
@@ -258,23 +272,6 @@ class Normalizer {
   }
 
   std::vector<FieldViolation> violations_;
-};
-
-// Friendly spellings that are not a suffix of the proto name.
-struct Alias {
-  std::string_view enum_name;
-  std::string_view text;  // lower case, '_' for '-'
-  std::string_view value;
-};
-constexpr Alias kAliases[] = {
-    {"MoeLayout", "1dense+se", "MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT"},
-    {"MoeLayout", "1dense_se", "MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT"},
-    {"MoeLayout", "one_dense_se", "MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT"},
-    {"AttentionKind", "mha", "ATTENTION_KIND_MULTI_HEAD"},
-    {"AttentionKind", "gqa", "ATTENTION_KIND_GROUPED_QUERY"},
-    {"PositionEncoding", "rope", "POSITION_ENCODING_ROTARY"},
-    {"HyperparameterRule", "steplaw", "HYPERPARAMETER_RULE_STEP_LAW"},
-    {"BalanceMethod", "aux", "BALANCE_METHOD_AUX_LOSS"},
 };
 
 std::string Canonical(std::string_view text) {
@@ -301,11 +298,7 @@ std::optional<int> ParseEnumValue(const EnumDescriptor& type, std::string_view t
       return type.value(i)->number();
     }
   }
-  for (const Alias& alias : kAliases) {
-    if (alias.enum_name == type.name() && alias.text == want) {
-      return type.FindValueByName(std::string(alias.value))->number();
-    }
-  }
+  if (const auto* alias = FindEnumAlias(type, want)) return alias->number();
   return std::nullopt;
 }
 

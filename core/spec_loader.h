@@ -2,13 +2,14 @@
 // that is walked against the proto descriptor (so every scalar gets its field's type, enum values
 // may use short friendly names and unknown keys are reported with their path), and only then
 // handed to protobuf's JSON parser. Problems come back as InvalidArgument carrying every
-// FieldViolation found (see core/field_violation.h).
+// FieldViolation found (see core/field_violation.h); an unknown key or enum value names the
+// nearest valid one ("did you mean"), enum values always in the spelling a spec uses.
 //
 // Accepted beyond plain proto JSON:
 //   * keys by proto name ("top_k") or JSON name ("topK");
 //   * enum values by full name ("MOE_LAYOUT_ALL_MOE"), by the name without the enum's prefix in
 //     any case with '-' for '_' ("all-moe", "strict", "step_law", "cosine"), or by a listed alias
-//     ("1dense+SE", "mha", "gqa", "rope");
+//     ("1dense+SE", "mha", "gqa", "rope"; the tables are in core/spec_names.cc);
 //   * numbers written as strings in scientific notation ("2.86e21", "68e9") or with a decimal
 //     suffix K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15 ("68B", "1.5T", "500M"), and with
 //     '_' separators ("1_000_000"); integer fields must receive an integral value in range.

@@ -22,19 +22,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/spec_defaults.h"  // the spec defaults (kDefault...) live there
+
 namespace parity::core {
 
-// Relative tolerance on N when a spec leaves param_tolerance at 0.
-inline constexpr double kDefaultParamTolerance = 0.02;
 // D_e is planned as a multiple of this (units): matmul tiles and the paper's shapes use it.
 inline constexpr uint32_t kExpertHiddenMultiple = 32;
 // D_ffn is rounded to a multiple of this (units) when derived from α.
 inline constexpr uint32_t kFfnHiddenMultiple = 32;
-// Byte-level vocabulary when ModelSpec.vocab_size is 0.
-inline constexpr uint32_t kDefaultVocabSize = 256;
-// The planner's preferred G when a point names none: among shapes that reach the target r_a
-// equally well, the one closest to this granularity wins (fine-grained experts, as in the paper).
-inline constexpr double kDefaultGranularity = 8.0;
 // A planned r_a further than this (relative) from its target is a violation, not a silent miss.
 inline constexpr double kActivationRateTolerance = 0.10;
 // r_a errors within this (relative) of the best one count as equally good; G breaks the tie.

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "core/dataset_name.h"
 #include "core/grid.h"
+#include "core/spec_names.h"
 #include "core/symbols.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -108,7 +109,7 @@ void CheckMoeBackbone(Checker& c, const SweepSpec& spec) {
   const auto& moe = m.moe();
   c.Require(m.architecture() == parity::v1::ARCHITECTURE_UNSPECIFIED ||
                 m.architecture() == parity::v1::ARCHITECTURE_MOE,
-            "moe.architecture", "the MoE backbone must be MOE (or left unset)");
+            "moe.architecture", "the MoE backbone's architecture must be moe (or left unset)");
   c.Require(m.d_model() > 0, "moe.d_model", "required for an MoE grid (D_m of the backbone)");
   c.Require(m.num_layers() > 0, "moe.num_layers", "required for an MoE grid (L of the backbone)");
   if (m.d_model() > 0) CheckAttention(c, m, "moe", /*width_solved=*/false);
@@ -272,7 +273,7 @@ void CheckDense(Checker& c, const SweepSpec& spec) {
   const ModelSpec& d = spec.dense();
   c.Require(d.architecture() == parity::v1::ARCHITECTURE_UNSPECIFIED ||
                 d.architecture() == parity::v1::ARCHITECTURE_DENSE,
-            "dense.architecture", "the dense model must be DENSE (or left unset)");
+            "dense.architecture", "the dense model's architecture must be dense (or left unset)");
   const bool solved = d.d_model() == 0;
   CheckAttention(c, d, "dense", solved);
   if (!solved && d.num_layers() == 0 && d.target_params() == 0 && spec.grid().moe().empty()) {
@@ -372,7 +373,10 @@ void CheckTraining(Checker& c, const SweepSpec& spec) {
     const google::protobuf::FieldDescriptor* field =
         parity::v1::TrainingSpec::descriptor()->FindFieldByName(axis.field());
     if (field == nullptr) {
-      c.Add(path + ".field", absl::StrCat("'", axis.field(), "' is not a TrainingSpec field"));
+      c.Add(path + ".field",
+            absl::StrCat(
+                "'", axis.field(), "' is not a TrainingSpec field",
+                DidYouMean(axis.field(), MessageKeys(*parity::v1::TrainingSpec::descriptor()))));
       continue;
     }
     for (int j = 0; j < axis.values_size(); ++j) {

@@ -2,6 +2,8 @@
 // YAML spec and its JSON twin that must read (and plan) identically.
 #include "core/spec_loader.h"
 
+#include <map>
+
 #include "core/field_violation.h"
 #include "core/planner.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -114,8 +116,51 @@ moe: {tie_embeddings: maybe}
         << "expected a violation at " << path << "; got: " << fields;
   }
   EXPECT_NE(fields.find("unknown field"), std::string::npos) << fields;
-  EXPECT_NE(fields.find("LR_SCHEDULE_COSINE"), std::string::npos)
-      << "a bad enum value should list the accepted ones: " << fields;
+  EXPECT_NE(fields.find("(cosine, wsd, constant)"), std::string::npos)
+      << "a bad enum value should list the accepted ones as a spec writes them: " << fields;
+  EXPECT_EQ(fields.find("LR_SCHEDULE_"), std::string::npos)
+      << "enum errors use the YAML spelling, never the proto name: " << fields;
+}
+
+// A typo gets the nearest valid name, at any depth, in the spelling a spec uses.
+TEST(SpecLoaderTest, TyposGetDidYouMeanInYamlSpelling) {
+  auto spec = ParseSweepSpec(R"(
+name: x
+moe: {moe: {layot: all-moe, router: {balance: loss-fre}}, num_head: 4}
+training: {lerning_rate: 1e-3, schedule: wds, rule: steplaw}
+data: {reuse: lose}
+grid: {moe: [{target_activation_rate: 0.2, layout: 1dense+se}, {top_kk: 2}]}
+colour: blue
+)",
+                             SpecFormat::kYaml);
+  ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  std::map<std::string, std::string> by_field;
+  for (const auto& v : FieldViolationsOf(spec.status())) by_field[v.field] = v.description;
+  const std::pair<const char*, const char*> expected[] = {
+      {"moe.moe.layot", "unknown field of MoeSpec; did you mean 'layout'?"},
+      {"moe.moe.router.balance",
+       "'loss-fre' is not a balance method; did you mean 'loss_free'? (aux_loss, loss_free, "
+       "none)"},
+      {"moe.num_head", "unknown field of ModelSpec; did you mean 'num_heads'?"},
+      {"training.lerning_rate", "unknown field of TrainingSpec; did you mean 'learning_rate'?"},
+      {"training.schedule",
+       "'wds' is not a learning-rate schedule; did you mean 'wsd'? (cosine, wsd, "
+       "constant)"},
+      {"data.reuse", "'lose' is not a reuse mode; did you mean 'loose'? (unique, strict, loose)"},
+      {"grid.moe[1].top_kk", "unknown field of MoePoint; did you mean 'top_k'?"},
+  };
+  for (const auto& [field, description] : expected) {
+    ASSERT_TRUE(by_field.contains(field)) << "expected a violation at " << field;
+    EXPECT_EQ(by_field[field].rfind(description, 0), 0u)
+        << field << ": expected '" << description << "', got '" << by_field[field] << "'";
+  }
+  // Nothing near: the message lists the keys instead of guessing.
+  ASSERT_TRUE(by_field.contains("colour"));
+  EXPECT_NE(by_field["colour"].find("(its keys: name, description, moe, dense"), std::string::npos)
+      << by_field["colour"];
+  EXPECT_NE(by_field["colour"].find("docs/spec-reference.md"), std::string::npos);
+  EXPECT_FALSE(by_field.contains("grid.moe[0].layout")) << "1dense+se is an accepted spelling";
+  EXPECT_FALSE(by_field.contains("training.rule")) << "steplaw is an accepted alias";
 }
 
 TEST(SpecLoaderTest, SyntaxErrorsAndMissingFiles) {

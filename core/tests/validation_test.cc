@@ -238,7 +238,7 @@ const BadInput kBadInputs[] = {
      "data.validation_fraction", "must be in [0, 1)"},
     {"dense model as MoE",
      [](SweepSpec& s) { s.mutable_dense()->set_architecture(parity::v1::ARCHITECTURE_MOE); },
-     "dense.architecture", "must be DENSE"},
+     "dense.architecture", "must be dense (or left unset)"},
     {"dense heads fixed while width solved",
      [](SweepSpec& s) { s.mutable_dense()->set_num_heads(4); }, "dense.num_heads",
      "cannot be fixed while d_model is solved"},
