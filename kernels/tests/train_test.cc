@@ -501,7 +501,7 @@ std::string CheckpointBytes(uint32_t layers, const std::vector<uint32_t>& expert
   auto put = [&bytes](const auto& v) {
     bytes.append(reinterpret_cast<const char*>(&v), sizeof(v));
   };
-  put(uint32_t{2});  // version
+  put(uint32_t{3});  // version
   put(uint64_t{7});  // fingerprint
   put(uint32_t{3});  // device name
   bytes += "cpu";
