@@ -8,7 +8,7 @@ set -euo pipefail
 BUILD=${1:-build}
 WORK=${2:-/tmp/parity_data_bench}
 SIZES=${3:-"10MB 1GB 10GB"}
-STEPS=${STEPS:-200}
+STEPS=${STEPS:-100}
 THREADS=${THREADS:-2}
 mkdir -p "$WORK"
 trap 'rm -rf "$WORK"' EXIT
@@ -30,9 +30,9 @@ spec() {  # a small dense model over a 1024-token vocabulary, so the data path's
 {"name": "data-bench",
  "model": {"architecture": "ARCHITECTURE_DENSE", "dModel": 64, "numLayers": 2, "numHeads": 4,
            "numKvHeads": 4, "ffnHidden": 172, "tieEmbeddings": true, "vocabSize": 1024},
- "training": {"learningRate": 0.003, "batchTokens": 4096, "sequenceLength": 256,
-              "microBatchSequences": 16, "seed": 1, "steps": $STEPS, "logEverySteps": 50,
-              "evalEverySteps": 100, "evalTokens": 16384, "checkpointEverySteps": 0},
+ "training": {"learningRate": 0.003, "batchTokens": 1024, "sequenceLength": 256,
+              "microBatchSequences": 4, "seed": 1, "steps": $STEPS, "logEverySteps": 50,
+              "evalEverySteps": 50, "evalTokens": 8192, "checkpointEverySteps": 0},
  "data": {"corpus": "$1", "reuse": "REUSE_MODE_UNIQUE"}}
 JSON
 }

@@ -38,8 +38,9 @@ uint64_t RunFingerprint(const RunConfig& c, const std::string& dataset_digest,
 
 void TrainSummary::SetEval(const TokenCorpus& corpus, const std::vector<double>& bpc) {
   final_eval_bpc.clear();
-  for (size_t i = 0; i < bpc.size(); ++i)
+  for (size_t i = 0; i < bpc.size(); ++i) {
     final_eval_bpc.emplace_back(corpus.EvalSetName(i), bpc[i]);
+  }
   if (!bpc.empty()) final_val_bpc = bpc[0];
 }
 
