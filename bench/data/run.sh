@@ -4,6 +4,8 @@
 # shards read cold from disk. Writes up to ~10 GB under WORK and deletes it at the end.
 #
 #   bench/data/run.sh [BUILD_DIR=build] [WORK=/tmp/parity_data_bench] [SIZES="10MB 1GB 10GB"]
+# Sizes: 10MB 1GB 10GB 30GB. Environment: STEPS (100), THREADS (2), EXTRA (more parity-train
+# flags, e.g. "--device cuda").
 set -euo pipefail
 BUILD=${1:-build}
 WORK=${2:-/tmp/parity_data_bench}
@@ -14,7 +16,7 @@ mkdir -p "$WORK"
 trap 'rm -rf "$WORK"' EXIT
 
 tokens_of() {  # bytes of 2-byte ids
-  case $1 in 10MB) echo 5000000 ;; 1GB) echo 500000000 ;; 10GB) echo 5000000000 ;; *) exit 1 ;; esac
+  case $1 in 10MB) echo 5000000 ;; 1GB) echo 500000000 ;; 10GB) echo 5000000000 ;; 30GB) echo 15000000000 ;; *) exit 1 ;; esac
 }
 evict() {  # drop the dataset's pages from the page cache: the next run reads from disk
   python3 - "$1" <<'PY'
@@ -41,7 +43,7 @@ train() {  # name, dataset, extra flags → one result line
   shift 2
   rm -rf "$WORK/out"
   "$BUILD/kernels/parity-train" --run "$WORK/run.json" --out "$WORK/out" --threads "$THREADS" \
-    --metrics "$WORK/$name.jsonl" "$@" > /dev/null
+    --metrics "$WORK/$name.jsonl" "$@" ${EXTRA:-} > /dev/null
   python3 - "$WORK/$name.jsonl" "$name" "$(du -sb "$ds" | cut -f1)" <<'PY'
 import json, sys
 s = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][-1]
