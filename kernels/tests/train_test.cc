@@ -415,6 +415,20 @@ TEST_F(TrainTest, RunSpecAdapterAppliesDefaults) {
   EXPECT_DOUBLE_EQ(c.model.z_loss_weight, 0.001);
   EXPECT_DOUBLE_EQ(c.optimizer.min_lr, 0.0003);
   EXPECT_EQ(c.data.subset, SubsetMode::kSeeded) << "unique data must sample the whole split";
+  EXPECT_EQ(c.model.vocab_size, 256) << "vocab_size 0 is the byte vocabulary";
+  EXPECT_TRUE(c.data.eval_sets.empty());
+  // A tokenizer's vocabulary and named evaluation sets pass through (the dataset checks them).
+  nlohmann::json j = GoodSpec(corpus_);
+  j["model"]["vocabSize"] = 32000;
+  j["data"]["evalSets"] = {"wiki", "validation"};
+  auto bpe = RunConfigFromRunSpecJson(j.dump());
+  ASSERT_TRUE(bpe.ok()) << bpe.status();
+  EXPECT_EQ(bpe->config.model.vocab_size, 32000);
+  EXPECT_EQ(bpe->config.data.eval_sets, (std::vector<std::string>{"wiki", "validation"}));
+  EXPECT_EQ(ComputeAnalyticCounts(bpe->config.model).params, ComputeAnalyticCounts(c.model).params)
+      << "N excludes the vocabulary";
+  EXPECT_GT(ComputeAnalyticCounts(bpe->config.model).vocab_params,
+            ComputeAnalyticCounts(c.model).vocab_params);
 }
 
 struct BadSpec {
