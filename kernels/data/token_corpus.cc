@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -108,7 +109,11 @@ absl::StatusOr<TokenCorpus> TokenCorpus::Open(const DataConfig& config, int64_t 
                             MappedFile::Open(config.corpus_path, kField, /*follow_links=*/true,
                                              config.max_corpus_bytes));
     // Streamed with read(2), not through the mapping: hashing must not fault the whole file in.
-    absl::StatusOr<std::string> digest = datasets::Sha256OfFile(config.corpus_path);
+    // Sha256OfFile refuses links; a raw file given by hand may be one (the mapping followed it).
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(config.corpus_path, ec);
+    absl::StatusOr<std::string> digest =
+        datasets::Sha256OfFile(ec ? config.corpus_path : real.string());
     if (!digest.ok()) return absl::NotFoundError("data.corpus: the dataset file cannot be read");
     c.digest_ = *std::move(digest);
     const int64_t size = file->size();

@@ -320,6 +320,12 @@ TEST_F(DataTest, RefusalsNameTheFieldAndNoPath) {
   EXPECT_TRUE(absl::StrContains(
       TokenCorpus::Open({.corpus_path = raw, .eval_sets = {"wiki"}}, 16, 256, 1).status().message(),
       "its sets are: validation"));
+  // A raw file given by hand through a link is read, and named by its content.
+  fs::create_symlink(raw, dir_ / "link.txt");
+  absl::StatusOr<TokenCorpus> linked =
+      TokenCorpus::Open({.corpus_path = (dir_ / "link.txt").string()}, 16, 256, 1);
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_EQ(linked->Digest(), datasets::Sha256Hex(std::string(1000, 'x')));
   // A truncated shard (a partial copy) is refused before training, naming no path.
   fs::resize_file(ds / "train-00001.tok", 1998);
   const absl::Status truncated = open(1000);
