@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/accounting.h"
+#include "core/symbols.h"
 
 namespace parity::core {
 namespace {
@@ -42,11 +43,9 @@ absl::StatusOr<MemoryShape> MemoryShapeOf(const parity::v1::ModelSpec& model, ui
   }
   absl::StatusOr<Shape> s = ShapeOf(resolved);
   if (!s.ok()) return s.status();
-  if (model.vocab_size() != 0 && model.vocab_size() != 256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.vocab_size: the engine is byte-level (256), got ", model.vocab_size()));
-  }
   MemoryShape m;
+  // The embedding, head and logits scale with V; 0 means the byte vocabulary.
+  m.vocab = model.vocab_size() == 0 ? kDefaultVocabSize : model.vocab_size();
   m.d_model = s->d_model;
   m.n_heads = s->num_heads;
   m.n_kv_heads = s->num_kv_heads;

@@ -54,7 +54,7 @@ double AnalyticBytes(const ModelConfig& m, int64_t batch, double total_params) {
       act += 3 * T * m.d_ffn;
     }
   }
-  act += 2 * T * kVocab + T * D;  // logits and their gradient, final norm
+  act += 2 * T * m.vocab_size + T * D;  // logits and their gradient, final norm
   return 4.0 * (4 * total_params + act);
 }
 

@@ -1,7 +1,7 @@
 """What curve_parity.py needs to feed a PyTorch model exactly what the engine sees, re-implemented
 from the engine's sources rather than called: the SplitMix64 generator and Box–Muller sampler
 (kernels/model/rng.h), the initial weights (Transformer::InitParams), the corpus split, unique
-windows and per-epoch Fisher–Yates shuffle (kernels/data/byte_corpus.cc), the learning-rate
+windows and per-epoch keyed permutations (kernels/data/token_corpus.cc, permutation.h), the learning-rate
 schedule (kernels/train/schedule.h) and the checkpoint format (kernels/train/checkpoint.h).
 
 Everything here is plain Python + NumPy; nothing imports torch.
@@ -48,19 +48,34 @@ class Rng:
         return np.sqrt(-2.0 * np.log(u1)) * np.cos(6.283185307179586 * u2)
 
 
-def permutation(n, seed):
-    """Seeded Fisher–Yates of byte_corpus.cc: for i = n−1..1 swap(p[i], p[Below(i+1)])."""
-    rng = Rng(seed)
-    words = rng.next_block(max(n - 1, 0))
-    p = list(range(n))
-    for j, i in enumerate(range(n - 1, 0, -1)):
-        k = int(words[j] % np.uint64(i + 1))
-        p[i], p[k] = p[k], p[i]
-    return p
+class KeyedPermutation:
+    """kernels/data/permutation.h: a 4-round balanced Feistel network over the smallest even-bit
+    power of two ≥ n, cycle-walking back into [0, n)."""
+
+    def __init__(self, n, key):
+        bits = 2
+        while bits < 62 and (1 << bits) < n:
+            bits += 2
+        self.n, self.key, self.half = n, key & 0xFFFFFFFFFFFFFFFF, bits // 2
+        self.mask = (1 << self.half) - 1
+
+    def _encrypt(self, x):
+        left, right = x >> self.half, x & self.mask
+        for r in range(4):
+            f = mix(self.key ^ mix((right + (r << 56)) & 0xFFFFFFFFFFFFFFFF)) & self.mask
+            left, right = right, left ^ f
+        return (left << self.half) | right
+
+    def __call__(self, i):
+        x = self._encrypt(i)
+        while x >= self.n:
+            x = self._encrypt(x)
+        return x
 
 
 class Corpus:
-    """ByteCorpus: the split, the unique (prefix) windows, the epoch order and the eval slice."""
+    """TokenCorpus over a raw byte file: the split, the unique windows, the epoch order and the
+    eval slice."""
 
     def __init__(self, path, seq_len, seed, validation_fraction, unique_tokens, subset="seeded"):
         with open(path, "rb") as f:
@@ -75,18 +90,14 @@ class Corpus:
         n = unique_tokens // seq_len if unique_tokens > 0 else train_windows
         if n > train_windows or n == 0 or self.validation_windows == 0:
             raise ValueError(f"corpus {path}: {train_windows} training windows, asked for {n}")
+        self.n = n
         if subset == "prefix":  # SubsetMode::kPrefix: the first n windows of the split
-            chosen = range(n)
+            self.subset = lambda j: j
         else:  # SubsetMode::kSeeded: n windows spread over the split, nested in n for one seed
-            chosen = sorted(permutation(train_windows, mix(seed ^ 0x5EED5EED))[:n])
-        self.unique = [i * seq_len for i in chosen]
-        self._epoch, self._order = -1, None
+            self.subset = KeyedPermutation(train_windows, mix(seed ^ 0x5EED5EED))
 
     def _epoch_order(self, epoch):
-        if epoch != self._epoch:
-            seed = mix((self.seed + 0x9E37 * (epoch + 1)) & 0xFFFFFFFFFFFFFFFF)
-            self._order, self._epoch = permutation(len(self.unique), seed), epoch
-        return self._order
+        return KeyedPermutation(self.n, mix((self.seed + 0x9E37 * (epoch + 1)) & 0xFFFFFFFFFFFFFFFF))
 
     def _window(self, start):
         w = self.bytes[start:start + self.seq + 1].astype(np.int64)
@@ -94,10 +105,10 @@ class Corpus:
 
     def training(self, cursor, count):
         """Windows cursor..cursor+count−1 as (inputs, targets) arrays [count, S]."""
-        n = len(self.unique)
+        n = self.n
         xs, ys = [], []
         for g in range(cursor, cursor + count):
-            x, y = self._window(self.unique[self._epoch_order(g // n)[g % n]])
+            x, y = self._window(self.subset(self._epoch_order(g // n)(g % n)) * self.seq)
             xs.append(x)
             ys.append(y)
         return np.stack(xs), np.stack(ys)

@@ -72,6 +72,10 @@ absl::Status ValidateRunConfig(const RunConfig& c) {
     return Bad("model.num_heads", "rotary positions need an even head dimension");
   }
   if (m.seq_len <= 1) return Bad("training.sequence_length", "must be at least 2");
+  // Ids are int32 on the device; the embedding and head are V·D_m each.
+  if (m.vocab_size < 2 || m.vocab_size > (int64_t{1} << 31) - 1) {
+    return Bad("model.vocab_size", absl::StrCat("must be in [2, 2^31), got ", m.vocab_size));
+  }
   if (m.rope_theta <= 0) return Bad("model.rope_theta", "must be positive");
   bool any_dense = false, any_moe = false;
   for (int64_t l = 0; l < m.n_layers; ++l) (m.IsMoeLayer(l) ? any_moe : any_dense) = true;
@@ -149,7 +153,9 @@ AnalyticCounts ComputeAnalyticCounts(const ModelConfig& m) {
   AnalyticCounts a;
   a.params = static_cast<double>(counts.params);
   a.active_params = static_cast<double>(counts.active_params);
-  a.vocab_params = static_cast<double>(kVocab * m.d_model * (m.head == HeadTying::kTied ? 1 : 2));
+  // Embedding (+ untied head): reported apart, never in N, N_a or M (docs/domain.md).
+  a.vocab_params =
+      static_cast<double>(m.vocab_size * m.d_model * (m.head == HeadTying::kTied ? 1 : 2));
   a.flops_per_token = 3 * parity::core::ForwardFlopsPerToken(shape, counts.active_params,
                                                              static_cast<uint32_t>(m.seq_len));
   return a;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/model_counts.h"
@@ -14,7 +15,8 @@
 
 namespace parity::kernels {
 
-inline constexpr int64_t kVocab = 256;  // bytes
+// The byte vocabulary: a raw corpus file's, and ModelConfig's default.
+inline constexpr int64_t kByteVocab = 256;
 
 using MoeLayout = parity::core::MoeLayout;  // kDense, kOneDenseShared, kAllMoe, kInterleaved
 enum class HeadTying { kTied, kUntied };
@@ -26,12 +28,13 @@ enum class SubsetMode { kPrefix, kSeeded };
 enum class Precision { kUnspecified, kFp32, kBf16 };
 
 struct ModelConfig {
-  int64_t d_model = 64;    // D_m
-  int64_t n_layers = 2;    // L
-  int64_t n_heads = 4;     // H
-  int64_t n_kv_heads = 4;  // H_kv (== H: multi-head; < H: grouped-query)
-  int64_t d_ffn = 172;     // D_ffn of the dense SwiGLU layers
-  int64_t seq_len = 64;    // S
+  int64_t d_model = 64;             // D_m
+  int64_t n_layers = 2;             // L
+  int64_t n_heads = 4;              // H
+  int64_t n_kv_heads = 4;           // H_kv (== H: multi-head; < H: grouped-query)
+  int64_t d_ffn = 172;              // D_ffn of the dense SwiGLU layers
+  int64_t seq_len = 64;             // S
+  int64_t vocab_size = kByteVocab;  // V: rows of the embedding and the output head
   Positions positions = Positions::kRotary;
   double rope_theta = 10000.0;
   HeadTying head = HeadTying::kTied;
@@ -81,16 +84,23 @@ struct TrainConfig {
   int64_t TokensPerStep(int64_t seq_len) const { return batch_size * grad_accum * seq_len; }
 };
 
-// The most corpus bytes the engine reads (4 GiB) unless told otherwise (--max-corpus-bytes): the
-// whole file is held in memory, so an endless file (/dev/zero) must not grow the process.
+// The largest raw corpus file the engine takes (4 GiB) unless told otherwise (--max-corpus-bytes).
+// The file is memory-mapped, so memory is no longer the reason; its SHA-256 is computed at every
+// start, and a corpus at the papers' scale belongs in a prepared dataset (`parity data prepare`),
+// which has no such limit.
 inline constexpr int64_t kDefaultMaxCorpusBytes = int64_t{4} << 30;
 
 struct DataConfig {
+  // A prepared dataset directory (holding manifest.json) or a raw byte file (data/token_corpus.h).
   std::string corpus_path;
-  double validation_fraction = 0.05;        // the last fraction of the file is held out
-  int64_t unique_tokens = 0;                // D̂; 0 = the whole training split
+  double validation_fraction = 0.05;        // raw files: the last fraction is held out
+  int64_t unique_tokens = 0;                // D̂ (tokens); 0 = the whole training split
   SubsetMode subset = SubsetMode::kSeeded;  // kPrefix: the split's first D̂ tokens
-  // A larger file, or one that is not a regular file, is refused (bytes).
+  // Evaluation sets to report, by name; empty = all of the dataset's, "validation" first. The
+  // first is the primary one (val_bpc).
+  std::vector<std::string> eval_sets = {};
+  // A larger raw file, or one that is not a regular file, is refused (bytes; prepared datasets
+  // are not limited).
   int64_t max_corpus_bytes = kDefaultMaxCorpusBytes;
 };
 

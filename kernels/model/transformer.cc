@@ -114,7 +114,7 @@ absl::Status Transformer<T>::Allocate() {
     num_params_ += size;
     return tensors_.back().offset;
   };
-  g_->wte = add("wte", kVocab * D, WeightDecay::kApply);
+  g_->wte = add("wte", m.vocab_size * D, WeightDecay::kApply);
   int64_t max_ffn = 0;
   for (int64_t l = 0; l < L; ++l) {
     auto layer = std::make_unique<Layer>();
@@ -145,7 +145,8 @@ absl::Status Transformer<T>::Allocate() {
     layers_.push_back(std::move(layer));
   }
   g_->final_norm = add("final_norm", D, WeightDecay::kSkip);
-  g_->head = m.head == HeadTying::kTied ? g_->wte : add("head", kVocab * D, WeightDecay::kApply);
+  g_->head =
+      m.head == HeadTying::kTied ? g_->wte : add("head", m.vocab_size * D, WeightDecay::kApply);
 
   // 2. Memory: every array is its own zeroed device buffer.
   absl::Status status;
@@ -211,7 +212,7 @@ absl::Status Transformer<T>::Allocate() {
   }
   g_->hf = alloc(tp, Tn * D);
   g_->rstdf = alloc(tp, Tn);
-  g_->logits = alloc(tp, Tn * kVocab);
+  g_->logits = alloc(tp, Tn * m.vocab_size);
   g_->loss = alloc(tp, Tn);
   const int64_t n_moe = static_cast<int64_t>(moe_layers_.size());
   g_->route_losses = alloc(dp, 2 * n_moe);
@@ -226,7 +227,7 @@ absl::Status Transformer<T>::Allocate() {
   g_->datt = alloc(tp, Tn * D);
   g_->dab = alloc(tp, Tn * 2 * std::max<int64_t>(max_ffn, 1));
   g_->dg = alloc(tp, Tn * std::max<int64_t>(max_ffn, 1));
-  g_->dlogits = alloc(tp, Tn * kVocab);
+  g_->dlogits = alloc(tp, Tn * m.vocab_size);
   if (!moe_layers_.empty()) {
     g_->drlogits = alloc(tp, Tn * max_e);
     g_->dgate = alloc(tp, Tn * m.top_k);
@@ -329,9 +330,9 @@ ForwardResult Transformer<T>::Forward(const int32_t* tokens, const int32_t* targ
   }
   ops_.rmsnorm_forward(ctx, Tn, D, g_->hf, g_->rstdf, g_->resid + m.n_layers * Tn * D,
                        p + g_->final_norm);
-  ops_.matmul_forward(ctx, {Tn, D, kVocab}, g_->logits, g_->hf, p + g_->head, Accumulate::kNo,
+  ops_.matmul_forward(ctx, {Tn, D, m.vocab_size}, g_->logits, g_->hf, p + g_->head, Accumulate::kNo,
                       FlopKind::kVocab);
-  ops_.cross_entropy_forward(ctx, Tn, kVocab, g_->loss, g_->logits, g_->targets);
+  ops_.cross_entropy_forward(ctx, Tn, m.vocab_size, g_->loss, g_->logits, g_->targets);
   // The micro-batch's one readback of losses: per-token cross-entropy and the routers' {aux, z}.
   device_.ToHost(g_->host_loss.data(), g_->loss, Tn * sizeof(T));
   double sum = 0.0;
@@ -400,8 +401,9 @@ void Transformer<T>::Backward(double ce_scale, double aux_scale) {
   T* dp = grads_;
   aux_scale_ = aux_scale;
 
-  ops_.cross_entropy_backward(ctx, Tn, kVocab, g_->dlogits, g_->logits, g_->targets, ce_scale);
-  ops_.matmul_backward(ctx, {Tn, D, kVocab}, g_->dhf, dp + g_->head, g_->dlogits, g_->hf,
+  ops_.cross_entropy_backward(ctx, Tn, m.vocab_size, g_->dlogits, g_->logits, g_->targets,
+                              ce_scale);
+  ops_.matmul_backward(ctx, {Tn, D, m.vocab_size}, g_->dhf, dp + g_->head, g_->dlogits, g_->hf,
                        p + g_->head, Accumulate::kNo, FlopKind::kVocab);
   device_.Zero(g_->dresid, Tn * D * sizeof(T));
   ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dp + g_->final_norm, g_->dhf,
@@ -431,7 +433,7 @@ void Transformer<T>::Backward(double ce_scale, double aux_scale) {
     ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dp + y.attn_norm, g_->dh, y.x_in, p + y.attn_norm,
                           y.rstd1);
   }
-  ops_.embedding_backward(ctx, Tn, D, kVocab, dp + g_->wte, g_->dresid, g_->tokens);
+  ops_.embedding_backward(ctx, Tn, D, m.vocab_size, dp + g_->wte, g_->dresid, g_->tokens);
 }
 
 // dy [T,D] is the gradient of the layer output; writes (=) the gradient of h2 into dh [T,D].

@@ -25,10 +25,8 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   // ---- model ----
   const auto& m = spec.model();
   ModelConfig& mc = c.model;
-  if (m.vocab_size() != 0 && m.vocab_size() != kVocab) {
-    return Bad("model.vocab_size",
-               absl::StrCat("the engine is byte-level (256), got ", m.vocab_size()));
-  }
+  // 0 = the byte vocabulary; the dataset's tokenizer must agree (checked when it is opened).
+  mc.vocab_size = m.vocab_size() == 0 ? kByteVocab : static_cast<int64_t>(m.vocab_size());
   mc.d_model = m.d_model();
   mc.n_layers = m.num_layers();
   mc.n_heads = m.num_heads();
@@ -172,9 +170,11 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   // ---- data ----
   const auto& d = spec.data();
   DataConfig& dc = c.data;
-  // A path here: the worker writes the file it resolved the spec's dataset name to (inside its
-  // --corpus-dir, worker/dataset_resolver.h); a developer running parity-train by hand gives one.
+  // A path here: the worker writes the dataset directory or raw file it resolved the spec's
+  // dataset name to (inside its --corpus-dir, worker/dataset_resolver.h); a developer running
+  // parity-train by hand gives one. dataset_digest is the worker's to check, not the engine's.
   dc.corpus_path = d.corpus();
+  dc.eval_sets.assign(d.eval_sets().begin(), d.eval_sets().end());
   dc.validation_fraction = d.validation_fraction() == 0 ? 0.01 : d.validation_fraction();
   const int64_t consumed = tc.steps * static_cast<int64_t>(t.batch_tokens());
   if (spec.accounting().unique_tokens() > 0) {

@@ -72,7 +72,7 @@ TEST_F(OpGradTest, SwiGlu) {
 }
 
 TEST_F(OpGradTest, CrossEntropyAndEmbedding) {
-  const int64_t t = 6, v = kVocab, d = 5;
+  const int64_t t = 6, v = kByteVocab, d = 5;
   auto logits = RandomVector(t * v, 9);
   std::vector<int32_t> targets = {3, 200, 17, 17, 255, 0};
   auto loss = [&] {

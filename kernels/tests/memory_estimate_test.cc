@@ -107,6 +107,11 @@ TEST(MemoryEstimateTest, MatchesTheEngineOnOtherLayouts) {
   moe.mutable_training()->set_micro_batch_sequences(1);
   moe.set_name("all-moe-micro1");
   ExpectEstimateMatches(moe);
+
+  // A SentencePiece vocabulary: embedding, untied head and logits scale with V.
+  moe.mutable_model()->set_vocab_size(5000);
+  moe.set_name("all-moe-vocab5000");
+  ExpectEstimateMatches(moe);
 }
 
 TEST(MemoryEstimateTest, GrowsWithTheMicroBatch) {

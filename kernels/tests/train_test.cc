@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/data/byte_corpus.h"
+#include "kernels/data/token_corpus.h"
 #include "kernels/spec/run_spec_adapter.h"
 #include "kernels/train/checkpoint.h"
 #include "kernels/train/schedule.h"
@@ -271,14 +271,14 @@ TEST_F(TrainTest, EpochsReshuffleExactlyTheUniqueBudget) {
     for (int i = 0; i < 20000; ++i) out.put(static_cast<char>(rng.Below(256)));
   }
   DataConfig d{.corpus_path = random_corpus, .validation_fraction = 0.1, .unique_tokens = 16 * 10};
-  auto corpus = ByteCorpus::Load(d, 16, 3);
+  auto corpus = TokenCorpus::Open(d, 16, kByteVocab, 3);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
   ASSERT_EQ(corpus->NumUniqueWindows(), 10);
   std::vector<int32_t> in(16), out(16);
   std::vector<std::set<std::string>> seen(2);
   std::vector<std::string> order[2];
   for (int64_t g = 0; g < 20; ++g) {
-    corpus->FillTraining(g, 1, in.data(), out.data());
+    ASSERT_TRUE(corpus->FillTraining(g, 1, in.data(), out.data()).ok());
     std::string w(in.begin(), in.end());
     seen[g / 10].insert(w);
     order[g / 10].push_back(w);
@@ -306,13 +306,13 @@ TEST_F(TrainTest, CorpusIsARegularFileWithinTheLimit) {
              absl::StatusCode::kInvalidArgument},
         Case{"a FIFO (must not block)", fifo, kDefaultMaxCorpusBytes,
              absl::StatusCode::kInvalidArgument},
-        Case{"a directory", dir_.string(), kDefaultMaxCorpusBytes,
-             absl::StatusCode::kInvalidArgument},
+        Case{"a directory without manifest.json", dir_.string(), kDefaultMaxCorpusBytes,
+             absl::StatusCode::kNotFound},
         Case{"a file over the limit", small, 4095, absl::StatusCode::kInvalidArgument},
         Case{"a missing file", (dir_ / "absent").string(), kDefaultMaxCorpusBytes,
              absl::StatusCode::kNotFound}}) {
     DataConfig d{.corpus_path = c.path, .validation_fraction = 0.1, .max_corpus_bytes = c.limit};
-    absl::StatusOr<ByteCorpus> corpus = ByteCorpus::Load(d, 16, 1);
+    absl::StatusOr<TokenCorpus> corpus = TokenCorpus::Open(d, 16, kByteVocab, 1);
     ASSERT_FALSE(corpus.ok()) << c.what << " must be refused";
     EXPECT_EQ(corpus.status().code(), c.code) << c.what << ": " << corpus.status();
     EXPECT_EQ(corpus.status().message().find(dir_.string()), std::string::npos)
@@ -321,7 +321,8 @@ TEST_F(TrainTest, CorpusIsARegularFileWithinTheLimit) {
         << c.what << ": the message must not tell the file's size: " << corpus.status();
   }
   DataConfig at_limit{.corpus_path = small, .validation_fraction = 0.1, .max_corpus_bytes = 4096};
-  EXPECT_TRUE(ByteCorpus::Load(at_limit, 16, 1).ok()) << "a file of exactly the limit is read";
+  EXPECT_TRUE(TokenCorpus::Open(at_limit, 16, kByteVocab, 1).ok())
+      << "a file of exactly the limit is read";
 }
 
 // The unique budget is a sample of the whole training split (a corpus is ordered by source, so its
@@ -336,12 +337,12 @@ TEST_F(TrainTest, UniqueWindowsSpanTheWholeSplitAndNest) {
   auto starts = [&](int64_t windows) {
     DataConfig d{
         .corpus_path = random_corpus, .validation_fraction = 0.1, .unique_tokens = 16 * windows};
-    auto corpus = ByteCorpus::Load(d, 16, 7);
+    auto corpus = TokenCorpus::Open(d, 16, kByteVocab, 7);
     EXPECT_TRUE(corpus.ok()) << corpus.status();
     std::set<int64_t> out;
     std::vector<int32_t> in(16), tg(16);
     for (int64_t g = 0; g < windows; ++g) {
-      corpus->FillTraining(g, 1, in.data(), tg.data());
+      EXPECT_TRUE(corpus->FillTraining(g, 1, in.data(), tg.data()).ok());
       out.insert(static_cast<int64_t>(bytes.find(std::string(in.begin(), in.end()))));
     }
     return out;
@@ -414,6 +415,20 @@ TEST_F(TrainTest, RunSpecAdapterAppliesDefaults) {
   EXPECT_DOUBLE_EQ(c.model.z_loss_weight, 0.001);
   EXPECT_DOUBLE_EQ(c.optimizer.min_lr, 0.0003);
   EXPECT_EQ(c.data.subset, SubsetMode::kSeeded) << "unique data must sample the whole split";
+  EXPECT_EQ(c.model.vocab_size, 256) << "vocab_size 0 is the byte vocabulary";
+  EXPECT_TRUE(c.data.eval_sets.empty());
+  // A tokenizer's vocabulary and named evaluation sets pass through (the dataset checks them).
+  nlohmann::json j = GoodSpec(corpus_);
+  j["model"]["vocabSize"] = 32000;
+  j["data"]["evalSets"] = {"wiki", "validation"};
+  auto bpe = RunConfigFromRunSpecJson(j.dump());
+  ASSERT_TRUE(bpe.ok()) << bpe.status();
+  EXPECT_EQ(bpe->config.model.vocab_size, 32000);
+  EXPECT_EQ(bpe->config.data.eval_sets, (std::vector<std::string>{"wiki", "validation"}));
+  EXPECT_EQ(ComputeAnalyticCounts(bpe->config.model).params, ComputeAnalyticCounts(c.model).params)
+      << "N excludes the vocabulary";
+  EXPECT_GT(ComputeAnalyticCounts(bpe->config.model).vocab_params,
+            ComputeAnalyticCounts(c.model).vocab_params);
 }
 
 struct BadSpec {
@@ -428,7 +443,6 @@ TEST_F(TrainTest, BadRunSpecsAreRefusedNamingTheField) {
       {"model.moe.top_k", [](auto& j) { j["model"]["moe"]["topK"] = 9; }},
       {"model.moe.expert_hidden", [](auto& j) { j["model"]["moe"]["expertHidden"] = 0; }},
       {"model.moe.layout", [](auto& j) { j["model"]["moe"].erase("layout"); }},
-      {"model.vocab_size", [](auto& j) { j["model"]["vocabSize"] = 50000; }},
       {"model.architecture", [](auto& j) { j["model"].erase("architecture"); }},
       {"training.batch_tokens", [](auto& j) { j["training"]["batchTokens"] = 60; }},
       {"training.micro_batch_sequences", [](auto& j) { j["training"]["microBatchSequences"] = 3; }},
@@ -501,7 +515,7 @@ std::string CheckpointBytes(uint32_t layers, const std::vector<uint32_t>& expert
   auto put = [&bytes](const auto& v) {
     bytes.append(reinterpret_cast<const char*>(&v), sizeof(v));
   };
-  put(uint32_t{2});  // version
+  put(uint32_t{3});  // version
   put(uint64_t{7});  // fingerprint
   put(uint32_t{3});  // device name
   bytes += "cpu";

@@ -4,7 +4,7 @@
 //   parity-train --run RUN.json --out DIR [--resume | --resume-from FILE]
 //                [--metrics-fd N | --metrics FILE]
 //                [--device cpu|cuda[:N]] [--threads N] [--run-id ID] [--max-steps N]
-//                [--max-corpus-bytes N]
+//                [--max-corpus-bytes N] [--no-prefetch]
 //
 // Exit codes: 0 completed; 2 bad arguments, run spec or device (nothing trained); 3 stopped by
 // SIGTERM/SIGINT or --max-steps after checkpointing (resumable); 4 the checkpoint in DIR is
@@ -75,8 +75,11 @@ int main(int argc, char** argv) {
   int metrics_fd = -1, threads = 0;
   int64_t max_steps = 0;
   int64_t max_corpus_bytes = parity::kernels::kDefaultMaxCorpusBytes;
-  bool resume = false;
-  app.add_option("--run", run_path, "RunSpec JSON file (parity.v1.RunSpec)")->required();
+  bool resume = false, no_prefetch = false;
+  app.add_option("--run", run_path,
+                 "RunSpec JSON file (parity.v1.RunSpec); its data.corpus is a prepared dataset "
+                 "directory (manifest.json) or a raw byte file")
+      ->required();
   app.add_option("--out", out_dir, "checkpoint directory")->required();
   app.add_flag("--resume", resume, "continue from DIR/LATEST if present");
   app.add_option("--resume-from", resume_from,
@@ -91,8 +94,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-steps", max_steps,
                  "stop after this many steps in this process (checkpoint, exit 3)");
   app.add_option("--max-corpus-bytes", max_corpus_bytes,
-                 "refuse a corpus file larger than this (bytes; it is held in memory)")
+                 "refuse a raw corpus file larger than this (bytes; a prepared dataset "
+                 "directory has no limit)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--no-prefetch", no_prefetch,
+               "read each micro-batch on the training thread instead of one ahead on a loader "
+               "thread (same windows; for measuring the loader)");
   app.add_option("--run-id", run_id, "run id put on every line (default: the spec's name)");
   try {
     app.parse(argc, argv);
@@ -151,7 +158,8 @@ int main(int argc, char** argv) {
       .threads = threads > 0 ? threads : std::max(1, parsed->threads),
       .metrics = &sink,
       .stop = &g_stop,
-      .max_steps = max_steps};
+      .max_steps = max_steps,
+      .prefetch = no_prefetch ? parity::kernels::Prefetch::kOff : parity::kernels::Prefetch::kOn};
   auto summary = parity::kernels::RunTraining(parsed->config, options);
   if (!summary.ok()) return fail(summary.status());
   if (fd != STDOUT_FILENO) std::cout << summary->json << std::endl;

@@ -18,7 +18,7 @@ namespace parity::kernels {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'A', 'R', 'I', 'T', 'Y', 'C', 'K'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ULL;

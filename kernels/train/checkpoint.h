@@ -5,11 +5,14 @@
 //   step-00000120.ckpt   one file per kept checkpoint (older ones pruned to `keep`)
 //   LATEST               the file name of the newest complete checkpoint, one line
 // Both are written as temp file + fsync + rename (+ fsync of DIR), so a crash leaves either the old
-// or the new state, never a torn file. File format (little-endian): "PARITYCK", u32 version (2),
+// or the new state, never a torn file. File format (little-endian): "PARITYCK", u32 version (3),
 // u64 fingerprint, u32 length + bytes of the device name, u32 length + bytes of the precision
 // name, i64 step, i64 cursor, u64 rng seed, u64 rng counter, u32 MoE layers, then per layer u32 E
 // and E floats of bias, u64 n, then n floats each of params, m, v; finally a u64 FNV-1a checksum
-// of all preceding bytes. Version 1 (no device, no precision) is refused as from an older engine.
+// of all preceding bytes. Version 1 (no device, no precision) and version 2 (cursor into the
+// materialised shuffles of the byte corpus: the same integer names other windows under the keyed
+// permutations of data/permutation.h) are refused as from an older engine. The vocabulary is in
+// the fingerprint (and the arrays' length), so a checkpoint of another vocabulary is refused too.
 #pragma once
 
 #include <cstdint>

@@ -50,6 +50,7 @@ void Telemetry::Add(const StepResult& step, int64_t step_tokens) {
   model_flops += step.model_flops;
   total_flops += step.total_flops;
   seconds += step.seconds;
+  data_wait_seconds += step.data_wait_seconds;
   window_seconds += step.seconds, window_flops += step.total_flops, window_tokens += step_tokens;
 }
 
@@ -58,7 +59,7 @@ double Telemetry::WallSeconds() const {
 }
 
 nlohmann::json MetricsLine(const Session& s, const StepResult& r, const Telemetry& t,
-                           std::optional<double> val_bpc) {
+                           const std::vector<double>& eval_bpc) {
   const int64_t step_tokens = s.StepTokens(), windows = s.corpus.NumUniqueWindows();
   nlohmann::json j = {
       {"event", "metrics"},
@@ -69,7 +70,7 @@ nlohmann::json MetricsLine(const Session& s, const StepResult& r, const Telemetr
       {"unique_tokens", std::min(s.cursor, windows) * s.config.model.seq_len},
       {"unique_budget_tokens", s.corpus.UniqueTokens()},
       {"epoch", static_cast<double>(s.cursor) / windows},
-      {"train_bpc", r.ce / kLn2},
+      {"train_bpc", r.TrainBpc(step_tokens)},
       {"learning_rate", r.learning_rate},
       {"grad_norm", r.grad_norm},
       {"aux_loss", r.aux},
@@ -83,7 +84,12 @@ nlohmann::json MetricsLine(const Session& s, const StepResult& r, const Telemetr
       {"flops", static_cast<double>(s.step) * r.model_flops},
       {"time", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone())},
   };
-  if (val_bpc.has_value()) j["val_bpc"] = *val_bpc;
+  if (!eval_bpc.empty()) {
+    j["val_bpc"] = eval_bpc[0];
+    nlohmann::json sets = nlohmann::json::object();
+    for (size_t i = 0; i < eval_bpc.size(); ++i) sets[s.corpus.EvalSetName(i)] = eval_bpc[i];
+    j["eval_bpc"] = sets;
+  }
   if (!r.loads.empty()) {
     nlohmann::json experts = nlohmann::json::array();
     for (size_t i = 0; i < r.loads.size(); ++i) {
@@ -130,9 +136,17 @@ nlohmann::json SummaryLine(const Session& s, const Telemetry& t, TrainSummary& s
       {"checkpoint", summary.checkpoint_path},
       {"device", std::string(s.device->Name())},
       {"precision", PrecisionName(s.config.precision)},
+      {"dataset_digest", s.corpus.Digest()},
+      // Of train_seconds, the time the trainer waited for batches (the data loader's share).
+      {"data_wait_seconds", t.data_wait_seconds},
   };
   if (t.trained_steps > 0) j["final_train_bpc"] = summary.final_train_bpc;
   if (!std::isnan(summary.final_val_bpc)) j["final_val_bpc"] = summary.final_val_bpc;
+  if (!summary.final_eval_bpc.empty()) {
+    nlohmann::json sets = nlohmann::json::object();
+    for (const auto& [name, bpc] : summary.final_eval_bpc) sets[name] = bpc;
+    j["final_eval_bpc"] = sets;
+  }
   return j;
 }
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
+#include <vector>
 
 #include "kernels/train/session.h"
 #include "kernels/train/step.h"
@@ -17,7 +17,7 @@ namespace parity::kernels {
 struct Telemetry {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   int64_t trained_steps = 0;  // in this process
-  double model_flops = 0, total_flops = 0, seconds = 0;
+  double model_flops = 0, total_flops = 0, seconds = 0, data_wait_seconds = 0;
   // Since the previous metrics line.
   double window_seconds = 0, window_flops = 0;
   int64_t window_tokens = 0;
@@ -27,9 +27,11 @@ struct Telemetry {
   double WallSeconds() const;
 };
 
-// The "metrics" line of the step just trained; `val_bpc` at evaluation steps.
+// The "metrics" line of the step just trained; at evaluation steps `eval_bpc` holds each reported
+// set's BPC in the corpus's report order (else it is empty): "val_bpc" (the first) and
+// "eval_bpc" {name: bpc}.
 nlohmann::json MetricsLine(const Session& session, const StepResult& step,
-                           const Telemetry& telemetry, std::optional<double> val_bpc);
+                           const Telemetry& telemetry, const std::vector<double>& eval_bpc);
 
 // The "summary" line; fills the measured fields of `summary` it reports.
 nlohmann::json SummaryLine(const Session& session, const Telemetry& telemetry,

@@ -37,9 +37,10 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
         absl::StrCat("--out '", options.out_dir, "': cannot create: ", ec.message()));
   }
   const TrainConfig& tc = config.train;
-  PARITY_ASSIGN_OR_RETURN(ByteCorpus corpus,
-                          ByteCorpus::Load(config.data, config.model.seq_len, tc.seed));
+  PARITY_ASSIGN_OR_RETURN(TokenCorpus corpus, TokenCorpus::Open(config.data, config.model.seq_len,
+                                                                config.model.vocab_size, tc.seed));
   auto s = std::make_unique<Session>(std::move(corpus));
+  s->loader = std::make_unique<BatchLoader>(s->corpus, tc.batch_size, options.prefetch);
   s->config = config;
   s->config.precision = precision;
   s->options = options;

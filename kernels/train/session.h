@@ -11,7 +11,8 @@
 #include "absl/status/statusor.h"
 #include "kernels/backend/device.h"
 #include "kernels/backend/device_choice.h"
-#include "kernels/data/byte_corpus.h"
+#include "kernels/data/batch_loader.h"
+#include "kernels/data/token_corpus.h"
 #include "kernels/model/config.h"
 #include "kernels/model/rng.h"
 #include "kernels/model/transformer.h"
@@ -20,11 +21,12 @@
 namespace parity::kernels {
 
 struct Session {
-  explicit Session(ByteCorpus c) : corpus(std::move(c)) {}
+  explicit Session(TokenCorpus c) : corpus(std::move(c)) {}
 
   RunConfig config;  // precision resolved for the device (never kUnspecified here)
   TrainerOptions options;
-  ByteCorpus corpus;
+  TokenCorpus corpus;
+  std::unique_ptr<BatchLoader> loader;          // reads `corpus`; declared after it
   std::unique_ptr<Device> device;               // declared before what lives in its memory
   std::vector<std::unique_ptr<Buffer>> memory;  // the optimizer's device arrays below
   std::unique_ptr<Transformer<float>> model;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "kernels/train/schedule.h"
 
 namespace parity::kernels {
@@ -18,8 +19,10 @@ absl::StatusOr<StepResult> TrainStep(Session& s) {
   flops.Reset();
   model.ZeroGrads();
   r.loads.assign(model.NumMoeLayers(), std::vector<int64_t>(config.model.n_experts, 0));
+  const double waited = s.loader->wait_seconds();
   for (int64_t micro = 0; micro < accum; ++micro) {
-    s.corpus.FillTraining(s.cursor, tc.batch_size, s.inputs.data(), s.targets.data());
+    PARITY_ASSIGN_OR_RETURN(const int64_t bytes, s.loader->Next(s.cursor, s.inputs, s.targets));
+    r.target_bytes += bytes;
     s.cursor += tc.batch_size;
     const ForwardResult f = model.Forward(s.inputs.data(), s.targets.data(), tc.batch_size);
     model.Backward(1.0 / static_cast<double>(s.StepTokens()), 1.0 / static_cast<double>(accum));
@@ -55,6 +58,7 @@ absl::StatusOr<StepResult> TrainStep(Session& s) {
   // The step's work is queued on the device's stream; its time is only known once it is done.
   s.device->DefaultStream().Synchronize();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.data_wait_seconds = s.loader->wait_seconds() - waited;
   r.model_flops = flops.Get(FlopKind::kModel);
   r.total_flops = r.model_flops + flops.Get(FlopKind::kVocab) + flops.Get(FlopKind::kElementwise);
   return r;
@@ -75,19 +79,27 @@ void BalanceExperts(Session& s, const std::vector<std::vector<int64_t>>& loads) 
   }
 }
 
-double Evaluate(Session& s) {
+absl::StatusOr<std::vector<double>> Evaluate(Session& s) {
   const int64_t S = s.config.model.seq_len, B = s.config.train.batch_size;
-  const int64_t windows = std::min(s.corpus.NumValidationWindows(), s.config.train.eval_tokens / S);
-  double sum = 0;
-  for (int64_t done = 0; done < windows;) {
-    const int64_t b = std::min(B, windows - done);
-    for (int64_t i = 0; i < b; ++i) {
-      s.corpus.FillValidation(done + i, s.inputs.data() + i * S, s.targets.data() + i * S);
+  std::vector<double> bpc;
+  for (size_t set = 0; set < s.corpus.NumEvalSets(); ++set) {
+    const int64_t windows = std::min(s.corpus.NumEvalWindows(set), s.config.train.eval_tokens / S);
+    double sum = 0;
+    int64_t bytes = 0;
+    for (int64_t done = 0; done < windows;) {
+      const int64_t b = std::min(B, windows - done);
+      for (int64_t i = 0; i < b; ++i) {
+        PARITY_ASSIGN_OR_RETURN(
+            const int64_t window_bytes,
+            s.corpus.FillEval(set, done + i, s.inputs.data() + i * S, s.targets.data() + i * S));
+        bytes += window_bytes;
+      }
+      sum += s.model->Forward(s.inputs.data(), s.targets.data(), b).ce * b;
+      done += b;
     }
-    sum += s.model->Forward(s.inputs.data(), s.targets.data(), b).ce * b;
-    done += b;
+    bpc.push_back(BitsPerByte(sum / windows, windows * S, bytes));
   }
-  return sum / windows / kLn2;
+  return bpc;
 }
 
 }  // namespace parity::kernels

@@ -15,23 +15,29 @@ inline constexpr double kLn2 = 0.6931471805599453;  // nats per bit
 
 struct StepResult {
   double ce = 0, aux = 0, z = 0;  // means over the step's micro-batches (nats; summed over layers)
+  int64_t target_bytes = 0;       // bytes of text the step's targets cover (BPC's divisor)
   double grad_norm = 0;           // before clipping
   double learning_rate = 0;
   std::vector<std::vector<int64_t>> loads;  // [MoE layer][E] slots per expert, summed over the step
   double model_flops = 0;                   // counted kModel FLOPs of the step
   double total_flops = 0;                   // all counted FLOPs of the step
   double seconds = 0;
+  double data_wait_seconds = 0;  // of `seconds`, waiting for batches (BatchLoader::Next)
+
+  double TrainBpc(int64_t step_tokens) const { return BitsPerByte(ce, step_tokens, target_bytes); }
 };
 
 // Trains step session.step + 1 and advances step and cursor. OutOfRange when the loss or the
-// gradient is not finite; then nothing is applied.
+// gradient is not finite; then nothing is applied. InvalidArgument when the dataset holds a bad id.
 absl::StatusOr<StepResult> TrainStep(Session& session);
 
 // Loss-free balancing (docs/domain.md): b_i += u·sign(mean load − load_i) per MoE layer, on the
 // device from the step's summed loads. No-op when the rate is 0.
 void BalanceExperts(Session& session, const std::vector<std::vector<int64_t>>& loads);
 
-// Validation BPC on the fixed first eval_tokens of the held-out split.
-double Evaluate(Session& session);
+// BPC (bits per byte of text) of every reported evaluation set, in the corpus's report order,
+// each on its fixed first eval_tokens (whole windows from the set's start). InvalidArgument on a
+// bad id.
+absl::StatusOr<std::vector<double>> Evaluate(Session& session);
 
 }  // namespace parity::kernels

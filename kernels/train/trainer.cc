@@ -14,25 +14,34 @@
 
 namespace parity::kernels {
 
-uint64_t RunFingerprint(const RunConfig& c, uint64_t corpus_digest,
+uint64_t RunFingerprint(const RunConfig& c, const std::string& dataset_digest,
                         const std::string& device_name) {
   const ModelConfig& m = c.model;
   const OptimizerConfig& o = c.optimizer;
   const TrainConfig& t = c.train;
   const std::string s = absl::StrCat(
       m.d_model, ",", m.n_layers, ",", m.n_heads, ",", m.n_kv_heads, ",", m.d_ffn, ",", m.seq_len,
-      ",", static_cast<int>(m.positions), ",", m.rope_theta, ",", static_cast<int>(m.head), ",",
-      static_cast<int>(m.layout), ",", m.interleave_every, ",", m.n_experts, ",", m.top_k, ",",
-      m.d_expert, ",", m.SharedDim(), ",", static_cast<int>(m.gate_norm), ",", m.aux_loss_weight,
-      ",", m.z_loss_weight, ",", m.bias_update_rate, "|", o.lr, ",", o.min_lr, ",", o.warmup_steps,
-      ",", static_cast<int>(o.schedule), ",", o.decay_fraction, ",", o.beta1, ",", o.beta2, ",",
-      o.eps, ",", o.weight_decay, ",", o.grad_clip, "|", t.batch_size, ",", t.grad_accum, ",",
-      t.steps, ",", t.seed, ",", t.eval_tokens, "|", corpus_digest, ",", c.data.validation_fraction,
-      ",", c.data.unique_tokens, ",", static_cast<int>(c.data.subset), "|",
-      PrecisionName(c.precision), ",", device_name);
+      ",", m.vocab_size, ",", static_cast<int>(m.positions), ",", m.rope_theta, ",",
+      static_cast<int>(m.head), ",", static_cast<int>(m.layout), ",", m.interleave_every, ",",
+      m.n_experts, ",", m.top_k, ",", m.d_expert, ",", m.SharedDim(), ",",
+      static_cast<int>(m.gate_norm), ",", m.aux_loss_weight, ",", m.z_loss_weight, ",",
+      m.bias_update_rate, "|", o.lr, ",", o.min_lr, ",", o.warmup_steps, ",",
+      static_cast<int>(o.schedule), ",", o.decay_fraction, ",", o.beta1, ",", o.beta2, ",", o.eps,
+      ",", o.weight_decay, ",", o.grad_clip, "|", t.batch_size, ",", t.grad_accum, ",", t.steps,
+      ",", t.seed, ",", t.eval_tokens, "|", dataset_digest, ",", c.data.validation_fraction, ",",
+      c.data.unique_tokens, ",", static_cast<int>(c.data.subset), "|", PrecisionName(c.precision),
+      ",", device_name);
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
   return h;
+}
+
+void TrainSummary::SetEval(const TokenCorpus& corpus, const std::vector<double>& bpc) {
+  final_eval_bpc.clear();
+  for (size_t i = 0; i < bpc.size(); ++i) {
+    final_eval_bpc.emplace_back(corpus.EvalSetName(i), bpc[i]);
+  }
+  if (!bpc.empty()) final_val_bpc = bpc[0];
 }
 
 absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerOptions& opt) {
@@ -54,13 +63,16 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
     }
     PARITY_ASSIGN_OR_RETURN(const StepResult step, TrainStep(s));
     telemetry.Add(step, s.StepTokens());
-    summary.final_train_bpc = step.ce / kLn2;
+    summary.final_train_bpc = step.TrainBpc(s.StepTokens());
     const bool last = s.step == tc.steps;
     const bool eval = s.step % tc.eval_interval == 0 || last;
-    if (eval) summary.final_val_bpc = Evaluate(s);
+    std::vector<double> eval_bpc;
+    if (eval) {
+      PARITY_ASSIGN_OR_RETURN(eval_bpc, Evaluate(s));
+      summary.SetEval(s.corpus, eval_bpc);
+    }
     if (s.step % tc.log_interval == 0 || s.step == 1 || last || eval) {
-      const std::optional<double> val = eval ? std::optional(summary.final_val_bpc) : std::nullopt;
-      opt.metrics->Write(MetricsLine(s, step, telemetry, val).dump());
+      opt.metrics->Write(MetricsLine(s, step, telemetry, eval_bpc).dump());
       telemetry.ResetWindow();
     }
     const bool by_time = tc.checkpoint_seconds > 0 &&
@@ -76,8 +88,10 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
   if (summary.checkpoint_path.empty()) summary.checkpoint_path = LatestCheckpointPath(opt.out_dir);
   // Relaunched after completion (resume of a finished run): report the final validation anyway.
   if (telemetry.trained_steps == 0 && s.step == tc.steps && tc.steps > 0) {
-    summary.final_val_bpc = Evaluate(s);
+    PARITY_ASSIGN_OR_RETURN(const std::vector<double> eval_bpc, Evaluate(s));
+    summary.SetEval(s.corpus, eval_bpc);
   }
+  summary.data_wait_seconds = s.loader->wait_seconds();
   summary.json = SummaryLine(s, telemetry, summary).dump();
   opt.metrics->Write(summary.json);
   return summary;

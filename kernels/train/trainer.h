@@ -11,9 +11,12 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/backend/device_choice.h"
+#include "kernels/data/batch_loader.h"
 #include "kernels/model/config.h"
 
 namespace parity::kernels {
@@ -42,6 +45,9 @@ struct TrainerOptions {
   // Stop (checkpoint, outcome kStopped) after this many steps in this process; 0 = no limit.
   // For tests and for workers that slice long runs.
   int64_t max_steps = 0;
+  // Whether the next micro-batch is read on a loader thread while the current one computes
+  // (data/batch_loader.h); the windows are the same either way.
+  Prefetch prefetch = Prefetch::kOn;
 };
 
 enum class RunOutcome { kCompleted, kStopped };
@@ -51,19 +57,27 @@ struct TrainSummary {
   int64_t steps = 0;
   int64_t tokens = 0;
   double final_train_bpc = 0;
-  double final_val_bpc = 0;             // NaN when no validation ran
+  double final_val_bpc = 0;  // primary evaluation set; NaN when no evaluation ran
+  // Every reported evaluation set's final BPC, in report order (empty when none ran).
+  std::vector<std::pair<std::string, double>> final_eval_bpc;
+  double data_wait_seconds = 0;         // trainer time spent waiting for batches
   double measured_flops_per_token = 0;  // counted kModel FLOPs of training steps / tokens
   double analytic_flops_per_token = 0;  // M
   std::string checkpoint_path;
   std::string json;  // the summary line as written to the sink
+
+  // Records an evaluation: `bpc` per set of `corpus` in its report order (the first is primary).
+  void SetEval(const TokenCorpus& corpus, const std::vector<double>& bpc);
 };
 
 // A 64-bit fingerprint of everything that determines the run's trajectory (model, optimizer,
 // training and data settings, precision, the device that computes it — `device_name` is
-// Device::Name(), backend and GPU model — and the corpus *content* via `corpus_digest`, not its
-// path, so a resume on another machine with the corpus elsewhere is accepted); a checkpoint from
-// a different spec, corpus, precision or kind of device is refused on resume.
-uint64_t RunFingerprint(const RunConfig& config, uint64_t corpus_digest,
+// Device::Name(), backend and GPU model — and the dataset *content* via `dataset_digest` (the
+// SHA-256 hex of TokenCorpus::Digest), not its path, so a resume on another machine with the data
+// elsewhere is accepted); a checkpoint from a different spec, dataset, precision or kind of
+// device is refused on resume. The evaluation sets are not in it: they change what is reported,
+// not the trajectory.
+uint64_t RunFingerprint(const RunConfig& config, const std::string& dataset_digest,
                         const std::string& device_name);
 
 // Validates, trains, checkpoints. InvalidArgument for a bad spec or an unavailable device (before
