@@ -41,4 +41,7 @@ void RegisterTokenCommands(CLI::App& app, int& exit_code);
 // `report SWEEP --out DIR`: a static HTML report (the dashboard offline) and runs.csv.
 void RegisterReportCommand(CLI::App& app, int& exit_code);
 
+// `data prepare|tokenizer train|digest|inspect`: prepared token datasets (docs/data.md).
+void RegisterDataCommands(CLI::App& app, int& exit_code);
+
 }  // namespace parity::cli
