@@ -75,7 +75,12 @@ absl::Status Verify(const std::string& dir, const datasets::Manifest& m) {
   return absl::OkStatus();
 }
 
-std::string Bytes(int64_t n) { return absl::StrFormat("%.1f MB", n / 1e6); }
+std::string Bytes(int64_t n) {
+  if (n < 1000) return absl::StrCat(n, " B");
+  if (n < 1000000) return absl::StrFormat("%.1f kB", n / 1e3);
+  if (n < 1000000000) return absl::StrFormat("%.1f MB", n / 1e6);
+  return absl::StrFormat("%.2f GB", n / 1e9);
+}
 
 }  // namespace
 

@@ -46,8 +46,7 @@ TEST(InputsTest, GlobsMatchSortedAndAMissingInputIsNamed) {
   ASSERT_EQ(files->size(), 2u);
   EXPECT_EQ((*files)[0].path, dir / "s1.txt");
 
-  absl::StatusOr<std::vector<InputFile>> missing =
-      ExpandInputs({dir / "nope.txt"}, {}, "--input");
+  absl::StatusOr<std::vector<InputFile>> missing = ExpandInputs({dir / "nope.txt"}, {}, "--input");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr(dir / "nope.txt"));
   absl::StatusOr<std::vector<InputFile>> none = ExpandInputs({dir / "q*.txt"}, {}, "--eval x");
@@ -101,7 +100,9 @@ TEST(InputsTest, LongDocumentsComeInPiecesCutAfterALineEnd) {
     EXPECT_EQ(pieces[i].starts_document, i == 0);
     EXPECT_EQ(pieces[i].ends_document, i + 1 == pieces.size());
     EXPECT_EQ(pieces[i].document, 0);
-    if (i + 1 < pieces.size()) EXPECT_EQ(pieces[i].text.back(), '\n');
+    if (i + 1 < pieces.size()) {
+      EXPECT_EQ(pieces[i].text.back(), '\n');
+    }
     joined += pieces[i].text;
   }
   EXPECT_EQ(joined, text);

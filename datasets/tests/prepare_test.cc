@@ -97,7 +97,7 @@ TEST(PrepareTest, TheBytesDoNotDependOnTheThreadCount) {
   ScratchDir dir;
   // Over two batches of paragraphs, so several workers really race.
   std::string text;
-  for (int i = 0; i < 2000; ++i) text += testing::EnglishLike(500, i) + "\n";
+  for (int i = 0; i < 2000; ++i) text += testing::EnglishLike(500, i) + "\n\n";
   WriteFile(dir / "big.txt", text);
   std::vector<std::string> digests;
   for (const int threads : {1, 3}) {
@@ -157,19 +157,24 @@ TEST(PrepareTest, BadInputIsRefusedBeforeAnythingIsWritten) {
        absl::StatusCode::kNotFound, "missing.txt': No such file"},
       {"empty file", [&](PrepareOptions& o) { o.inputs = {dir / "empty.txt"}; },
        absl::StatusCode::kInvalidArgument, "empty.txt': empty"},
-      {"eval named train", [&](PrepareOptions& o) { o.eval_sets = {{"train", {dir / "ok.txt"}}}; },
+      {"eval named train",
+       [&](PrepareOptions& o) {
+         o.eval_sets = {{"train", {dir / "ok.txt"}}};
+       },
        absl::StatusCode::kInvalidArgument, "'train' is taken"},
       {"eval with a path name",
-       [&](PrepareOptions& o) { o.eval_sets = {{"a/b", {dir / "ok.txt"}}}; },
+       [&](PrepareOptions& o) {
+         o.eval_sets = {{"a/b", {dir / "ok.txt"}}};
+       },
        absl::StatusCode::kInvalidArgument, "--eval: 'a/b'"},
-      {"bad name", [&](PrepareOptions& o) { o.name = "../up"; },
-       absl::StatusCode::kInvalidArgument, "--name:"},
+      {"bad name", [&](PrepareOptions& o) { o.name = "../up"; }, absl::StatusCode::kInvalidArgument,
+       "--name:"},
       {"missing tokenizer", [&](PrepareOptions& o) { o.tokenizer = dir / "none.model"; },
        absl::StatusCode::kInvalidArgument, "none.model' is not a file"},
       {"not a model", [&](PrepareOptions& o) { o.tokenizer = dir / "ok.txt"; },
        absl::StatusCode::kInvalidArgument, "is not a SentencePiece model"},
-      {"one document, fraction 1%", [&](PrepareOptions&) {},
-       absl::StatusCode::kInvalidArgument, "none of the 1 training documents was held out"},
+      {"one document, fraction 1%", [&](PrepareOptions&) {}, absl::StatusCode::kInvalidArgument,
+       "none of the 1 training documents was held out"},
   };
   for (const Case& c : cases) {
     PrepareOptions o = Options(dir, {dir / "ok.txt"});

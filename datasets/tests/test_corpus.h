@@ -47,13 +47,13 @@ inline std::string ReadFile(const std::string& path) {
 // machine), with a newline every dozen words.
 inline std::string EnglishLike(int64_t words, uint64_t seed) {
   static const std::vector<std::string> kWords = {
-      "the",   "of",     "and",   "to",     "in",    "a",      "is",    "that",  "for",
-      "it",    "as",     "was",   "with",   "be",    "by",     "on",    "not",   "he",
-      "this",  "are",    "or",    "his",    "from",  "at",     "which", "but",   "have",
-      "an",    "had",    "they",  "you",    "were",  "their",  "one",   "all",   "we",
-      "can",   "her",    "has",   "there",  "been",  "if",     "more",  "when",  "will",
-      "would", "who",    "so",    "no",     "model", "expert", "token", "data",  "train",
-      "loss",  "router", "layer", "weight", "dense", "sparse", "42",    "2024",  "naïve"};
+      "the",   "of",     "and",   "to",     "in",    "a",      "is",    "that", "for",
+      "it",    "as",     "was",   "with",   "be",    "by",     "on",    "not",  "he",
+      "this",  "are",    "or",    "his",    "from",  "at",     "which", "but",  "have",
+      "an",    "had",    "they",  "you",    "were",  "their",  "one",   "all",  "we",
+      "can",   "her",    "has",   "there",  "been",  "if",     "more",  "when", "will",
+      "would", "who",    "so",    "no",     "model", "expert", "token", "data", "train",
+      "loss",  "router", "layer", "weight", "dense", "sparse", "42",    "2024", "naïve"};
   std::string text;
   uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
   for (int64_t i = 0; i < words; ++i) {
