@@ -117,17 +117,27 @@ absl::StatusOr<std::vector<datasets::EvalSource>> ParseEvals(
   return sets;
 }
 
-// One line at most a second on stderr: rewritten in place on a terminal, appended otherwise.
+// One line at most a second on stderr: rewritten in place on a terminal, appended otherwise. The
+// last state is always shown (at destruction), so the final counts are on screen.
 class ProgressLine {
  public:
   explicit ProgressLine(bool tty) : tty_(tty) {}
   ~ProgressLine() {
+    if (pending_) Print();
     if (tty_ && printed_) std::cerr << "\n";
   }
   void Show(const datasets::PrepareProgress& p) {
-    if (p.elapsed_seconds - last_ < 1.0 && printed_) return;
+    latest_ = p;
+    pending_ = true;
+    if (p.elapsed_seconds - last_ >= 1.0 || !printed_) Print();
+  }
+
+ private:
+  void Print() {
+    const datasets::PrepareProgress& p = latest_;
     last_ = p.elapsed_seconds;
     printed_ = true;
+    pending_ = false;
     const double mb = p.bytes_read / 1e6;
     const double rate = p.elapsed_seconds > 0 ? mb / p.elapsed_seconds : 0;
     std::string line =
@@ -142,10 +152,11 @@ class ProgressLine {
     std::cerr << (tty_ ? "\r\033[K" : "") << line << (tty_ ? "" : "\n") << std::flush;
   }
 
- private:
   const bool tty_;
+  datasets::PrepareProgress latest_;
   double last_ = 0;
   bool printed_ = false;
+  bool pending_ = false;
 };
 
 int RunPrepare(const PrepareFlags& flags) {
