@@ -3,7 +3,10 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "datasets/prepare/sentencepiece_bridge.h"
 
@@ -18,14 +21,31 @@ const SpmApi* LoadSpmApi(std::string* error) {
   static const SpmApi* api = nullptr;
   static std::string load_error;
   std::call_once(once, [] {
-    const char* override_path = std::getenv("PARITY_SENTENCEPIECE_BRIDGE");
-    const std::string path =
-        override_path != nullptr && *override_path != '\0' ? override_path : PARITY_SPM_BRIDGE_PATH;
-    // RTLD_LOCAL keeps SentencePiece's protobuf out of the global scope; RTLD_DEEPBIND makes the
-    // module (and libsentencepiece, loaded with it) bind to its own copy first.
-    void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    // $PARITY_SENTENCEPIECE_BRIDGE, else the build tree's module, else one beside the executable
+    // (for binaries copied out of the build tree together with the module).
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("PARITY_SENTENCEPIECE_BRIDGE"); env != nullptr && *env) {
+      candidates.push_back(env);
+    } else {
+      candidates.push_back(PARITY_SPM_BRIDGE_PATH);
+      std::error_code error;
+      const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+      if (!error) candidates.push_back((self.parent_path() / "libparity_spm_bridge.so").string());
+    }
+    void* module = nullptr;
+    std::string path, failures;
+    for (const std::string& candidate : candidates) {
+      // RTLD_LOCAL keeps SentencePiece's protobuf out of the global scope; RTLD_DEEPBIND makes
+      // the module (and libsentencepiece, loaded with it) bind to its own copy first.
+      module = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      if (module != nullptr) {
+        path = candidate;
+        break;
+      }
+      failures += std::string(failures.empty() ? "" : "; ") + ::dlerror();
+    }
     if (module == nullptr) {
-      load_error = "cannot load the SentencePiece module '" + path + "' (" + ::dlerror() +
+      load_error = "cannot load the SentencePiece module libparity_spm_bridge.so (" + failures +
                    "); build the target parity_spm_bridge, or name the module in "
                    "$PARITY_SENTENCEPIECE_BRIDGE";
       return;

@@ -71,6 +71,9 @@ absl::StatusOr<std::unique_ptr<TextTokenizer>> LoadSentencePieceTokenizer(const 
         "`parity data tokenizer train`)"));
   }
   std::string error;
+  if (spm::LoadSpmApi(&error) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("--tokenizer: ", error));
+  }
   std::unique_ptr<spm::Processor> processor = spm::Processor::Load(path, &error);
   if (processor == nullptr) {
     return absl::InvalidArgumentError(
