@@ -59,13 +59,15 @@ absl::StatusOr<std::vector<std::string>> WalkDirectory(const std::string& dir,
   std::vector<std::string> paths;
   std::error_code error;
   fs::recursive_directory_iterator it(dir, fs::directory_options::none, error);
+  // The error_code overloads throughout: the library lets no exception out.
   for (; !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
     const std::string name = it->path().filename().string();
+    std::error_code type_error;
     if (!name.empty() && name[0] == '.') {
-      if (it->is_directory()) it.disable_recursion_pending();
+      if (it->is_directory(type_error)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file()) paths.push_back(it->path().string());
+    if (it->is_regular_file(type_error)) paths.push_back(it->path().string());
   }
   if (error) {
     return absl::InvalidArgumentError(

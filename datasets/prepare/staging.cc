@@ -38,7 +38,9 @@ absl::Status SyncPath(const std::string& path) {
 void RemoveAbandonedStaging(const std::string& out_dir, const std::string& name) {
   const std::string prefix = absl::StrCat(".", name, ".partial-");
   std::error_code error;
-  for (const fs::directory_entry& entry : fs::directory_iterator(out_dir, error)) {
+  for (fs::directory_iterator it(out_dir, error); !error && it != fs::directory_iterator();
+       it.increment(error)) {
+    const fs::directory_entry& entry = *it;
     const std::string file = entry.path().filename().string();
     int pid = 0;
     if (!absl::StartsWith(file, prefix) ||
@@ -46,7 +48,8 @@ void RemoveAbandonedStaging(const std::string& out_dir, const std::string& name)
       continue;
     }
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // still running (or not ours to judge)
-    fs::remove_all(entry.path(), error);
+    std::error_code removal;
+    fs::remove_all(entry.path(), removal);
   }
 }
 

@@ -7,7 +7,9 @@
 // with `force` an existing destination is swapped out in one renameat2(RENAME_EXCHANGE) and then
 // deleted. A StagingDirectory destroyed uncommitted removes what it wrote, so a failed
 // preparation leaves nothing; a killed one leaves only the hidden .partial directory, which no
-// reader takes for a dataset (it has no manifest, and it is not at <out>/<name>).
+// reader takes for a dataset (it has no manifest, and it is not at <out>/<name>). A leftover is
+// judged abandoned when no process here has its pid: do not run preparations of the same name
+// into one shared (network) directory from several machines.
 #pragma once
 
 #include <memory>
