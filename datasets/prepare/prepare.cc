@@ -1,19 +1,10 @@
 #include "datasets/prepare/prepare.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/dataset_name.h"
@@ -95,6 +86,16 @@ absl::Status CheckSplitsHaveText(const Manifest& m, int64_t documents_in_train_s
   return absl::OkStatus();
 }
 
+// Closes a split's last shard and fills its counts and shards (text and token bytes were summed
+// while writing).
+absl::Status FinishSplit(ShardWriter& writer, Split& counts) {
+  PARITY_ASSIGN_OR_RETURN(Split written, writer.Finish());
+  counts.tokens = written.tokens;
+  counts.documents = written.documents;
+  counts.shards = std::move(written.shards);
+  return absl::OkStatus();
+}
+
 // Tokenizes every group into `staging`, filling the manifest's splits.
 absl::Status WriteSplits(const PrepareOptions& options, const TextTokenizer& tokenizer,
                          std::vector<Group> groups, const std::string& staging, Manifest& m,
@@ -146,19 +147,12 @@ absl::Status WriteSplits(const PrepareOptions& options, const TextTokenizer& tok
     tokens_before += stats.tokens;
     documents_before += stats.documents;
     empty_documents += stats.empty_documents;
-    auto finish = [](ShardWriter& writer, Split& counts) -> absl::Status {
-      PARITY_ASSIGN_OR_RETURN(Split written, writer.Finish());
-      counts.tokens = written.tokens;
-      counts.documents = written.documents;
-      counts.shards = std::move(written.shards);
-      return absl::OkStatus();
-    };
-    PARITY_RETURN_IF_ERROR(finish(primary_writer, primary));
+    PARITY_RETURN_IF_ERROR(FinishSplit(primary_writer, primary));
     if (training) {
       train_documents = stats.documents;
       m.train = std::move(primary);
       if (hold_out) {
-        PARITY_RETURN_IF_ERROR(finish(held_out_writer, held_out));
+        PARITY_RETURN_IF_ERROR(FinishSplit(held_out_writer, held_out));
         m.eval_sets.push_back(std::move(held_out));
       }
     } else {
