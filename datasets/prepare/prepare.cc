@@ -1,5 +1,4 @@
 #include "datasets/prepare/prepare.h"
-
 #include <algorithm>
 #include <chrono>
 #include <memory>
