@@ -1,4 +1,5 @@
 #include "datasets/prepare/prepare.h"
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
