@@ -44,4 +44,7 @@ void RegisterSpecCommand(CLI::App& app, int& exit_code);
 // `report SWEEP --out DIR`: a static HTML report (the dashboard offline) and runs.csv.
 void RegisterReportCommand(CLI::App& app, int& exit_code);
 
+// `data prepare|tokenizer train|digest|inspect`: prepared token datasets (docs/data.md).
+void RegisterDataCommands(CLI::App& app, int& exit_code);
+
 }  // namespace parity::cli

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   for (Register register_command :
        {&parity::cli::RegisterPlanCommand, &parity::cli::RegisterClientCommands,
         &parity::cli::RegisterCompareCommand, &parity::cli::RegisterReportCommand,
-        &parity::cli::RegisterTokenCommands, &parity::cli::RegisterSpecCommand}) {
+        &parity::cli::RegisterTokenCommands, &parity::cli::RegisterSpecCommand,
+        &parity::cli::RegisterDataCommands}) {
     register_command(app, exit_code);
   }
   try {
