@@ -184,9 +184,10 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
         const auto& m = event.metric();
         from_step = m.step() + 1;
         // The other evaluation sets after the primary's "val", by name.
+        std::map<std::string, double> by_name;
+        for (const auto& [name, bpc] : m.eval_bpc()) by_name[name] = bpc;
         std::string sets;
-        for (const auto& [name, bpc] :
-             std::map<std::string, double>(m.eval_bpc().begin(), m.eval_bpc().end())) {
+        for (const auto& [name, bpc] : by_name) {
           if (name != core::kPrimaryEvalSet) sets += fmt::format("  {} {:.4f}", name, bpc);
         }
         const std::string line =

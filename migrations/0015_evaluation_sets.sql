@@ -17,12 +17,13 @@ ALTER TABLE runs ADD COLUMN final_eval_bpc jsonb;
 ALTER TABLE runs ADD COLUMN summary_dataset_digest text;
 -- Their writers take one more array each (server/sql/append_metric_arrays.sql,
 -- complete_runs_success.sql): drop the old signatures so that the files create the new ones
--- instead of overloads beside them.
-DROP FUNCTION append_metric_arrays(uuid, bigint, boolean, bigint[], integer[], bigint[], bigint[],
-                                   double precision[], double precision[], double precision[],
-                                   double precision[], double precision[], double precision[],
-                                   double precision[], double precision[], double precision[],
-                                   double precision[], jsonb[], bigint[]);
-DROP FUNCTION complete_runs_success(uuid[], bigint[], double precision[], double precision[],
-                                    bigint[], bigint[], double precision[], double precision[],
-                                    bigint[], double precision[], bigint[], text[]);
+-- instead of overloads beside them (IF EXISTS: a fresh database gets the functions only after
+-- the last migration).
+DROP FUNCTION IF EXISTS append_metric_arrays(
+  uuid, bigint, boolean, bigint[], integer[], bigint[], bigint[], double precision[],
+  double precision[], double precision[], double precision[], double precision[],
+  double precision[], double precision[], double precision[], double precision[],
+  double precision[], jsonb[], bigint[]);
+DROP FUNCTION IF EXISTS complete_runs_success(
+  uuid[], bigint[], double precision[], double precision[], bigint[], bigint[],
+  double precision[], double precision[], bigint[], double precision[], bigint[], text[]);
