@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "absl/time/time.h"
 #include "cli/table.h"
+#include "core/eval_sets.h"
 #include "core/proto_time.h"
 #include "fmt/format.h"
 #include "google/protobuf/util/json_util.h"
@@ -90,6 +92,14 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
     return out + "]\n";
   }
   const bool table = format == ResultsFormat::kTable;
+  // Evaluation sets beyond the primary (whose final BPC is "val BPC"): a final BPC and a ΔBPC
+  // column each, by name.
+  std::set<std::string> extra_sets;
+  for (const auto& r : rows) {
+    for (const auto& [name, bpc] : r.final_eval_bpc()) {
+      if (name != parity::core::kPrimaryEvalSet) extra_sets.insert(name);
+    }
+  }
   auto count = [&](double v) { return table ? HumanCount(v) : fmt::format("{:.0f}", v); };
   auto sci = [&](double v) { return table ? Sci(v) : fmt::format("{:.6e}", v); };
   std::vector<TableRow> out_rows;
@@ -109,6 +119,15 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
          r.predicted_efficiency_leverage() > 0
              ? fmt::format("{:.2f}", r.predicted_efficiency_leverage())
              : "-"});
+    for (const std::string& set : extra_sets) {
+      auto final_bpc = r.final_eval_bpc().find(set);
+      auto set_delta = r.delta_eval_bpc_vs_dense().find(set);
+      out_rows.back().push_back(
+          final_bpc == r.final_eval_bpc().end() ? "-" : fmt::format("{:.4f}", final_bpc->second));
+      out_rows.back().push_back(set_delta == r.delta_eval_bpc_vs_dense().end()
+                                    ? "-"
+                                    : fmt::format("{:+.4f}", set_delta->second));
+    }
   }
   const TableRow header = {"run",
                            "layout",
@@ -123,8 +142,13 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
                            "val BPC",
                            "ΔBPC vs dense 1C",
                            "EL predicted (published law)"};
-  return table ? RenderTable(header, out_rows, {"run", "layout", "state"})
-               : RenderCsv(header, out_rows);
+  TableRow full_header = header;
+  for (const std::string& set : extra_sets) {
+    full_header.push_back(table ? "BPC " + set : "final_bpc." + set);
+    full_header.push_back(table ? "ΔBPC " + set : "delta_bpc." + set);
+  }
+  return table ? RenderTable(full_header, out_rows, {"run", "layout", "state"})
+               : RenderCsv(full_header, out_rows);
 }
 
 std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {

@@ -270,4 +270,22 @@ std::string AnalysisMarkdown(const std::string& sweep_name,
   return out;
 }
 
+std::string EvalSetsMarkdown(const std::vector<AnalyzeSweepResponse>& other_sets) {
+  std::string out;
+  for (const AnalyzeSweepResponse& a : other_sets) {
+    absl::StrAppend(&out, "## Evaluation set \"", a.eval_set(), "\"\n\n",
+                    "The same analysis on each run's final BPC on this set (runs that did not "
+                    "report it are left out).\n\n");
+    // Each group's grid table under a heading that names the set, so that no heading of the
+    // primary analysis repeats.
+    const std::string optima =
+        absl::StrReplaceAll(Optima(a), {{"\n### ", absl::StrCat("\n#### ", a.eval_set(), ": ")}});
+    absl::StrAppend(&out, "### Optimal activation rate per group on \"", a.eval_set(), "\"\n\n",
+                    optima);
+    absl::StrAppend(&out, "### ΔBPC against every dense baseline on \"", a.eval_set(), "\"\n\n",
+                    Baselines(a));
+  }
+  return out;
+}
+
 }  // namespace parity::cli

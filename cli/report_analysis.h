@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "parity/v1/sweep_service.pb.h"
@@ -19,6 +20,10 @@ namespace parity::cli {
 std::string AnalysisMarkdown(const std::string& sweep_name,
                              const std::optional<parity::v1::AnalyzeSweepResponse>& analysis,
                              const absl::Status& error);
+
+// One section per evaluation set beyond the primary (each response's eval_set names it): the
+// optimum and region per group and ΔBPC against every dense baseline on that set. "" for none.
+std::string EvalSetsMarkdown(const std::vector<parity::v1::AnalyzeSweepResponse>& other_sets);
 
 // Two lines per group for the terminal: "C1/unique: best grid r_a 25.0% (BPC 1.2345); region
 // 15.0% – 40.0%; lack of fit passes (p = 0.430); point optimum 24.1% [15.0% – 40.0%]" (or

@@ -106,6 +106,17 @@ int RunReport(const ReportOptions& options) {
   status = stub->AnalyzeSweep(UnaryContext(options.scheduler).get(), analyze, &analysis);
   if (status.ok()) {
     data.analysis = std::move(analysis);
+    // The same analysis on every other evaluation set the finished runs report.
+    for (const std::string& set : data.analysis->eval_sets()) {
+      if (set == data.analysis->eval_sets(0)) continue;
+      analyze.set_eval_set(set);
+      parity::v1::AnalyzeSweepResponse on_set;
+      status = stub->AnalyzeSweep(UnaryContext(options.scheduler).get(), analyze, &on_set);
+      if (!status.ok()) {
+        return ReportRpcError(status, what + ": analysis on " + set, options.scheduler);
+      }
+      data.other_sets.push_back(std::move(on_set));
+    }
   } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
     data.analysis_error = absl::FailedPreconditionError(status.error_message());
   } else {

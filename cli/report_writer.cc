@@ -224,7 +224,8 @@ absl::Status WriteReport(const ReportData& data, const std::string& dir) {
   PARITY_RETURN_IF_ERROR(WriteFile(root / "runs.csv", RunsCsv(data)));
   PARITY_RETURN_IF_ERROR(
       WriteFile(root / "analysis.md",
-                AnalysisMarkdown(data.sweep.spec().name(), data.analysis, data.analysis_error)));
+                AnalysisMarkdown(data.sweep.spec().name(), data.analysis, data.analysis_error) +
+                    EvalSetsMarkdown(data.other_sets)));
   const std::string index = web::IndexHtmlWith("<script src=\"data.js\"></script>");
   if (index.empty()) return absl::InternalError("index.html is not embedded in this binary");
   return WriteFile(root / "index.html", index);

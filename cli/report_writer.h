@@ -34,6 +34,9 @@ struct ReportData {
   // The analysis, or why there is none (FAILED_PRECONDITION: no run has finished).
   std::optional<parity::v1::AnalyzeSweepResponse> analysis;
   absl::Status analysis_error;
+  // The analysis on each evaluation set beyond the primary (AnalyzeSweepRequest.eval_set), in
+  // analysis->eval_sets() order; empty for a sweep of one set.
+  std::vector<parity::v1::AnalyzeSweepResponse> other_sets;
   std::string scheduler;     // where the data came from, shown in the footer
   std::string generated_at;  // RFC 3339
 };

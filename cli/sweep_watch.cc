@@ -10,6 +10,7 @@
 #include "cli/client_format.h"
 #include "cli/commands.h"
 #include "core/backoff.h"
+#include "core/eval_sets.h"
 #include "fmt/format.h"
 
 namespace parity::cli {
@@ -182,10 +183,17 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
       if (event.has_metric()) {
         const auto& m = event.metric();
         from_step = m.step() + 1;
+        // The other evaluation sets after the primary's "val", by name.
+        std::map<std::string, double> by_name;
+        for (const auto& [name, bpc] : m.eval_bpc()) by_name[name] = bpc;
+        std::string sets;
+        for (const auto& [name, bpc] : by_name) {
+          if (name != core::kPrimaryEvalSet) sets += fmt::format("  {} {:.4f}", name, bpc);
+        }
         const std::string line =
-            fmt::format("{}  {}  step {}  train {:.4f} BPC{}  {:.0f} tok/s", run.spec().name(),
+            fmt::format("{}  {}  step {}  train {:.4f} BPC{}{}  {:.0f} tok/s", run.spec().name(),
                         ProgressBar(static_cast<double>(m.step()), steps), m.step(), m.train_bpc(),
-                        m.has_val_bpc() ? fmt::format("  val {:.4f} BPC", m.val_bpc()) : "",
+                        m.has_val_bpc() ? fmt::format("  val {:.4f} BPC", m.val_bpc()) : "", sets,
                         m.tokens_per_second());
         std::cout << (tty ? "\r\x1b[K" + line : line + "\n") << std::flush;
       }

@@ -67,6 +67,21 @@ std::vector<v1::MetricPoint> SampleEvenly(std::span<const v1::MetricPoint> point
   return sampled;
 }
 
+// doc["eval_bpc"][set] gets the point's BPC on each set at index `at` of the step array; earlier
+// points lacking a set read null there, and so does this point for a set it lacks.
+void AppendEvalBpc(const v1::MetricPoint& point, size_t at, json& doc) {
+  if (!doc.contains("eval_bpc")) doc["eval_bpc"] = json::object();
+  json& sets = doc["eval_bpc"];
+  for (const auto& [name, bpc] : point.eval_bpc()) {
+    if (!sets.contains(name)) sets[name] = json::array();
+  }
+  for (auto& [name, values] : sets.items()) {
+    while (values.size() < at) values.push_back(nullptr);
+    auto it = point.eval_bpc().find(name);
+    values.push_back(it == point.eval_bpc().end() ? json(nullptr) : json(it->second));
+  }
+}
+
 std::string CurvesJson(std::span<const v1::MetricPoint> points, const CurvePaging& paging) {
   json runs = json::array();
   std::map<std::string, size_t> index_of;
@@ -85,6 +100,7 @@ std::string CurvesJson(std::span<const v1::MetricPoint> points, const CurvePagin
     run["tokens"].push_back(point.tokens());
     run["flops"].push_back(point.flops());
     run["val_bpc"].push_back(point.val_bpc());
+    AppendEvalBpc(point, run["step"].size() - 1, run);
   }
   return Dump(json{{"runs", std::move(runs)},
                    {"next_page_token",
@@ -100,6 +116,7 @@ std::string HistoryJson(std::string_view run_id, std::span<const v1::MetricPoint
         "aux_loss", "z_loss", "tokens_per_second", "flops_per_second"}) {
     doc[column] = json::array();
   }
+  doc["eval_bpc"] = json::object();
   // Per MoE layer, one value per sampled point (null where that point lacks the layer).
   std::map<uint32_t, json> layers;
   for (size_t i = 0; i < sampled.size(); ++i) {
@@ -126,6 +143,7 @@ std::string HistoryJson(std::string_view run_id, std::span<const v1::MetricPoint
     doc["z_loss"].push_back(p.z_loss());
     doc["tokens_per_second"].push_back(p.tokens_per_second());
     doc["flops_per_second"].push_back(p.flops_per_second());
+    AppendEvalBpc(p, i, doc);
     for (auto& [layer, columns] : layers) {
       const v1::ExpertLoadStats* found = nullptr;
       for (const v1::ExpertLoadStats& load : p.expert_load()) {

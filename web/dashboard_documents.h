@@ -46,7 +46,9 @@ struct CurvePaging {
 };
 
 // The sweep page's training curves: validation points only, one entry per run that has any.
-//   {"runs": [{"run_id": "...", "step": [..], "tokens": [..], "flops": [..], "val_bpc": [..]}],
+//   {"runs": [{"run_id": "...", "step": [..], "tokens": [..], "flops": [..], "val_bpc": [..],
+//              "eval_bpc": {"validation": [..], "code": [..]}}],  (per evaluation set, null
+//              where a point lacks the set; {} for an engine that reports only val_bpc)
 //    "next_page_token": "..." | null, "runs_per_page": R}
 // `points` may hold several runs, each run's points sorted by step.
 std::string CurvesJson(std::span<const v1::MetricPoint> points, const CurvePaging& paging = {});
@@ -56,7 +58,7 @@ std::string CurvesJson(std::span<const v1::MetricPoint> points, const CurvePagin
 // shares (`latest`: that point with its shares; null when the run has none).
 //   {"run_id", "step": [..], "tokens", "flops", "epoch", "train_bpc",
 //    "val_bpc", "learning_rate", "grad_norm", "aux_loss", "z_loss", "tokens_per_second",
-//    "flops_per_second",
+//    "flops_per_second", "eval_bpc": {"<set>": [..]} (BPC per evaluation set, null off them),
 //    "expert_load": [{"layer", "max_min_ratio": [..], "coefficient_of_variation": [..],
 //                     "dead_experts": [..]}],
 //    "latest_expert_load": {"step", "layers": [ExpertLoadStats JSON]} | null}

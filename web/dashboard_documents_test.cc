@@ -85,6 +85,24 @@ TEST(HistoryJson, ColumnsWithNullsAndExpertLoad) {
   EXPECT_TRUE(json::parse(HistoryJson("r", points, nullptr))["latest_expert_load"].is_null());
 }
 
+// Per evaluation set, one value per point, aligned with "step": null where a point lacks the set
+// (no evaluation there, or a set that starts reporting later).
+TEST(HistoryJson, EvalBpcPerSetAlignedWithSteps) {
+  std::vector<v1::MetricPoint> points = Points("r", 30, 10);  // steps 0, 10, 20, 30
+  (*points[1].mutable_eval_bpc())["validation"] = 2.0;
+  (*points[3].mutable_eval_bpc())["validation"] = 1.8;
+  (*points[3].mutable_eval_bpc())["code"] = 2.6;
+  const json doc = json::parse(HistoryJson("r", points, nullptr));
+  ASSERT_EQ(doc["eval_bpc"].size(), 2u) << doc["eval_bpc"].dump();
+  EXPECT_EQ(doc["eval_bpc"]["validation"], json({nullptr, 2.0, nullptr, 1.8}));
+  EXPECT_EQ(doc["eval_bpc"]["code"], json({nullptr, nullptr, nullptr, 2.6}));
+  EXPECT_TRUE(json::parse(HistoryJson("r", {}, nullptr))["eval_bpc"].empty());
+  for (v1::MetricPoint& p : points) p.set_val_bpc(3.0);
+  const json curves = json::parse(CurvesJson(points));
+  ASSERT_EQ(curves["runs"].size(), 1u);
+  EXPECT_EQ(curves["runs"][0]["eval_bpc"]["code"], json({nullptr, nullptr, nullptr, 2.6}));
+}
+
 TEST(MetricPageJson, NextCursorOnlyWhenThePageWasFull) {
   const std::vector<v1::MetricPoint> points = Points("r", 30, 10);
   const json full = json::parse(MetricPageJson(points, true));

@@ -9,8 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/eval_sets.h"
 #include "core/proto_time.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace parity::worker {
 namespace {
@@ -54,6 +56,38 @@ uint64_t U64(const json& obj, std::string_view name) {
   return d > 0 && std::isfinite(d) ? static_cast<uint64_t>(std::llround(d)) : 0;
 }
 
+// The per-set BPC object under `name` ({"validation": 1.93, "code": 2.41}) into `out`. What the
+// scheduler would refuse is dropped here with a warning, so that one bad entry does not cost the
+// line's other values (train BPC, step, tokens): a value that is not an object, an entry whose
+// name is not a plain set name or whose BPC is not a finite non-negative number, and every entry
+// past core::kMaxEvalSets.
+void ParseEvalBpc(const json& obj, std::string_view name,
+                  google::protobuf::Map<std::string, double>& out) {
+  const json* v = Field(obj, name);
+  if (v == nullptr || v->is_null()) return;
+  if (!v->is_object()) {
+    spdlog::warn("engine line: '{}' is not an object of set name to BPC; dropped", name);
+    return;
+  }
+  for (const auto& [set, bpc] : v->items()) {
+    if (out.size() >= core::kMaxEvalSets) {
+      spdlog::warn("engine line: '{}' holds more than {} evaluation sets; dropped the rest", name,
+                   core::kMaxEvalSets);
+      return;
+    }
+    if (absl::Status status = core::CheckEvalSetName(set); !status.ok()) {
+      spdlog::warn("engine line: '{}': {}; entry dropped", name, std::string(status.message()));
+      continue;
+    }
+    if (!bpc.is_number() || !std::isfinite(bpc.get<double>()) || bpc.get<double>() < 0) {
+      spdlog::warn("engine line: '{}.{}' is {}, not a finite non-negative BPC; entry dropped", name,
+                   set, bpc.dump().substr(0, 64));
+      continue;
+    }
+    out[set] = bpc.get<double>();
+  }
+}
+
 parity::v1::MetricPoint ToMetric(const json& j) {
   parity::v1::MetricPoint p;
   p.set_step(U64(j, "step"));
@@ -62,6 +96,7 @@ parity::v1::MetricPoint ToMetric(const json& j) {
   p.set_epoch(Num(j, "epoch"));
   p.set_train_bpc(Num(j, "train_bpc"));
   if (std::optional<double> v = Number(j, "val_bpc")) p.set_val_bpc(*v);
+  ParseEvalBpc(j, "eval_bpc", *p.mutable_eval_bpc());
   p.set_learning_rate(Num(j, "learning_rate"));
   p.set_grad_norm(Num(j, "grad_norm"));
   p.set_aux_loss(Num(j, "aux_loss"));
@@ -117,6 +152,17 @@ parity::v1::RunSummary ToSummary(const json& j) {
   s.set_peak_memory_bytes(Number(j, "peak_memory_bytes") ? U64(j, "peak_memory_bytes")
                                                          : U64(j, "peak_rss_bytes"));
   s.set_tokens_per_second(Num(j, "tokens_per_second"));
+  ParseEvalBpc(j, "final_eval_bpc", *s.mutable_final_eval_bpc());
+  // The manifest digest of the prepared dataset the engine read (64 hex); anything else dropped.
+  if (const json* d = Field(j, "dataset_digest"); d != nullptr && d->is_string()) {
+    const std::string& digest = d->get_ref<const std::string&>();
+    if (digest.size() == 64 && digest.find_first_not_of("0123456789abcdef") == std::string::npos) {
+      s.set_dataset_digest(digest);
+    } else {
+      spdlog::warn("engine summary: dataset_digest '{}' is not 64 lowercase hex; dropped",
+                   digest.substr(0, 80));
+    }
+  }
   return s;
 }
 

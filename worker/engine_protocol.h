@@ -11,9 +11,14 @@
 //   - "metrics": {"step":..,"tokens":..,"train_bpc":..,"val_bpc" at evaluation steps,...}, field
 //     names as in parity.v1.MetricPoint (snake_case or lowerCamelCase); a line with no event and a
 //     "step" is taken as metrics too;
+//     at evaluation steps also "eval_bpc": {"validation": 1.93, "code": 2.41} (every evaluation
+//     set, the primary too);
 //   - "checkpoint": {"step":..,"path":".."} (optional: the store is scanned for DIR/LATEST anyway);
 //   - "summary": fields as in RunSummary; also final_* / wall_seconds / peak_rss_bytes spellings;
-//     {"summary":{...}} too;
+//     {"summary":{...}} too; "final_eval_bpc" per set as eval_bpc, "dataset_digest" (64 hex);
+//   eval_bpc/final_eval_bpc entries the scheduler would refuse (a name that is not a plain set
+//   name, core/eval_sets.h; a BPC that is not finite and non-negative; past 16 sets; a value
+//   that is not an object) are dropped with a warning, the rest of the line kept;
 //   - "error": {"code":"INVALID_ARGUMENT","message":".."}, the reason for a non-zero exit;
 //   - anything else (not JSON, other events): ignored.
 // Checkpoints: CKPT_DIR/step-NNNNNNNN.ckpt and CKPT_DIR/LATEST naming the newest, written

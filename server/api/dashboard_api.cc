@@ -165,7 +165,7 @@ HttpReply DashboardApi::Get(absl::string_view path, const QueryParams& params) {
     if (n == 2) body = GetSweep(parts[1]);
     if (n == 3 && parts[2] == "runs") body = ListRuns(parts[1], params);
     if (n == 3 && parts[2] == "results") body = QueryResults(parts[1], params);
-    if (n == 3 && parts[2] == "analysis") body = AnalyzeSweep(parts[1]);
+    if (n == 3 && parts[2] == "analysis") body = AnalyzeSweep(parts[1], params);
     if (n == 3 && parts[2] == "curves") body = SweepCurves(parts[1], params);
   } else if (n >= 2 && parts[0] == "runs") {
     if (n == 2) body = GetRun(parts[1]);
@@ -221,9 +221,11 @@ absl::StatusOr<std::string> DashboardApi::QueryResults(const std::string& sweep_
   return AsJson(scheduler_.QueryResults(request));
 }
 
-absl::StatusOr<std::string> DashboardApi::AnalyzeSweep(const std::string& sweep_id) {
+absl::StatusOr<std::string> DashboardApi::AnalyzeSweep(const std::string& sweep_id,
+                                                       const QueryParams& params) {
   v1::AnalyzeSweepRequest request;
   request.set_sweep_id(sweep_id);
+  request.set_eval_set(ParamReader(params).Text("eval_set"));  // the scheduler checks the name
   return AsJson(scheduler_.AnalyzeSweep(request));
 }
 

@@ -7,7 +7,8 @@
 //   sweeps/ID                  GetSweep
 //   sweeps/ID/runs             ListRuns        ?state=RUNNING,PENDING&page_size=&page_token=
 //   sweeps/ID/results          QueryResults    ?order_by=&page_size=&page_token=
-//   sweeps/ID/analysis         AnalyzeSweep    (400 FAILED_PRECONDITION until a run has finished)
+//   sweeps/ID/analysis         AnalyzeSweep    (400 FAILED_PRECONDITION until a run has finished;
+//                              ?eval_set=NAME analyses that evaluation set's final BPC)
 //   sweeps/ID/curves           validation curves of the sweep's runs (or ?run_id=A,B), sampled
 //                              to ?points= (default 200, 2..2000) per run, paged by runs so a
 //                              response holds at most 100,000 points (runs_per_page =
@@ -63,7 +64,7 @@ class DashboardApi {
   absl::StatusOr<std::string> GetSweep(const std::string& sweep_id);
   absl::StatusOr<std::string> ListRuns(const std::string& sweep_id, const QueryParams& params);
   absl::StatusOr<std::string> QueryResults(const std::string& sweep_id, const QueryParams& params);
-  absl::StatusOr<std::string> AnalyzeSweep(const std::string& sweep_id);
+  absl::StatusOr<std::string> AnalyzeSweep(const std::string& sweep_id, const QueryParams& params);
   absl::StatusOr<std::string> SweepCurves(const std::string& sweep_id, const QueryParams& params);
   // The runs named in `wanted_text` ("A,B"), each checked to be the sweep's; at most `max_runs`.
   absl::StatusOr<std::vector<std::string>> RunsOfSweep(const std::string& sweep_id,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint_uri.h"
+#include "core/eval_sets.h"
 #include "core/planner_warnings.h"
 #include "core/proto_time.h"
 #include "core/status_macros.h"
@@ -64,6 +65,21 @@ void CheckCheckpoint(Violations& violations, absl::string_view run_id,
                      const v1::Checkpoint& checkpoint) {
   if (absl::Status s = core::CheckCheckpointUri(run_id, checkpoint.uri()); !s.ok()) {
     violations.Add("checkpoint.uri", std::string(s.message()));
+  }
+}
+
+// A success's per-set final BPC is held to the rule of core/eval_sets.h (it becomes JSON keys and
+// CSV columns), its dataset digest to the manifest's form (64 lowercase hex): a worker is a
+// boundary, and the store writes both as they come.
+void CheckSummaryEvalSets(Violations& violations, const v1::RunSummary& summary) {
+  if (absl::Status s = core::CheckEvalBpc(summary.final_eval_bpc()); !s.ok()) {
+    violations.Add("success.final_eval_bpc", std::string(s.message()));
+  }
+  const std::string& digest = summary.dataset_digest();
+  if (!digest.empty() &&
+      (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    violations.Add("success.dataset_digest",
+                   "must be a manifest digest: 64 lowercase hex characters, or empty");
   }
 }
 
@@ -520,6 +536,11 @@ absl::StatusOr<v1::ReportMetricsResponse> Scheduler::ReportMetrics(
       if (!std::isfinite(value)) violations.RequireFinite(at(name), value);
     }
     if (p.step() > static_cast<uint64_t>(INT64_MAX)) violations.Add(at("step"), "too large");
+    if (!p.eval_bpc().empty()) {
+      if (absl::Status bad = core::CheckEvalBpc(p.eval_bpc()); !bad.ok()) {
+        violations.Add(at("eval_bpc"), std::string(bad.message()));
+      }
+    }
     points.push_back(p);
   }
   if (absl::Status status = violations.ToStatus("invalid ReportMetrics request"); !status.ok()) {
@@ -559,6 +580,7 @@ void Scheduler::CompleteRun(const v1::CompleteRunRequest& request,
                    absl::StrCat("more than ", kMaxFailureDetails, " details"));
   }
   CheckCheckpoint(violations, request.run_id(), request.checkpoint());
+  CheckSummaryEvalSets(violations, request.success());
   if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {
     return done(status);
   }

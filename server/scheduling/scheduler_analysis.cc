@@ -18,6 +18,8 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/analysis.h"
+#include "core/analysis_eval_sets.h"
+#include "core/eval_sets.h"
 #include "core/status_macros.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/scheduling/request_validation.h"
@@ -260,6 +262,11 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
     const v1::AnalyzeSweepRequest& request) {
   Violations violations;
   violations.RequireUuid("sweep_id", request.sweep_id());
+  if (!request.eval_set().empty()) {
+    if (absl::Status bad = core::CheckEvalSetName(request.eval_set()); !bad.ok()) {
+      violations.Add("eval_set", std::string(bad.message()));
+    }
+  }
   PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid AnalyzeSweep request"));
   // NOT_FOUND with a ResourceInfo for an unknown sweep.
   PARITY_RETURN_IF_ERROR(store_.GetSweep(request.sweep_id()).status());
@@ -273,18 +280,19 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
   } while (!page.page_token.empty());
   if (runs.empty()) return NoFinishedRuns(request.sweep_id());
 
-  std::vector<core::FinishedRun> finished;
-  finished.reserve(runs.size());
-  for (const v1::Run& run : runs) {
-    finished.push_back({.run_id = run.run_id(),
-                        .spec = &run.spec(),
-                        .val_bpc = run.summary().final_val_bpc(),
-                        // groups from the spec: also_serves, ablation axes
-                        .memberships = {}});
+  // Each run's final BPC on the set asked for (the primary set's by default); memberships come
+  // from the spec: also_serves, ablation axes.
+  absl::StatusOr<core::RunsOnSet> on_set = core::FinishedRunsOnSet(runs, request.eval_set());
+  if (!on_set.ok()) {
+    Violations unknown;
+    unknown.Add("eval_set", std::string(on_set.status().message()));
+    return unknown.ToStatus("invalid AnalyzeSweep request");
   }
-  const core::SweepAnalysis analysis = core::AnalyzeFinishedRuns(finished);
+  const core::SweepAnalysis analysis = core::AnalyzeFinishedRuns(on_set->runs);
 
   v1::AnalyzeSweepResponse response;
+  response.set_eval_set(request.eval_set());
+  for (const std::string& set : core::EvalSetsOf(runs)) response.add_eval_sets(set);
   if (analysis.dense_fit.ok()) {
     SetDenseFit(*analysis.dense_fit, response.mutable_dense_fit());
   } else {

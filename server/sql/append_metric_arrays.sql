@@ -1,5 +1,6 @@
 -- append_metric_arrays: one ReportMetrics batch in one statement (PostgresRunStore::AppendMetrics),
--- one typed array per column (pg::MetricArrays). Returns how many points were stored.
+-- one typed array per column (pg::MetricArrays); p_eval_bpc holds each point's BPC per
+-- evaluation set as a jsonb object, NULL where none (migration 0015 says why jsonb). Returns how many points were stored.
 --
 -- Under the run's row lock, which every writer of the run's metrics takes first:
 --   SQLSTATE P0002  the run does not exist;
@@ -33,7 +34,7 @@ CREATE OR REPLACE FUNCTION append_metric_arrays(p_run uuid, p_epoch bigint, p_in
                                                 p_tokens_per_second double precision[],
                                                 p_flops_per_second double precision[],
                                                 p_flops double precision[], p_expert_load jsonb[],
-                                                p_logged_us bigint[])
+                                                p_eval_bpc jsonb[], p_logged_us bigint[])
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
   v_epoch bigint;
@@ -63,30 +64,32 @@ BEGIN
   IF p_increasing AND p_step[1] > coalesce(v_highest, -1) THEN
     INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
                          learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
-                         flops_per_second, flops, expert_load, logged_at, lease_epoch)
+                         flops_per_second, flops, expert_load, eval_bpc, logged_at,
+                         lease_epoch)
     SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           to_timestamp(us / 1000000.0), p_epoch
+           eval_bpc, to_timestamp(us / 1000000.0), p_epoch
     FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
                 p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
-                p_flops_per_second, p_flops, p_expert_load, p_logged_us)
+                p_flops_per_second, p_flops, p_expert_load, p_eval_bpc, p_logged_us)
       AS x(step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           us);
+           eval_bpc, us);
     GET DIAGNOSTICS v_stored = ROW_COUNT;
   ELSE
     INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
                          learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
-                         flops_per_second, flops, expert_load, logged_at, lease_epoch)
+                         flops_per_second, flops, expert_load, eval_bpc, logged_at,
+                         lease_epoch)
     SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           to_timestamp(us / 1000000.0), p_epoch
+           eval_bpc, to_timestamp(us / 1000000.0), p_epoch
     FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
                 p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
-                p_flops_per_second, p_flops, p_expert_load, p_logged_us)
+                p_flops_per_second, p_flops, p_expert_load, p_eval_bpc, p_logged_us)
       AS x(step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           us)
+           eval_bpc, us)
     ON CONFLICT (run_id, step) DO UPDATE SET attempt = EXCLUDED.attempt,
       tokens = EXCLUDED.tokens, unique_tokens = EXCLUDED.unique_tokens, epoch = EXCLUDED.epoch,
       train_bpc = EXCLUDED.train_bpc, val_bpc = EXCLUDED.val_bpc,
@@ -94,7 +97,7 @@ BEGIN
       aux_loss = EXCLUDED.aux_loss, z_loss = EXCLUDED.z_loss,
       tokens_per_second = EXCLUDED.tokens_per_second,
       flops_per_second = EXCLUDED.flops_per_second, flops = EXCLUDED.flops,
-      expert_load = EXCLUDED.expert_load, logged_at = EXCLUDED.logged_at,
+      expert_load = EXCLUDED.expert_load, eval_bpc = EXCLUDED.eval_bpc, logged_at = EXCLUDED.logged_at,
       received_at = now(), lease_epoch = EXCLUDED.lease_epoch
     WHERE metrics.lease_epoch < EXCLUDED.lease_epoch;
     GET DIAGNOSTICS v_stored = ROW_COUNT;

@@ -1,7 +1,9 @@
 -- results: one row per run, read by QueryResults and AnalyzeSweep: the accounting, planned vs
 -- measured FLOPs/token, final BPC and ΔBPC against the 1C dense baseline of the same sweep,
 -- compute budget, data variant and seed (the first such baseline in grid order that SUCCEEDED,
--- its own group or one it also serves; NULL when there is none). CREATE OR REPLACE VIEW can only
+-- its own group or one it also serves; NULL when there is none). Per evaluation set (migration
+-- 0015): the final BPC of every set (final_eval_bpc) and each set's ΔBPC against the same
+-- baseline's value on that set (delta_eval_bpc_vs_dense, only sets both report). CREATE OR REPLACE VIEW can only
 -- add columns at the end: to drop, rename or retype one, see README.md.
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
@@ -14,10 +16,16 @@ SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
        r.compute_budget, r.compute_multiple, r.data_variant, r.seed,
        r.predicted_efficiency_leverage,
        r.final_train_bpc, r.final_val_bpc, r.wall_seconds, r.attempt,
-       r.final_val_bpc - b.final_val_bpc AS delta_bpc_vs_dense
+       r.final_val_bpc - b.final_val_bpc AS delta_bpc_vs_dense,
+       r.final_eval_bpc,
+       (SELECT jsonb_object_agg(k, (r.final_eval_bpc ->> k)::float8
+                                   - (b.final_eval_bpc ->> k)::float8)
+        FROM jsonb_object_keys(r.final_eval_bpc) AS k
+        WHERE b.final_eval_bpc ? k) AS delta_eval_bpc_vs_dense,
+       r.summary_dataset_digest AS dataset_digest
 FROM runs r
 LEFT JOIN LATERAL (
-  SELECT d.final_val_bpc
+  SELECT d.final_val_bpc, d.final_eval_bpc
   FROM runs d
   WHERE d.sweep_id = r.sweep_id AND d.seed = r.seed AND d.state = 'SUCCEEDED'
     AND ((d.role = 'DENSE_BASELINE' AND d.compute_multiple = 1

@@ -1,4 +1,4 @@
-CREATE FUNCTION public.append_metric_arrays(p_run uuid, p_epoch bigint, p_increasing boolean, p_step bigint[], p_attempt integer[], p_tokens bigint[], p_unique_tokens bigint[], p_epochs double precision[], p_train_bpc double precision[], p_val_bpc double precision[], p_learning_rate double precision[], p_grad_norm double precision[], p_aux_loss double precision[], p_z_loss double precision[], p_tokens_per_second double precision[], p_flops_per_second double precision[], p_flops double precision[], p_expert_load jsonb[], p_logged_us bigint[]) RETURNS integer
+CREATE FUNCTION public.append_metric_arrays(p_run uuid, p_epoch bigint, p_increasing boolean, p_step bigint[], p_attempt integer[], p_tokens bigint[], p_unique_tokens bigint[], p_epochs double precision[], p_train_bpc double precision[], p_val_bpc double precision[], p_learning_rate double precision[], p_grad_norm double precision[], p_aux_loss double precision[], p_z_loss double precision[], p_tokens_per_second double precision[], p_flops_per_second double precision[], p_flops double precision[], p_expert_load jsonb[], p_eval_bpc jsonb[], p_logged_us bigint[]) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -29,30 +29,32 @@ BEGIN
   IF p_increasing AND p_step[1] > coalesce(v_highest, -1) THEN
     INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
                          learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
-                         flops_per_second, flops, expert_load, logged_at, lease_epoch)
+                         flops_per_second, flops, expert_load, eval_bpc, logged_at,
+                         lease_epoch)
     SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           to_timestamp(us / 1000000.0), p_epoch
+           eval_bpc, to_timestamp(us / 1000000.0), p_epoch
     FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
                 p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
-                p_flops_per_second, p_flops, p_expert_load, p_logged_us)
+                p_flops_per_second, p_flops, p_expert_load, p_eval_bpc, p_logged_us)
       AS x(step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           us);
+           eval_bpc, us);
     GET DIAGNOSTICS v_stored = ROW_COUNT;
   ELSE
     INSERT INTO metrics (run_id, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc,
                          learning_rate, grad_norm, aux_loss, z_loss, tokens_per_second,
-                         flops_per_second, flops, expert_load, logged_at, lease_epoch)
+                         flops_per_second, flops, expert_load, eval_bpc, logged_at,
+                         lease_epoch)
     SELECT p_run, step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           to_timestamp(us / 1000000.0), p_epoch
+           eval_bpc, to_timestamp(us / 1000000.0), p_epoch
     FROM unnest(p_step, p_attempt, p_tokens, p_unique_tokens, p_epochs, p_train_bpc, p_val_bpc,
                 p_learning_rate, p_grad_norm, p_aux_loss, p_z_loss, p_tokens_per_second,
-                p_flops_per_second, p_flops, p_expert_load, p_logged_us)
+                p_flops_per_second, p_flops, p_expert_load, p_eval_bpc, p_logged_us)
       AS x(step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
            grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-           us)
+           eval_bpc, us)
     ON CONFLICT (run_id, step) DO UPDATE SET attempt = EXCLUDED.attempt,
       tokens = EXCLUDED.tokens, unique_tokens = EXCLUDED.unique_tokens, epoch = EXCLUDED.epoch,
       train_bpc = EXCLUDED.train_bpc, val_bpc = EXCLUDED.val_bpc,
@@ -60,7 +62,7 @@ BEGIN
       aux_loss = EXCLUDED.aux_loss, z_loss = EXCLUDED.z_loss,
       tokens_per_second = EXCLUDED.tokens_per_second,
       flops_per_second = EXCLUDED.flops_per_second, flops = EXCLUDED.flops,
-      expert_load = EXCLUDED.expert_load, logged_at = EXCLUDED.logged_at,
+      expert_load = EXCLUDED.expert_load, eval_bpc = EXCLUDED.eval_bpc, logged_at = EXCLUDED.logged_at,
       received_at = now(), lease_epoch = EXCLUDED.lease_epoch
     WHERE metrics.lease_epoch < EXCLUDED.lease_epoch;
     GET DIAGNOSTICS v_stored = ROW_COUNT;
@@ -191,12 +193,14 @@ CREATE TABLE public.runs (
     ended_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     preemptions integer DEFAULT 0 NOT NULL,
+    final_eval_bpc jsonb,
+    summary_dataset_digest text,
     CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
 
-CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[]) RETURNS TABLE(request integer, outcome text, reason text, run public.runs)
+CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[], p_final_eval_bpc jsonb[], p_dataset_digest text[]) RETURNS TABLE(request integer, outcome text, reason text, run public.runs)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -207,10 +211,11 @@ BEGIN
   WITH input AS (
     SELECT * FROM unnest(p_runs, p_epochs, p_train_bpc, p_val_bpc, p_tokens, p_steps,
                          p_measured_m, p_wall_seconds, p_peak_memory, p_tokens_per_second,
-                         p_checkpoint_step, p_checkpoint_uri)
+                         p_checkpoint_step, p_checkpoint_uri, p_final_eval_bpc,
+                         p_dataset_digest)
       WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
                            wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
-                           checkpoint_uri, i)),
+                           checkpoint_uri, final_eval_bpc, dataset_digest, i)),
   planned AS (
     SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
            r.lease_owner, r.tokens AS planned_tokens, r.flops_per_token AS planned_m,
@@ -241,6 +246,7 @@ BEGIN
       final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
       measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
       peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
+      final_eval_bpc = e.final_eval_bpc, summary_dataset_digest = e.dataset_digest,
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,
@@ -460,7 +466,8 @@ CREATE TABLE public.metrics (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 )
 PARTITION BY HASH (run_id);
 
@@ -483,7 +490,8 @@ CREATE TABLE public.metrics_p00 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p01 (
@@ -505,7 +513,8 @@ CREATE TABLE public.metrics_p01 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p02 (
@@ -527,7 +536,8 @@ CREATE TABLE public.metrics_p02 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p03 (
@@ -549,7 +559,8 @@ CREATE TABLE public.metrics_p03 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p04 (
@@ -571,7 +582,8 @@ CREATE TABLE public.metrics_p04 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p05 (
@@ -593,7 +605,8 @@ CREATE TABLE public.metrics_p05 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p06 (
@@ -615,7 +628,8 @@ CREATE TABLE public.metrics_p06 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p07 (
@@ -637,7 +651,8 @@ CREATE TABLE public.metrics_p07 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p08 (
@@ -659,7 +674,8 @@ CREATE TABLE public.metrics_p08 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p09 (
@@ -681,7 +697,8 @@ CREATE TABLE public.metrics_p09 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p10 (
@@ -703,7 +720,8 @@ CREATE TABLE public.metrics_p10 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p11 (
@@ -725,7 +743,8 @@ CREATE TABLE public.metrics_p11 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p12 (
@@ -747,7 +766,8 @@ CREATE TABLE public.metrics_p12 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p13 (
@@ -769,7 +789,8 @@ CREATE TABLE public.metrics_p13 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p14 (
@@ -791,7 +812,8 @@ CREATE TABLE public.metrics_p14 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE TABLE public.metrics_p15 (
@@ -813,7 +835,8 @@ CREATE TABLE public.metrics_p15 (
     expert_load jsonb,
     logged_at timestamp with time zone,
     received_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_epoch bigint DEFAULT 0 NOT NULL
+    lease_epoch bigint DEFAULT 0 NOT NULL,
+    eval_bpc jsonb
 );
 
 CREATE VIEW public.results AS
@@ -848,9 +871,15 @@ CREATE VIEW public.results AS
     r.final_val_bpc,
     r.wall_seconds,
     r.attempt,
-    (r.final_val_bpc - b.final_val_bpc) AS delta_bpc_vs_dense
+    (r.final_val_bpc - b.final_val_bpc) AS delta_bpc_vs_dense,
+    r.final_eval_bpc,
+    ( SELECT jsonb_object_agg(k.k, (((r.final_eval_bpc ->> k.k))::double precision - ((b.final_eval_bpc ->> k.k))::double precision)) AS jsonb_object_agg
+           FROM jsonb_object_keys(r.final_eval_bpc) k(k)
+          WHERE (b.final_eval_bpc ? k.k)) AS delta_eval_bpc_vs_dense,
+    r.summary_dataset_digest AS dataset_digest
    FROM (public.runs r
-     LEFT JOIN LATERAL ( SELECT d.final_val_bpc
+     LEFT JOIN LATERAL ( SELECT d.final_val_bpc,
+            d.final_eval_bpc
            FROM public.runs d
           WHERE ((d.sweep_id = r.sweep_id) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text) AND (((d.role = 'DENSE_BASELINE'::text) AND (d.compute_multiple = (1)::double precision) AND (d.compute_budget = r.compute_budget) AND (d.data_variant = r.data_variant)) OR ((d.spec_json -> 'also_serves'::text) @> jsonb_build_array(jsonb_build_object('compute_budget', r.compute_budget, 'data_variant', r.data_variant, 'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1)))))
           ORDER BY d.ordinal

@@ -262,6 +262,12 @@ async function checkSweepPage(page, shots, prefix) {
   await waitForCharts(page, ['chart-curves-tokens', 'chart-curves-flops', 'chart-equal-resource'], 'sweep page');
   await checkEqualResourceFigure(page);
   await checkAnalysis(page);
+  // Two evaluation sets: "code" gets a final BPC and a ΔBPC column of its own.
+  const codeBpc = (await columnTexts(page, 'bpc.code')).filter((t) => /^\d+\.\d+$/.test(t));
+  check(codeBpc.length >= Number(args.succeeded),
+        `the runs table should show each finished run's final BPC on "code": ${codeBpc.length} values`);
+  check(await page.$('[data-testid="runs-table"] th[data-key="delta.code"]'),
+        'the runs table should have a ΔBPC column for the evaluation set "code"');
   await checkNoBrokenText(page, 'the sweep page');
   await page.screenshot({path: path.join(shots, `${prefix}sweep.png`), fullPage: true});
   await checkSorting(page);
@@ -284,6 +290,11 @@ async function checkMoeRunPage(page, shots, prefix) {
   const points = await waitForCharts(page, [...RUN_CHARTS, ...EXPERT_CHARTS], 'MoE run page');
   const layers = JSON.parse(await page.getAttribute('[data-chart="chart-expert-shares"]', 'data-series-labels'));
   check(layers.some((l) => l.startsWith('layer')), `the expert-load chart should have one bar series per layer: ${layers}`);
+  // The seeded runs report two evaluation sets: one validation curve each, the legend naming it.
+  const bpcSeries = JSON.parse(await page.getAttribute('[data-chart="chart-run-bpc"]', 'data-series-labels'));
+  const setCurves = bpcSeries.filter((l) => l.startsWith('val BPC · '));
+  check(setCurves.length === 2 && setCurves.includes('val BPC · validation') && setCurves.includes('val BPC · code'),
+        `the BPC chart should have one validation curve per evaluation set (validation, code): ${bpcSeries}`);
   await checkNoBrokenText(page, 'the MoE run page');
   await page.screenshot({path: path.join(shots, `${prefix}run-moe.png`), fullPage: true});
   return points;

@@ -18,6 +18,10 @@ namespace {
 using parity::v1::MetricPoint;
 using parity::v1::RunSpec;
 
+// Every run is evaluated on two sets: "validation" (the primary, val_bpc) and "code", this much
+// harder (bits per byte).
+constexpr double kCodeOffset = 0.35;
+
 // The dense law the synthetic runs follow: L(C) = 10·C^-0.1 + 1.2 bits per byte.
 double DenseLaw(double compute) { return 10.0 * std::pow(compute, -0.1) + 1.2; }
 
@@ -186,7 +190,12 @@ std::vector<MetricPoint> SyntheticPoints(const RunSpec& spec, uint64_t after_ste
     p.set_unique_tokens(static_cast<uint64_t>(std::min<double>(step * batch, unique)));
     p.set_epoch(static_cast<double>(step * batch) / unique);
     p.set_train_bpc(ValBpc(spec, fraction) - 0.03 * fraction + 0.025 * std::sin(0.9 * step));
-    if (step % EvalEvery(spec) == 0 || step == steps) p.set_val_bpc(ValBpc(spec, fraction));
+    if (step % EvalEvery(spec) == 0 || step == steps) {
+      p.set_val_bpc(ValBpc(spec, fraction));
+      // Two evaluation sets: the primary and "code", a harder held-out text.
+      (*p.mutable_eval_bpc())["validation"] = p.val_bpc();
+      (*p.mutable_eval_bpc())["code"] = p.val_bpc() + kCodeOffset;
+    }
     p.set_learning_rate(LearningRate(spec, step));
     p.set_grad_norm(0.45 + 1.6 * std::exp(-5 * fraction) + 0.06 * std::sin(0.7 * step));
     p.set_aux_loss(spec.role() == parity::v1::RUN_ROLE_MOE ? 1.0 + 0.08 * std::exp(-3 * fraction)
@@ -315,6 +324,8 @@ absl::StatusOr<SeededStudy> StudySeeder::Seed(const parity::v1::SweepSpec& spec)
       parity::v1::RunSummary* summary = complete.mutable_success();
       const std::vector<MetricPoint> last = SyntheticPoints(run_spec, steps - 1, steps);
       summary->set_final_val_bpc(SyntheticFinalBpc(run_spec));
+      (*summary->mutable_final_eval_bpc())["validation"] = summary->final_val_bpc();
+      (*summary->mutable_final_eval_bpc())["code"] = summary->final_val_bpc() + kCodeOffset;
       summary->set_final_train_bpc(last.empty() ? 0 : last.back().train_bpc());
       summary->set_tokens(steps * run_spec.training().batch_tokens());
       summary->set_steps(steps);

@@ -229,6 +229,32 @@ class WorkerE2ETest : public ::testing::Test {
     }
   }
 
+  // A raw byte file has one evaluation set, "validation": through engine, worker, scheduler and
+  // the results view, each run's per-set finals are that set alone with the primary's value, and
+  // every stored point's per-set BPC agrees with its val_bpc. An engine from before evaluation
+  // sets reports none (empty maps, NULL columns), which passes too.
+  // TODO(integrator, #24): once the engine emits eval_bpc, require the maps to be non-empty here
+  // and add a prepared dataset with a second set.
+  void ExpectOneEvaluationSet(const std::string& sweep) {
+    grpc::ClientContext ctx;
+    parity::v1::QueryResultsRequest query;
+    query.mutable_filter()->set_sweep_id(sweep);
+    parity::v1::QueryResultsResponse results;
+    ASSERT_TRUE(stack_->sweeps().QueryResults(&ctx, query, &results).ok());
+    for (const parity::v1::ResultRow& row : results.rows()) {
+      if (row.final_eval_bpc().empty()) continue;
+      ASSERT_EQ(row.final_eval_bpc_size(), 1) << row.name();
+      EXPECT_EQ(row.final_eval_bpc().begin()->first, "validation") << row.name();
+      EXPECT_DOUBLE_EQ(row.final_eval_bpc().at("validation"), row.final_val_bpc()) << row.name();
+    }
+    absl::StatusOr<std::vector<std::string>> disagreeing = stack_->Query(
+        "SELECT count(*) FROM metrics m JOIN runs r USING (run_id) WHERE r.sweep_id = '" + sweep +
+        "' AND m.eval_bpc IS NOT NULL AND (m.eval_bpc - 'validation' <> '{}'::jsonb OR "
+        "(m.eval_bpc ->> 'validation')::float8 IS DISTINCT FROM m.val_bpc)");
+    ASSERT_TRUE(disagreeing.ok()) << disagreeing.status();
+    EXPECT_EQ(disagreeing->front(), "0") << "points whose per-set BPC is not their val_bpc alone";
+  }
+
   fs::path root_;
   std::unique_ptr<LocalStack> stack_;
 };
@@ -253,6 +279,7 @@ TEST_F(WorkerE2ETest, SmallSweepCompletesOnTwoWorkers) {
   }
   EXPECT_EQ(SweepState(sweep), parity::v1::SWEEP_STATE_SUCCEEDED);
   ExpectMetricsOncePerStep(runs);
+  ExpectOneEvaluationSet(sweep);
 
   // Retention: a finished run keeps only the checkpoint of its result on the disk.
   const fs::path checkpoints = root_ / "checkpoints";

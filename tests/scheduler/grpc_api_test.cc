@@ -21,6 +21,7 @@
 #include "parity/v1/sweep_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
 #include "server/scheduler_server.h"
+#include "server/store/postgres/postgres_run_store.h"
 #include "tests/scheduler/scheduler_fixture.h"
 #include "tests/support/test_tokens.h"
 #include "tests/support/violated_fields.h"
@@ -548,6 +549,113 @@ TEST_F(GrpcApiTest, AnalyzeSweepOverGrpc) {
   EXPECT_EQ(optimum.grid(1).region(), v1::REGION_STATUS_BEST);
   EXPECT_FALSE(optimum.has_activation_rate_interval());
   ASSERT_TRUE(analysis.has_dense_frontier()) << analysis.dense_frontier_refusal();
+}
+
+// Evaluation sets through the worker calls a worker makes: several named sets per point and per
+// summary stored, shown per set in the results (final BPC and ΔBPC against the dense baseline on
+// that set), analysed per set; names and counts the scheduler refuses, naming the field.
+TEST_F(GrpcApiTest, EvaluationSetsFromWorkerCallsToResultsAndAnalysis) {
+  v1::SubmitSweepRequest submit;
+  *submit.mutable_spec() = AnalysisSweepSpec("grpc-eval-sets");
+  v1::SubmitSweepResponse submitted;
+  ASSERT_TRUE(sweeps_->SubmitSweep(Context().get(), submit, &submitted).ok());
+  const std::string worker = RegisterWorker();
+  const double kCodeScale = 2.0;  // "code" BPC = 2 × validation BPC on every run
+  std::string a_run;
+  for (int i = 0; i < kAnalysisSweepRuns; ++i) {
+    v1::LeaseRunRequest lease_request;
+    lease_request.set_worker_id(worker);
+    *lease_request.add_free_devices() = CpuDevice();
+    v1::LeaseRunResponse leased;
+    ASSERT_TRUE(workers_->LeaseRun(Context().get(), lease_request, &leased).ok());
+    ASSERT_TRUE(leased.has_lease());
+    const double bpc = SyntheticBpc(leased.run().spec());
+    v1::ReportMetricsRequest metrics;
+    metrics.set_run_id(leased.run().run_id());
+    metrics.set_lease_epoch(leased.lease().lease_epoch());
+    metrics.set_lease_secret(leased.lease_secret());
+    v1::MetricPoint* point = metrics.add_points();
+    point->set_step(1);
+    point->set_train_bpc(bpc);
+    point->set_val_bpc(bpc);
+    (*point->mutable_eval_bpc())["validation"] = bpc;
+    (*point->mutable_eval_bpc())["code"] = kCodeScale * bpc;
+    v1::ReportMetricsResponse stored;
+    if (i == 0) {
+      v1::ReportMetricsRequest bad = metrics;
+      (*bad.mutable_points(0)->mutable_eval_bpc())["../etc"] = 1.0;
+      const grpc::Status refused = workers_->ReportMetrics(Context().get(), bad, &stored);
+      EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_THAT(ViolatedFields(refused), ElementsAre("points[0].eval_bpc"));
+    }
+    ASSERT_TRUE(workers_->ReportMetrics(Context().get(), metrics, &stored).ok());
+    v1::CompleteRunRequest complete;
+    complete.set_run_id(leased.run().run_id());
+    complete.set_lease_epoch(leased.lease().lease_epoch());
+    complete.set_lease_secret(leased.lease_secret());
+    *complete.mutable_success() = core::PlannedSummary(leased.run().spec(), bpc, bpc);
+    (*complete.mutable_success()->mutable_final_eval_bpc())["validation"] = bpc;
+    (*complete.mutable_success()->mutable_final_eval_bpc())["code"] = kCodeScale * bpc;
+    complete.mutable_success()->set_dataset_digest(std::string(64, 'd'));
+    v1::CompleteRunResponse done;
+    if (i == 0) {
+      v1::CompleteRunRequest bad = complete;
+      for (int s = 0; s < 16; ++s) {
+        (*bad.mutable_success()->mutable_final_eval_bpc())[absl::StrCat("set", s)] = 1.0;
+      }
+      const grpc::Status refused = workers_->CompleteRun(Context().get(), bad, &done);
+      EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_THAT(ViolatedFields(refused), ElementsAre("success.final_eval_bpc"));
+      a_run = leased.run().run_id();
+    }
+    ASSERT_TRUE(workers_->CompleteRun(Context().get(), complete, &done).ok());
+  }
+
+  // The points as the dashboard and WatchRun read them.
+  PostgresRunStore store(PostgresRunStoreOptions{database_url_, 1});
+  absl::StatusOr<std::vector<v1::MetricPoint>> points = store.ListMetrics(a_run, 0, 10);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 1u);
+  EXPECT_EQ(points->front().eval_bpc_size(), 2);
+  EXPECT_DOUBLE_EQ(points->front().eval_bpc().at("code"),
+                   kCodeScale * points->front().eval_bpc().at("validation"));
+
+  v1::QueryResultsRequest query;
+  query.mutable_filter()->set_sweep_id(submitted.sweep().sweep_id());
+  v1::QueryResultsResponse results;
+  ASSERT_TRUE(sweeps_->QueryResults(Context().get(), query, &results).ok());
+  ASSERT_EQ(results.rows_size(), kAnalysisSweepRuns);
+  int with_delta = 0;
+  for (const v1::ResultRow& row : results.rows()) {
+    ASSERT_EQ(row.final_eval_bpc_size(), 2) << row.name();
+    EXPECT_DOUBLE_EQ(row.final_eval_bpc().at("validation"), row.final_val_bpc());
+    EXPECT_EQ(row.dataset_digest(), std::string(64, 'd'));
+    if (row.delta_eval_bpc_vs_dense().contains("code")) {
+      ++with_delta;
+      EXPECT_NEAR(row.delta_eval_bpc_vs_dense().at("code"), kCodeScale * row.delta_bpc_vs_dense(),
+                  1e-9)
+          << row.name() << ": ΔBPC on code is against the baseline's code BPC";
+      EXPECT_NEAR(row.delta_eval_bpc_vs_dense().at("validation"), row.delta_bpc_vs_dense(), 1e-9);
+    }
+  }
+  EXPECT_GT(with_delta, 0) << "runs with a finished 1C baseline carry a per-set ΔBPC";
+
+  v1::AnalyzeSweepRequest request;
+  request.set_sweep_id(submitted.sweep().sweep_id());
+  v1::AnalyzeSweepResponse on_validation, on_code;
+  ASSERT_TRUE(sweeps_->AnalyzeSweep(Context().get(), request, &on_validation).ok());
+  EXPECT_THAT(on_validation.eval_sets(), ElementsAre("validation", "code"));
+  request.set_eval_set("code");
+  const grpc::Status code_status = sweeps_->AnalyzeSweep(Context().get(), request, &on_code);
+  ASSERT_TRUE(code_status.ok()) << code_status.error_message();
+  EXPECT_EQ(on_code.eval_set(), "code");
+  EXPECT_NEAR(on_code.dense_fit().b(), kLawB, 1e-3) << "the scale leaves the exponent";
+  EXPECT_NEAR(on_code.dense_fit().c(), kCodeScale * on_validation.dense_fit().c(), 1e-3)
+      << "the law is fitted to the code set's BPC";
+  request.set_eval_set("wiki");
+  const grpc::Status unknown = sweeps_->AnalyzeSweep(Context().get(), request, &on_code);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(ViolatedFields(unknown), ElementsAre("eval_set"));
 }
 
 TEST_F(GrpcApiTest, NotFoundCarriesResourceInfo) {

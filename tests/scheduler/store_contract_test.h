@@ -636,6 +636,38 @@ TYPED_TEST_P(StoreContractTest, RunsPageInGridOrderAndBadTokensAreRefused) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Evaluation sets (migration 0015): a point's BPC per set is stored with the point, and a
+// success's final BPC per set and dataset digest come back with the run.
+TYPED_TEST_P(StoreContractTest, EvaluationSetsAreStoredWithPointsAndSummaries) {
+  this->Sweep("eval-sets", 1);
+  const LeasedRun leased = this->LeaseOne(this->Worker());
+  const std::string run_id = leased.run.run_id();
+  v1::MetricPoint evaluated = this->Point(10);
+  evaluated.set_val_bpc(1.93);
+  (*evaluated.mutable_eval_bpc())["validation"] = 1.93;
+  (*evaluated.mutable_eval_bpc())["code"] = 2.41;
+  absl::StatusOr<MetricsAppendResult> stored =
+      this->queue().AppendMetrics(run_id, leased.lease.lease_epoch(), {this->Point(9), evaluated});
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->accepted, 2u);
+  Completion success;
+  success.run_id = run_id;
+  success.lease_epoch = leased.lease.lease_epoch();
+  success.success = core::PlannedSummary(leased.run.spec(), 1.9, 2.0);
+  (*success.success->mutable_final_eval_bpc())["validation"] = 1.9;
+  (*success.success->mutable_final_eval_bpc())["code"] = 2.4;
+  success.success->set_dataset_digest(std::string(64, 'c'));
+  absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(success);
+  ASSERT_TRUE(done.ok()) << done.status();
+  absl::StatusOr<v1::Run> run = this->catalog().GetRun(run_id);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->summary().final_eval_bpc_size(), 2) << run->summary().DebugString();
+  EXPECT_DOUBLE_EQ(run->summary().final_eval_bpc().at("validation"), 1.9);
+  EXPECT_DOUBLE_EQ(run->summary().final_eval_bpc().at("code"), 2.4);
+  EXPECT_EQ(run->summary().dataset_digest(), std::string(64, 'c'));
+  EXPECT_DOUBLE_EQ(run->latest_val_bpc(), 1.93) << "val_bpc stays the primary set's";
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     StoreContractTest, LeasesByPriorityThenFairShareThenAgeInGridOrder,
     ABatchLeasesWhatOneLeaseAfterAnotherWould, UnknownWorkersAndRunsAreNotFoundWithTheirResource,
@@ -649,6 +681,6 @@ REGISTER_TYPED_TEST_SUITE_P(
     OutageGraceExtendsLiveLeasesByOneTtlAndNeverShortensOne,
     CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
     IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
-    RunsPageInGridOrderAndBadTokensAreRefused);
+    RunsPageInGridOrderAndBadTokensAreRefused, EvaluationSetsAreStoredWithPointsAndSummaries);
 
 }  // namespace parity::server::testing

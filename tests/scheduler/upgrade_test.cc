@@ -114,6 +114,16 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url,
       "ALTER TABLE sweeps ADD CONSTRAINT stand_in_owner_key UNIQUE (owner, idempotency_key); "
       "ALTER TABLE workers ADD COLUMN owner text");
+  // And its reads name 0015's per-set columns, and its metric batches go through a wrapper of
+  // 0015's signature (one more array, the per-set BPC, which 0008 drops): both go before the
+  // upgrade.
+  Sql(url,
+      "ALTER TABLE runs ADD COLUMN final_eval_bpc jsonb, ADD COLUMN summary_dataset_digest text; "
+      "CREATE FUNCTION append_metric_arrays(uuid, bigint, boolean, bigint[], integer[], bigint[], "
+      "bigint[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], "
+      "float8[], float8[], jsonb[], jsonb[], bigint[]) RETURNS integer LANGUAGE sql AS "
+      "$$ SELECT append_metric_arrays($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
+      "$14, $15, $16, $17, $18, $20) $$");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -148,6 +158,11 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url,
       "ALTER TABLE sweeps DROP CONSTRAINT stand_in_owner_key; ALTER TABLE workers DROP COLUMN "
       "owner");
+  Sql(url,
+      "ALTER TABLE runs DROP COLUMN final_eval_bpc, DROP COLUMN summary_dataset_digest; "
+      "DROP FUNCTION append_metric_arrays(uuid, bigint, boolean, bigint[], integer[], bigint[], "
+      "bigint[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], "
+      "float8[], float8[], jsonb[], jsonb[], bigint[])");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "

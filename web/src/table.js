@@ -34,6 +34,13 @@ export class SortableTable {
     this.renderHead();
   }
 
+  // Replaces the columns (e.g. one per evaluation set once results name several); the rows are
+  // drawn again at the next setRows.
+  setColumns(columns) {
+    this.columns = columns;
+    this.renderHead();
+  }
+
   setRows(rows) {
     this.rows = rows;
     this.renderBody();

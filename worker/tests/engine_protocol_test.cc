@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace parity::worker {
@@ -169,6 +170,58 @@ TEST(EngineProtocolTest, LatestCheckpointInADirectory) {
   c = LatestCheckpointIn(dir.string());
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->step, 10u) << "LATEST decides when present";
+}
+
+TEST(EngineProtocolTest, EvalBpcPerSetOnMetricAndSummaryLines) {
+  EngineEvent m = ParseEngineLine(
+      R"({"step":40,"train_bpc":2.0,"val_bpc":1.93,"eval_bpc":{"validation":1.93,"code":2.41}})");
+  auto* p = std::get_if<parity::v1::MetricPoint>(&m);
+  ASSERT_NE(p, nullptr);
+  EXPECT_DOUBLE_EQ(p->val_bpc(), 1.93) << "val_bpc stays the primary set's";
+  ASSERT_EQ(p->eval_bpc_size(), 2);
+  EXPECT_DOUBLE_EQ(p->eval_bpc().at("validation"), 1.93);
+  EXPECT_DOUBLE_EQ(p->eval_bpc().at("code"), 2.41);
+  const std::string digest(64, 'a');
+  EngineEvent s = ParseEngineLine(
+      R"({"event":"summary","final_val_bpc":1.9,"final_eval_bpc":{"validation":1.9,"code":2.4},)"
+      R"("dataset_digest":")" +
+      digest + R"("})");
+  auto* summary = std::get_if<parity::v1::RunSummary>(&s);
+  ASSERT_NE(summary, nullptr);
+  ASSERT_EQ(summary->final_eval_bpc_size(), 2);
+  EXPECT_DOUBLE_EQ(summary->final_eval_bpc().at("code"), 2.4);
+  EXPECT_EQ(summary->dataset_digest(), digest);
+  EngineEvent camel = ParseEngineLine(R"({"step":1,"evalBpc":{"validation":3.0}})");
+  ASSERT_NE(std::get_if<parity::v1::MetricPoint>(&camel), nullptr);
+  EXPECT_EQ(std::get<parity::v1::MetricPoint>(camel).eval_bpc_size(), 1) << "lowerCamelCase too";
+}
+
+TEST(EngineProtocolTest, MalformedEvalBpcIsDroppedAndTheLineKept) {
+  auto sets = [](std::string_view line) {
+    EngineEvent e = ParseEngineLine(line);
+    auto* p = std::get_if<parity::v1::MetricPoint>(&e);
+    EXPECT_NE(p, nullptr) << "the line stays a metric point: " << line;
+    return p == nullptr ? parity::v1::MetricPoint() : *p;
+  };
+  EXPECT_EQ(sets(R"({"step":1,"train_bpc":2,"eval_bpc":2.5})").eval_bpc_size(), 0)
+      << "a number is not an object of sets";
+  EXPECT_EQ(sets(R"({"step":1,"eval_bpc":[1,2]})").eval_bpc_size(), 0);
+  EXPECT_DOUBLE_EQ(sets(R"({"step":1,"train_bpc":2,"eval_bpc":"x"})").train_bpc(), 2.0)
+      << "the rest of the line survives";
+  const parity::v1::MetricPoint mixed =
+      sets(R"({"step":1,"eval_bpc":{"validation":1.5,"../etc":1.0,"a b":1.0,"":1.0,)"
+           R"("code":"2.0","neg":-1,"nan":"NaN","null":null,"ok-set_2.x":2.5}})");
+  EXPECT_EQ(mixed.eval_bpc_size(), 2) << "only the plain names with finite BPC are kept";
+  EXPECT_TRUE(mixed.eval_bpc().contains("validation"));
+  EXPECT_TRUE(mixed.eval_bpc().contains("ok-set_2.x"));
+  std::string many = R"({"step":1,"eval_bpc":{)";
+  for (int i = 0; i < 20; ++i) many += absl::StrCat(i > 0 ? "," : "", "\"s", i, "\":1");
+  many += "}}";
+  EXPECT_EQ(sets(many).eval_bpc_size(), 16) << "at most 16 sets are kept";
+  EngineEvent s = ParseEngineLine(R"({"event":"summary","dataset_digest":"../../x"})");
+  ASSERT_NE(std::get_if<parity::v1::RunSummary>(&s), nullptr);
+  EXPECT_EQ(std::get<parity::v1::RunSummary>(s).dataset_digest(), "")
+      << "a digest that is not 64 hex is dropped";
 }
 
 }  // namespace

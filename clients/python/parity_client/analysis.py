@@ -309,10 +309,14 @@ class Analysis:
     # None when el_law_refusal says why.
     el_law: Optional[dict] = None
     el_law_refusal: str = ""
+    # The evaluation set analysed ("" = the primary) and every set the finished runs report.
+    eval_set: str = ""
+    eval_sets: List[str] = field(default_factory=list)
 
     @classmethod
     def from_proto(cls, r):
         return cls(
+            eval_set=r.eval_set, eval_sets=list(r.eval_sets),
             dense_frontier=(DenseFrontier.from_proto(r.dense_frontier)
                             if r.HasField("dense_frontier") else None),
             dense_frontier_refusal=r.dense_frontier_refusal,

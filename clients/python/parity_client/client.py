@@ -260,12 +260,15 @@ class Client:
         """results() as a pandas DataFrame (needs pandas)."""
         return to_frame(self.results(sweep_id, order_by))
 
-    def analyze(self, sweep_id):
+    def analyze(self, sweep_id, eval_set=""):
         """The sweep's analysis (AnalyzeSweep) as an Analysis: per MoE grid point the frontier
         EL (the papers') and the fixed-N EL, per group the best grid point, region, lack of fit
         and point optimum (or why none), ΔBPC against every dense baseline, the dense frontier
-        and the fixed-N law. FAILED_PRECONDITION until a run of the sweep has finished."""
-        response = self._call("AnalyzeSweep", api.AnalyzeSweepRequest(sweep_id=sweep_id))
+        and the fixed-N law. FAILED_PRECONDITION until a run of the sweep has finished.
+        eval_set: analyse that evaluation set's final BPC instead of the primary set's
+        (Analysis.eval_sets lists the sets; INVALID_ARGUMENT for a set no run reports)."""
+        response = self._call("AnalyzeSweep",
+                              api.AnalyzeSweepRequest(sweep_id=sweep_id, eval_set=eval_set))
         return Analysis.from_proto(response)
 
     def curve(self, run_id, from_step=0, timeout=None):

@@ -51,10 +51,18 @@ class ResultRow:
     predicted_efficiency_leverage: float  # the published joint law's prediction, not measured
     delta_bpc_vs_dense: float
     seed: int
+    # Per evaluation set (set name → bits per byte), the primary set too; empty until finished
+    # or for an engine that reports only final_val_bpc. A frame has one column per set:
+    # "final_bpc.<set>" and "delta_bpc.<set>" (ΔBPC against the dense 1C baseline on that set).
+    final_eval_bpc: Dict[str, float] = field(default_factory=dict)
+    delta_eval_bpc_vs_dense: Dict[str, float] = field(default_factory=dict)
+    dataset_digest: str = ""  # manifest digest of the dataset the engine read; "" = unreported
 
     @classmethod
     def from_proto(cls, row):
         values = {f.name: getattr(row, f.name) for f in fields(cls)}
+        values["final_eval_bpc"] = dict(row.final_eval_bpc)
+        values["delta_eval_bpc_vs_dense"] = dict(row.delta_eval_bpc_vs_dense)
         values["role"] = enum_name(sweep_pb2.RunRole, row.role, "RUN_ROLE_")
         values["state"] = enum_name(run_pb2.RunState, row.state, "RUN_STATE_")
         return cls(**values)
@@ -77,11 +85,16 @@ class MetricPoint:
     tokens_per_second: float
     flops_per_second: float
     attempt: int
+    # Validation BPC per evaluation set at evaluation steps (set name → bits per byte), the
+    # primary set (val_bpc) too; a frame has one column "val_bpc.<set>" per set.
+    eval_bpc: Dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_proto(cls, point):
-        values = {f.name: getattr(point, f.name) for f in fields(cls) if f.name != "val_bpc"}
+        values = {f.name: getattr(point, f.name) for f in fields(cls)
+                  if f.name not in ("val_bpc", "eval_bpc")}
         values["val_bpc"] = point.val_bpc if point.HasField("val_bpc") else None
+        values["eval_bpc"] = dict(point.eval_bpc)
         return cls(**values)
 
 
@@ -126,6 +139,8 @@ class RunInfo:
     latest_step: int
     latest_val_bpc: float
     final_val_bpc: float
+    # Final BPC per evaluation set (set name → bits per byte); frame columns "final_bpc.<set>".
+    final_eval_bpc: Dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_proto(cls, run):
@@ -133,7 +148,26 @@ class RunInfo:
                    state=enum_name(run_pb2.RunState, run.state, "RUN_STATE_"),
                    attempt=run.attempt, latest_step=run.latest_step,
                    latest_val_bpc=run.latest_val_bpc,
-                   final_val_bpc=run.summary.final_val_bpc)
+                   final_val_bpc=run.summary.final_val_bpc,
+                   final_eval_bpc=dict(run.summary.final_eval_bpc))
+
+
+# The per-set dict fields a frame spreads into one column per evaluation set, and the prefix of
+# those columns ("final_bpc.code"). A set some rows lack reads NaN there.
+_PER_SET_COLUMNS = {"final_eval_bpc": "final_bpc.", "delta_eval_bpc_vs_dense": "delta_bpc.",
+                    "eval_bpc": "val_bpc."}
+
+
+def flat_row(item):
+    """A dataclass row as a flat dict: each per-set dict spread into "<prefix><set>" keys."""
+    flat = {}
+    for name, value in asdict(item).items():
+        if name in _PER_SET_COLUMNS:
+            for set_name, bpc in sorted(value.items()):
+                flat[_PER_SET_COLUMNS[name] + set_name] = bpc
+        else:
+            flat[name] = value
+    return flat
 
 
 def to_frame(items):
@@ -143,4 +177,4 @@ def to_frame(items):
     except ImportError as e:
         raise ImportError("a DataFrame needs pandas (apt-get install python3-pandas); "
                           "the rows themselves need nothing") from e
-    return pandas.DataFrame([asdict(item) for item in items])
+    return pandas.DataFrame([flat_row(item) for item in items])

@@ -65,6 +65,10 @@ v1::Run RunFromRow(const pqxx::row& row) {
         static_cast<int32_t>((wall - static_cast<double>(static_cast<int64_t>(wall))) * 1e9));
     summary->set_peak_memory_bytes(Or<uint64_t>(row["peak_memory_bytes"], 0));
     summary->set_tokens_per_second(Or<double>(row["tokens_per_second"], 0));
+    if (!row["final_eval_bpc"].is_null()) {
+      ParseEvalBpcJson(row["final_eval_bpc"].c_str(), *summary->mutable_final_eval_bpc());
+    }
+    summary->set_dataset_digest(Or<std::string>(row["summary_dataset_digest"], ""));
   }
   run.set_latest_step(row["latest_step"].as<uint64_t>());
   run.set_latest_val_bpc(Or<double>(row["latest_val_bpc"], 0));
@@ -128,6 +132,8 @@ v1::MetricPoint MetricFromRow(const pqxx::row& row) {
       (void)google::protobuf::util::JsonStringToMessage(load.dump(), point.add_expert_load());
     }
   }
+  if (!row["eval_bpc"].is_null())
+    ParseEvalBpcJson(row["eval_bpc"].c_str(), *point.mutable_eval_bpc());
   SetTimestamp(row["logged_us"], point.mutable_time());
   return point;
 }
@@ -162,6 +168,14 @@ v1::ResultRow ResultFromRow(const pqxx::row& row) {
   result.set_predicted_efficiency_leverage(row["predicted_efficiency_leverage"].as<double>());
   result.set_delta_bpc_vs_dense(Or<double>(row["delta_bpc_vs_dense"], 0));
   result.set_seed(row["seed"].as<uint64_t>());
+  if (!row["final_eval_bpc"].is_null()) {
+    ParseEvalBpcJson(row["final_eval_bpc"].c_str(), *result.mutable_final_eval_bpc());
+  }
+  if (!row["delta_eval_bpc_vs_dense"].is_null()) {
+    ParseEvalBpcJson(row["delta_eval_bpc_vs_dense"].c_str(),
+                     *result.mutable_delta_eval_bpc_vs_dense());
+  }
+  result.set_dataset_digest(Or<std::string>(row["dataset_digest"], ""));
   return result;
 }
 
@@ -231,10 +245,24 @@ std::string ArrayLiteral::Take() {
   return std::move(text_.append("}"));
 }
 
+std::string EvalBpcJson(const google::protobuf::Map<std::string, double>& bpc) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [name, value] : bpc) object[name] = value;
+  return object.dump();
+}
+
+void ParseEvalBpcJson(const char* text, google::protobuf::Map<std::string, double>& out) {
+  const nlohmann::json object = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!object.is_object()) return;
+  for (const auto& [name, value] : object.items()) {
+    if (value.is_number()) out[name] = value.get<double>();
+  }
+}
+
 MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points) {
   ArrayLiteral step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
       grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-      logged_us;
+      eval_bpc, logged_us;
   MetricArrays out;
   out.increasing = true;
   for (size_t i = 0; i < points.size(); ++i) {
@@ -265,6 +293,7 @@ MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points) {
     } else {
       expert_load.AddNull();
     }
+    p.eval_bpc().empty() ? eval_bpc.AddNull() : eval_bpc.AddQuoted(EvalBpcJson(p.eval_bpc()));
     if (p.has_time()) {
       logged_us.Add(static_cast<int64_t>(p.time().seconds() * 1000000 + p.time().nanos() / 1000));
     } else {
@@ -286,6 +315,7 @@ MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points) {
   out.flops_per_second = flops_per_second.Take();
   out.flops = flops.Take();
   out.expert_load = expert_load.Take();
+  out.eval_bpc = eval_bpc.Take();
   out.logged_us = logged_us.Take();
   return out;
 }

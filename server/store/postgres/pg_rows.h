@@ -67,10 +67,15 @@ class ArrayLiteral {
 struct MetricArrays {
   std::string step, attempt, tokens, unique_tokens, epoch, train_bpc, val_bpc, learning_rate,
       grad_norm, aux_loss, z_loss, tokens_per_second, flops_per_second, flops, expert_load,
-      logged_us;
+      eval_bpc, logged_us;
   bool increasing = true;
 };
 MetricArrays MetricsAsArrays(const std::vector<v1::MetricPoint>& points);
+
+// A map of evaluation set → BPC as a JSON object (the eval_bpc / final_eval_bpc jsonb columns),
+// and back; a malformed or non-object text reads as no sets.
+std::string EvalBpcJson(const google::protobuf::Map<std::string, double>& bpc);
+void ParseEvalBpcJson(const char* text, google::protobuf::Map<std::string, double>& out);
 
 // Proto3 JSON of a message (for the jsonb columns).
 std::string JsonOf(const google::protobuf::Message& message);

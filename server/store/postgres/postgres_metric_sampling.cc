@@ -35,7 +35,7 @@ SELECT m.run_id::text AS run_id, m.step, m.attempt, m.tokens, m.unique_tokens, m
        CASE WHEN $4::boolean AND m.expert_load IS NOT NULL THEN
          (SELECT jsonb_agg(e.load - 'shares' ORDER BY e.position)
           FROM jsonb_array_elements(m.expert_load) WITH ORDINALITY AS e(load, position))::text
-       END AS expert_load,
+       END AS expert_load, m.eval_bpc::text AS eval_bpc,
        (extract(epoch FROM m.logged_at) * 1000000)::bigint AS logged_us
 FROM picked p JOIN metrics m ON m.run_id = p.run_id AND m.step = p.step
 ORDER BY m.run_id, m.step

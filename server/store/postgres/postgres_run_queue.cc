@@ -207,7 +207,7 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
                                     a.step, a.attempt, a.tokens, a.unique_tokens, a.epoch,
                                     a.train_bpc, a.val_bpc, a.learning_rate, a.grad_norm,
                                     a.aux_loss, a.z_loss, a.tokens_per_second, a.flops_per_second,
-                                    a.flops, a.expert_load, a.logged_us);
+                                    a.flops, a.expert_load, a.eval_bpc, a.logged_us);
         } catch (const pqxx::sql_error& e) {
           if (absl::Status status = FencingError(e, run_id); !status.ok()) return status;
           throw;

@@ -8,6 +8,23 @@ import {count, dateTime, duration, fixed, flops, h, isLiveRun, layoutName, num, 
 import {expertShareDatasets, isDense, layerColour, multipleLabel, series} from '../figures.js';
 import {hrefFor} from '../router.js';
 
+// One validation curve per evaluation set, the legend naming the set; the single
+// "validation BPC" curve for an engine that reports only val_bpc.
+const kSetColours = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#9333ea', '#0891b2'];
+function validationDatasets(history) {
+  const sets = Object.keys(history.eval_bpc || {});
+  if (sets.length === 0) {
+    return [{label: 'validation BPC', borderColor: '#2563eb', backgroundColor: '#2563eb', borderWidth: 2.2,
+             pointRadius: 2.5, data: series(history, 'tokens', 'val_bpc')}];
+  }
+  sets.sort((a, b) => (a === 'validation' ? -1 : b === 'validation' ? 1 : a.localeCompare(b)));
+  return sets.map((set, index) => {
+    const colour = kSetColours[index % kSetColours.length];
+    return {label: `val BPC · ${set}`, borderColor: colour, backgroundColor: colour, borderWidth: 2.2,
+            pointRadius: 2.5, data: series({tokens: history.tokens, bpc: history.eval_bpc[set]}, 'tokens', 'bpc')};
+  });
+}
+
 const HISTORY_POINTS = 1000;
 
 function definitionList(entries) {
@@ -156,8 +173,7 @@ export function mountRunPage(root, runId) {
       bpc.update([
         {label: 'train BPC', borderColor: '#94a3b8', backgroundColor: '#94a3b8', borderWidth: 1.2,
          data: series(history, 'tokens', 'train_bpc')},
-        {label: 'validation BPC', borderColor: '#2563eb', backgroundColor: '#2563eb', borderWidth: 2.2,
-         pointRadius: 2.5, data: series(history, 'tokens', 'val_bpc')},
+        ...validationDatasets(history),
       ]);
       lr.update([{label: 'learning rate', borderColor: '#7c3aed', backgroundColor: '#7c3aed',
                   data: series(history, 'step', 'learning_rate')}]);

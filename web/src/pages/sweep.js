@@ -9,7 +9,7 @@ import {curveDatasets, equalResourceDatasets, isDense, multipleLabel} from '../f
 import {hrefFor} from '../router.js';
 import {SortableTable} from '../table.js';
 import {progressBar, stateCounts} from './sweeps.js';
-import {runColumns} from './sweep_columns.js';
+import {extraEvalSets, runColumns} from './sweep_columns.js';
 import {analysisView} from './sweep_analysis.js';
 
 const CURVE_POINTS = 200;
@@ -66,6 +66,7 @@ export function mountSweepPage(root, sweepId) {
     table.setFilter(wanted === 'all' ? null : (row) => stateName(row.run.state) === wanted);
   });
 
+  let shownSets = [];  // the evaluation sets with columns in the runs table
   const curves = new Map();  // run_id → curve (validation points)
   const lastState = new Map();  // run_id → state seen at the previous poll
   let first = true;
@@ -159,6 +160,12 @@ export function mountSweepPage(root, sweepId) {
       const baselines = new Set(results.filter((row) => isDense(row.role) && num(row.compute_multiple) === 1 &&
                                                         row.state === 'RUN_STATE_SUCCEEDED')
                                     .map((row) => `${row.compute_budget}|${row.data_variant}`));
+      // One BPC and one ΔBPC column per evaluation set beyond the primary, once results name one.
+      const sets = extraEvalSets(results);
+      if (sets.join('\n') !== shownSets.join('\n')) {
+        shownSets = sets;
+        table.setColumns(runColumns(sets));
+      }
       table.setRows(runs.map((run) => {
         const result = resultsById.get(run.run_id) || {};
         return {run, result, leverage: leverage.get(run.run_id),

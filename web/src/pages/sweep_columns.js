@@ -30,9 +30,38 @@ function measuredLeverage(row) {
   return row.leverage && num(row.leverage.efficiency_leverage) > 0;
 }
 
-export function runColumns() {
+// Per evaluation set beyond the primary (whose final BPC is "Val BPC"): its final BPC and its
+// ΔBPC against the dense 1C baseline's BPC on that set (absent when either lacks the set).
+function evalSetColumns(sets) {
+  return sets.flatMap((set) => [
+    {key: `bpc.${set}`, label: `BPC ${set}`, numeric: true,
+     title: `Final BPC on the evaluation set "${set}"`,
+     value: (row) => row.result.final_eval_bpc?.[set] ?? null,
+     render: (row) => (row.result.final_eval_bpc?.[set] === undefined ? '—'
+                                                                     : fixed(row.result.final_eval_bpc[set]))},
+    {key: `delta.${set}`, label: `ΔBPC ${set}`, numeric: true,
+     title: `Final BPC on "${set}" minus the dense 1C baseline's on "${set}" (lower is better)`,
+     value: (row) => row.result.delta_eval_bpc_vs_dense?.[set] ?? null,
+     render: (row) => {
+       const d = row.result.delta_eval_bpc_vs_dense?.[set];
+       if (d === undefined) return '—';
+       return h('span', {class: d < 0 ? 'better' : d > 0 ? 'worse' : null}, signed(d));
+     }},
+  ]);
+}
+
+// The evaluation sets of a sweep's results beyond the primary ("validation"), by name: the
+// sets that get columns of their own.
+export function extraEvalSets(results) {
+  const sets = new Set();
+  for (const row of results) for (const set of Object.keys(row.final_eval_bpc || {})) sets.add(set);
+  sets.delete('validation');
+  return [...sets].sort();
+}
+
+export function runColumns(extraSets = []) {
   const acc = (row) => row.run.spec?.accounting || {};
-  return [
+  const columns = [
     {key: 'name', label: 'Run', value: (row) => row.run.spec?.name,
      render: (row) => h('a', {href: hrefFor('run', row.run.run_id), 'data-nav': true, class: 'strong'},
                         row.run.spec?.name)},
@@ -94,4 +123,5 @@ export function runColumns() {
                 `${fixed(row.leverage.efficiency_leverage, 2)}×`);
      }},
   ];
+  return columns.concat(evalSetColumns(extraSets));
 }
