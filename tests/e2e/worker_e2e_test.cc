@@ -231,19 +231,19 @@ class WorkerE2ETest : public ::testing::Test {
 
   // A raw byte file has one evaluation set, "validation": through engine, worker, scheduler and
   // the results view, each run's per-set finals are that set alone with the primary's value, and
-  // every stored point's per-set BPC agrees with its val_bpc. An engine from before evaluation
-  // sets reports none (empty maps, NULL columns), which passes too.
-  // TODO(integrator, #24): once the engine emits eval_bpc, require the maps to be non-empty here
-  // and add a prepared dataset with a second set.
+  // every stored point's per-set BPC agrees with its val_bpc. (Several named sets, from a
+  // prepared dataset, are checked by PreparedDatasetE2ETest.)
   void ExpectOneEvaluationSet(const std::string& sweep) {
     grpc::ClientContext ctx;
     parity::v1::QueryResultsRequest query;
     query.mutable_filter()->set_sweep_id(sweep);
     parity::v1::QueryResultsResponse results;
     ASSERT_TRUE(stack_->sweeps().QueryResults(&ctx, query, &results).ok());
+    ASSERT_FALSE(results.rows().empty());
     for (const parity::v1::ResultRow& row : results.rows()) {
-      if (row.final_eval_bpc().empty()) continue;
-      ASSERT_EQ(row.final_eval_bpc_size(), 1) << row.name();
+      // The engine names its one set of a raw byte file "validation" and reports it on every
+      // evaluation and in the summary, with the digest of the file it trained on.
+      ASSERT_EQ(row.final_eval_bpc_size(), 1) << row.name() << ": expected the set 'validation'";
       EXPECT_EQ(row.final_eval_bpc().begin()->first, "validation") << row.name();
       EXPECT_DOUBLE_EQ(row.final_eval_bpc().at("validation"), row.final_val_bpc()) << row.name();
     }
@@ -253,6 +253,11 @@ class WorkerE2ETest : public ::testing::Test {
         "(m.eval_bpc ->> 'validation')::float8 IS DISTINCT FROM m.val_bpc)");
     ASSERT_TRUE(disagreeing.ok()) << disagreeing.status();
     EXPECT_EQ(disagreeing->front(), "0") << "points whose per-set BPC is not their val_bpc alone";
+    absl::StatusOr<std::vector<std::string>> missing = stack_->Query(
+        "SELECT count(*) FROM metrics m JOIN runs r USING (run_id) WHERE r.sweep_id = '" + sweep +
+        "' AND m.val_bpc IS NOT NULL AND m.eval_bpc IS NULL");
+    ASSERT_TRUE(missing.ok()) << missing.status();
+    EXPECT_EQ(missing->front(), "0") << "evaluation points without their per-set BPC";
   }
 
   fs::path root_;
