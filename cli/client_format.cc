@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/table.h"
 #include "core/proto_time.h"
@@ -135,11 +136,16 @@ std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {
       if (d.kind() == parity::v1::DEVICE_KIND_CPU) threads += d.threads();
       if (d.kind() == parity::v1::DEVICE_KIND_CUDA) ++gpus;
     }
+    // Each dataset as name@digest, the digest whole: what data.dataset_digest pins.
+    std::vector<std::string> datasets;
+    for (const auto& d : w.datasets()) datasets.push_back(fmt::format("{}@{}", d.name(), d.digest()));
     rows.push_back({w.worker_id(), w.hostname(), std::to_string(threads), std::to_string(gpus),
-                    std::to_string(w.active_runs()), Time(w.last_seen_time()), w.version()});
+                    std::to_string(w.active_runs()), Time(w.last_seen_time()), w.version(),
+                    datasets.empty() ? "-" : absl::StrJoin(datasets, " ")});
   }
-  return RenderTable({"worker", "host", "threads", "gpus", "active runs", "last seen", "version"},
-                     rows, {"worker", "host", "last seen", "version"});
+  return RenderTable(
+      {"worker", "host", "threads", "gpus", "active runs", "last seen", "version", "datasets"},
+      rows, {"worker", "host", "last seen", "version", "datasets"});
 }
 
 }  // namespace parity::cli

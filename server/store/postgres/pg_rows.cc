@@ -186,6 +186,15 @@ v1::Worker WorkerFromRow(const pqxx::row& row) {
     }
   }
   worker.set_version(row["version"].c_str());
+  const nlohmann::json datasets = nlohmann::json::parse(row["datasets"].c_str(), nullptr, false);
+  if (datasets.is_array()) {
+    for (const nlohmann::json& dataset : datasets) {
+      v1::DatasetHolding parsed;
+      if (google::protobuf::util::JsonStringToMessage(dataset.dump(), &parsed).ok()) {
+        *worker.add_datasets() = std::move(parsed);
+      }
+    }
+  }
   *worker.mutable_last_seen_time() = TimestampFromMicros(row["last_seen_us"].as<int64_t>());
   worker.set_active_runs(row["active_runs"].as<uint32_t>());
   return worker;
