@@ -124,8 +124,12 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
                            "val BPC",
                            "ΔBPC vs dense 1C",
                            "EL predicted (published law)"};
-  return table ? RenderTable(header, out_rows, {"run", "layout", "state"})
-               : RenderCsv(header, out_rows);
+  if (table) return RenderTable(header, out_rows, {"run", "layout", "state"});
+  // CSV also says which dataset each run trained on (its digest; too wide for the table).
+  TableRow csv_header = header;
+  csv_header.push_back("dataset digest");
+  for (size_t i = 0; i < rows.size(); ++i) out_rows[i].push_back(rows[i].dataset_digest());
+  return RenderCsv(csv_header, out_rows);
 }
 
 std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {
@@ -138,7 +142,8 @@ std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {
     }
     // Each dataset as name@digest, the digest whole: what data.dataset_digest pins.
     std::vector<std::string> datasets;
-    for (const auto& d : w.datasets()) datasets.push_back(fmt::format("{}@{}", d.name(), d.digest()));
+    for (const auto& d : w.datasets())
+      datasets.push_back(fmt::format("{}@{}", d.name(), d.digest()));
     rows.push_back({w.worker_id(), w.hostname(), std::to_string(threads), std::to_string(gpus),
                     std::to_string(w.active_runs()), Time(w.last_seen_time()), w.version(),
                     datasets.empty() ? "-" : absl::StrJoin(datasets, " ")});

@@ -34,8 +34,8 @@ absl::StatusOr<ResolvedDataset> ResolveDataset(const std::string& data_dir, absl
   }
   // A prepared dataset: the directory and its manifest, neither a link (the directory's real path
   // is the manifest's parent's).
-  absl::StatusOr<ConfinedFile> manifest = FindRegularFileBelow(
-      data_dir, std::vector<absl::string_view>{name, datasets::kManifestFile});
+  absl::StatusOr<ConfinedFile> manifest =
+      FindRegularFileBelow(data_dir, std::vector<absl::string_view>{name, datasets::kManifestFile});
   if (manifest.ok()) {
     ResolvedDataset prepared;
     prepared.name = std::string(name);
@@ -57,9 +57,9 @@ absl::StatusOr<ResolvedDataset> ResolveDataset(const std::string& data_dir, absl
     }
     if (!found.ok()) {
       // A link, a device, a FIFO, a directory, an unreadable root: nothing this worker trains on.
-      return absl::NotFoundError(absl::StrCat(
-          "dataset '", name, "': ",
-          (refused_prepared ? manifest.status() : found.status()).message()));
+      return absl::NotFoundError(
+          absl::StrCat("dataset '", name,
+                       "': ", (refused_prepared ? manifest.status() : found.status()).message()));
     }
     if (found->bytes > limits.max_bytes) {
       return absl::ResourceExhaustedError(

@@ -39,15 +39,16 @@ enum class DatasetKind {
 struct ResolvedDataset {
   std::string name;  // as the spec named it
   DatasetKind kind = DatasetKind::kRaw;
-  std::string path;   // absolute, inside the data directory's real path: the file or directory
-  int64_t bytes = 0;  // a raw file's size when resolved; 0 for a prepared dataset
+  std::string path;    // absolute, inside the data directory's real path: the file or directory
+  int64_t bytes = 0;   // a raw file's size when resolved; 0 for a prepared dataset
   std::string digest;  // SHA-256 (manifest.json's, or the raw file's); set once verified
 };
 
 // INVALID_ARGUMENT: `name` is not a plain dataset name. NOT_FOUND: no prepared directory and no
 // regular file by that name (absent, a link, a device, a FIFO, a directory without a manifest, or
-// no data directory configured). RESOURCE_EXHAUSTED: a raw file over limits.max_bytes. Messages name paths and sizes: they are for the
-// worker's log; a run's failure gets DatasetFailureForViewers instead.
+// no data directory configured). RESOURCE_EXHAUSTED: a raw file over limits.max_bytes. Messages
+// name paths and sizes: they are for the worker's log; a run's failure gets
+// DatasetFailureForViewers instead.
 absl::StatusOr<ResolvedDataset> ResolveDataset(const std::string& data_dir, absl::string_view name,
                                                const DatasetLimits& limits);
 

@@ -9,7 +9,8 @@
 //                            one per thread: runs book their cpu_threads until threads run out)
 //   --checkpoint-dir DIR     checkpoint store (PARITY_CHECKPOINT_DIR; default .parity/checkpoints)
 //   --work-dir DIR           scratch: specs, engine logs (PARITY_WORK_DIR; default .parity/work)
-//   --corpus-dir DIR         where dataset names resolve (prepared NAME/, else NAME.txt, else NAME),
+//   --corpus-dir DIR         where dataset names resolve (prepared NAME/, else NAME.txt, else
+//   NAME),
 //                            and nothing outside it is read (PARITY_CORPUS_DIR; default data)
 //   --max-dataset-bytes N    the largest raw dataset file an engine may read; prepared datasets are
 //                            memory-mapped and not limited (PARITY_MAX_DATASET_BYTES; default

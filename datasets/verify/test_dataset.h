@@ -16,7 +16,7 @@ struct TestDatasetOptions {
   int train_shards = 2;
   int tokens_per_shard = 64;
   std::vector<std::string> eval_sets = {"validation"};  // one shard each
-  int seed = 1;  // varies the bytes (and so the digest)
+  int seed = 1;                                         // varies the bytes (and so the digest)
 };
 
 // Writes <corpus_dir>/<name>/ (shards, document files, manifest.json last) and returns the

@@ -57,13 +57,13 @@ FileIdentity IdentityOf(const struct stat& st) {
 
 // One file the manifest lists, as found on disk.
 struct Listed {
-  std::string name;        // relative to the dataset directory
-  std::string path;        // for the cache key and the log
-  std::string sha256;      // what the manifest records
+  std::string name;            // relative to the dataset directory
+  std::string path;            // for the cache key and the log
+  std::string sha256;          // what the manifest records
   int64_t expected_size = -1;  // −1 = any (tokenizer.model, a raw file)
-  FileIdentity identity;   // when opened
-  std::string actual;      // its SHA-256, from the cache or hashed
-  absl::Status status;     // an error hashing it
+  FileIdentity identity;       // when opened
+  std::string actual;          // its SHA-256, from the cache or hashed
+  absl::Status status;         // an error hashing it
 };
 
 Listed ListedFile(std::string name, std::string path, std::string sha256, int64_t size) {
@@ -98,22 +98,19 @@ absl::StatusOr<std::string> HashFd(int fd, std::atomic<int64_t>& hashed) {
   return hex;
 }
 
-// Opens each listed file below `dir_fd`, checks its size, takes its SHA-256 from the cache or
-// hashes it (several at once). The first file that is missing or of the wrong size is returned
-// as a mismatch before anything is hashed.
-absl::Status HashListed(int dir_fd, std::vector<Listed>& files, VerifyCache& cache,
-                        const VerifyOptions& options, VerifiedDataset& out) {
-  std::vector<std::unique_ptr<Fd>> fds;
+// Stats each listed file below `dir_fd` (no link followed), checks its size and takes its SHA-256
+// from the cache where it may; returns the indices of the files left to hash. The first file
+// that is missing or of the wrong size is a mismatch before anything is hashed. Nothing stays
+// open: a large dataset has more shards than a process may hold descriptors.
+absl::StatusOr<std::vector<size_t>> StatListed(int dir_fd, std::vector<Listed>& files,
+                                               const VerifyCache& cache, VerifyMode mode) {
   std::vector<size_t> to_hash;
-  int64_t bytes_to_hash = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     Listed& f = files[i];
-    auto fd = std::make_unique<Fd>(
-        ::openat(dir_fd, f.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
     struct stat st {};
-    if (fd->get() < 0 || ::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return Mismatch(absl::StrCat(f.path, ": missing or not a regular file (",
-                                   fd->get() < 0 ? std::strerror(errno) : "not a file", ")"),
+    if (::fstatat(dir_fd, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      return Mismatch(absl::StrCat(f.path, ": missing, a link or not a regular file"),
                       absl::StrCat(f.name, " is missing"));
     }
     f.identity = IdentityOf(st);
@@ -123,55 +120,86 @@ absl::Status HashListed(int dir_fd, std::vector<Listed>& files, VerifyCache& cac
                       absl::StrCat(f.name, " has another size than its manifest says"));
     }
     std::optional<std::string> known;
-    if (options.mode == VerifyMode::kCached) known = cache.Find(f.path, f.identity);
+    if (mode == VerifyMode::kCached) known = cache.Find(f.path, f.identity);
     if (known.has_value()) {
       f.actual = *std::move(known);
     } else {
       to_hash.push_back(i);
-      bytes_to_hash += f.identity.size;
     }
-    fds.push_back(std::move(fd));
   }
+  return to_hash;
+}
+
+// Hashes one file: opened again (O_NOFOLLOW), its identity taken from the descriptor it is read
+// through, so that what the cache records is what was hashed.
+void HashOne(int dir_fd, Listed& f, std::atomic<int64_t>& hashed) {
+  Fd fd(::openat(dir_fd, f.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    f.status = absl::NotFoundError("gone or replaced while being verified");
+    return;
+  }
+  f.identity = IdentityOf(st);
+  absl::StatusOr<std::string> sha = HashFd(fd.get(), hashed);
+  if (sha.ok()) f.actual = *std::move(sha);
+  f.status = sha.status();
+}
+
+// Hashes files[to_hash] over a few threads; this thread reports progress on a large dataset.
+int64_t HashInParallel(int dir_fd, std::vector<Listed>& files, const std::vector<size_t>& to_hash,
+                       const VerifyOptions& options) {
+  int64_t bytes_to_hash = 0;
+  for (const size_t i : to_hash) bytes_to_hash += files[i].identity.size;
   std::atomic<int64_t> hashed{0};
   std::atomic<size_t> next{0};
+  std::atomic<size_t> finished{0};
   const auto work = [&] {
     for (size_t k = next++; k < to_hash.size(); k = next++) {
-      Listed& f = files[to_hash[k]];
-      absl::StatusOr<std::string> sha = HashFd(fds[to_hash[k]]->get(), hashed);
-      if (sha.ok()) f.actual = *std::move(sha);
-      f.status = sha.status();
+      HashOne(dir_fd, files[to_hash[k]], hashed);
+      ++finished;
     }
   };
   std::vector<std::thread> threads;
   const size_t n = std::min<size_t>(std::max(1, options.threads), to_hash.size());
   for (size_t t = 0; t < n; ++t) threads.emplace_back(work);
   if (options.progress && bytes_to_hash > kProgressAboveBytes) {
-    // This thread reports while the others hash.
-    while (next.load() < to_hash.size() + n) {
-      for (int i = 0; i < 100 && next.load() < to_hash.size() + n; ++i) {
+    while (finished.load() < to_hash.size()) {
+      for (int i = 0; i < 100 && finished.load() < to_hash.size(); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
-      options.progress(absl::StrFormat("hashed %.1f of %.1f GiB (%d files)",
-                                       static_cast<double>(hashed.load()) / (1 << 30),
-                                       static_cast<double>(bytes_to_hash) / (1 << 30),
-                                       to_hash.size()));
+      options.progress(absl::StrFormat(
+          "hashed %.1f of %.1f GiB (%d of %d files)", static_cast<double>(hashed.load()) / (1 << 30),
+          static_cast<double>(bytes_to_hash) / (1 << 30), finished.load(), to_hash.size()));
     }
   }
   for (std::thread& t : threads) t.join();
-  out.hashed_bytes = hashed.load();
-  out.hashed_files = static_cast<int64_t>(to_hash.size());
-  for (size_t k : to_hash) {
+  return hashed.load();
+}
+
+// Every listed file's SHA-256 (cached or hashed) against the manifest's.
+absl::Status HashListed(int dir_fd, std::vector<Listed>& files, VerifyCache& cache,
+                        const VerifyOptions& options, VerifiedDataset& out) {
+  absl::StatusOr<std::vector<size_t>> to_hash = StatListed(dir_fd, files, cache, options.mode);
+  if (!to_hash.ok()) return to_hash.status();
+  out.hashed_bytes = HashInParallel(dir_fd, files, *to_hash, options);
+  out.hashed_files = static_cast<int64_t>(to_hash->size());
+  for (const size_t k : *to_hash) {
     Listed& f = files[k];
     if (!f.status.ok()) {
       return Mismatch(absl::StrCat(f.path, ": ", f.status.message()),
                       absl::StrCat(f.name, " cannot be read"));
     }
+    if (f.expected_size >= 0 && f.identity.size != f.expected_size) {
+      return Mismatch(absl::StrCat(f.path, " changed size while being verified"),
+                      absl::StrCat(f.name, " has another size than its manifest says"));
+    }
     cache.Put(f.path, f.identity, f.actual);
   }
   for (const Listed& f : files) {
     if (!f.sha256.empty() && f.actual != f.sha256) {
-      return Mismatch(absl::StrCat(f.path, ": SHA-256 ", f.actual, ", its manifest says ", f.sha256),
-                      absl::StrCat(f.name, " differs from its manifest"));
+      return Mismatch(
+          absl::StrCat(f.path, ": SHA-256 ", f.actual, ", its manifest says ", f.sha256),
+          absl::StrCat(f.name, " differs from its manifest"));
     }
   }
   return absl::OkStatus();
@@ -221,12 +249,15 @@ absl::Status VerifyCache::Load() {
 
 absl::Status VerifyCache::Save() const {
   if (file_.empty()) return absl::OkStatus();
+  absl::MutexLock saving(&save_mu_);  // one writer of the temporary file at a time
   nlohmann::json files = nlohmann::json::object();
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [path, e] : entries_) {
-      files[path] = {{"device", e.identity.device}, {"inode", e.identity.inode},
-                     {"size", e.identity.size},     {"mtime_ns", e.identity.mtime_ns},
+      files[path] = {{"device", e.identity.device},
+                     {"inode", e.identity.inode},
+                     {"size", e.identity.size},
+                     {"mtime_ns", e.identity.mtime_ns},
                      {"sha256", e.sha256}};
     }
   }
@@ -237,8 +268,8 @@ absl::Status VerifyCache::Save() const {
     if (!out.good()) return absl::InternalError(absl::StrCat("write ", tmp));
   }
   if (std::rename(tmp.c_str(), file_.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("rename ", tmp, " → ", file_, ": ",
-                                            std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("rename ", tmp, " → ", file_, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -271,10 +302,10 @@ absl::StatusOr<VerifiedDataset> VerifyPreparedDataset(const std::string& dir,
     return absl::NotFoundError(absl::StrCat(dir, ": ", manifest.status().message()));
   }
   if (!expected_digest.empty() && !out.digest.empty() && out.digest != expected_digest) {
-    return Mismatch(absl::StrCat(dir, "/manifest.json has SHA-256 ", out.digest, "; pinned ",
-                                 expected_digest),
-                    absl::StrCat("its manifest digest ", out.digest.substr(0, 12),
-                                 "… is not the pinned ", expected_digest.substr(0, 12), "…"));
+    return Mismatch(
+        absl::StrCat(dir, "/manifest.json has SHA-256 ", out.digest, "; pinned ", expected_digest),
+        absl::StrCat("its manifest digest ", out.digest.substr(0, 12), "… is not the pinned ",
+                     expected_digest.substr(0, 12), "…"));
   }
   if (!manifest.ok()) {
     return Mismatch(absl::StrCat(dir, ": ", manifest.status().message()),
@@ -293,8 +324,8 @@ absl::StatusOr<VerifiedDataset> VerifyPreparedDataset(const std::string& dir,
 }
 
 absl::StatusOr<VerifiedDataset> VerifyRawFile(const std::string& path,
-                                              absl::string_view expected_digest,
-                                              VerifyCache& cache, const VerifyOptions& options) {
+                                              absl::string_view expected_digest, VerifyCache& cache,
+                                              const VerifyOptions& options) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);

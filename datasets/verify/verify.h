@@ -63,6 +63,7 @@ class VerifyCache {
     std::string sha256;
   };
   const std::string file_;
+  mutable absl::Mutex save_mu_;  // held while Save writes the file (taken before mu_)
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
@@ -81,8 +82,8 @@ struct VerifyOptions {
 };
 
 struct VerifiedDataset {
-  std::string digest;     // the manifest's (or the raw file's) SHA-256
-  Manifest manifest;      // the manifest (prepared datasets only)
+  std::string digest;        // the manifest's (or the raw file's) SHA-256
+  Manifest manifest;         // the manifest (prepared datasets only)
   int64_t hashed_bytes = 0;  // bytes read to hash this time (0 = all from the cache)
   int64_t hashed_files = 0;
 };
@@ -96,8 +97,8 @@ absl::StatusOr<VerifiedDataset> VerifyPreparedDataset(const std::string& dir,
 
 // A raw byte file: its SHA-256 (through the cache) checked against `expected_digest` (empty = any).
 absl::StatusOr<VerifiedDataset> VerifyRawFile(const std::string& path,
-                                              absl::string_view expected_digest,
-                                              VerifyCache& cache, const VerifyOptions& options);
+                                              absl::string_view expected_digest, VerifyCache& cache,
+                                              const VerifyOptions& options);
 
 // What differs, for every viewer of the run ("shard train-00003.tok differs from its manifest"),
 // when `status` came from a Verify function as DATA_LOSS; else "".

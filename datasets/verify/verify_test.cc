@@ -131,8 +131,7 @@ TEST_F(VerifyTest, TheCacheSparesRehashingAndFullModeRehashesEverything) {
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(cached->hashed_bytes, 0) << "every file's identity was known";
 
-  absl::StatusOr<VerifiedDataset> full =
-      VerifyPreparedDataset(dir_, digest_, cache, Full());
+  absl::StatusOr<VerifiedDataset> full = VerifyPreparedDataset(dir_, digest_, cache, Full());
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(full->hashed_bytes, 3 * (64 * 2 + 8));
 
@@ -155,9 +154,7 @@ TEST_F(VerifyTest, ATamperKeepingSizeAndMtimeEvadesOnlyCachedMode) {
   fs::last_write_time(dir_ + "/train-00000.tok", mtime);
   EXPECT_TRUE(VerifyPreparedDataset(dir_, digest_, cache_, {}).ok())
       << "the documented trade-off of cached mode";
-  EXPECT_EQ(VerifyPreparedDataset(dir_, digest_, cache_, Full())
-                .status()
-                .code(),
+  EXPECT_EQ(VerifyPreparedDataset(dir_, digest_, cache_, Full()).status().code(),
             absl::StatusCode::kDataLoss);
 }
 

@@ -34,8 +34,7 @@ bool IsSha256Hex(absl::string_view s) {
 
 }  // namespace
 
-absl::StatusOr<std::map<std::string, int>> Scheduler::LiveDatasetDigests(
-    const std::string& name) {
+absl::StatusOr<std::map<std::string, int>> Scheduler::LiveDatasetDigests(const std::string& name) {
   std::map<std::string, int> workers_by_digest;
   WorkersQuery query;
   query.seen_within = kLiveWithin;
@@ -63,8 +62,9 @@ absl::StatusOr<std::string> Scheduler::PinDatasetDigest(
       warnings.push_back(
           {"data.dataset_digest",
            absl::StrCat("no live worker holds dataset '", name, "' with digest ", pinned,
-                        held.empty() ? "" : absl::StrCat(" (live workers hold ", held.size(),
-                                                         " other digest(s))"),
+                        held.empty() ? ""
+                                     : absl::StrCat(" (live workers hold ", held.size(),
+                                                    " other digest(s))"),
                         "; its runs wait, and fail as DATA_MISMATCH on a worker with another "
                         "copy, until a worker holding that copy registers")});
     }
@@ -95,7 +95,7 @@ absl::StatusOr<std::string> Scheduler::PinDatasetDigest(
 
 void Scheduler::CheckDatasetHoldings(
     Violations& violations,
-                          const google::protobuf::RepeatedPtrField<v1::DatasetHolding>& datasets) {
+    const google::protobuf::RepeatedPtrField<v1::DatasetHolding>& datasets) {
   constexpr int kMaxDatasets = 1000;
   constexpr int kMaxEvalSets = 64;
   if (datasets.size() > kMaxDatasets) {
@@ -118,9 +118,9 @@ void Scheduler::CheckDatasetHoldings(
     }
     for (int j = 0; j < d.eval_sets_size(); ++j) {
       if (d.eval_sets(j).empty() || d.eval_sets(j).size() > core::kMaxDatasetNameBytes) {
-        violations.Add(absl::StrCat(field, ".eval_sets[", j, "]"),
-                       absl::StrCat("empty or longer than ", core::kMaxDatasetNameBytes,
-                                    " characters"));
+        violations.Add(
+            absl::StrCat(field, ".eval_sets[", j, "]"),
+            absl::StrCat("empty or longer than ", core::kMaxDatasetNameBytes, " characters"));
       }
     }
   }

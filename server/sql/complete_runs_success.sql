@@ -1,6 +1,7 @@
 -- complete_runs_success: a batch of successful CompleteRun calls in one statement
 -- (PostgresRunStore::CompleteRuns). Records the success of each p_runs[i] under lease
--- p_epochs[i]; the other arrays are the summary, NULL = not reported. Checked per run under its
+-- p_epochs[i]; the other arrays are the summary (p_dataset_digest: the dataset trained on), NULL =
+-- not reported. Checked per run under its
 -- row lock (locked in run_id order, so two batches cannot deadlock), without aborting the
 -- batch: one row per request with outcome
 --   'completed'  this call ended the run (SUCCEEDED, one event);
@@ -27,7 +28,8 @@ CREATE OR REPLACE FUNCTION complete_runs_success(p_runs uuid[], p_epochs bigint[
                                                  p_peak_memory bigint[],
                                                  p_tokens_per_second double precision[],
                                                  p_checkpoint_step bigint[],
-                                                 p_checkpoint_uri text[])
+                                                 p_checkpoint_uri text[],
+                                                 p_dataset_digest text[])
 RETURNS TABLE (request integer, outcome text, reason text, run runs) LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
@@ -37,10 +39,10 @@ BEGIN
   WITH input AS (
     SELECT * FROM unnest(p_runs, p_epochs, p_train_bpc, p_val_bpc, p_tokens, p_steps,
                          p_measured_m, p_wall_seconds, p_peak_memory, p_tokens_per_second,
-                         p_checkpoint_step, p_checkpoint_uri)
+                         p_checkpoint_step, p_checkpoint_uri, p_dataset_digest)
       WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
                            wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
-                           checkpoint_uri, i)),
+                           checkpoint_uri, dataset_digest, i)),
   planned AS (
     SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
            r.lease_owner, r.tokens AS planned_tokens, r.flops_per_token AS planned_m,
@@ -71,6 +73,7 @@ BEGIN
       final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
       measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
       peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
+      dataset_digest = e.dataset_digest,
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,

@@ -14,7 +14,8 @@ SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
        r.compute_budget, r.compute_multiple, r.data_variant, r.seed,
        r.predicted_efficiency_leverage,
        r.final_train_bpc, r.final_val_bpc, r.wall_seconds, r.attempt,
-       r.final_val_bpc - b.final_val_bpc AS delta_bpc_vs_dense
+       r.final_val_bpc - b.final_val_bpc AS delta_bpc_vs_dense,
+       r.dataset_digest
 FROM runs r
 LEFT JOIN LATERAL (
   SELECT d.final_val_bpc

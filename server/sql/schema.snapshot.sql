@@ -191,12 +191,13 @@ CREATE TABLE public.runs (
     ended_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     preemptions integer DEFAULT 0 NOT NULL,
+    dataset_digest text,
     CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text, 'DATA_MISMATCH'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
 
-CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[]) RETURNS TABLE(request integer, outcome text, reason text, run public.runs)
+CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[], p_dataset_digest text[]) RETURNS TABLE(request integer, outcome text, reason text, run public.runs)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -207,10 +208,10 @@ BEGIN
   WITH input AS (
     SELECT * FROM unnest(p_runs, p_epochs, p_train_bpc, p_val_bpc, p_tokens, p_steps,
                          p_measured_m, p_wall_seconds, p_peak_memory, p_tokens_per_second,
-                         p_checkpoint_step, p_checkpoint_uri)
+                         p_checkpoint_step, p_checkpoint_uri, p_dataset_digest)
       WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
                            wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
-                           checkpoint_uri, i)),
+                           checkpoint_uri, dataset_digest, i)),
   planned AS (
     SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
            r.lease_owner, r.tokens AS planned_tokens, r.flops_per_token AS planned_m,
@@ -241,6 +242,7 @@ BEGIN
       final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
       measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
       peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
+      dataset_digest = e.dataset_digest,
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,
@@ -848,7 +850,8 @@ CREATE VIEW public.results AS
     r.final_val_bpc,
     r.wall_seconds,
     r.attempt,
-    (r.final_val_bpc - b.final_val_bpc) AS delta_bpc_vs_dense
+    (r.final_val_bpc - b.final_val_bpc) AS delta_bpc_vs_dense,
+    r.dataset_digest
    FROM (public.runs r
      LEFT JOIN LATERAL ( SELECT d.final_val_bpc
            FROM public.runs d

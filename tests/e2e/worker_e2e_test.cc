@@ -603,8 +603,9 @@ TEST_F(WorkerE2ETest, AWorkerWithATamperedShardRefusesTheRunWithItsClass) {
       << "the worker should report the dataset it verified";
   stack_->StopWorker(0);  // still live (seen within 5 minutes): its holdings pin the sweep
 
-  const std::string sweep = Submit(absl::StrReplaceAll(
-      SweepYaml("e2e-tampered", 1, /*baselines=*/false, "2e10"), {{"corpus: kjv", "corpus: tiny"}}));
+  const std::string sweep =
+      Submit(absl::StrReplaceAll(SweepYaml("e2e-tampered", 1, /*baselines=*/false, "2e10"),
+                                 {{"corpus: kjv", "corpus: tiny"}}));
   ASSERT_FALSE(sweep.empty());
   {
     std::fstream shard(corpus / "tiny" / "train-00001.tok",
@@ -617,8 +618,7 @@ TEST_F(WorkerE2ETest, AWorkerWithATamperedShardRefusesTheRunWithItsClass) {
   for (const parity::v1::Run& r : Runs(sweep)) {
     EXPECT_EQ(r.spec().data().dataset_digest(), *digest) << "pinned at submission";
     EXPECT_EQ(r.state(), parity::v1::RUN_STATE_FAILED);
-    EXPECT_EQ(r.failure_class(), parity::v1::FAILURE_CLASS_DATA_MISMATCH)
-        << r.failure().message();
+    EXPECT_EQ(r.failure_class(), parity::v1::FAILURE_CLASS_DATA_MISMATCH) << r.failure().message();
     EXPECT_EQ(r.attempt(), 1u) << "a mismatched copy is not retried";
     EXPECT_EQ(r.latest_step(), 0u) << "nothing was trained";
     const std::string told = r.failure().message();

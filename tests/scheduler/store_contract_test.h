@@ -289,10 +289,13 @@ TYPED_TEST_P(StoreContractTest, CompletionsEndRunsOnceAndTheLastEndsTheSweep) {
   success.run_id = first.run.run_id();
   success.lease_epoch = first.lease.lease_epoch();
   success.success = core::PlannedSummary(first.run.spec(), 1.25, 1.25);
+  success.success->set_dataset_digest(std::string(64, 'd'));
   absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(success);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED);
   EXPECT_DOUBLE_EQ(done->run.summary().final_val_bpc(), 1.25);
+  EXPECT_EQ(done->run.summary().dataset_digest(), std::string(64, 'd'))
+      << "the result keeps the digest of the dataset it trained on";
   EXPECT_FALSE(done->run.has_lease()) << "an ended run holds no lease";
   absl::StatusOr<CompletionResult> again = this->queue().CompleteRun(success);
   ASSERT_TRUE(again.ok()) << "a repeated completion returns the run as it is: " << again.status();

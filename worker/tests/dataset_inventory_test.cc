@@ -2,6 +2,8 @@
 // a link where the directory would be is refused, the scan at start reports what verifies and
 // leaves out what does not, and a copy that differs from the pin is DATA_LOSS with words for
 // viewers that name no path.
+#include "worker/dataset_inventory.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "datasets/verify/test_dataset.h"
 #include "gtest/gtest.h"
-#include "worker/dataset_inventory.h"
 
 namespace parity::worker {
 namespace {
@@ -58,18 +59,17 @@ TEST_F(DatasetInventoryTest, APreparedDirectoryComesFirstAndIsNotHeldToTheRawLim
 
 TEST_F(DatasetInventoryTest, ALinkToAPreparedDirectoryIsRefused) {
   fs::create_directories(root_ / "outside");
-  ASSERT_TRUE(datasets::testing::WriteTestDataset((root_ / "outside").string(),
-                                                  {.name = "elsewhere",
-                                                   .train_shards = 1,
-                                                   .tokens_per_shard = 8,
-                                                   .eval_sets = {},
-                                                   .seed = 2})
-                  .ok());
+  ASSERT_TRUE(
+      datasets::testing::WriteTestDataset((root_ / "outside").string(), {.name = "elsewhere",
+                                                                         .train_shards = 1,
+                                                                         .tokens_per_shard = 8,
+                                                                         .eval_sets = {},
+                                                                         .seed = 2})
+          .ok());
   fs::create_directory_symlink(root_ / "outside" / "elsewhere", data_ / "linked");
   absl::StatusOr<ResolvedDataset> linked = Verify("linked", "");
   ASSERT_EQ(linked.status().code(), absl::StatusCode::kNotFound) << linked.status();
-  EXPECT_NE(linked.status().message().find("symbolic link"), std::string::npos)
-      << linked.status();
+  EXPECT_NE(linked.status().message().find("symbolic link"), std::string::npos) << linked.status();
   EXPECT_EQ(Verify("absent", "").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -100,8 +100,8 @@ TEST_F(DatasetInventoryTest, TheScanReportsWhatVerifiesAndLeavesOutWhatDoesNot) 
   fs::remove(data_ / "broken" / "train-00001.tok");
   fs::create_directory(data_ / "not-a-dataset");  // no manifest
   fs::create_symlink("/etc/passwd", data_ / "passwd.txt");
-  const std::vector<v1::DatasetHolding> held = ScanDatasets(
-      data_.string(), DatasetLimits{}, DatasetCheck{.cache = &cache_, .verify = {}});
+  const std::vector<v1::DatasetHolding> held =
+      ScanDatasets(data_.string(), DatasetLimits{}, DatasetCheck{.cache = &cache_, .verify = {}});
   ASSERT_EQ(held.size(), 2u);
   EXPECT_EQ(held[0].name(), "kjv");
   EXPECT_EQ(held[0].digest(), datasets::Sha256Hex("In the beginning"));

@@ -65,6 +65,7 @@ v1::Run RunFromRow(const pqxx::row& row) {
         static_cast<int32_t>((wall - static_cast<double>(static_cast<int64_t>(wall))) * 1e9));
     summary->set_peak_memory_bytes(Or<uint64_t>(row["peak_memory_bytes"], 0));
     summary->set_tokens_per_second(Or<double>(row["tokens_per_second"], 0));
+    summary->set_dataset_digest(Or<std::string>(row["dataset_digest"], ""));
   }
   run.set_latest_step(row["latest_step"].as<uint64_t>());
   run.set_latest_val_bpc(Or<double>(row["latest_val_bpc"], 0));
@@ -161,6 +162,7 @@ v1::ResultRow ResultFromRow(const pqxx::row& row) {
   result.set_data_variant(row["data_variant"].c_str());
   result.set_predicted_efficiency_leverage(row["predicted_efficiency_leverage"].as<double>());
   result.set_delta_bpc_vs_dense(Or<double>(row["delta_bpc_vs_dense"], 0));
+  result.set_dataset_digest(Or<std::string>(row["dataset_digest"], ""));
   result.set_seed(row["seed"].as<uint64_t>());
   return result;
 }

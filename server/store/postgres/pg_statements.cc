@@ -22,6 +22,7 @@ const char* const kRunColumns =
     PARITY_US("r.checkpoint_at") " AS checkpoint_us, r.failure_class, r.failure_code, "
     "r.failure_message, r.final_train_bpc, r.final_val_bpc, r.summary_tokens, r.summary_steps, "
     "r.measured_flops_per_token, r.wall_seconds, r.peak_memory_bytes, r.tokens_per_second, "
+    "r.dataset_digest, "
     "r.latest_step, r.latest_val_bpc, " PARITY_US("r.created_at") " AS created_us, "
     PARITY_US("r.started_at") " AS started_us, " PARITY_US("r.ended_at") " AS ended_us";
 
@@ -218,7 +219,8 @@ void PrepareCompletion(pqxx::connection& c) {
   const std::string run_columns = kRunColumns;
   // Successes in a batch (server/sql/): $1 runs (uuid[]), $2 lease epochs, $3..$10 train and
   // validation BPC, tokens, steps, measured M, wall seconds, peak memory, tokens/s, $11
-  // checkpoint steps, $12 checkpoint uris (arrays, NULL = not reported). One row per request
+  // checkpoint steps, $12 checkpoint uris, $13 dataset digests (arrays, NULL = not reported).
+  // One row per request
   // (1-based) with its outcome (completed, unchanged, invalid, stale, not_found), why an invalid
   // summary disagrees with the plan, and the run as it ends up, in kRunColumns (NULL when not
   // found).
@@ -226,7 +228,7 @@ void PrepareCompletion(pqxx::connection& c) {
             "SELECT l.request, l.outcome, l.reason, " + run_columns +
                 " FROM complete_runs_success($1::uuid[], $2::bigint[], $3::float8[], "
                 "$4::float8[], $5::bigint[], $6::bigint[], $7::float8[], $8::float8[], "
-                "$9::bigint[], $10::float8[], $11::bigint[], $12::text[]) l "
+                "$9::bigint[], $10::float8[], $11::bigint[], $12::text[], $13::text[]) l "
                 "CROSS JOIN LATERAL (SELECT (l.run).*) r");
   // $1 run, $2 next state, $3 next attempt, $4 delay seconds, $5 class, $6 code, $7 message,
   // $8 checkpoint step (NULL), $9 checkpoint uri (NULL), $10 preemptions

@@ -89,12 +89,11 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
     datasets.push_back(nlohmann::json::parse(pg::JsonOf(dataset)));
   }
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
-    const pqxx::result rows =
-        tx.exec_prepared("register_worker",
-                         worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
-                         worker.hostname, devices.dump(), labels.dump(), worker.version,
-                         worker.owner.empty() ? std::nullopt : std::optional(worker.owner),
-                         datasets.dump());
+    const pqxx::result rows = tx.exec_prepared(
+        "register_worker",
+        worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id), worker.hostname,
+        devices.dump(), labels.dump(), worker.version,
+        worker.owner.empty() ? std::nullopt : std::optional(worker.owner), datasets.dump());
     // No row: the id is another name's (the update's WHERE refused it), nothing changed.
     if (rows.empty()) return WorkerOfAnotherIdentityError(worker.worker_id, "register");
     v1::Worker result;

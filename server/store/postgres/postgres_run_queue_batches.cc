@@ -83,7 +83,7 @@ void CompleteSuccesses(PgConnectionPool& pool, const std::vector<const Completio
                        const std::vector<size_t>& members,
                        std::vector<absl::StatusOr<CompletionResult>>& results) {
   pg::ArrayLiteral runs, epochs, train_bpc, val_bpc, tokens, steps, measured_m, wall_seconds,
-      peak_memory, tokens_per_second, checkpoint_step, checkpoint_uri;
+      peak_memory, tokens_per_second, checkpoint_step, checkpoint_uri, dataset_digest;
   for (const size_t i : members) {
     const Completion& c = *completions[i];
     const v1::RunSummary& s = *c.success;
@@ -100,12 +100,15 @@ void CompleteSuccesses(PgConnectionPool& pool, const std::vector<const Completio
     tokens_per_second.Add(s.tokens_per_second());
     checkpoint_step.AddOptional(pg::CheckpointStep(c.checkpoint));
     c.checkpoint ? checkpoint_uri.AddQuoted(c.checkpoint->uri()) : checkpoint_uri.AddNull();
+    s.dataset_digest().empty() ? dataset_digest.AddNull()
+                               : dataset_digest.AddQuoted(s.dataset_digest());
   }
   absl::Status status = pg::WithSingleStatement(pool, [&](pqxx::nontransaction& tx) {
-    const pqxx::result rows = tx.exec_prepared(
-        "complete_runs_success", runs.Take(), epochs.Take(), train_bpc.Take(), val_bpc.Take(),
-        tokens.Take(), steps.Take(), measured_m.Take(), wall_seconds.Take(), peak_memory.Take(),
-        tokens_per_second.Take(), checkpoint_step.Take(), checkpoint_uri.Take());
+    const pqxx::result rows =
+        tx.exec_prepared("complete_runs_success", runs.Take(), epochs.Take(), train_bpc.Take(),
+                         val_bpc.Take(), tokens.Take(), steps.Take(), measured_m.Take(),
+                         wall_seconds.Take(), peak_memory.Take(), tokens_per_second.Take(),
+                         checkpoint_step.Take(), checkpoint_uri.Take(), dataset_digest.Take());
     for (const pqxx::row& row : rows) {
       const size_t i = members.at(row["request"].as<size_t>() - 1);
       const Completion& c = *completions[i];
