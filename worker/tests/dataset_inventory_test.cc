@@ -8,11 +8,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "datasets/verify/test_dataset.h"
 #include "gtest/gtest.h"
+#include "worker/run_supervisor.h"
+#include "worker/tests/run_supervisor_fixture.h"
 
 namespace parity::worker {
 namespace {
@@ -111,6 +114,87 @@ TEST_F(DatasetInventoryTest, TheScanReportsWhatVerifiesAndLeavesOutWhatDoesNot) 
   EXPECT_EQ(held[1].train_tokens(), 128u);
   ASSERT_EQ(held[1].eval_sets_size(), 1);
   EXPECT_EQ(held[1].eval_sets(0), "validation");
+}
+
+}  // namespace
+}  // namespace parity::worker
+
+namespace parity::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The real RunSupervisor and fake engine on a prepared dataset pinned by digest: the engine gets
+// the dataset's directory and the success carries the digest verified; a tampered shard fails the
+// attempt as DATA_MISMATCH before any engine starts.
+class RunOnPreparedDatasetTest : public RunSupervisorTest {
+ protected:
+  void SetUp() override {
+    RunSupervisorTest::SetUp();
+    fs::remove(root_ / "corpus" / "tiny.txt");
+    absl::StatusOr<std::string> digest =
+        datasets::testing::WriteTestDataset((root_ / "corpus").string(), {});
+    ASSERT_TRUE(digest.ok()) << digest.status();
+    digest_ = *digest;
+  }
+  parity::v1::LeaseRunResponse Pinned(const std::string& digest) {
+    parity::v1::LeaseRunResponse lease = Lease(5);
+    lease.mutable_run()->mutable_spec()->mutable_data()->set_dataset_digest(digest);
+    return lease;
+  }
+  std::string digest_;
+};
+
+TEST_F(RunOnPreparedDatasetTest, TheEngineGetsTheDirectoryAndTheSuccessItsDigest) {
+  EXPECT_EQ(RunToEnd(Pinned(digest_)), RunOutcome::kSucceeded);
+  std::ifstream in(root_ / "work" / "run-1" / "run-attempt1.json");
+  const std::string spec((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(spec.find(absl::StrCat("\"corpus\": \"",
+                                   fs::canonical(root_ / "corpus" / "tiny").string(), "\"")),
+            std::string::npos)
+      << spec;
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].success().dataset_digest(), digest_)
+      << "the worker fills in the digest it verified when the engine says none";
+}
+
+TEST_F(RunOnPreparedDatasetTest, ATamperedShardFailsTheAttemptAsDataMismatch) {
+  {
+    std::fstream f(root_ / "corpus" / "tiny" / "validation-00000.tok",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.put('\x01');
+    f.put('\x01');
+  }
+  EXPECT_EQ(RunToEnd(Pinned(digest_)), RunOutcome::kFailed);
+  EXPECT_FALSE(fs::exists(root_ / "work" / "run-1" / "engine.log")) << "no engine may start";
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  const parity::v1::RunFailure& f = fake_.completes[0].failure();
+  EXPECT_EQ(f.failure_class(), parity::v1::FAILURE_CLASS_DATA_MISMATCH);
+  EXPECT_EQ(f.status().message(),
+            "dataset 'tiny' on worker worker-1 is not the copy the sweep pinned: "
+            "validation-00000.tok differs from its manifest; re-copy the dataset to that worker or "
+            "pin the digest the sweep should use (data.dataset_digest)");
+}
+
+TEST_F(RunOnPreparedDatasetTest, ACopyWithAnotherDigestIsAMismatchAndAMissingOneAUserError) {
+  EXPECT_EQ(RunToEnd(Pinned(std::string(64, '0'))), RunOutcome::kFailed);
+  {
+    absl::MutexLock l(&fake_.mu);
+    ASSERT_EQ(fake_.completes.size(), 1u);
+    EXPECT_EQ(fake_.completes[0].failure().failure_class(),
+              parity::v1::FAILURE_CLASS_DATA_MISMATCH);
+    fake_.completes.clear();
+  }
+  fs::remove_all(root_ / "work");
+  fs::remove_all(root_ / "corpus" / "tiny");
+  EXPECT_EQ(RunToEnd(Pinned(digest_)), RunOutcome::kFailed);
+  absl::MutexLock l(&fake_.mu);
+  ASSERT_EQ(fake_.completes.size(), 1u);
+  EXPECT_EQ(fake_.completes[0].failure().failure_class(), parity::v1::FAILURE_CLASS_USER_ERROR)
+      << "a dataset that is not there at all stays a USER_ERROR";
 }
 
 }  // namespace
