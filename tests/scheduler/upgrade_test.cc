@@ -114,6 +114,10 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url,
       "ALTER TABLE sweeps ADD CONSTRAINT stand_in_owner_key UNIQUE (owner, idempotency_key); "
       "ALTER TABLE workers ADD COLUMN owner text");
+  // And 0016's dataset holdings and result digest, which its worker listings and run reads name.
+  Sql(url,
+      "ALTER TABLE workers ADD COLUMN datasets jsonb NOT NULL DEFAULT '[]'; "
+      "ALTER TABLE runs ADD COLUMN dataset_digest text");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -148,6 +152,7 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url,
       "ALTER TABLE sweeps DROP CONSTRAINT stand_in_owner_key; ALTER TABLE workers DROP COLUMN "
       "owner");
+  Sql(url, "ALTER TABLE workers DROP COLUMN datasets; ALTER TABLE runs DROP COLUMN dataset_digest");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "
