@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/table.h"
 #include "core/eval_sets.h"
@@ -147,8 +148,11 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
     full_header.push_back(table ? "BPC " + set : "final_bpc." + set);
     full_header.push_back(table ? "ΔBPC " + set : "delta_bpc." + set);
   }
-  return table ? RenderTable(full_header, out_rows, {"run", "layout", "state"})
-               : RenderCsv(full_header, out_rows);
+  if (table) return RenderTable(full_header, out_rows, {"run", "layout", "state"});
+  // CSV also says which dataset each run trained on (its digest; too wide for the table).
+  full_header.push_back("dataset digest");
+  for (size_t i = 0; i < rows.size(); ++i) out_rows[i].push_back(rows[i].dataset_digest());
+  return RenderCsv(full_header, out_rows);
 }
 
 std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {
@@ -159,11 +163,17 @@ std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {
       if (d.kind() == parity::v1::DEVICE_KIND_CPU) threads += d.threads();
       if (d.kind() == parity::v1::DEVICE_KIND_CUDA) ++gpus;
     }
+    // Each dataset as name@digest, the digest whole: what data.dataset_digest pins.
+    std::vector<std::string> datasets;
+    for (const auto& d : w.datasets())
+      datasets.push_back(fmt::format("{}@{}", d.name(), d.digest()));
     rows.push_back({w.worker_id(), w.hostname(), std::to_string(threads), std::to_string(gpus),
-                    std::to_string(w.active_runs()), Time(w.last_seen_time()), w.version()});
+                    std::to_string(w.active_runs()), Time(w.last_seen_time()), w.version(),
+                    datasets.empty() ? "-" : absl::StrJoin(datasets, " ")});
   }
-  return RenderTable({"worker", "host", "threads", "gpus", "active runs", "last seen", "version"},
-                     rows, {"worker", "host", "last seen", "version"});
+  return RenderTable(
+      {"worker", "host", "threads", "gpus", "active runs", "last seen", "version", "datasets"},
+      rows, {"worker", "host", "last seen", "version", "datasets"});
 }
 
 }  // namespace parity::cli

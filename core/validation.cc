@@ -405,6 +405,14 @@ void CheckData(Checker& c, const SweepSpec& spec) {
                              ? absl::StrCat("required: ", kDatasetNameRemedy)
                              : std::string(name.message()));
   }
+  // The SHA-256 of the prepared dataset's manifest.json, as `parity workers` lists it.
+  const std::string& digest = spec.data().dataset_digest();
+  if (!digest.empty() &&
+      (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    c.Add("data.dataset_digest",
+          "must be 64 lowercase hex characters, the SHA-256 of the dataset's manifest.json (as "
+          "`parity workers` lists it), or empty to pin the digest the live workers hold");
+  }
   const double vf = spec.data().validation_fraction();
   c.Require(vf >= 0 && vf < 1, "data.validation_fraction",
             absl::StrCat(Num(vf), " must be in [0, 1)"));

@@ -10,11 +10,9 @@
 -- steps, and is read whole with its point. val_bpc stays the primary set's value, so every
 -- reader of val_bpc (curves, retention, latest_val_bpc) is unchanged.
 ALTER TABLE metrics ADD COLUMN eval_bpc jsonb;
--- Per run: RunSummary.final_eval_bpc (the same object, final values) and the manifest digest of
--- the dataset the engine read (RunSummary.dataset_digest, 64 hex), both NULL until a success
--- reports them.
+-- Per run: RunSummary.final_eval_bpc (the same object, final values), NULL until a success
+-- reports it. (The digest of the dataset a run trained on is 0016's runs.dataset_digest.)
 ALTER TABLE runs ADD COLUMN final_eval_bpc jsonb;
-ALTER TABLE runs ADD COLUMN summary_dataset_digest text;
 -- Their writers take one more array each (server/sql/append_metric_arrays.sql,
 -- complete_runs_success.sql): drop the old signatures so that the files create the new ones
 -- instead of overloads beside them (IF EXISTS: a fresh database gets the functions only after

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/dataset_name.h"
+#include "datasets/format/manifest.h"
 #include "worker/confined_path.h"
 
 namespace parity::worker {
@@ -31,6 +32,21 @@ absl::StatusOr<ResolvedDataset> ResolveDataset(const std::string& data_dir, absl
     return absl::NotFoundError(
         absl::StrCat("dataset '", name, "': this worker has no --corpus-dir"));
   }
+  // A prepared dataset: the directory and its manifest, neither a link (the directory's real path
+  // is the manifest's parent's).
+  absl::StatusOr<ConfinedFile> manifest =
+      FindRegularFileBelow(data_dir, std::vector<absl::string_view>{name, datasets::kManifestFile});
+  if (manifest.ok()) {
+    ResolvedDataset prepared;
+    prepared.name = std::string(name);
+    prepared.kind = DatasetKind::kPrepared;
+    prepared.path = manifest->path.substr(0, manifest->path.rfind('/'));
+    return prepared;
+  }
+  // A link or a special file where a prepared dataset would be is no dataset; the raw spellings
+  // are still tried (NAME.txt comes before NAME), and the refusal is what the log reads if they
+  // fail too.
+  const bool refused_prepared = absl::IsPermissionDenied(manifest.status());
   absl::Status missing;
   for (const std::string& file : {absl::StrCat(name, ".txt"), std::string(name)}) {
     absl::StatusOr<ConfinedFile> found =
@@ -41,14 +57,20 @@ absl::StatusOr<ResolvedDataset> ResolveDataset(const std::string& data_dir, absl
     }
     if (!found.ok()) {
       // A link, a device, a FIFO, a directory, an unreadable root: nothing this worker trains on.
-      return absl::NotFoundError(absl::StrCat("dataset '", name, "': ", found.status().message()));
+      return absl::NotFoundError(
+          absl::StrCat("dataset '", name,
+                       "': ", (refused_prepared ? manifest.status() : found.status()).message()));
     }
     if (found->bytes > limits.max_bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("dataset '", name, "': ", found->path, " is ", found->bytes,
                        " bytes, over the limit of ", limits.max_bytes, " (--max-dataset-bytes)"));
     }
-    return ResolvedDataset{.name = std::string(name), .path = found->path, .bytes = found->bytes};
+    ResolvedDataset raw;
+    raw.name = std::string(name);
+    raw.path = found->path;
+    raw.bytes = found->bytes;
+    return raw;
   }
   return absl::NotFoundError(
       absl::StrCat("dataset '", name, "' not in ", data_dir, " (", missing.message(), ")"));

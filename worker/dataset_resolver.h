@@ -1,13 +1,18 @@
-// A spec's dataset name (data.corpus) → the one file this worker trains it from, inside its
-// --corpus-dir and nowhere else. The rule every dataset follows on a worker (issue #23); prepared
-// token shards (issue #24) build on it.
+// A spec's dataset name (data.corpus) → what this worker trains it from, inside its --corpus-dir
+// and nowhere else. The rule every dataset follows on a worker (issue #23), with prepared token
+// datasets (issue #24, datasets/format/manifest.h) first:
 //
-//   NAME → <data_dir>/NAME.txt, else <data_dir>/NAME
+//   NAME → <data_dir>/NAME/ when it is a directory holding manifest.json (prepared),
+//          else <data_dir>/NAME.txt, else <data_dir>/NAME (a raw byte file)
 //
-// NAME must be a plain name (core/dataset_name.h); the file must be a regular file, not a
-// symbolic link (not even one to a file inside: an alias is a hard link or a copy), of at most
-// limits.max_bytes. Found with worker/confined_path.h, so no "..", absolute path, link, device or
-// FIFO reaches the engine. Pure apart from reading the directory; any thread.
+// NAME must be a plain name (core/dataset_name.h); neither the directory, its manifest nor the
+// raw file may be a symbolic link (not even one to a file inside: an alias is a hard link or a
+// copy). Found with worker/confined_path.h, so no "..", absolute path, link, device or FIFO
+// reaches the engine; the shards inside a prepared directory are opened the same way by the
+// verification (datasets/verify/verify.h). limits.max_bytes applies to raw files only: the engine
+// holds a raw file in memory, but memory-maps a prepared dataset's shards, which may be far larger
+// than RAM. Nothing is hashed here (dataset_inventory.h verifies). Pure apart from reading the
+// directory; any thread.
 #pragma once
 
 #include <cstdint>
@@ -26,16 +31,24 @@ struct DatasetLimits {
   int64_t max_bytes = kDefaultMaxDatasetBytes;  // a larger file is refused (bytes)
 };
 
-struct ResolvedDataset {
-  std::string name;   // as the spec named it
-  std::string path;   // absolute, inside the data directory's real path
-  int64_t bytes = 0;  // its size when resolved
+enum class DatasetKind {
+  kRaw,       // one byte file: NAME.txt or NAME
+  kPrepared,  // a directory of token shards with manifest.json
 };
 
-// INVALID_ARGUMENT: `name` is not a plain dataset name. NOT_FOUND: no regular file by that name
-// (absent, a link, a device, a FIFO, a directory, or no data directory configured).
-// RESOURCE_EXHAUSTED: over limits.max_bytes. Messages name paths and sizes: they are for the
-// worker's log; a run's failure gets DatasetFailureForViewers instead.
+struct ResolvedDataset {
+  std::string name;  // as the spec named it
+  DatasetKind kind = DatasetKind::kRaw;
+  std::string path;    // absolute, inside the data directory's real path: the file or directory
+  int64_t bytes = 0;   // a raw file's size when resolved; 0 for a prepared dataset
+  std::string digest;  // SHA-256 (manifest.json's, or the raw file's); set once verified
+};
+
+// INVALID_ARGUMENT: `name` is not a plain dataset name. NOT_FOUND: no prepared directory and no
+// regular file by that name (absent, a link, a device, a FIFO, a directory without a manifest, or
+// no data directory configured). RESOURCE_EXHAUSTED: a raw file over limits.max_bytes. Messages
+// name paths and sizes: they are for the worker's log; a run's failure gets
+// DatasetFailureForViewers instead.
 absl::StatusOr<ResolvedDataset> ResolveDataset(const std::string& data_dir, absl::string_view name,
                                                const DatasetLimits& limits);
 

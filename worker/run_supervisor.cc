@@ -62,6 +62,7 @@ int RpcCodeFor(parity::v1::FailureClass c) {
     case parity::v1::FAILURE_CLASS_HUNG:
       return static_cast<int>(absl::StatusCode::kDeadlineExceeded);
     case parity::v1::FAILURE_CLASS_INVALID_RESULT:
+    case parity::v1::FAILURE_CLASS_DATA_MISMATCH:
       return static_cast<int>(absl::StatusCode::kDataLoss);
     default:
       return static_cast<int>(absl::StatusCode::kInternal);
@@ -421,6 +422,11 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
                       : "the engine exited 0 without a summary";
     success = invalid.empty();
     if (success) *req.mutable_success() = *summary;
+    // The digest the worker verified before training, when the engine did not say (an engine
+    // that predates the field); the engine's own, when given, is the dataset it read.
+    if (success && req.success().dataset_digest().empty()) {
+      req.mutable_success()->set_dataset_digest(dataset_digest_);
+    }
   }
   if (end.not_started) {
     parity::v1::RunFailure* f = req.mutable_failure();

@@ -26,6 +26,7 @@
 #include "core/backoff.h"
 #include "parity/v1/run.pb.h"
 #include "worker/child_process.h"
+#include "worker/dataset_inventory.h"
 #include "worker/dataset_resolver.h"
 #include "worker/device_inventory.h"
 #include "worker/engine_protocol.h"
@@ -54,6 +55,9 @@ struct RunSupervisorOptions {
   std::string corpus_dir;
   // The largest dataset file this worker lets an engine read (also passed to the engine).
   DatasetLimits dataset_limits;
+  // How the run's dataset is verified against the sweep's pinned digest before the engine starts
+  // (dataset_inventory.h). A null cache = a cache of this run's own (everything is hashed).
+  DatasetCheck dataset_check;
   absl::Duration heartbeat_interval = absl::Seconds(10);
   absl::Duration lease_ttl = absl::Seconds(60);
   // SIGTERM → SIGKILL grace after a cancellation or a preemption (the engine checkpoints
@@ -124,7 +128,7 @@ class RunSupervisor {
     std::string message;
   };
   struct Prepared {
-    std::string spec_path;    // the spec JSON with the dataset resolved to its file
+    std::string spec_path;    // the spec JSON with the dataset resolved to its file or directory
     std::string resume_from;  // the checkpoint file to resume from; empty = start afresh
   };
   struct ChildEnd {
@@ -196,7 +200,8 @@ class RunSupervisor {
   std::string hung_detail_;                // supervisor thread only: why it was killed as HUNG
   uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
   std::string kept_for_resume_;            // supervisor thread only: the recorded checkpoint's link
-  std::string dataset_path_;               // supervisor thread only: the resolved dataset file
+  std::string dataset_path_;    // supervisor thread only: the resolved dataset file or directory
+  std::string dataset_digest_;  // supervisor thread only: its SHA-256, verified before training
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only
 
   mutable absl::Mutex mu_;

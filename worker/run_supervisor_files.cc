@@ -36,19 +36,30 @@ std::variant<RunSupervisor::Prepared, RunSupervisor::StartFailure> RunSupervisor
   if (ec) return local_failure(absl::StrCat("create ", checkpoint_dir_, ": ", ec.message()));
 
   // The dataset is a name, resolved here inside --corpus-dir and nowhere else: the spec came from
-  // a researcher, and a path in it would make this worker read any file it can.
+  // a researcher, and a path in it would make this worker read any file it can. Then verified
+  // against the digest the sweep pinned, so that every worker trains on the same data.
   parity::v1::RunSpec spec = run_.spec();
   const std::string& name = spec.data().corpus();
-  absl::StatusOr<ResolvedDataset> dataset =
-      ResolveDataset(options_.corpus_dir, name, options_.dataset_limits);
+  datasets::VerifyCache own_cache("");
+  DatasetCheck check = options_.dataset_check;
+  if (check.cache == nullptr) check.cache = &own_cache;
+  absl::StatusOr<ResolvedDataset> dataset = ResolveAndVerifyDataset(
+      options_.corpus_dir, name, spec.data().dataset_digest(), options_.dataset_limits, check);
   if (!dataset.ok()) {
     spdlog::error("run {}: {}", run_.run_id(), dataset.status().ToString());
+    if (absl::IsDataLoss(dataset.status())) {
+      // Never retried: this worker's copy stays what it is until someone re-copies it.
+      return StartFailure{
+          .failure_class = parity::v1::FAILURE_CLASS_DATA_MISMATCH,
+          .message = DatasetMismatchForViewers(name, options_.worker_id, dataset.status())};
+    }
     // Not retried: the same name fails the same way (a pool's workers hold the same datasets).
     return StartFailure{
         .failure_class = parity::v1::FAILURE_CLASS_USER_ERROR,
         .message = DatasetFailureForViewers(name, options_.worker_id, dataset.status())};
   }
   dataset_path_ = dataset->path;
+  dataset_digest_ = dataset->digest;
   spec.mutable_data()->set_corpus(dataset->path);
 
   absl::StatusOr<std::string> resume_from = ResumeCheckpoint();

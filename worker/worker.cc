@@ -31,6 +31,9 @@ std::string DescribeDevices(const std::vector<parity::v1::Device>& devices) {
 WorkerDaemon::WorkerDaemon(SchedulerClient& client, DeviceSlots& slots, WorkerOptions options)
     : client_(client), slots_(slots), options_(std::move(options)) {
   options_.run.worker_metrics = options_.metrics;
+  if (options_.run.dataset_check.cache == nullptr) {
+    options_.run.dataset_check.cache = &own_verify_cache_;
+  }
   options_.run.on_finished = [this] {
     absl::MutexLock lock(&mu_);
     ++finished_runs_;
@@ -82,6 +85,7 @@ absl::Status WorkerDaemon::Register() {
   for (const auto& [k, v] : options_.labels) (*req.mutable_labels())[k] = v;
   req.set_worker_id(options_.worker_id);
   req.set_version(options_.version);
+  for (const parity::v1::DatasetHolding& held : datasets_) *req.add_datasets() = held;
   core::Backoff backoff(options_.backoff);
   for (;;) {
     absl::StatusOr<parity::v1::RegisterWorkerResponse> resp = client_.RegisterWorker(req);
@@ -195,6 +199,12 @@ void WorkerDaemon::ReapFinished() {
 }
 
 absl::Status WorkerDaemon::Run() {
+  // Verified before the scheduler hears of this worker, so that it never reports a copy that
+  // differs from its manifest (a failing one is logged and left out).
+  datasets_ = ScanDatasets(options_.run.corpus_dir, options_.run.dataset_limits,
+                           options_.run.dataset_check);
+  spdlog::info("worker: {} datasets verified in {}", datasets_.size(),
+               options_.run.corpus_dir.empty() ? "(no --corpus-dir)" : options_.run.corpus_dir);
   if (absl::Status s = Register(); !s.ok()) {
     if (s.code() == absl::StatusCode::kCancelled) return absl::OkStatus();
     return s;

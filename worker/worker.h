@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -70,7 +71,11 @@ class WorkerDaemon {
 
   SchedulerClient& client_;
   DeviceSlots& slots_;
+  // Verifies datasets when options.run.dataset_check has no cache of the operator's.
+  datasets::VerifyCache own_verify_cache_{""};
   WorkerOptions options_;  // lease-loop thread only after construction
+  // What ScanDatasets found at start, sent with every registration; lease-loop thread only.
+  std::vector<v1::DatasetHolding> datasets_;
   // Run id → supervisor; lease-loop thread only.
   std::map<std::string, std::unique_ptr<RunSupervisor>> runs_;
   mutable absl::Mutex mu_;

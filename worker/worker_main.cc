@@ -9,10 +9,16 @@
 //                            one per thread: runs book their cpu_threads until threads run out)
 //   --checkpoint-dir DIR     checkpoint store (PARITY_CHECKPOINT_DIR; default .parity/checkpoints)
 //   --work-dir DIR           scratch: specs, engine logs (PARITY_WORK_DIR; default .parity/work)
-//   --corpus-dir DIR         where dataset names resolve, and nothing outside it is read
-//                            (PARITY_CORPUS_DIR; default data)
-//   --max-dataset-bytes N    the largest dataset file an engine may read (PARITY_MAX_DATASET_BYTES;
-//                            default 4 GiB)
+//   --corpus-dir DIR         where dataset names resolve (prepared NAME/, else NAME.txt, else
+//   NAME),
+//                            and nothing outside it is read (PARITY_CORPUS_DIR; default data)
+//   --max-dataset-bytes N    the largest raw dataset file an engine may read; prepared datasets are
+//                            memory-mapped and not limited (PARITY_MAX_DATASET_BYTES; default
+//                            4 GiB)
+//   --verify-datasets MODE   cached|full: how datasets are checked against their manifests at start
+//                            and before each run (PARITY_VERIFY_DATASETS; default cached: only
+//                            files whose size/mtime/inode changed since the last check are
+//                            re-hashed, cache in <work-dir>/dataset-verify-cache.json)
 //   --train-binary PATH      the engine (PARITY_TRAIN_BINARY; default: next to this binary, else
 //   PATH)
 //   --label k=v              repeated; worker labels
@@ -103,6 +109,7 @@ int main(int argc, char** argv) {
       Env("PARITY_MAX_DATASET_BYTES", std::to_string(parity::worker::kDefaultMaxDatasetBytes))
           .c_str());
   std::string train_binary = Env("PARITY_TRAIN_BINARY", "");
+  std::string verify_datasets = Env("PARITY_VERIFY_DATASETS", "cached");
   std::string log_level = Env("PARITY_LOG_LEVEL", "info");
   std::string log_format = Env("PARITY_LOG_FORMAT", "text");
   std::string metrics_listen = Env("PARITY_WORKER_METRICS_LISTEN", "");
@@ -128,11 +135,19 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", work_dir,
                  "Scratch directory for specs and engine logs (env PARITY_WORK_DIR)");
   app.add_option("--corpus-dir", corpus_dir,
-                 "Where dataset names resolve, and nothing outside it is read: NAME → "
-                 "DIR/NAME.txt, else DIR/NAME; no links (env PARITY_CORPUS_DIR)");
+                 "Where dataset names resolve, and nothing outside it is read: NAME → DIR/NAME/ "
+                 "(prepared, with manifest.json), else DIR/NAME.txt, else DIR/NAME; no links (env "
+                 "PARITY_CORPUS_DIR)");
   app.add_option("--max-dataset-bytes", max_dataset_bytes,
-                 "The largest dataset file an engine may read (env PARITY_MAX_DATASET_BYTES)")
+                 "The largest raw dataset file an engine may read; prepared datasets are "
+                 "memory-mapped and not limited (env PARITY_MAX_DATASET_BYTES)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--verify-datasets", verify_datasets,
+                 "How datasets are checked against their manifests: cached (re-hash only files "
+                 "whose size, mtime or inode changed; a tamper keeping all three is not seen) or "
+                 "full (re-hash everything at start and before every run) (env "
+                 "PARITY_VERIFY_DATASETS)")
+      ->check(CLI::IsMember({"cached", "full"}));
   app.add_option("--train-binary", train_binary,
                  "The parity-train engine (env PARITY_TRAIN_BINARY)");
   app.add_option("--label", labels, "Worker label k=v (repeatable)");
@@ -174,6 +189,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "parity-worker: --max-dataset-bytes (or PARITY_MAX_DATASET_BYTES) must be a "
                  "positive number of bytes\n");
+    return 2;
+  }
+  const absl::StatusOr<parity::datasets::VerifyMode> verify_mode =
+      parity::datasets::ParseVerifyMode(verify_datasets);
+  if (!verify_mode.ok()) {
+    std::fprintf(stderr, "parity-worker: %s (or PARITY_VERIFY_DATASETS)\n",
+                 std::string(verify_mode.status().message()).c_str());
     return 2;
   }
   channel.address = scheduler;
@@ -265,6 +287,17 @@ int main(int argc, char** argv) {
   options.run.work_root = fs::absolute(work_dir).string();
   options.run.corpus_dir = corpus_dir.empty() ? "" : fs::absolute(corpus_dir).string();
   options.run.dataset_limits.max_bytes = max_dataset_bytes;
+  // One cache per worker (its own --work-dir): several workers on a host do not share the file.
+  parity::datasets::VerifyCache verify_cache(
+      (fs::path(options.run.work_root) / "dataset-verify-cache.json").string());
+  if (absl::Status loaded = verify_cache.Load(); !loaded.ok()) {
+    spdlog::warn("worker: {}", loaded.ToString());
+  }
+  options.run.dataset_check.cache = &verify_cache;
+  options.run.dataset_check.verify.mode = *verify_mode;
+  options.run.dataset_check.verify.progress = [](const std::string& line) {
+    spdlog::info("worker: verifying datasets: {}", line);
+  };
   options.run.kill_grace = absl::Seconds(kill_grace_s);
   options.run.progress_timeout = absl::Seconds(progress_timeout_s);
   options.run.startup_timeout = absl::Seconds(startup_timeout_s);

@@ -8,7 +8,8 @@
 //   INFRASTRUCTURE, OUT_OF_MEMORY, back to PENDING with attempt + 1 and a backoff delay, until
 //   HUNG                           max_attempts, then FAILED;
 //   USER_ERROR, DIVERGED,          FAILED, never retried: the same spec on the same engine would
-//   INVALID_RESULT, anything else  fail the same way.
+//   INVALID_RESULT, DATA_MISMATCH, fail the same way (a worker's copy of the dataset stays what it
+//   anything else                  is until someone re-copies it).
 #pragma once
 
 #include <algorithm>

@@ -123,8 +123,12 @@ absl::StatusOr<v1::PlanSweepResponse> Scheduler::PlanSweep(const v1::PlanSweepRe
     return absl::ResourceExhaustedError(absl::StrCat(
         "the spec plans ", runs.size(), " runs; the limit is ", options_.max_runs_per_sweep));
   }
+  // Every run trains on the same copy of the dataset: the digest pinned now (or given).
+  std::vector<core::FieldViolation> warnings = core::PlanWarnings(request.spec(), runs);
+  PARITY_ASSIGN_OR_RETURN(const std::string digest, PinDatasetDigest(request.spec(), warnings));
+  for (v1::RunSpec& run : runs) run.mutable_data()->set_dataset_digest(digest);
   v1::PlanSweepResponse response;
-  for (const core::FieldViolation& w : core::PlanWarnings(request.spec(), runs)) {
+  for (const core::FieldViolation& w : warnings) {
     v1::PlanWarning* warning = response.add_warnings();
     warning->set_field(w.field);
     warning->set_description(w.description);
@@ -160,6 +164,9 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(
 
   NewSweep sweep;
   sweep.spec = request.spec();
+  if (plan.runs_size() > 0) {  // the digest PlanSweep pinned, stored with the sweep's spec too
+    sweep.spec.mutable_data()->set_dataset_digest(plan.runs(0).data().dataset_digest());
+  }
   sweep.runs.assign(plan.runs().begin(), plan.runs().end());
   sweep.owner = !request.owner().empty() ? request.owner()
                 : caller.name.empty()    ? std::string("anonymous")
@@ -370,6 +377,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
                                            kMaxWorkerDevices));
   }
   CheckWorkerLabels(violations, request.labels());
+  CheckDatasetHoldings(violations, request.datasets());
   if (absl::Status status = violations.ToStatus("invalid RegisterWorker request"); !status.ok()) {
     return status;
   }
@@ -380,6 +388,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   registration.devices.assign(request.devices().begin(), request.devices().end());
   for (const auto& [key, value] : request.labels()) registration.labels.emplace_back(key, value);
   registration.version = request.version();
+  registration.datasets.assign(request.datasets().begin(), request.datasets().end());
   PARITY_ASSIGN_OR_RETURN(v1::Worker worker, store_.RegisterWorker(registration));
   v1::RegisterWorkerResponse response;
   response.set_worker_id(worker.worker_id());

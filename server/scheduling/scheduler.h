@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/field_violation.h"
 #include "parity/v1/sweep_service.pb.h"
 #include "parity/v1/worker_service.pb.h"
 #include "server/scheduling/caller.h"
@@ -32,6 +33,8 @@
 #include "server/store/run_store.h"
 
 namespace parity::server {
+
+class Violations;  // request_validation.h
 
 struct SchedulerOptions {
   absl::Duration lease_ttl = absl::Seconds(60);
@@ -214,6 +217,17 @@ class Scheduler {
   // One completion batch to the store, each failure with its retry decision made here first.
   std::vector<absl::StatusOr<CompletionResult>> CompleteBatch(
       const std::vector<const Completion*>& batch);
+  // The digest a sweep's runs are pinned to (scheduler_datasets.cc): data.dataset_digest when
+  // given, else the one digest the live workers hold of data.corpus, else "" (none held; a
+  // warning). INVALID_ARGUMENT on data.dataset_digest when live workers hold several.
+  absl::StatusOr<std::string> PinDatasetDigest(const v1::SweepSpec& spec,
+                                               std::vector<core::FieldViolation>& warnings);
+  // Of the workers seen in the last 5 minutes: digest → how many hold dataset `name` so.
+  absl::StatusOr<std::map<std::string, int>> LiveDatasetDigests(const std::string& name);
+  // RegisterWorkerRequest.datasets: at most 1000, plain names, 64-hex digests.
+  static void CheckDatasetHoldings(
+      Violations& violations,
+      const google::protobuf::RepeatedPtrField<v1::DatasetHolding>& datasets);
   // Fails, as INVALID_RESULT, a success the store refused for disagreeing with the plan.
   absl::StatusOr<CompletionResult> FailInvalidSuccess(const Completion& success,
                                                       const std::string& why);

@@ -249,8 +249,8 @@ SchedulerMetrics::SchedulerMetrics(RunStore& store, const Clock& clock,
   // The completions retry_policy.h can produce; a first increment of any other combination is
   // still counted, only rate() misses that one.
   runs_completed_.Add({{"state", "SUCCEEDED"}, {"failure_class", "none"}});
-  for (const char* failure_class :
-       {"USER_ERROR", "INFRASTRUCTURE", "OUT_OF_MEMORY", "DIVERGED", "HUNG", "INVALID_RESULT"}) {
+  for (const char* failure_class : {"USER_ERROR", "INFRASTRUCTURE", "OUT_OF_MEMORY", "DIVERGED",
+                                    "HUNG", "INVALID_RESULT", "DATA_MISMATCH"}) {
     runs_completed_.Add({{"state", "FAILED"}, {"failure_class", failure_class}});
   }
   for (const char* failure_class : {"PREEMPTED", "INFRASTRUCTURE", "OUT_OF_MEMORY", "HUNG"}) {

@@ -1,7 +1,8 @@
 -- complete_runs_success: a batch of successful CompleteRun calls in one statement
 -- (PostgresRunStore::CompleteRuns). Records the success of each p_runs[i] under lease
 -- p_epochs[i]; the other arrays are the summary, NULL = not reported (p_final_eval_bpc: the
--- final BPC per evaluation set as a jsonb object, checked by the scheduler before it comes here). Checked per run under its
+-- final BPC per evaluation set as a jsonb object, checked by the scheduler before it comes here;
+-- p_dataset_digest: the dataset trained on). Checked per run under its
 -- row lock (locked in run_id order, so two batches cannot deadlock), without aborting the
 -- batch: one row per request with outcome
 --   'completed'  this call ended the run (SUCCEEDED, one event);
@@ -75,7 +76,7 @@ BEGIN
       final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
       measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
       peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
-      final_eval_bpc = e.final_eval_bpc, summary_dataset_digest = e.dataset_digest,
+      final_eval_bpc = e.final_eval_bpc, dataset_digest = e.dataset_digest,
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,

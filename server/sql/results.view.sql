@@ -22,7 +22,7 @@ SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
                                    - (b.final_eval_bpc ->> k)::float8)
         FROM jsonb_object_keys(r.final_eval_bpc) AS k
         WHERE b.final_eval_bpc ? k) AS delta_eval_bpc_vs_dense,
-       r.summary_dataset_digest AS dataset_digest
+       r.dataset_digest
 FROM runs r
 LEFT JOIN LATERAL (
   SELECT d.final_val_bpc, d.final_eval_bpc

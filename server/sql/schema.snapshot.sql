@@ -929,7 +929,8 @@ CREATE TABLE public.workers (
     version text DEFAULT ''::text NOT NULL,
     registered_at timestamp with time zone DEFAULT now() NOT NULL,
     last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
-    owner text
+    owner text,
+    datasets jsonb DEFAULT '[]'::jsonb NOT NULL
 );
 
 ALTER TABLE ONLY public.metrics ATTACH PARTITION public.metrics_p00 FOR VALUES WITH (modulus 16, remainder 0);

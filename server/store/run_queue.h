@@ -30,6 +30,8 @@ struct WorkerRegistration {
   std::vector<v1::Device> devices;
   std::vector<std::pair<std::string, std::string>> labels;
   std::string version;
+  // The datasets it verified at start; ListWorkers returns them (SubmitSweep pins digests).
+  std::vector<v1::DatasetHolding> datasets;
 };
 
 // What a worker can take now, reduced from its free devices.

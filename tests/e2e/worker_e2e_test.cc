@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/spec_loader.h"
+#include "datasets/verify/test_dataset.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/local_stack.h"
@@ -604,6 +605,63 @@ TEST_F(WorkerE2ETest, SweepSurvivesPostgresDownForTenSeconds) {
         << r.spec().name() << ": " << r.failure().message();
   }
   ExpectMetricsOncePerStep(runs);
+}
+
+// Every worker trains on the same data (issue #24). A worker reports the prepared dataset it
+// verified at start; a sweep submitted without a digest is pinned to that copy. When the copy is
+// then altered (one byte of a shard, size kept), the worker verifies it again before training and
+// refuses the run: FAILED as DATA_MISMATCH after exactly one attempt, no engine started, and a
+// message naming the dataset, the worker, the shard and the remedy, but no path.
+TEST_F(WorkerE2ETest, AWorkerWithATamperedShardRefusesTheRunWithItsClass) {
+  const fs::path corpus = root_ / "corpus";
+  absl::StatusOr<std::string> digest = datasets::testing::WriteTestDataset(corpus.string(), {});
+  ASSERT_TRUE(digest.ok()) << digest.status();
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        parity::v1::ListWorkersRequest req;
+        parity::v1::ListWorkersResponse resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        if (!stack_->sweeps().ListWorkers(&ctx, req, &resp).ok()) return false;
+        for (const parity::v1::Worker& w : resp.workers()) {
+          for (const parity::v1::DatasetHolding& d : w.datasets()) {
+            if (d.name() == "tiny" && d.digest() == *digest && d.train_tokens() == 128) return true;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(30)))
+      << "the worker should report the dataset it verified";
+  stack_->StopWorker(0);  // still live (seen within 5 minutes): its holdings pin the sweep
+
+  const std::string sweep =
+      Submit(absl::StrReplaceAll(SweepYaml("e2e-tampered", 1, /*baselines=*/false, "2e10"),
+                                 {{"corpus: kjv", "corpus: tiny"}}));
+  ASSERT_FALSE(sweep.empty());
+  {
+    std::fstream shard(corpus / "tiny" / "train-00001.tok",
+                       std::ios::in | std::ios::out | std::ios::binary);
+    shard.seekp(5);
+    shard.put('\x42');
+  }
+  ASSERT_TRUE(stack_->StartWorker(0).ok());
+  ASSERT_TRUE(WaitSweepEnded(sweep, absl::Minutes(2))) << "sweep did not end";
+  for (const parity::v1::Run& r : Runs(sweep)) {
+    EXPECT_EQ(r.spec().data().dataset_digest(), *digest) << "pinned at submission";
+    EXPECT_EQ(r.state(), parity::v1::RUN_STATE_FAILED);
+    EXPECT_EQ(r.failure_class(), parity::v1::FAILURE_CLASS_DATA_MISMATCH) << r.failure().message();
+    EXPECT_EQ(r.attempt(), 1u) << "a mismatched copy is not retried";
+    EXPECT_EQ(r.latest_step(), 0u) << "nothing was trained";
+    const std::string told = r.failure().message();
+    EXPECT_TRUE(told.starts_with("dataset 'tiny' on worker ")) << told;
+    EXPECT_NE(told.find("train-00001.tok differs from its manifest"), std::string::npos) << told;
+    EXPECT_NE(told.find("re-copy the dataset"), std::string::npos) << told;
+    EXPECT_EQ(told.find(root_.string()), std::string::npos) << "no path in: " << told;
+  }
+  EXPECT_NE(ReadFileBytes((root_ / "worker-0.log").string()).find("DATASET NOT USABLE"),
+            std::string::npos)
+      << "the restarted worker's scan says loudly that its copy failed verification";
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ TEST(RetryPolicyTest, HungIsRetriedDivergedAndInvalidResultsAreNot) {
   EXPECT_EQ(DecideRetry(policy, v1::FAILURE_CLASS_INVALID_RESULT, {1, 3}).next_state,
             v1::RUN_STATE_FAILED)
       << "an invalid result must not be retried";
+  EXPECT_EQ(DecideRetry(policy, v1::FAILURE_CLASS_DATA_MISMATCH, {1, 3}).next_state,
+            v1::RUN_STATE_FAILED)
+      << "a worker's copy of the dataset does not change on retry";
 }
 
 // Preemptions are free up to the cap, with a backoff from the second on; past the cap each spends

@@ -289,10 +289,13 @@ TYPED_TEST_P(StoreContractTest, CompletionsEndRunsOnceAndTheLastEndsTheSweep) {
   success.run_id = first.run.run_id();
   success.lease_epoch = first.lease.lease_epoch();
   success.success = core::PlannedSummary(first.run.spec(), 1.25, 1.25);
+  success.success->set_dataset_digest(std::string(64, 'd'));
   absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(success);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED);
   EXPECT_DOUBLE_EQ(done->run.summary().final_val_bpc(), 1.25);
+  EXPECT_EQ(done->run.summary().dataset_digest(), std::string(64, 'd'))
+      << "the result keeps the digest of the dataset it trained on";
   EXPECT_FALSE(done->run.has_lease()) << "an ended run holds no lease";
   absl::StatusOr<CompletionResult> again = this->queue().CompleteRun(success);
   ASSERT_TRUE(again.ok()) << "a repeated completion returns the run as it is: " << again.status();
@@ -668,6 +671,51 @@ TYPED_TEST_P(StoreContractTest, EvaluationSetsAreStoredWithPointsAndSummaries) {
   EXPECT_DOUBLE_EQ(run->latest_val_bpc(), 1.93) << "val_bpc stays the primary set's";
 }
 
+// What a worker holds (issue #24) is listed as it last registered it, and a run failed because
+// its copy differs is stored with that class (migration 0016 admits it).
+TYPED_TEST_P(StoreContractTest, AWorkersDatasetsAreListedAsLastRegisteredAndDataMismatchIsStored) {
+  WorkerRegistration registration;
+  registration.hostname = "holder";
+  v1::DatasetHolding held;
+  held.set_name("tiny");
+  held.set_digest(std::string(64, 'a'));
+  held.set_train_tokens(128);
+  held.set_vocab_size(256);
+  held.add_eval_sets("validation");
+  registration.datasets = {held};
+  absl::StatusOr<v1::Worker> registered = this->queue().RegisterWorker(registration);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  WorkersQuery query;
+  query.seen_within = absl::Hours(1);
+  absl::StatusOr<Page<v1::Worker>> workers = this->catalog().ListWorkers(query);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->items.size(), 1u);
+  ASSERT_EQ(workers->items[0].datasets_size(), 1);
+  EXPECT_EQ(workers->items[0].datasets(0).DebugString(), held.DebugString());
+
+  registration.worker_id = registered->worker_id();
+  registration.datasets.clear();
+  ASSERT_TRUE(this->queue().RegisterWorker(registration).ok());
+  workers = this->catalog().ListWorkers(query);
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  EXPECT_EQ(workers->items[0].datasets_size(), 0) << "a re-registration replaces the holdings";
+
+  this->Sweep("mismatch", 1);
+  const LeasedRun leased = this->LeaseOne(registered->worker_id());
+  Completion failure;
+  failure.run_id = leased.run.run_id();
+  failure.lease_epoch = leased.lease.lease_epoch();
+  failure.failure_class = v1::FAILURE_CLASS_DATA_MISMATCH;
+  failure.retry = {v1::RUN_STATE_FAILED, leased.run.attempt(), absl::ZeroDuration()};
+  failure.decided_at_attempt = leased.run.attempt();
+  absl::StatusOr<CompletionResult> failed = this->queue().CompleteRun(failure);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->run.state(), v1::RUN_STATE_FAILED);
+  absl::StatusOr<v1::Run> stored = this->catalog().GetRun(leased.run.run_id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->failure_class(), v1::FAILURE_CLASS_DATA_MISMATCH);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     StoreContractTest, LeasesByPriorityThenFairShareThenAgeInGridOrder,
     ABatchLeasesWhatOneLeaseAfterAnotherWould, UnknownWorkersAndRunsAreNotFoundWithTheirResource,
@@ -681,6 +729,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     OutageGraceExtendsLiveLeasesByOneTtlAndNeverShortensOne,
     CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
     IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
-    RunsPageInGridOrderAndBadTokensAreRefused, EvaluationSetsAreStoredWithPointsAndSummaries);
+    RunsPageInGridOrderAndBadTokensAreRefused, EvaluationSetsAreStoredWithPointsAndSummaries,
+    AWorkersDatasetsAreListedAsLastRegisteredAndDataMismatchIsStored);
 
 }  // namespace parity::server::testing

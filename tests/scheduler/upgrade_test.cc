@@ -118,12 +118,16 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   // 0015's signature (one more array, the per-set BPC, which 0008 drops): both go before the
   // upgrade.
   Sql(url,
-      "ALTER TABLE runs ADD COLUMN final_eval_bpc jsonb, ADD COLUMN summary_dataset_digest text; "
+      "ALTER TABLE runs ADD COLUMN final_eval_bpc jsonb; "
       "CREATE FUNCTION append_metric_arrays(uuid, bigint, boolean, bigint[], integer[], bigint[], "
       "bigint[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], "
       "float8[], float8[], jsonb[], jsonb[], bigint[]) RETURNS integer LANGUAGE sql AS "
       "$$ SELECT append_metric_arrays($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
       "$14, $15, $16, $17, $18, $20) $$");
+  // And 0016's dataset holdings and result digest, which its worker listings and run reads name.
+  Sql(url,
+      "ALTER TABLE workers ADD COLUMN datasets jsonb NOT NULL DEFAULT '[]'; "
+      "ALTER TABLE runs ADD COLUMN dataset_digest text");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -159,10 +163,11 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
       "ALTER TABLE sweeps DROP CONSTRAINT stand_in_owner_key; ALTER TABLE workers DROP COLUMN "
       "owner");
   Sql(url,
-      "ALTER TABLE runs DROP COLUMN final_eval_bpc, DROP COLUMN summary_dataset_digest; "
+      "ALTER TABLE runs DROP COLUMN final_eval_bpc; "
       "DROP FUNCTION append_metric_arrays(uuid, bigint, boolean, bigint[], integer[], bigint[], "
       "bigint[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], "
       "float8[], float8[], jsonb[], jsonb[], bigint[])");
+  Sql(url, "ALTER TABLE workers DROP COLUMN datasets; ALTER TABLE runs DROP COLUMN dataset_digest");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "

@@ -54,6 +54,7 @@ absl::StatusOr<v1::Worker> MemoryRunStore::RegisterWorker(const WorkerRegistrati
   for (const v1::Device& device : worker.devices) *row.worker.add_devices() = device;
   for (const auto& [key, value] : worker.labels) (*row.worker.mutable_labels())[key] = value;
   row.worker.set_version(worker.version);
+  for (const v1::DatasetHolding& dataset : worker.datasets) *row.worker.add_datasets() = dataset;
   row.last_seen = now_();
   v1::Worker result = row.worker;
   *result.mutable_last_seen_time() = ToProtoTime(row.last_seen);

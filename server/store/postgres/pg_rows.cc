@@ -68,7 +68,7 @@ v1::Run RunFromRow(const pqxx::row& row) {
     if (!row["final_eval_bpc"].is_null()) {
       ParseEvalBpcJson(row["final_eval_bpc"].c_str(), *summary->mutable_final_eval_bpc());
     }
-    summary->set_dataset_digest(Or<std::string>(row["summary_dataset_digest"], ""));
+    summary->set_dataset_digest(Or<std::string>(row["dataset_digest"], ""));
   }
   run.set_latest_step(row["latest_step"].as<uint64_t>());
   run.set_latest_val_bpc(Or<double>(row["latest_val_bpc"], 0));
@@ -200,6 +200,15 @@ v1::Worker WorkerFromRow(const pqxx::row& row) {
     }
   }
   worker.set_version(row["version"].c_str());
+  const nlohmann::json datasets = nlohmann::json::parse(row["datasets"].c_str(), nullptr, false);
+  if (datasets.is_array()) {
+    for (const nlohmann::json& dataset : datasets) {
+      v1::DatasetHolding parsed;
+      if (google::protobuf::util::JsonStringToMessage(dataset.dump(), &parsed).ok()) {
+        *worker.add_datasets() = std::move(parsed);
+      }
+    }
+  }
   *worker.mutable_last_seen_time() = TimestampFromMicros(row["last_seen_us"].as<int64_t>());
   worker.set_active_runs(row["active_runs"].as<uint32_t>());
   return worker;

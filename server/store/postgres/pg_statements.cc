@@ -22,7 +22,8 @@ const char* const kRunColumns =
     PARITY_US("r.checkpoint_at") " AS checkpoint_us, r.failure_class, r.failure_code, "
     "r.failure_message, r.final_train_bpc, r.final_val_bpc, r.summary_tokens, r.summary_steps, "
     "r.measured_flops_per_token, r.wall_seconds, r.peak_memory_bytes, r.tokens_per_second, "
-    "r.final_eval_bpc::text AS final_eval_bpc, r.summary_dataset_digest, r.latest_step, r.latest_val_bpc, " PARITY_US("r.created_at") " AS created_us, "
+    "r.final_eval_bpc::text AS final_eval_bpc, r.dataset_digest, r.latest_step, r.latest_val_bpc, "
+    PARITY_US("r.created_at") " AS created_us, "
     PARITY_US("r.started_at") " AS started_us, " PARITY_US("r.ended_at") " AS ended_us";
 
 const char* const kSweepSelect =
@@ -127,10 +128,11 @@ void PrepareWorkers(pqxx::connection& c) {
   // (NULL = the scheduler's own process: claims nothing, may update any). An id owned by another
   // name is left as it is and returns no row.
   c.prepare("register_worker",
-            "INSERT INTO workers (worker_id, hostname, devices, labels, version, owner) VALUES "
-            "(coalesce($1::uuid, gen_random_uuid()), $2, $3::jsonb, $4::jsonb, $5, $6) "
-            "ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, devices = "
-            "excluded.devices, labels = excluded.labels, version = excluded.version, "
+            "INSERT INTO workers (worker_id, hostname, devices, labels, version, owner, datasets) "
+            "VALUES (coalesce($1::uuid, gen_random_uuid()), $2, $3::jsonb, $4::jsonb, $5, $6, "
+            "$7::jsonb) ON CONFLICT (worker_id) DO UPDATE SET hostname = excluded.hostname, "
+            "devices = excluded.devices, labels = excluded.labels, version = excluded.version, "
+            "datasets = excluded.datasets, "
             "owner = coalesce(workers.owner, excluded.owner), last_seen_at = now() "
             "WHERE excluded.owner IS NULL OR workers.owner IS NULL OR workers.owner = "
             "excluded.owner RETURNING worker_id::text, " PARITY_US("last_seen_at"));
@@ -150,7 +152,8 @@ void PrepareWorkers(pqxx::connection& c) {
   // id, $4 limit. Most recently seen first; active runs are the LEASED/RUNNING ones it owns.
   c.prepare("list_workers",
             "SELECT w.worker_id::text AS worker_id, w.hostname, w.devices::text AS devices, "
-            "w.labels::text AS labels, w.version, " PARITY_US("w.last_seen_at") " AS last_seen_us, "
+            "w.labels::text AS labels, w.version, w.datasets::text AS datasets, "
+            PARITY_US("w.last_seen_at") " AS last_seen_us, "
             "w.last_seen_at::text AS last_seen_text, coalesce(a.n, 0) AS active_runs "
             "FROM workers w LEFT JOIN (SELECT lease_owner, count(*) AS n FROM runs WHERE state "
             "IN ('LEASED', 'RUNNING') GROUP BY lease_owner) a ON a.lease_owner = w.worker_id "

@@ -84,12 +84,16 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
   }
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [key, value] : worker.labels) labels[key] = value;
+  nlohmann::json datasets = nlohmann::json::array();
+  for (const v1::DatasetHolding& dataset : worker.datasets) {
+    datasets.push_back(nlohmann::json::parse(pg::JsonOf(dataset)));
+  }
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
-    const pqxx::result rows =
-        tx.exec_prepared("register_worker",
-                         worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id),
-                         worker.hostname, devices.dump(), labels.dump(), worker.version,
-                         worker.owner.empty() ? std::nullopt : std::optional(worker.owner));
+    const pqxx::result rows = tx.exec_prepared(
+        "register_worker",
+        worker.worker_id.empty() ? std::nullopt : std::optional(worker.worker_id), worker.hostname,
+        devices.dump(), labels.dump(), worker.version,
+        worker.owner.empty() ? std::nullopt : std::optional(worker.owner), datasets.dump());
     // No row: the id is another name's (the update's WHERE refused it), nothing changed.
     if (rows.empty()) return WorkerOfAnotherIdentityError(worker.worker_id, "register");
     v1::Worker result;
@@ -98,6 +102,7 @@ absl::StatusOr<v1::Worker> PostgresRunStore::RegisterWorker(const WorkerRegistra
     for (const v1::Device& device : worker.devices) *result.add_devices() = device;
     for (const auto& [key, value] : worker.labels) (*result.mutable_labels())[key] = value;
     result.set_version(worker.version);
+    for (const v1::DatasetHolding& dataset : worker.datasets) *result.add_datasets() = dataset;
     *result.mutable_last_seen_time() = pg::TimestampFromMicros(rows[0][1].as<int64_t>());
     return result;
   });
