@@ -11,7 +11,7 @@ lists the other groups ("<budget>/<data variant>") an identical run is planned o
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict
 
 from parity.v1 import model_pb2, sweep_pb2, training_pb2
 

@@ -206,6 +206,8 @@ class ClientTest(unittest.TestCase):
                 self.assertEqual(e.code, grpc.StatusCode.FAILED_PRECONDITION, str(e))
                 self.assertIn("cancel it first", str(e), "the remedy should be named")
                 time.sleep(0.5)
+        else:
+            self.fail("a cancelled sweep whose runs stopped should be deletable within 20 s")
         self.assertEqual(deleted, RUNS, "every run goes with its sweep")
         with self.assertRaises(parity_client.ParityNotFound):
             self.client.sweep(twins[0])
