@@ -181,6 +181,11 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(parity_client.ParityNotFound) as caught:
             self.client.sweep("no-such-sweep")
         self.assertIn("list_sweeps", str(caught.exception))
+        if _installed("pandas"):
+            frame = self.client.sweeps_frame().set_index("sweep_id")
+            self.assertEqual(frame.loc[sweep_id, "short_id"], sweep_id[:8])
+            self.assertEqual(frame.loc[sweep_id, "name"], "pyclient-tiny")
+            self.assertEqual(frame.loc[sweep_id, "succeeded"], RUNS)
 
     def test_an_ambiguous_name_lists_the_sweeps_and_delete(self):
         spec = parity_client.load_spec(SPEC)
