@@ -166,8 +166,12 @@ class PlanResult:
 
     def _repr_html_(self):
         import html
+        try:
+            frame = self.frame
+        except ImportError:
+            return None  # no pandas: the notebook falls back to repr()
         warnings = "".join(f"<p>⚠ {html.escape(str(w))}</p>" for w in self.warnings)
-        return warnings + self.frame.to_html()
+        return warnings + frame.to_html()
 
 
 def plan_frame(runs):
