@@ -36,6 +36,7 @@ packages=(
   clang-14 libclang-rt-14-dev llvm-14  # libFuzzer, ASan/UBSan, llvm-symbolizer (tests/fuzz)
   python3-grpcio python3-protobuf python3-yaml  # the Python client (clients/python)
   python3-pandas python3-matplotlib  # optional for its users; its test draws the README figure
+  python3-venv python3-setuptools python3-pip  # pip install clients/python (its ctest, offline)
 )
 # The build vendors the dashboard's JavaScript with npm (web/CMakeLists.txt); Debian's Node is
 # enough, and a newer one already on the machine is kept.

@@ -2,15 +2,22 @@
 
     with parity_client.connect() as client:            # address or $PARITY_SCHEDULER; token
                                                        # $PARITY_TOKEN or $PARITY_TOKEN_FILE
+        plan = client.plan("examples/micro.yaml")      # PlanResult: .frame, .warnings, nothing queued
         sweep = client.submit("examples/micro.yaml")   # plan on the scheduler, queue the runs
-        client.wait(sweep.sweep_id)                    # progress line until it ends
-        df = client.results_frame(sweep.sweep_id)      # pandas, when installed
-        analysis = client.analyze(sweep.sweep_id)      # frontier and fixed-N EL, optima, ΔBPC
+        client.wait("micro")                           # by name, short id or UUID
+        df = client.results_frame("micro")             # pandas: NaN for missing, grid.* columns
+        best = client.best_run("micro")                # the succeeded run with the lowest BPC
+        analysis = client.analyze("micro")             # frontier and fixed-N EL, optima, ΔBPC
+        client.delete("micro")                         # an ended sweep, its runs and results
 
-Every call raises ParityError on failure (code, message, field violations). Thread-safety: a
-Client can be shared between threads (gRPC channels are); close() it once.
+Every method that takes a sweep takes its UUID, a unique id prefix (≥ 4 hex characters), its
+name (unique among the sweeps the token sees) or a SweepInfo. Every call raises ParityError on
+failure (code, message, field violations, remedy), as a subclass by cause (ParityUnavailable,
+ParityUnauthenticated, ParityPermissionDenied, ParityNotFound, ParityAmbiguous). Thread-safety:
+a Client can be shared between threads (gRPC channels are); close() it once.
 """
 
+import math
 import os
 import sys
 import time
@@ -20,19 +27,22 @@ import grpc
 from parity.v1 import run_pb2, sweep_pb2, sweep_service_pb2 as api, sweep_service_pb2_grpc
 
 from .analysis import Analysis
-from .errors import ParityError, from_rpc_error
+from .errors import ParityError, ParityUnauthenticated, from_rpc_error
 from .loopback import resolves_only_to_loopback
-from .rows import MetricPoint, ResultRow, RunInfo, SweepInfo, to_frame
+from .plan import PlanResult, grid_columns, hyperparameters
+from .resolve import is_uuid, resolve_sweep, sweep_key
+from .rows import (MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, dict_frame, flat_row,
+                   to_frame)
 from .spec import load_spec
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 
 
 def connect(address=None, timeout=30.0, token=None, tls_ca=None, tls_client_cert=None,
-            tls_client_key=None, insecure_plaintext=None):
+            tls_client_key=None, insecure_plaintext=None, token_file=None):
     """A Client of the scheduler at `address`, else $PARITY_SCHEDULER, else 127.0.0.1:50051."""
     return Client(address, timeout, token, tls_ca, tls_client_cert, tls_client_key,
-                  insecure_plaintext)
+                  insecure_plaintext, token_file)
 
 
 def _read(path):
@@ -40,13 +50,26 @@ def _read(path):
         return f.read()
 
 
-def _token_from_environment():
-    if os.environ.get("PARITY_TOKEN"):
+def _token_from(token_file):
+    """The token: token_file's first line, else $PARITY_TOKEN, else $PARITY_TOKEN_FILE's."""
+    if not token_file and os.environ.get("PARITY_TOKEN"):
         return os.environ["PARITY_TOKEN"]
-    path = os.environ.get("PARITY_TOKEN_FILE")
-    if path:
-        return _read(path).decode().splitlines()[0].strip()
-    return ""
+    path = token_file or os.environ.get("PARITY_TOKEN_FILE")
+    if not path:
+        return ""
+    source = "token_file" if token_file else "PARITY_TOKEN_FILE"
+    try:
+        lines = _read(path).decode().splitlines()
+    except OSError as e:
+        raise ParityUnauthenticated(
+            grpc.StatusCode.UNAUTHENTICATED, f"{source}={path}: {e.strerror}",
+            remedy="point it at a file holding a token (the local stack writes "
+                   "<dir>/admin.token; `parity token create` makes more)") from None
+    if not lines or not lines[0].strip():
+        raise ParityUnauthenticated(grpc.StatusCode.UNAUTHENTICATED,
+                                    f"{source}={path}: the file is empty",
+                                    remedy="its first line should be the token")
+    return lines[0].strip()
 
 
 def _env_flag(name):
@@ -104,9 +127,10 @@ class _Details(grpc.ClientCallDetails):
 
 class Client:
     def __init__(self, address=None, timeout=30.0, token=None, tls_ca=None, tls_client_cert=None,
-                 tls_client_key=None, insecure_plaintext=None):
+                 tls_client_key=None, insecure_plaintext=None, token_file=None):
         """timeout: seconds for each unary call (waits and curves have their own).
-        token: the bearer token, else $PARITY_TOKEN, else the file $PARITY_TOKEN_FILE.
+        token: the bearer token, else token_file's first line, else $PARITY_TOKEN, else the
+        first line of the file $PARITY_TOKEN_FILE.
         tls_ca: PEM CA of the scheduler's certificate (else $PARITY_TLS_CA): TLS when given;
         tls_client_cert/key (else $PARITY_TLS_CLIENT_CERT/KEY): a client certificate.
         insecure_plaintext (else $PARITY_INSECURE_PLAINTEXT): without TLS a token goes only to
@@ -117,7 +141,8 @@ class Client:
         self.timeout = timeout
         if insecure_plaintext is None:
             insecure_plaintext = _env_flag("PARITY_INSECURE_PLAINTEXT")
-        token = token or _token_from_environment()
+        token = token or _token_from(token_file)
+        self._has_token = bool(token)
         tls_ca = tls_ca or os.environ.get("PARITY_TLS_CA")
         if token and not tls_ca and not insecure_plaintext:
             _check_plaintext_target(self.address)
@@ -152,7 +177,19 @@ class Client:
         try:
             return getattr(self._stub, method)(request, timeout=timeout or self.timeout)
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise self._error(e, method) from None
+
+    def _error(self, rpc_error, method):
+        return from_rpc_error(rpc_error, self.address, method, self._has_token)
+
+    def resolve(self, sweep):
+        """The UUID of `sweep`: a UUID (taken as it is), a unique id prefix of ≥ 4 hex
+        characters, a name unique among the sweeps this token sees, or a SweepInfo. Raises
+        ParityNotFound, or ParityAmbiguous listing the candidates."""
+        text = sweep_key(sweep)
+        if is_uuid(text):
+            return text.lower()
+        return resolve_sweep(text, self.list_sweeps())
 
     # Sweeps -------------------------------------------------------------------------------
 
@@ -169,15 +206,24 @@ class Client:
         return info
 
     def plan(self, spec):
-        """The planned runs of a spec, without queueing it: a list of parity.v1.RunSpec."""
+        """Plans a spec without queueing it: a PlanResult with .frame (a DataFrame, one row per
+        planned run: name, role, budget, data variant, seed, layout, E/K/D_e, N, N_a, r_a, M, C,
+        D, D̂, epochs, steps, learning rate, grid.* columns ...), .warnings (PlanWarning: an
+        undertrained baseline, K = 1 ...), .runs (PlannedRun) and .specs (parity.v1.RunSpec)."""
         if not isinstance(spec, sweep_pb2.SweepSpec):
             spec = load_spec(spec)
-        return list(self._call("PlanSweep", api.PlanSweepRequest(spec=spec)).runs)
+        return PlanResult(self._call("PlanSweep", api.PlanSweepRequest(spec=spec)))
 
-    def sweep(self, sweep_id):
-        """One sweep's SweepInfo (NOT_FOUND if there is none)."""
-        response = self._call("GetSweep", api.GetSweepRequest(sweep_id=sweep_id))
+    def sweep(self, sweep):
+        """One sweep's SweepInfo (ParityNotFound if there is none)."""
+        response = self._call("GetSweep", api.GetSweepRequest(sweep_id=self.resolve(sweep)))
         return SweepInfo.from_proto(response.sweep)
+
+    def sweeps_frame(self, state=None):
+        """list_sweeps() as a DataFrame: id, short id, name, state, owner and run counts."""
+        return dict_frame([{"sweep_id": s.sweep_id, "short_id": s.sweep_id[:8], "name": s.name,
+                            "state": s.state, "owner": s.owner, **s.counts}
+                           for s in self.list_sweeps(state)])
 
     def list_sweeps(self, state=None):
         """Every sweep, newest first; state: "active", "succeeded", "failed" or "cancelled"."""
@@ -192,13 +238,36 @@ class Client:
                 return sweeps
             request.page_token = response.next_page_token
 
-    def cancel(self, sweep_id, reason="cancelled from parity_client"):
+    def cancel(self, sweep, reason="cancelled from parity_client"):
         """Cancels a sweep's pending and running runs. Returns (SweepInfo, runs cancelled)."""
-        request = api.CancelSweepRequest(sweep_id=sweep_id, reason=reason)
+        request = api.CancelSweepRequest(sweep_id=self.resolve(sweep), reason=reason)
         response = self._call("CancelSweep", request)
         return SweepInfo.from_proto(response.sweep), response.cancelled_runs
 
-    def wait(self, sweep_id, progress=True, timeout=None):
+    def delete(self, sweep):
+        """Deletes an ended sweep with its runs, metrics and results (workers drop the runs'
+        checkpoints later). Returns the number of runs deleted. A sweep still running raises
+        ParityError(FAILED_PRECONDITION): cancel() it and wait() first."""
+        response = self._call("DeleteSweep", api.DeleteSweepRequest(sweep_id=self.resolve(sweep)))
+        return response.deleted_runs
+
+    def workers(self, seen_within_seconds=0):
+        """Workers seen within that many seconds (0 = the scheduler's 300), most recent first,
+        as WorkerInfo."""
+        request = api.ListWorkersRequest(seen_within_seconds=seen_within_seconds, page_size=1000)
+        out = []
+        while True:
+            response = self._call("ListWorkers", request)
+            out += [WorkerInfo.from_proto(w) for w in response.workers]
+            if not response.next_page_token:
+                return out
+            request.page_token = response.next_page_token
+
+    def workers_frame(self, seen_within_seconds=0):
+        """workers() as a DataFrame (needs pandas)."""
+        return to_frame(self.workers(seen_within_seconds))
+
+    def wait(self, sweep, progress=True, timeout=None):
         """Follows a sweep (WatchSweep) until it ends; returns its final SweepInfo, whatever the
         state (check .state: "succeeded", "failed" or "cancelled").
 
@@ -206,6 +275,7 @@ class Client:
         counts change; False/None stays quiet. timeout: seconds in all (None = no limit);
         raises ParityError(DEADLINE_EXCEEDED) when it passes."""
         report = _print_progress if progress is True else (progress or None)
+        sweep_id = self.resolve(sweep)
         info = self.sweep(sweep_id)
         if report:
             report(info)
@@ -224,7 +294,7 @@ class Client:
             except grpc.RpcError as e:
                 # UNAVAILABLE: the stream's lifetime on the server passed, or it restarted.
                 if e.code() != grpc.StatusCode.UNAVAILABLE:
-                    raise from_rpc_error(e) from None
+                    raise self._error(e, "WatchSweep") from None
                 time.sleep(0.5)
             info = self.sweep(sweep_id)
             if info.finished:
@@ -232,20 +302,25 @@ class Client:
 
     # Runs and results ---------------------------------------------------------------------
 
-    def runs(self, sweep_id):
+    def runs(self, sweep):
         """A sweep's runs in grid order, as RunInfo."""
+        return [RunInfo.from_proto(r) for r in self._runs(self.resolve(sweep))]
+
+    def _runs(self, sweep_id):
+        """A sweep's parity.v1.Run messages (with their RunSpecs), in grid order."""
         request = api.ListRunsRequest(sweep_id=sweep_id, page_size=1000)
         out = []
         while True:
             response = self._call("ListRuns", request)
-            out += [RunInfo.from_proto(r) for r in response.runs]
+            out += list(response.runs)
             if not response.next_page_token:
                 return out
             request.page_token = response.next_page_token
 
-    def results(self, sweep_id="", order_by=""):
-        """The results view as ResultRow dataclasses (all sweeps when sweep_id is empty).
+    def results(self, sweep="", order_by=""):
+        """The results view as ResultRow dataclasses (all sweeps when sweep is empty).
         order_by: a ResultRow field, optionally followed by " desc"; empty = grid order."""
+        sweep_id = self.resolve(sweep) if sweep else ""
         request = api.QueryResultsRequest(filter=api.ResultsFilter(sweep_id=sweep_id),
                                           order_by=order_by, page_size=10000)
         rows = []
@@ -256,19 +331,50 @@ class Client:
                 return rows
             request.page_token = response.next_page_token
 
-    def results_frame(self, sweep_id="", order_by=""):
-        """results() as a pandas DataFrame (needs pandas)."""
-        return to_frame(self.results(sweep_id, order_by))
+    def results_frame(self, sweep="", order_by=""):
+        """results() as a pandas DataFrame (needs pandas), one row per run, with the run's
+        grid point ("grid.<axis>" columns, also_serves) and hyperparameters (learning_rate,
+        batch_tokens, sequence_length, steps, warmup_steps, schedule, reuse ...) joined from
+        its RunSpec. Missing numbers (a failed run's BPC, ΔBPC without a baseline) are NaN."""
+        rows = self.results(sweep, order_by)
+        specs = {}
+        for sweep_id in dict.fromkeys(r.sweep_id for r in rows):
+            specs.update({run.run_id: run.spec for run in self._runs(sweep_id)})
+        flat = []
+        for row in rows:
+            values = flat_row(row)
+            spec = specs.get(row.run_id)
+            if spec is not None:
+                extra = {**hyperparameters(spec), **grid_columns(spec)}
+                values.update({k: v for k, v in extra.items() if k not in values})
+            flat.append(values)
+        return dict_frame(flat)
 
-    def analyze(self, sweep_id, eval_set=""):
+    def best_run(self, sweep, eval_set=None, per_budget=False, role=None):
+        """The succeeded run with the lowest final BPC (on `eval_set`, else the primary set), as
+        a ResultRow; None when no run has one. per_budget=True: a dict compute budget → best
+        ResultRow. role: only "moe" or "dense_baseline" runs ... (None = any)."""
+        best = {}
+        for row in self.results(sweep):
+            bpc = row.final_eval_bpc.get(eval_set, math.nan) if eval_set else row.final_val_bpc
+            if row.state != "succeeded" or math.isnan(bpc) or (role and row.role != role):
+                continue
+            key = row.compute_budget if per_budget else None
+            if key not in best or bpc < best[key][0]:
+                best[key] = (bpc, row)
+        if per_budget:
+            return {k: v[1] for k, v in best.items()}
+        return best[None][1] if best else None
+
+    def analyze(self, sweep, eval_set=""):
         """The sweep's analysis (AnalyzeSweep) as an Analysis: per MoE grid point the frontier
         EL (the papers') and the fixed-N EL, per group the best grid point, region, lack of fit
         and point optimum (or why none), ΔBPC against every dense baseline, the dense frontier
         and the fixed-N law. FAILED_PRECONDITION until a run of the sweep has finished.
         eval_set: analyse that evaluation set's final BPC instead of the primary set's
         (Analysis.eval_sets lists the sets; INVALID_ARGUMENT for a set no run reports)."""
-        response = self._call("AnalyzeSweep",
-                              api.AnalyzeSweepRequest(sweep_id=sweep_id, eval_set=eval_set))
+        request = api.AnalyzeSweepRequest(sweep_id=self.resolve(sweep), eval_set=eval_set)
+        response = self._call("AnalyzeSweep", request)
         return Analysis.from_proto(response)
 
     def curve(self, run_id, from_step=0, timeout=None):
@@ -280,7 +386,7 @@ class Client:
         try:
             return [MetricPoint.from_proto(e.metric) for e in stream if e.HasField("metric")]
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise self._error(e, "WatchRun") from None
 
     def curve_frame(self, run_id, from_step=0, timeout=None):
         """curve() as a pandas DataFrame (needs pandas)."""
@@ -304,4 +410,4 @@ def _end_progress(report, info):
     return info
 
 
-__all__ = ["Client", "connect", "ParityError"]
+__all__ = ["Client", "connect", "ParityError", "DEFAULT_ADDRESS"]

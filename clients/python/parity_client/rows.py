@@ -1,11 +1,22 @@
 """Plain Python views of the API's messages: dataclasses with the proto's field names, enums as
 short lower-case names ("succeeded", "moe"), and tables as pandas DataFrames when pandas is
-importable (it is optional)."""
+importable (it is optional).
 
+Missing numbers are NaN, never 0.0: the proto has no "unset" for a double, so a failed run's BPC,
+a ΔBPC without a finished baseline or a dense run's predicted EL arrive as 0 and are turned into
+NaN here (pandas' mean/min skip them; 0.0 would pass for the best BPC ever seen)."""
+
+import datetime
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, List, Optional
 
-from parity.v1 import run_pb2, sweep_pb2
+from parity.v1 import run_pb2, sweep_pb2, worker_pb2
+
+
+def nan_if_zero(value):
+    """A proto double whose 0 means "not set" as NaN."""
+    return math.nan if value == 0 else value
 
 
 def enum_name(enum_type, number, prefix):
@@ -20,7 +31,8 @@ def enum_name(enum_type, number, prefix):
 class ResultRow:
     """One row of the results view (parity.v1.ResultRow): a run's accounting and outcome.
     Units as in the proto: N in parameters, M in FLOPs/token, C in FLOPs, D in tokens, BPC in
-    bits per byte; final_val_bpc and delta_bpc_vs_dense are 0 until they exist. The only EL here
+    bits per byte; final_val_bpc, measured_flops_per_token, wall_seconds, delta_bpc_vs_dense and
+    predicted_efficiency_leverage are NaN until they exist (or where they do not apply). The only EL here
     is the published law's prediction; measured EL (frontier and fixed-N) is Client.analyze()'s."""
 
     run_id: str
@@ -65,6 +77,14 @@ class ResultRow:
         values["delta_eval_bpc_vs_dense"] = dict(row.delta_eval_bpc_vs_dense)
         values["role"] = enum_name(sweep_pb2.RunRole, row.role, "RUN_ROLE_")
         values["state"] = enum_name(run_pb2.RunState, row.state, "RUN_STATE_")
+        for name in ("final_val_bpc", "measured_flops_per_token", "wall_seconds"):
+            values[name] = nan_if_zero(values[name])
+        if values["role"] != "moe":
+            values["predicted_efficiency_leverage"] = math.nan
+        own_baseline = values["role"] == "dense_baseline" and values["compute_multiple"] == 1
+        if math.isnan(values["final_val_bpc"]) or (values["delta_bpc_vs_dense"] == 0
+                                                   and not own_baseline):
+            values["delta_bpc_vs_dense"] = math.nan
         return cls(**values)
 
 
@@ -147,9 +167,46 @@ class RunInfo:
         return cls(run_id=run.run_id, name=run.spec.name,
                    state=enum_name(run_pb2.RunState, run.state, "RUN_STATE_"),
                    attempt=run.attempt, latest_step=run.latest_step,
-                   latest_val_bpc=run.latest_val_bpc,
-                   final_val_bpc=run.summary.final_val_bpc,
+                   latest_val_bpc=nan_if_zero(run.latest_val_bpc),
+                   final_val_bpc=nan_if_zero(run.summary.final_val_bpc),
                    final_eval_bpc=dict(run.summary.final_eval_bpc))
+
+
+@dataclass
+class WorkerInfo:
+    """A worker daemon the scheduler saw recently (parity.v1.Worker). devices reads like
+    "cpu:0 (16 threads)" or "cuda:0 NVIDIA H100 (80.0 GiB)"; datasets are the names it holds."""
+
+    worker_id: str
+    hostname: str
+    last_seen: Optional[datetime.datetime]  # UTC; None if never reported
+    active_runs: int
+    version: str
+    devices: List[str] = field(default_factory=list)
+    datasets: List[str] = field(default_factory=list)
+    labels: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_proto(cls, worker):
+        seen = None
+        if worker.HasField("last_seen_time"):
+            seen = worker.last_seen_time.ToDatetime(tzinfo=datetime.timezone.utc)
+        return cls(worker_id=worker.worker_id, hostname=worker.hostname, last_seen=seen,
+                   active_runs=worker.active_runs, version=worker.version,
+                   devices=[_device_text(d) for d in worker.devices],
+                   datasets=[d.name for d in worker.datasets], labels=dict(worker.labels))
+
+
+def _device_text(device):
+    kind = enum_name(worker_pb2.DeviceKind, device.kind, "DEVICE_KIND_")
+    text = f"{kind}:{device.index}"
+    if device.name:
+        text += " " + device.name
+    if device.memory_bytes:
+        text += f" ({device.memory_bytes / 2**30:.1f} GiB)"
+    elif device.threads:
+        text += f" ({device.threads} threads)"
+    return text
 
 
 # The per-set dict fields a frame spreads into one column per evaluation set, and the prefix of
@@ -165,16 +222,24 @@ def flat_row(item):
         if name in _PER_SET_COLUMNS:
             for set_name, bpc in sorted(value.items()):
                 flat[_PER_SET_COLUMNS[name] + set_name] = bpc
+        elif value is None:
+            flat[name] = math.nan  # an optional number (a curve point's val_bpc): NaN in a frame
         else:
             flat[name] = value
     return flat
 
 
-def to_frame(items):
-    """A pandas DataFrame of dataclass rows; ImportError naming the package without pandas."""
+def dict_frame(dicts):
+    """A pandas DataFrame of flat dicts; ImportError naming the package without pandas."""
     try:
         import pandas
     except ImportError as e:
-        raise ImportError("a DataFrame needs pandas (apt-get install python3-pandas); "
-                          "the rows themselves need nothing") from e
-    return pandas.DataFrame([flat_row(item) for item in items])
+        raise ImportError("a DataFrame needs pandas (apt-get install python3-pandas, or "
+                          "pip install 'parity-client[pandas]'); the rows themselves need "
+                          "nothing") from e
+    return pandas.DataFrame(dicts)
+
+
+def to_frame(items):
+    """A pandas DataFrame of dataclass rows; ImportError naming the package without pandas."""
+    return dict_frame([flat_row(item) for item in items])

@@ -3,8 +3,10 @@ sweep and wait with progress, list sweeps and runs, fetch results (rows and Data
 run's curve, plan, cancel a second sweep, and the errors: an invalid spec (INVALID_ARGUMENT with
 field violations from the scheduler), a malformed one (the client's own loader), an unknown
 sweep (NOT_FOUND) and an unreachable scheduler (UNAVAILABLE); the spec loader against the CLI's
-(every example planned both ways). Last, the README's figure example runs on the finished
-sweep."""
+(every example planned both ways). The notebook API: sweeps by name and short id (and an
+ambiguous name), delete, workers, the plan as a frame with warnings, best_run, NaN for missing
+numbers, grid-point and hyperparameter columns, errors with a remedy. Last, the README's figure
+example runs on the finished sweep."""
 
 import contextlib
 import dataclasses
@@ -16,6 +18,7 @@ import math
 import os
 import re
 import subprocess
+import time
 import unittest
 
 import grpc
@@ -99,6 +102,21 @@ class ClientTest(unittest.TestCase):
         df = self.client.results_frame(self.sweep.sweep_id)
         self.assertEqual(len(df), RUNS)
         self.assertEqual(set(df.data_variant), {"unique", "strict"})
+        grid = [c for c in df.columns if c.startswith("grid.")]
+        self.assertTrue(grid, f"grid-point columns expected, got {list(df.columns)}")
+        moe = df[df.role == "moe"]
+        self.assertFalse(moe[grid].isna().all(axis=None), "MoE runs have grid coordinates")
+        for column in ("learning_rate", "batch_tokens", "sequence_length", "steps",
+                       "warmup_steps", "schedule", "reuse", "seed", "also_serves"):
+            self.assertIn(column, df.columns)
+        self.assertEqual(set(df.learning_rate), {3e-3})
+        self.assertEqual(set(df.state), {"succeeded"})
+        self.assertEqual(str(df.seed.dtype), "int64")
+        self.assertTrue(df.final_val_bpc.notna().all())
+        self.assertTrue(df[df.role != "moe"].predicted_efficiency_leverage.isna().all(),
+                        "no predicted EL for dense runs: NaN, not 0")
+        strict_base = [s for s in df.also_serves if s]
+        self.assertTrue(strict_base, "the dense 1C run also serves the strict group")
 
     def test_frame_without_pandas_says_what_to_install(self):
         import sys
@@ -126,10 +144,122 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(later and all(p.step >= 100 for p in later), "from_step filters")
 
     def test_plan(self):
-        runs = self.client.plan(SPEC)
-        self.assertEqual([r.name for r in runs][:2],
+        plan = self.client.plan(SPEC)
+        self.assertEqual([r.name for r in plan][:2],
                          ["moe-ra25-C1-unique-s0", "moe-ra60-C1-unique-s0"])
-        self.assertEqual(len(runs), RUNS)
+        self.assertEqual(len(plan), RUNS)
+        self.assertIsInstance(plan.warnings, list)
+        self.assertTrue(all(w.field and w.description for w in plan.warnings), plan.warnings)
+        self.assertEqual(len(plan.specs), RUNS)
+
+    @unittest.skipUnless(_installed("pandas"), "pandas not installed (optional)")
+    def test_plan_frame_lines_up_with_the_results(self):
+        plan = self.client.plan(SPEC).frame
+        results = self.client.results_frame("pyclient-tiny").set_index("name")
+        self.assertEqual(len(plan), RUNS)
+        for column in ("name", "role", "compute_budget", "data_variant", "seed", "layout",
+                       "num_experts", "top_k", "expert_hidden", "params", "active_params",
+                       "activation_rate", "flops_per_token", "compute_flops", "tokens",
+                       "unique_tokens", "epochs", "steps", "learning_rate", "schedule"):
+            self.assertIn(column, plan.columns)
+        for _, run in plan.iterrows():
+            done = results.loc[run["name"]]
+            for column in ("role", "layout", "params", "tokens", "compute_budget", "seed"):
+                self.assertEqual(run[column], done[column], f"{run['name']}: {column}")
+        self.assertEqual(str(plan["params"].dtype), "int64", "int64 stays int")
+        self.assertEqual(set(plan["schedule"]), {"cosine"}, "enums as the YAML spells them")
+
+    def test_sweeps_by_name_and_short_id(self):
+        sweep_id = self.sweep.sweep_id
+        self.assertEqual(self.client.sweep("pyclient-tiny").sweep_id, sweep_id)
+        self.assertEqual(self.client.sweep(sweep_id[:8]).sweep_id, sweep_id)
+        self.assertEqual(self.client.resolve(self.sweep), sweep_id)
+        self.assertEqual([r.run_id for r in self.client.runs("pyclient-tiny")],
+                         self.sweep.run_ids)
+        self.assertEqual(len(self.client.results(sweep_id[:6])), RUNS)
+        self.assertEqual(self.client.wait("pyclient-tiny", progress=False).state, "succeeded")
+        with self.assertRaises(parity_client.ParityNotFound) as caught:
+            self.client.sweep("no-such-sweep")
+        self.assertIn("list_sweeps", str(caught.exception))
+        if _installed("pandas"):
+            frame = self.client.sweeps_frame().set_index("sweep_id")
+            self.assertEqual(frame.loc[sweep_id, "short_id"], sweep_id[:8])
+            self.assertEqual(frame.loc[sweep_id, "name"], "pyclient-tiny")
+            self.assertEqual(frame.loc[sweep_id, "succeeded"], RUNS)
+
+    def test_an_ambiguous_name_lists_the_sweeps_and_delete(self):
+        spec = parity_client.load_spec(SPEC)
+        spec.name = "pyclient-twin"
+        twins = []
+        for lr in (1e-3, 2e-3):
+            spec.training.learning_rate = lr
+            twins.append(self.client.submit(spec).sweep_id)
+        for sweep_id in twins:
+            self.client.cancel(sweep_id[:8])
+        with self.assertRaises(parity_client.ParityAmbiguous) as caught:
+            self.client.sweep("pyclient-twin")
+        for sweep_id in twins:
+            self.assertIn(sweep_id[:8], str(caught.exception), "every candidate is listed")
+        for sweep_id in twins:
+            self.assertEqual(self.client.wait(sweep_id, progress=False, timeout=60).state,
+                             "cancelled")
+        for _ in range(40):  # a cancelled running run ends at its worker's next heartbeat
+            try:
+                deleted = self.client.delete(twins[0][:8])
+                break
+            except parity_client.ParityError as e:
+                self.assertEqual(e.code, grpc.StatusCode.FAILED_PRECONDITION, str(e))
+                self.assertIn("cancel it first", str(e), "the remedy should be named")
+                time.sleep(0.5)
+        else:
+            self.fail("a cancelled sweep whose runs stopped should be deletable within 20 s")
+        self.assertEqual(deleted, RUNS, "every run goes with its sweep")
+        with self.assertRaises(parity_client.ParityNotFound):
+            self.client.sweep(twins[0])
+        self.assertEqual(self.client.sweep("pyclient-twin").sweep_id, twins[1],
+                         "the name is unique again")
+
+    def test_delete_refuses_a_running_sweep_with_a_remedy(self):
+        spec = parity_client.load_spec(SPEC)
+        spec.name = "pyclient-busy"
+        spec.training.learning_rate = 5e-3
+        busy = self.client.submit(spec)
+        try:
+            with self.assertRaises(parity_client.ParityError) as caught:
+                self.client.delete("pyclient-busy")
+            self.assertEqual(caught.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertIn("client.cancel(sweep)", str(caught.exception))
+        finally:
+            self.client.cancel(busy.sweep_id)
+
+    def test_workers(self):
+        workers = self.client.workers()
+        self.assertEqual(len(workers), 2, f"run_e2e.sh starts two workers: {workers}")
+        for w in workers:
+            self.assertTrue(w.worker_id and w.hostname, w)
+            self.assertTrue(w.devices and w.devices[0].startswith("cpu:"), w.devices)
+            self.assertIsNotNone(w.last_seen)
+        if _installed("pandas"):
+            frame = self.client.workers_frame()
+            self.assertEqual(sorted(frame.worker_id), sorted(w.worker_id for w in workers))
+
+    def test_best_run(self):
+        rows = [r for r in self.client.results(self.sweep.sweep_id) if r.state == "succeeded"]
+        best = self.client.best_run("pyclient-tiny")
+        self.assertEqual(best.final_val_bpc, min(r.final_val_bpc for r in rows))
+        per_budget = self.client.best_run(self.sweep.sweep_id[:8], per_budget=True)
+        self.assertEqual(set(per_budget), {r.compute_budget for r in rows})
+        for budget, row in per_budget.items():
+            self.assertEqual(row.final_val_bpc, min(r.final_val_bpc for r in rows
+                                                    if r.compute_budget == budget))
+        sets = sorted({s for r in rows for s in r.final_eval_bpc})
+        if sets:
+            on_set = self.client.best_run("pyclient-tiny", eval_set=sets[-1])
+            self.assertEqual(on_set.final_eval_bpc[sets[-1]],
+                             min(r.final_eval_bpc[sets[-1]] for r in rows
+                                 if sets[-1] in r.final_eval_bpc))
+        moe = self.client.best_run("pyclient-tiny", role="moe")
+        self.assertEqual(moe.role, "moe")
 
     def test_spec_loader_matches_the_cli(self):
         # The same file through this package's loader (planned by the scheduler) and through
@@ -142,7 +272,7 @@ class ClientTest(unittest.TestCase):
             out = subprocess.run([cli, "plan", path, "--format", "json"], check=True,
                                  capture_output=True, text=True).stdout
             expected = [json_format.ParseDict(r, sweep_pb2.RunSpec()) for r in json.loads(out)]
-            got = self.client.plan(path)
+            got = self.client.plan(path).specs
             self.assertEqual(len(got), len(expected), path)
             for g, e in zip(got, expected):
                 self.assertEqual(g, e, f"{path}: {g.name} differs from the CLI's {e.name}")
@@ -161,6 +291,11 @@ class ClientTest(unittest.TestCase):
         self.assertRegex(line.getvalue(), rf"sweep pyclient-cancel: \d+/{RUNS} done .* cancelled\n$",
                          "progress=True should print a progress line ending in the final state")
         self.assertIn(sweep.sweep_id, [s.sweep_id for s in self.client.list_sweeps("cancelled")])
+        cancelled = [r for r in self.client.results("pyclient-cancel") if r.state == "cancelled"]
+        self.assertTrue(cancelled, "some runs never started")
+        for r in cancelled:
+            self.assertTrue(math.isnan(r.final_val_bpc) and math.isnan(r.delta_bpc_vs_dense),
+                            f"{r.name}: a run without a result reads NaN, not 0.0")
 
     def test_invalid_spec_carries_field_violations(self):
         spec = parity_client.load_spec(SPEC)
@@ -188,6 +323,12 @@ class ClientTest(unittest.TestCase):
                     anonymous.list_sweeps()
             self.assertEqual(caught.exception.code, grpc.StatusCode.UNAUTHENTICATED,
                              str(caught.exception))
+            self.assertIsInstance(caught.exception, parity_client.ParityUnauthenticated)
+            self.assertIn("PARITY_TOKEN_FILE", str(caught.exception))
+            self.assertIn("connect(token_file=...)", str(caught.exception))
+            self.assertNotIn("--token", str(caught.exception), "no CLI flags in Python")
+            with parity_client.connect(token_file=saved["PARITY_TOKEN_FILE"]) as by_file:
+                self.assertTrue(by_file.list_sweeps(), "connect(token_file=...) authenticates")
         finally:
             os.environ.update(saved)
         # A viewer's token, made by the admin with the CLI: it reads, it may not submit.
@@ -199,6 +340,10 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(parity_client.ParityError) as caught:
                 viewer.submit(SPEC)
             self.assertEqual(caught.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIsInstance(caught.exception, parity_client.ParityPermissionDenied)
+            self.assertIn("researcher or admin", str(caught.exception))
+            with self.assertRaises(parity_client.ParityPermissionDenied):
+                viewer.delete(self.sweep.sweep_id[:8])
 
     def test_malformed_spec_is_caught_by_the_loader(self):
         with self.assertRaises(parity_client.ParityError) as caught:
@@ -218,6 +363,11 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(parity_client.ParityError) as caught:
                 client.list_sweeps()
         self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertIsInstance(caught.exception, parity_client.ParityUnavailable)
+        text = str(caught.exception)
+        self.assertIn("scheduler at 127.0.0.1:1 is unreachable", text)
+        self.assertIn("deploy/local/up.sh", text)
+        self.assertIn("PARITY_SCHEDULER", text)
 
     @unittest.skipUnless(_installed("pandas") and _installed("matplotlib"),
                          "the README figure needs pandas and matplotlib (optional)")
