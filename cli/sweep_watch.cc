@@ -198,6 +198,14 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
   }
   if (tty) std::cout << "\n";
   std::cout << "run " << run_id << " " << RunStateName(run.state()) << "\n";
+  if (run.state() == parity::v1::RUN_STATE_FAILED) {
+    // The stream carries the state, not the failure: read the run once more for its reason.
+    parity::v1::GetRunRequest get;
+    get.set_run_id(run_id);
+    parity::v1::GetRunResponse got;
+    if (stub.GetRun(UnaryContext(options).get(), get, &got).ok()) run = got.run();
+    std::cout << FormatFailureSummary({run});
+  }
   return run.state() == parity::v1::RUN_STATE_SUCCEEDED ? kExitOk : kExitRunsFailed;
 }
 

@@ -87,7 +87,8 @@ export class ChartPanel {
     const panel = this;
     const legend = {
       position: 'bottom',
-      labels: {usePointStyle: true, boxWidth: 8, boxHeight: 8, padding: 12},
+      // pointStyleWidth: wide enough for a line's dash pattern to show in its legend entry.
+      labels: {usePointStyle: true, boxWidth: 8, boxHeight: 8, padding: 12, pointStyleWidth: 28},
     };
     if (o.groupLegend) {
       legend.labels.generateLabels = (chart) => {
@@ -156,7 +157,15 @@ export class ChartPanel {
     this.applyHidden();
     const total = datasets.reduce((sum, dataset) => sum + dataset.data.length, 0);
     this.empty.hidden = total > 0;
+    // Without data Chart.js would invent a 0–1 range and print ticks like "0 0 0 1 1 1": an
+    // empty chart shows its message alone.
+    for (const scale of Object.values(this.chart.options.scales)) scale.display = total > 0;
     this.chart.update('none');
+  }
+
+  // The message an empty chart shows (it depends on whether anything may still arrive).
+  setEmptyText(text) {
+    this.empty.textContent = text;
   }
 
   destroy() {
