@@ -289,6 +289,33 @@ async function checkAnalysis(page) {
   log(`analysis: frontier of ${frontier} budgets, fixed-N law with intervals, ${baselines} baseline comparisons, ${paper} grid points`);
 }
 
+// Curves: colour is r_a, the line pattern the budget, and the legend draws each entry as its
+// lines are drawn (dashes included); the equal-resource legend shows dense baselines as lines.
+async function checkLegends(page) {
+  const legends = await page.evaluate(() => {
+    const legendOf = (id) => {
+      const chart = window.Chart.getChart(document.querySelector(`[data-chart="${id}"] canvas`));
+      return {items: chart.legend.legendItems.map((i) => ({text: i.text, dash: i.lineDash || [], pointStyle: i.pointStyle})),
+              datasets: chart.data.datasets.map((d) => ({group: d.group ?? d.label, dash: d.borderDash || []}))};
+    };
+    return {curves: legendOf('chart-curves-tokens'), equal: legendOf('chart-equal-resource')};
+  });
+  const {items, datasets} = legends.curves;
+  const dashOf = (group) => JSON.stringify(datasets.find((d) => d.group === group)?.dash);
+  for (const item of items) {
+    check(JSON.stringify(item.dash) === dashOf(item.text), `legend entry "${item.text}" should show its lines' dash ${dashOf(item.text)}, shows ${JSON.stringify(item.dash)}`);
+  }
+  const c1 = items.filter((i) => i.text.startsWith('MoE') && i.text.endsWith('· C1'));
+  const c2 = items.filter((i) => i.text.startsWith('MoE') && i.text.endsWith('· C2'));
+  check(c1.length > 0 && c2.length > 0 && /r_a \d+\.\d%/.test(c1[0].text),
+        `the curves' legend should have one entry per r_a (to 0.1%) and budget: ${items.map((i) => i.text).join(' | ')}`);
+  check(JSON.stringify(c1[0].dash) !== JSON.stringify(c2[0].dash), 'budgets C1 and C2 should be drawn with different line patterns');
+  const dense = legends.equal.items.filter((i) => i.text.startsWith('dense'));
+  check(dense.length > 0 && dense.every((i) => i.pointStyle === 'line' && i.dash.length > 0),
+        `the dense baselines' legend entries should be dashed lines, not dots: ${JSON.stringify(dense.slice(0, 3))}`);
+  log(`legends: ${items.length} curve entries (r_a × budget, dashed by budget); dense baselines as dashed lines`);
+}
+
 async function checkSweepPage(page, shots, prefix) {
   await page.waitForSelector('[data-testid="runs-table"]', {timeout: TIMEOUT});
   await waitForRows(page, 'runs-table', Number(args.runs), 'sweep page');
@@ -296,6 +323,8 @@ async function checkSweepPage(page, shots, prefix) {
   check(title.includes(args['sweep-name']), `the sweep page should be titled ${args['sweep-name']}: ${title}`);
   await waitForCharts(page, ['chart-curves-tokens', 'chart-curves-flops', 'chart-equal-resource'], 'sweep page');
   await checkEqualResourceFigure(page);
+  await checkLegends(page);
+  await (await page.$('.chart-grid')).screenshot({path: path.join(shots, `${prefix}sweep-figures.png`)});
   await checkAnalysis(page);
   await checkNoBrokenText(page, 'the sweep page');
   await checkAccessibility(page, `${prefix}sweep page`);

@@ -90,6 +90,16 @@ export class ChartPanel {
       // pointStyleWidth: wide enough for a line's dash pattern to show in its legend entry.
       labels: {usePointStyle: true, boxWidth: 8, boxHeight: 8, padding: 12, pointStyleWidth: 28},
     };
+    // Chart.js takes a point-style entry's look from the dataset's first point, which has no
+    // dash: a dashed line's entry is given its line's dash here, so it is drawn as it is drawn.
+    legend.labels.generateLabels = (chart) => {
+      const items = ChartJs.defaults.plugins.legend.labels.generateLabels(chart);
+      for (const item of items) {
+        const dataset = chart.data.datasets[item.datasetIndex];
+        if (dataset?.borderDash?.length) item.lineDash = dataset.borderDash;
+      }
+      return items;
+    };
     if (o.groupLegend) {
       legend.labels.generateLabels = (chart) => {
         const seen = new Map();
@@ -157,6 +167,7 @@ export class ChartPanel {
     this.applyHidden();
     const total = datasets.reduce((sum, dataset) => sum + dataset.data.length, 0);
     this.empty.hidden = total > 0;
+    this.card.classList.toggle('is-empty', total === 0);
     // Without data Chart.js would invent a 0–1 range and print ticks like "0 0 0 1 1 1": an
     // empty chart shows its message alone.
     for (const scale of Object.values(this.chart.options.scales)) scale.display = total > 0;
