@@ -324,6 +324,17 @@ async function checkSweepPage(page, shots, prefix) {
   await waitForCharts(page, ['chart-curves-tokens', 'chart-curves-flops', 'chart-equal-resource'], 'sweep page');
   await checkEqualResourceFigure(page);
   await checkLegends(page);
+  // Each progress cell's percentage sits right of its bar, never on it ("0%" over the track).
+  const overlapping = await page.$$eval('[data-testid="runs-table"] td[data-key="progress"] .mini-progress', (cells) =>
+    cells.filter((cell) => {
+      const track = cell.querySelector('.mini-track')?.getBoundingClientRect();
+      const text = [...cell.childNodes].find((n) => n.nodeType === Node.TEXT_NODE);
+      if (!track || !text) return true;
+      const range = document.createRange();
+      range.selectNodeContents(text);
+      return range.getBoundingClientRect().left < track.right;
+    }).map((cell) => cell.innerText));
+  check(overlapping.length === 0, `progress labels overlap their bars: ${overlapping.slice(0, 5).join(' | ')}`);
   await (await page.$('.chart-grid')).screenshot({path: path.join(shots, `${prefix}sweep-figures.png`)});
   await checkAnalysis(page);
   await checkNoBrokenText(page, 'the sweep page');
