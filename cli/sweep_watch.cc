@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -10,6 +11,7 @@
 #include "cli/client_format.h"
 #include "cli/commands.h"
 #include "core/backoff.h"
+#include "core/failure_remedy.h"
 #include "fmt/format.h"
 
 namespace parity::cli {
@@ -27,6 +29,21 @@ void Wait(core::Backoff& backoff) { absl::SleepFor(backoff.NextDelay()); }
 bool IsFinal(parity::v1::RunState state) {
   return state == parity::v1::RUN_STATE_SUCCEEDED || state == parity::v1::RUN_STATE_FAILED ||
          state == parity::v1::RUN_STATE_CANCELLED;
+}
+
+// A state change's reason names a failure class as the scheduler spells it ("USER_ERROR: ...");
+// the CLI speaks the spec's spelling everywhere ("user_error: ...").
+std::string ReasonText(const std::string& reason) {
+  const auto* classes = parity::v1::FailureClass_descriptor();
+  for (int i = 0; i < classes->value_count(); ++i) {
+    const auto value = static_cast<parity::v1::FailureClass>(classes->value(i)->number());
+    const std::string name = core::FailureClassName(value);
+    if (name.empty()) continue;
+    std::string upper = name;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (reason.rfind(upper + ":", 0) == 0) return name + reason.substr(upper.size());
+  }
+  return reason;
 }
 
 bool SweepEnded(const parity::v1::Sweep& sweep) {
@@ -109,10 +126,10 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
           it->second.set_state(change.to_state());
           it->second.set_attempt(change.attempt());
           if (!tty && change.from_state() != parity::v1::RUN_STATE_UNSPECIFIED) {
-            std::cout << fmt::format("{}  {} → {}{}\n", it->second.spec().name(),
-                                     RunStateName(change.from_state()),
-                                     RunStateName(change.to_state()),
-                                     change.reason().empty() ? "" : " (" + change.reason() + ")");
+            std::cout << fmt::format(
+                "{}  {} → {}{}\n", it->second.spec().name(), RunStateName(change.from_state()),
+                RunStateName(change.to_state()),
+                change.reason().empty() ? "" : " (" + ReasonText(change.reason()) + ")");
           }
         }
       }

@@ -341,6 +341,8 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   EXPECT_NE(submit.output.find(summary, why), std::string::npos) << submit.output;
   EXPECT_NE(submit.output.find(remedy, why), std::string::npos) << submit.output;
   EXPECT_EQ(submit.output.find("FAILURE_CLASS_"), std::string::npos) << submit.output;
+  EXPECT_EQ(submit.output.find("USER_ERROR"), std::string::npos)
+      << "classes in the spec's spelling, state changes included: " << submit.output;
 
   const ChildResult status =
       RunChild(cli({"status", sweep_id}), (scratch_ / "status.log").string(), absl::Seconds(60));
