@@ -23,6 +23,10 @@ import os from 'node:os';
 import path from 'node:path';
 import {pathToFileURL} from 'node:url';
 
+import {CheckFailed, TIMEOUT, axeResults, check, checkAccessibility, checkNoBrokenText, columnTexts,
+        log} from './browser_support.mjs';
+import {failedSweep} from './failed_sweep.mjs';
+
 function parseArgs(argv) {
   const args = {};
   for (let i = 0; i < argv.length; i += 2) {
@@ -33,15 +37,6 @@ function parseArgs(argv) {
 }
 
 const args = parseArgs(process.argv.slice(2));
-const TIMEOUT = 20000;
-
-class CheckFailed extends Error {}
-function check(condition, message) {
-  if (!condition) throw new CheckFailed(message);
-}
-function log(message) {
-  console.log(`[browser] ${message}`);
-}
 
 function loadPlaywright() {
   const modules = args['node-modules'];
@@ -72,45 +67,6 @@ async function waitForCharts(page, testIds, what) {
   return points;
 }
 
-// Text a rendering bug leaves behind: an object or a missing value printed as text.
-async function checkNoBrokenText(page, what) {
-  const text = await page.evaluate(() => document.getElementById('app').innerText);
-  for (const broken of ['[object ', 'undefined', 'NaN']) {
-    const at = text.indexOf(broken);
-    check(at < 0, `${what} shows "${broken}": …${text.slice(Math.max(0, at - 60), at + 60)}…`);
-  }
-}
-
-// axe-core on the page as it stands: WCAG 2.0/2.1 A and AA rules. The source is evaluated
-// through the DevTools protocol, which the pages' Content-Security-Policy does not govern.
-let axeSource = null;
-const axeResults = [];
-async function checkAccessibility(page, what) {
-  if (axeSource === null) {
-    const file = path.join(args['node-modules'], 'axe-core', 'axe.min.js');
-    check(fs.existsSync(file), `axe-core is not installed in ${args['node-modules']} (web/'s npm ci installs it)`);
-    axeSource = fs.readFileSync(file, 'utf8');
-  }
-  if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(axeSource);
-  const violations = await page.evaluate(async () => {
-    const result = await window.axe.run(document, {
-      runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
-      resultTypes: ['violations'],
-      // From file:// (a report) axe cannot fetch the stylesheets it preloads for one rule (CSS
-      // orientation lock), and Chromium logs the refused requests as errors.
-      preload: location.protocol !== 'file:'});
-    return result.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length,
-                                          targets: v.nodes.slice(0, 4).map((n) => n.target.join(' '))}));
-  });
-  const counts = {};
-  for (const v of violations) counts[v.impact] = (counts[v.impact] || 0) + v.nodes;
-  axeResults.push({page: what, counts, violations});
-  log(`axe-core on ${what}: ${violations.length ? JSON.stringify(counts) : 'no violations'}`);
-  const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-  check(bad.length === 0, `${what} has serious or critical WCAG 2.1 AA violations (axe-core): ` +
-        bad.map((v) => `${v.id} (${v.impact}, ${v.nodes} nodes: ${v.targets.join(', ')}) ${v.help}`).join(' | '));
-}
-
 async function rowCount(page, table) {
   return page.$$eval(`[data-testid="${table}"] tbody tr[data-row-key]`, (rows) => rows.length);
 }
@@ -123,11 +79,6 @@ async function waitForRows(page, table, expected, what) {
   } catch {
     throw new CheckFailed(`${what}: expected ${expected} rows in ${table}, found ${await rowCount(page, table)}`);
   }
-}
-
-async function columnTexts(page, key) {
-  return page.$$eval(`[data-testid="runs-table"] tbody tr[data-row-key] td[data-key="${key}"]`,
-                     (cells) => cells.map((cell) => cell.textContent.trim()));
 }
 
 // Sorting by a header reorders the rows: ascending, then descending; rows without a value last.
@@ -338,7 +289,7 @@ async function checkSweepPage(page, shots, prefix) {
   await (await page.$('.chart-grid')).screenshot({path: path.join(shots, `${prefix}sweep-figures.png`)});
   await checkAnalysis(page);
   await checkNoBrokenText(page, 'the sweep page');
-  await checkAccessibility(page, `${prefix}sweep page`);
+  await checkAccessibility(page, `${prefix}sweep page`, args['node-modules']);
   await page.screenshot({path: path.join(shots, `${prefix}sweep.png`), fullPage: true});
   await checkSorting(page);
   await page.selectOption('[data-testid="state-filter"]', 'RUNNING');
@@ -361,7 +312,7 @@ async function checkMoeRunPage(page, shots, prefix) {
   const layers = JSON.parse(await page.getAttribute('[data-chart="chart-expert-shares"]', 'data-series-labels'));
   check(layers.some((l) => l.startsWith('layer')), `the expert-load chart should have one bar series per layer: ${layers}`);
   await checkNoBrokenText(page, 'the MoE run page');
-  await checkAccessibility(page, `${prefix}MoE run page`);
+  await checkAccessibility(page, `${prefix}MoE run page`, args['node-modules']);
   await page.screenshot({path: path.join(shots, `${prefix}run-moe.png`), fullPage: true});
   return points;
 }
@@ -371,7 +322,7 @@ async function checkDenseRunPage(page, shots, prefix) {
   const note = await page.textContent('[data-testid="expert-note"]');
   check(note.includes('no experts'), `a dense run page should say it has no experts: ${note}`);
   await checkNoBrokenText(page, 'the dense run page');
-  await checkAccessibility(page, `${prefix}dense run page`);
+  await checkAccessibility(page, `${prefix}dense run page`, args['node-modules']);
   await page.screenshot({path: path.join(shots, `${prefix}run-dense.png`), fullPage: true});
 }
 
@@ -391,7 +342,7 @@ async function live(page, shots) {
   await page.goto(`${base}/`);
   check(new URL(page.url()).pathname === '/login',
         `a signed-out browser should be sent to /login, not ${page.url()}`);
-  await checkAccessibility(page, 'sign-in page');
+  await checkAccessibility(page, 'sign-in page', args['node-modules']);
   await page.goto(`${base}/login?token=${encodeURIComponent(args.token)}`);
   check(new URL(page.url()).pathname === '/' && !page.url().includes('token'),
         `signing in should land on / without the token in the URL: ${page.url()}`);
@@ -403,7 +354,7 @@ async function live(page, shots) {
   check(rowText.includes('2 running') && rowText.includes(`${args.succeeded} succeeded`),
         `the sweep row should count its runs by state: ${rowText}`);
   await checkNoBrokenText(page, 'the sweeps page');
-  await checkAccessibility(page, 'sweeps page');
+  await checkAccessibility(page, 'sweeps page', args['node-modules']);
   await page.screenshot({path: path.join(shots, 'sweeps.png'), fullPage: true});
 
   await page.click(`${row} a`);  // client-side navigation to the sweep page
@@ -466,7 +417,7 @@ async function signin(page, shots) {
   const help = await page.textContent('[data-testid="token-help"]');
   check(help.includes('admin.token') && help.includes('parity token create'),
         `the sign-in page should say where tokens come from: ${help}`);
-  await checkAccessibility(page, 'sign-in page');
+  await checkAccessibility(page, 'sign-in page', args['node-modules']);
   // The page works under the scheduler's Content-Security-Policy (a blocked script or style
   // would log an error, which fails the run) and may not be framed.
   const headers = loginPage.headers();
@@ -488,59 +439,6 @@ async function signin(page, shots) {
   check(new URL(page.url()).pathname === '/login', `the sign-out button should end on /login: ${page.url()}`);
   await page.goto(`${base}/`);
   check(new URL(page.url()).pathname === '/login', `signed out again, / should go to /login: ${page.url()}`);
-}
-
-// A sweep whose every run failed (USER_ERROR, a missing dataset): the sweep page says why and
-// what to do (a banner and a column), its empty charts say nothing will come and draw no axes,
-// and the run page explains the failure instead of showing empty chart cards.
-async function failedSweep(page, shots) {
-  const base = args['base-url'];
-  const target = `/sweeps/${args['failed-sweep']}`;
-  await page.goto(`${base}/login?token=${encodeURIComponent(args.token)}&next=${encodeURIComponent(target)}`);
-  check(new URL(page.url()).pathname === target, `a sign-in link with next= should land on ${target}: ${page.url()}`);
-  await page.waitForSelector('[data-testid="failure-banner"] [data-testid="failure"]', {timeout: TIMEOUT});
-  const banner = await page.$$eval('[data-testid="failure-banner"] [data-testid="failure"]', (blocks) => blocks.map((b) => ({
-    runs: b.querySelector('[data-testid="failure-runs"]')?.innerText || '',
-    className: b.querySelector('[data-testid="failure-class"]')?.innerText || '',
-    message: b.querySelector('[data-testid="failure-message"]')?.innerText || '',
-    remedy: b.querySelector('[data-testid="failure-remedy"]')?.innerText || ''})));
-  check(banner.length === 1, `one distinct failure should make one banner entry: ${JSON.stringify(banner)}`);
-  const [failure] = banner;
-  check(failure.className === 'user_error' && /^dataset '.+' not found on worker /.test(failure.message) &&
-        failure.remedy === 'fix the spec or give the workers the dataset; see the message' &&
-        failure.runs === `${args['failed-runs']} runs failed · `,
-        `the banner should give the class, message, remedy and count: ${JSON.stringify(failure)}`);
-  const column = await columnTexts(page, 'failure');
-  check(column.length === Number(args['failed-runs']) && column.every((t) => t.startsWith('user_error: dataset')),
-        `every row's "Last failure" cell should name the failure: ${column.join(' | ')}`);
-  const header = await page.$$eval('[data-testid="runs-table"] th', (ths) => ths.map((t) => t.innerText.trim()));
-  check(header.includes('Last failure') && header.includes('Unique D'), `the runs table's headers: ${header.join(' | ')}`);
-  const text = await page.evaluate(() => document.getElementById('app').innerText);
-  check(!text.includes('No validation points yet'), 'an ended sweep should not say validation points are still to come');
-  check(text.includes('no run reported any before the sweep ended'), `the empty curves should say why: ${text.slice(0, 400)}`);
-  check(!text.includes('FAILURE_CLASS_'), 'failure classes are spelled like the spec (user_error)');
-  // An empty chart draws no axes (Chart.js would invent ticks "0 0 0 1 1 1").
-  const axes = await page.$$eval('[data-chart] canvas', (canvases) => canvases.map((c) => {
-    const chart = window.Chart.getChart(c);
-    return Object.values(chart.options.scales).some((scale) => scale.display !== false);
-  }));
-  check(axes.length === 3 && axes.every((shown) => !shown), `empty charts should hide their axes: ${axes}`);
-  await checkNoBrokenText(page, 'the failed sweep page');
-  await checkAccessibility(page, 'failed sweep page');
-  await page.screenshot({path: path.join(shots, 'sweep-failed.png'), fullPage: true});
-
-  await page.click(`[data-testid="runs-table"] tr[data-row-key="${args['failed-run']}"] td[data-key="name"] a`);
-  await page.waitForSelector('[data-testid="run-summary"] .stat', {timeout: TIMEOUT});
-  await page.waitForSelector('[data-testid="failure"] [data-testid="failure-remedy"]', {timeout: TIMEOUT});
-  const runFailure = await page.textContent('[data-testid="failure"]');
-  check(runFailure.includes('user_error') && runFailure.includes('not found on worker') &&
-        runFailure.includes('give the workers the dataset'), `the run page should explain the failure: ${runFailure}`);
-  await page.waitForSelector('[data-testid="no-metrics"]:not([hidden])', {timeout: TIMEOUT});
-  const visibleCharts = await page.$$eval('[data-chart]', (cards) => cards.filter((c) => c.offsetParent !== null).length);
-  check(visibleCharts === 0, `a run without metrics should show no empty chart cards, shows ${visibleCharts}`);
-  await checkNoBrokenText(page, 'the failed run page');
-  await checkAccessibility(page, 'failed run page');
-  await page.screenshot({path: path.join(shots, 'run-failed.png'), fullPage: true});
 }
 
 async function main() {
@@ -584,7 +482,7 @@ async function main() {
     if (args.mode === 'live') await live(page, shots);
     else if (args.mode === 'report') await report(page, shots);
     else if (args.mode === 'signin') await signin(page, shots);
-    else if (args.mode === 'failed') await failedSweep(page, shots);
+    else if (args.mode === 'failed') await failedSweep(page, shots, args);
     else throw new CheckFailed(`unknown --mode ${args.mode}`);
     check(errors.length === 0, `the pages logged errors: ${errors.join(' | ')}`);
     check(failedRequests.length === 0 || (args.mode === 'signin' && failedRequests.every((r) => r.startsWith('401'))),
