@@ -246,7 +246,9 @@ async function checkLegends(page) {
   const legends = await page.evaluate(() => {
     const legendOf = (id) => {
       const chart = window.Chart.getChart(document.querySelector(`[data-chart="${id}"] canvas`));
-      return {items: chart.legend.legendItems.map((i) => ({text: i.text, dash: i.lineDash || [], pointStyle: i.pointStyle})),
+      // A line's entry is a drawn sample of the line (a canvas marked data-line), not a dot.
+      const style = (i) => (i.pointStyle instanceof HTMLCanvasElement ? i.pointStyle.dataset.sample : i.pointStyle);
+      return {items: chart.legend.legendItems.map((i) => ({text: i.text, dash: i.lineDash || [], pointStyle: style(i)})),
               datasets: chart.data.datasets.map((d) => ({group: d.group ?? d.label, dash: d.borderDash || []}))};
     };
     return {curves: legendOf('chart-curves-tokens'), equal: legendOf('chart-equal-resource')};
@@ -261,6 +263,7 @@ async function checkLegends(page) {
   check(c1.length > 0 && c2.length > 0 && /r_a \d+\.\d%/.test(c1[0].text),
         `the curves' legend should have one entry per r_a (to 0.1%) and budget: ${items.map((i) => i.text).join(' | ')}`);
   check(JSON.stringify(c1[0].dash) !== JSON.stringify(c2[0].dash), 'budgets C1 and C2 should be drawn with different line patterns');
+  check(items.every((i) => i.pointStyle === 'line'), `every curve legend entry should be a line sample: ${JSON.stringify(items.slice(0, 3))}`);
   const dense = legends.equal.items.filter((i) => i.text.startsWith('dense'));
   check(dense.length > 0 && dense.every((i) => i.pointStyle === 'line' && i.dash.length > 0),
         `the dense baselines' legend entries should be dashed lines, not dots: ${JSON.stringify(dense.slice(0, 3))}`);
