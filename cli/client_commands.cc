@@ -75,7 +75,13 @@ int RunSubmit(const SubmitOptions& options) {
   grpc::Status results_status;
   auto rows = ListAllResults(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
   if (!results_status.ok()) return ReportRpcError(results_status, "results", options.scheduler);
-  std::cout << "\n" << FormatResults(rows, ResultsFormat::kTable);
+  const std::vector<parity::v1::Run> runs =
+      ListAllRuns(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
+  if (!results_status.ok()) return ReportRpcError(results_status, "results", options.scheduler);
+  std::cout << "\n" << FormatResults(rows, ResultsFormat::kTable, FailuresByRun(runs));
+  // The last words of a failed sweep say why, and what to do (the table above only names it).
+  const std::string failures = FormatFailureSummary(runs);
+  if (!failures.empty()) std::cout << "\nWhy runs failed:\n" << failures;
   return code;
 }
 
@@ -130,7 +136,10 @@ int RunResults(const SweepIdOptions& options) {
   grpc::Status status;
   auto rows = ListAllResults(*stub, options.id, options.scheduler, status);
   if (!status.ok()) return ReportRpcError(status, "results " + options.id, options.scheduler);
-  std::cout << FormatResults(rows, options.format);
+  const std::vector<parity::v1::Run> runs =
+      ListAllRuns(*stub, options.id, options.scheduler, status);
+  if (!status.ok()) return ReportRpcError(status, "results " + options.id, options.scheduler);
+  std::cout << FormatResults(rows, options.format, FailuresByRun(runs));
   return kExitOk;
 }
 

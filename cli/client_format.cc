@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "cli/table.h"
 #include "core/eval_sets.h"
+#include "core/failure_remedy.h"
 #include "core/proto_time.h"
 #include "fmt/format.h"
 #include "google/protobuf/util/json_util.h"
@@ -26,6 +27,16 @@ std::string Time(const google::protobuf::Timestamp& time) {
 
 std::string Bpc(double value) { return value > 0 ? fmt::format("{:.4f}", value) : "-"; }
 
+// A table cell holds the start of a long message; FormatFailureSummary prints it whole.
+std::string Shorten(const std::string& text, size_t max_bytes = 72) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  std::string out(text, 0, cut);
+  out.append("...");
+  return out;
+}
+
 }  // namespace
 
 std::string RunStateName(parity::v1::RunState state) {
@@ -34,6 +45,50 @@ std::string RunStateName(parity::v1::RunState state) {
 
 std::string SweepStateName(parity::v1::SweepState state) {
   return StripPrefix(parity::v1::SweepState_Name(state), "SWEEP_STATE_");
+}
+
+std::string FailureText(const parity::v1::Run& run) {
+  if (run.failure_class() == parity::v1::FAILURE_CLASS_UNSPECIFIED &&
+      run.failure().message().empty())
+    return "";
+  const std::string name = core::FailureClassName(run.failure_class());
+  if (run.failure().message().empty()) return name;
+  return name.empty() ? run.failure().message() : name + ": " + run.failure().message();
+}
+
+std::string FormatFailureSummary(const std::vector<parity::v1::Run>& runs) {
+  struct Distinct {
+    parity::v1::FailureClass failure_class;
+    std::string text;
+    int runs = 0;
+  };
+  std::vector<Distinct> distinct;  // in the order first seen
+  for (const auto& run : runs) {
+    if (run.state() != parity::v1::RUN_STATE_FAILED) continue;
+    std::string text = FailureText(run);
+    if (text.empty()) text = "(no reason recorded)";
+    auto it = std::find_if(distinct.begin(), distinct.end(), [&](const Distinct& d) {
+      return d.failure_class == run.failure_class() && d.text == text;
+    });
+    if (it == distinct.end()) it = distinct.insert(distinct.end(), {run.failure_class(), text});
+    ++it->runs;
+  }
+  std::string out;
+  for (const auto& d : distinct) {
+    out += fmt::format("{} run{} failed: {}\n", d.runs, d.runs == 1 ? "" : "s", d.text);
+    const std::string_view remedy = core::FailureRemedy(d.failure_class);
+    if (!remedy.empty()) out += fmt::format("  remedy: {}\n", remedy);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> FailuresByRun(const std::vector<parity::v1::Run>& runs) {
+  std::map<std::string, std::string> failures;
+  for (const auto& run : runs) {
+    std::string text = FailureText(run);
+    if (!text.empty()) failures[run.run_id()] = std::move(text);
+  }
+  return failures;
 }
 
 std::string ProgressBar(double done, double total, int width) {
@@ -71,16 +126,22 @@ std::string FormatSweepRuns(const parity::v1::Sweep& sweep,
   std::vector<TableRow> rows;
   for (const auto& r : runs) {
     const uint64_t steps = r.spec().training().steps();
+    const std::string failure = FailureText(r);
     rows.push_back(
         {r.spec().name(), RunStateName(r.state()), std::to_string(r.attempt()),
          ProgressBar(static_cast<double>(r.latest_step()), static_cast<double>(steps), 16),
-         fmt::format("{}/{}", r.latest_step(), steps), Bpc(r.latest_val_bpc()), r.run_id()});
+         fmt::format("{}/{}", r.latest_step(), steps), Bpc(r.latest_val_bpc()), r.run_id(),
+         failure.empty() ? std::string(1, '-') : Shorten(failure)});
   }
-  return out + RenderTable({"run", "state", "attempt", "progress", "step", "val BPC", "id"}, rows,
-                           {"run", "state", "progress", "id"});
+  out +=
+      RenderTable({"run", "state", "attempt", "progress", "step", "val BPC", "id", "last failure"},
+                  rows, {"run", "state", "progress", "id", "last failure"});
+  const std::string failures = FormatFailureSummary(runs);
+  return failures.empty() ? out : out + "\n" + failures;
 }
 
-std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format) {
+std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format,
+                          const std::map<std::string, std::string>& failures) {
   if (format == ResultsFormat::kJson) {
     std::string out = "[\n";
     google::protobuf::util::JsonPrintOptions options;
@@ -129,6 +190,10 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
                                     ? "-"
                                     : fmt::format("{:+.4f}", set_delta->second));
     }
+    const auto failure = failures.find(r.run_id());
+    out_rows.back().push_back(failure == failures.end() ? (table ? "-" : "")
+                              : table                   ? Shorten(failure->second)
+                                                        : failure->second);
   }
   const TableRow header = {"run",
                            "layout",
@@ -148,7 +213,8 @@ std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, Result
     full_header.push_back(table ? "BPC " + set : "final_bpc." + set);
     full_header.push_back(table ? "ΔBPC " + set : "delta_bpc." + set);
   }
-  if (table) return RenderTable(full_header, out_rows, {"run", "layout", "state"});
+  full_header.push_back("failure");
+  if (table) return RenderTable(full_header, out_rows, {"run", "layout", "state", "failure"});
   // CSV also says which dataset each run trained on (its digest; too wide for the table).
   full_header.push_back("dataset digest");
   for (size_t i = 0; i < rows.size(); ++i) out_rows[i].push_back(rows[i].dataset_digest());

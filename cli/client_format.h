@@ -2,6 +2,7 @@
 // the results table (table for reading, CSV and JSON for tools).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,25 @@ std::string FormatSweepList(const std::vector<parity::v1::Sweep>& sweeps);
 std::string FormatSweepRuns(const parity::v1::Sweep& sweep,
                             const std::vector<parity::v1::Run>& runs);
 
+// A run's last failure as "class: message" ("user_error: dataset 'x' not found on worker w"),
+// "" when it has none. The class is in lowercase YAML spelling.
+std::string FailureText(const parity::v1::Run& run);
+
+// Each distinct failure of the sweep's FAILED runs: how many runs, class, message and remedy —
+// what a researcher needs to fix it. "" when no run failed.
+//   2 runs failed: user_error: dataset 'x' not found on worker w
+//     remedy: fix the spec or give the workers the dataset; see the message
+std::string FormatFailureSummary(const std::vector<parity::v1::Run>& runs);
+
 // The results table: accounting, final validation BPC, ΔBPC against the 1C dense baseline and
 // the EL the published joint law predicts (not a measurement: measured EL, frontier and fixed-N,
 // is `parity report`'s).
-std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format);
+// `failures` (run id → FailureText) fills the table's and the CSV's failure column.
+std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format,
+                          const std::map<std::string, std::string>& failures = {});
+
+// run id → FailureText of every run that has a failure.
+std::map<std::string, std::string> FailuresByRun(const std::vector<parity::v1::Run>& runs);
 
 // Workers with their devices and active runs.
 std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/backoff.h"
 #include "core/eval_sets.h"
+#include "core/failure_remedy.h"
 #include "fmt/format.h"
 
 namespace parity::cli {
@@ -28,6 +30,21 @@ void Wait(core::Backoff& backoff) { absl::SleepFor(backoff.NextDelay()); }
 bool IsFinal(parity::v1::RunState state) {
   return state == parity::v1::RUN_STATE_SUCCEEDED || state == parity::v1::RUN_STATE_FAILED ||
          state == parity::v1::RUN_STATE_CANCELLED;
+}
+
+// A state change's reason names a failure class as the scheduler spells it ("USER_ERROR: ...");
+// the CLI speaks the spec's spelling everywhere ("user_error: ...").
+std::string ReasonText(const std::string& reason) {
+  const auto* classes = parity::v1::FailureClass_descriptor();
+  for (int i = 0; i < classes->value_count(); ++i) {
+    const auto value = static_cast<parity::v1::FailureClass>(classes->value(i)->number());
+    const std::string name = core::FailureClassName(value);
+    if (name.empty()) continue;
+    std::string upper = name;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (reason.rfind(upper + ":", 0) == 0) return name + reason.substr(upper.size());
+  }
+  return reason;
 }
 
 bool SweepEnded(const parity::v1::Sweep& sweep) {
@@ -110,10 +127,10 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
           it->second.set_state(change.to_state());
           it->second.set_attempt(change.attempt());
           if (!tty && change.from_state() != parity::v1::RUN_STATE_UNSPECIFIED) {
-            std::cout << fmt::format("{}  {} → {}{}\n", it->second.spec().name(),
-                                     RunStateName(change.from_state()),
-                                     RunStateName(change.to_state()),
-                                     change.reason().empty() ? "" : " (" + change.reason() + ")");
+            std::cout << fmt::format(
+                "{}  {} → {}{}\n", it->second.spec().name(), RunStateName(change.from_state()),
+                RunStateName(change.to_state()),
+                change.reason().empty() ? "" : " (" + ReasonText(change.reason()) + ")");
           }
         }
       }
@@ -206,6 +223,14 @@ int WatchRunUntilDone(parity::v1::SweepService::Stub& stub, const std::string& r
   }
   if (tty) std::cout << "\n";
   std::cout << "run " << run_id << " " << RunStateName(run.state()) << "\n";
+  if (run.state() == parity::v1::RUN_STATE_FAILED) {
+    // The stream carries the state, not the failure: read the run once more for its reason.
+    parity::v1::GetRunRequest get;
+    get.set_run_id(run_id);
+    parity::v1::GetRunResponse got;
+    if (stub.GetRun(UnaryContext(options).get(), get, &got).ok()) run = got.run();
+    std::cout << FormatFailureSummary({run});
+  }
   return run.state() == parity::v1::RUN_STATE_SUCCEEDED ? kExitOk : kExitRunsFailed;
 }
 

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/failure_remedy.h"
 #include "gtest/gtest.h"
 
 namespace parity::web {
@@ -42,6 +43,20 @@ TEST(WebAssets, IndexHtmlTakesTheHeadSnippetAndLoadsChartJsBeforeTheApp) {
   ASSERT_NE(app, std::string::npos);
   EXPECT_LT(base, chart);
   EXPECT_LT(chart, app);
+}
+
+// The dashboard (web/src/failures.js) and the CLI give the same remedy for a failure class: every
+// sentence of core's table is in the bundled app.js, so editing one side alone fails here.
+TEST(WebAssets, TheDashboardCarriesEveryFailureRemedyOfCore) {
+  const std::string app(FindAsset("assets/app.js")->content());
+  const auto* classes = v1::FailureClass_descriptor();
+  for (int i = 0; i < classes->value_count(); ++i) {
+    const auto value = static_cast<v1::FailureClass>(classes->value(i)->number());
+    const std::string remedy(core::FailureRemedy(value));
+    if (remedy.empty()) continue;
+    EXPECT_NE(app.find(remedy), std::string::npos)
+        << classes->value(i)->name() << ": web/src/failures.js lacks \"" << remedy << "\"";
+  }
 }
 
 }  // namespace

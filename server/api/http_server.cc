@@ -190,17 +190,49 @@ std::string HtmlEscape(absl::string_view text) {
   return out;
 }
 
+// Where to go after signing in: a page of this site (a path of plain characters, not "//..."
+// which a browser reads as another host), else "/". What a signed-out page was is kept in
+// /login?next=..., so that a colleague's link to a sweep lands on that sweep.
+std::string SafeNext(absl::string_view next) {
+  constexpr absl::string_view kPlain =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~/";
+  if (next.size() < 2 || next.size() > 512 || next[0] != '/' || next[1] == '/' ||
+      next.find_first_not_of(kPlain) != absl::string_view::npos ||
+      absl::StartsWith(next, "/login") || absl::StartsWith(next, "/logout")) {
+    return "/";
+  }
+  return std::string(next);
+}
+
+std::string ParamOr(const HttpRequest& request, const std::string& name) {
+  auto it = request.params.find(name);
+  return it == request.params.end() ? "" : it->second;
+}
+
 // The sign-in page: no inline style or script (the CSP allows neither); styles.css has its look.
-std::string LoginPage(absl::string_view message) {
+// It says where a token comes from, the local stack's included.
+std::string LoginPage(absl::string_view message, absl::string_view next) {
   return absl::StrCat(
       "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<title>Parity: sign in</title><link rel=\"stylesheet\" href=\"/assets/styles.css\">"
-      "</head><body class=\"login-page\"><h1>Parity</h1>",
-      message.empty() ? "" : absl::StrCat("<p class=\"error\">", HtmlEscape(message), "</p>"),
+      "</head><body class=\"login-page\"><main><h1>Parity</h1>",
+      message.empty()
+          ? ""
+          : absl::StrCat("<p class=\"error\" role=\"alert\">", HtmlEscape(message), "</p>"),
       "<form method=\"post\" action=\"/login\"><label for=\"token\">Access token (a viewer's "
-      "or better; <code>parity token create</code>)</label><input id=\"token\" name=\"token\" "
-      "type=\"password\" autocomplete=\"off\" required autofocus><input type=\"submit\" "
-      "value=\"Sign in\"></form></body></html>");
+      "or better)</label><input id=\"token\" name=\"token\" "
+      "type=\"password\" autocomplete=\"off\" required autofocus>"
+      "<input type=\"hidden\" name=\"next\" value=\"",
+      HtmlEscape(SafeNext(next)),
+      "\"><input type=\"submit\" value=\"Sign in\"></form>"
+      "<h2>Where tokens come from</h2><ul data-testid=\"token-help\">"
+      "<li>The local stack (<code>deploy/local/up.sh</code>, <code>deploy/demo.sh</code>): the "
+      "admin token is in <code>.parity/admin.token</code> (the stack's <code>--dir</code>), "
+      "written at its first start.</li>"
+      "<li>Any scheduler: an admin makes one with <code>parity token create --name NAME --role "
+      "viewer</code>.</li>"
+      "<li>A link <code>/login?token=TOKEN</code> pasted into the address bar signs in too.</li>"
+      "</ul></main></body></html>");
 }
 
 }  // namespace
@@ -286,7 +318,9 @@ std::optional<HttpResponse> HttpServer::Refuse(const HttpRequest& request,
   if (!session.empty() && code == absl::StatusCode::kUnauthenticated) sessions_.Close(session);
   if (rule == "GET /pages" && code == absl::StatusCode::kUnauthenticated) {
     HttpResponse to_login = Reply(302, kHtml, "");
-    to_login.headers = {{"Location", "/login"}, {"Cache-Control", "no-store"}};
+    const std::string next = SafeNext(request.path);
+    to_login.headers = {{"Location", next == "/" ? "/login" : absl::StrCat("/login?next=", next)},
+                        {"Cache-Control", "no-store"}};
     return to_login;
   }
   HttpResponse response = ErrorResponse(HttpStatusOf(code), absl::StatusCodeToString(code),
@@ -300,18 +334,19 @@ std::optional<HttpResponse> HttpServer::Refuse(const HttpRequest& request,
 // Signing in: a valid token of a reading role opens a session, whose id becomes an HttpOnly
 // cookie. From a link (?token=) or the form; either way the answer redirects to / so that the
 // token leaves the address bar and the browser's history.
-HttpResponse HttpServer::SignIn(const HttpRequest& request, const std::string& token) {
+HttpResponse HttpServer::SignIn(const HttpRequest& request, const std::string& token,
+                                const std::string& next) {
   absl::StatusOr<Identity> who = access_.Authorize(token, "GET /pages");
   if (!who.ok()) {
     HttpResponse page = Reply(HttpStatusOf(who.status().code()), kHtml,
-                              LoginPage(std::string(who.status().message())));
+                              LoginPage(std::string(who.status().message()), next));
     page.headers.emplace_back("Cache-Control", "no-store");
     return page;
   }
   if (const std::string old = CookieSession(request); !old.empty()) sessions_.Close(old);
   HttpResponse response = Reply(303, kHtml, "");
   response.headers = {{"Set-Cookie", SessionCookie(sessions_.Open(token))},
-                      {"Location", "/"},
+                      {"Location", SafeNext(next)},
                       {"Cache-Control", "no-store"}};
   return response;
 }
@@ -330,7 +365,7 @@ HttpResponse HttpServer::Route(const HttpRequest& request) {
   const std::string& path = request.path;
   const bool get = request.method == "GET" || request.method == "HEAD";
   if (request.method == "POST" && path == "/login") {
-    return SignIn(request, FormField(request.body, "token"));
+    return SignIn(request, FormField(request.body, "token"), FormField(request.body, "next"));
   }
   if (request.method == "POST" && path == "/logout") return SignOut(request);
   if (get && path == "/login") {
@@ -342,9 +377,9 @@ HttpResponse HttpServer::Route(const HttpRequest& request) {
                              "a sign-in link works only typed or pasted into the address bar, "
                              "not followed from another site");
       }
-      return SignIn(request, it->second);
+      return SignIn(request, it->second, ParamOr(request, "next"));
     }
-    HttpResponse page = Reply(200, kHtml, LoginPage(""));
+    HttpResponse page = Reply(200, kHtml, LoginPage("", ParamOr(request, "next")));
     page.headers.emplace_back("Cache-Control", "no-store");
     return page;
   }

@@ -81,7 +81,9 @@ class HttpServer {
   // The access check before routing; set when it answers the request itself (401/403/302).
   std::optional<HttpResponse> Refuse(const HttpRequest& request, const std::string& rule);
   HttpResponse Route(const HttpRequest& request);
-  HttpResponse SignIn(const HttpRequest& request, const std::string& token);
+  // Lands on `next` (a page of this site; else /) once signed in.
+  HttpResponse SignIn(const HttpRequest& request, const std::string& token,
+                      const std::string& next);
   HttpResponse SignOut(const HttpRequest& request);
   std::string SessionCookie(const std::string& session_id) const;
 

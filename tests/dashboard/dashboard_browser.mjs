@@ -6,6 +6,11 @@
 //   node dashboard_browser.mjs --mode live --base-url http://127.0.0.1:PORT --handshake DIR ...
 //   node dashboard_browser.mjs --mode report --report DIR/index.html ...
 //   node dashboard_browser.mjs --mode signin --base-url https://127.0.0.1:PORT --token TOKEN ...
+//   node dashboard_browser.mjs --mode failed --base-url http://127.0.0.1:PORT --token TOKEN
+//        --failed-sweep ID --failed-run ID ...  (a sweep whose every run failed: USER_ERROR)
+//
+// Every page is checked with axe-core (vendored by web/'s npm ci) for WCAG 2.1 A/AA: no serious
+// or critical violation may remain; each page's counts go to SCREENSHOTS/axe-MODE.json.
 // Common: --node-modules DIR --chromium PATH --screenshots DIR --sweep ID --sweep-name NAME
 //         --runs N --succeeded N --moe-run ID (a RUNNING MoE run) --dense-run ID
 //
@@ -18,6 +23,10 @@ import os from 'node:os';
 import path from 'node:path';
 import {pathToFileURL} from 'node:url';
 
+import {CheckFailed, TIMEOUT, axeResults, check, checkAccessibility, checkNoBrokenText, columnTexts,
+        log} from './browser_support.mjs';
+import {failedSweep} from './failed_sweep.mjs';
+
 function parseArgs(argv) {
   const args = {};
   for (let i = 0; i < argv.length; i += 2) {
@@ -28,15 +37,6 @@ function parseArgs(argv) {
 }
 
 const args = parseArgs(process.argv.slice(2));
-const TIMEOUT = 20000;
-
-class CheckFailed extends Error {}
-function check(condition, message) {
-  if (!condition) throw new CheckFailed(message);
-}
-function log(message) {
-  console.log(`[browser] ${message}`);
-}
 
 function loadPlaywright() {
   const modules = args['node-modules'];
@@ -67,15 +67,6 @@ async function waitForCharts(page, testIds, what) {
   return points;
 }
 
-// Text a rendering bug leaves behind: an object or a missing value printed as text.
-async function checkNoBrokenText(page, what) {
-  const text = await page.evaluate(() => document.getElementById('app').innerText);
-  for (const broken of ['[object ', 'undefined', 'NaN']) {
-    const at = text.indexOf(broken);
-    check(at < 0, `${what} shows "${broken}": …${text.slice(Math.max(0, at - 60), at + 60)}…`);
-  }
-}
-
 async function rowCount(page, table) {
   return page.$$eval(`[data-testid="${table}"] tbody tr[data-row-key]`, (rows) => rows.length);
 }
@@ -88,11 +79,6 @@ async function waitForRows(page, table, expected, what) {
   } catch {
     throw new CheckFailed(`${what}: expected ${expected} rows in ${table}, found ${await rowCount(page, table)}`);
   }
-}
-
-async function columnTexts(page, key) {
-  return page.$$eval(`[data-testid="runs-table"] tbody tr[data-row-key] td[data-key="${key}"]`,
-                     (cells) => cells.map((cell) => cell.textContent.trim()));
 }
 
 // Sorting by a header reorders the rows: ascending, then descending; rows without a value last.
@@ -254,6 +240,36 @@ async function checkAnalysis(page) {
   log(`analysis: frontier of ${frontier} budgets, fixed-N law with intervals, ${baselines} baseline comparisons, ${paper} grid points`);
 }
 
+// Curves: colour is r_a, the line pattern the budget, and the legend draws each entry as its
+// lines are drawn (dashes included); the equal-resource legend shows dense baselines as lines.
+async function checkLegends(page) {
+  const legends = await page.evaluate(() => {
+    const legendOf = (id) => {
+      const chart = window.Chart.getChart(document.querySelector(`[data-chart="${id}"] canvas`));
+      // A line's entry is a drawn sample of the line (a canvas marked data-line), not a dot.
+      const style = (i) => (i.pointStyle instanceof HTMLCanvasElement ? i.pointStyle.dataset.sample : i.pointStyle);
+      return {items: chart.legend.legendItems.map((i) => ({text: i.text, dash: i.lineDash || [], pointStyle: style(i)})),
+              datasets: chart.data.datasets.map((d) => ({group: d.group ?? d.label, dash: d.borderDash || []}))};
+    };
+    return {curves: legendOf('chart-curves-tokens'), equal: legendOf('chart-equal-resource')};
+  });
+  const {items, datasets} = legends.curves;
+  const dashOf = (group) => JSON.stringify(datasets.find((d) => d.group === group)?.dash);
+  for (const item of items) {
+    check(JSON.stringify(item.dash) === dashOf(item.text), `legend entry "${item.text}" should show its lines' dash ${dashOf(item.text)}, shows ${JSON.stringify(item.dash)}`);
+  }
+  const c1 = items.filter((i) => i.text.startsWith('MoE') && i.text.endsWith('· C1'));
+  const c2 = items.filter((i) => i.text.startsWith('MoE') && i.text.endsWith('· C2'));
+  check(c1.length > 0 && c2.length > 0 && /r_a \d+\.\d%/.test(c1[0].text),
+        `the curves' legend should have one entry per r_a (to 0.1%) and budget: ${items.map((i) => i.text).join(' | ')}`);
+  check(JSON.stringify(c1[0].dash) !== JSON.stringify(c2[0].dash), 'budgets C1 and C2 should be drawn with different line patterns');
+  check(items.every((i) => i.pointStyle === 'line'), `every curve legend entry should be a line sample: ${JSON.stringify(items.slice(0, 3))}`);
+  const dense = legends.equal.items.filter((i) => i.text.startsWith('dense'));
+  check(dense.length > 0 && dense.every((i) => i.pointStyle === 'line' && i.dash.length > 0),
+        `the dense baselines' legend entries should be dashed lines, not dots: ${JSON.stringify(dense.slice(0, 3))}`);
+  log(`legends: ${items.length} curve entries (r_a × budget, dashed by budget); dense baselines as dashed lines`);
+}
+
 async function checkSweepPage(page, shots, prefix) {
   await page.waitForSelector('[data-testid="runs-table"]', {timeout: TIMEOUT});
   await waitForRows(page, 'runs-table', Number(args.runs), 'sweep page');
@@ -261,6 +277,19 @@ async function checkSweepPage(page, shots, prefix) {
   check(title.includes(args['sweep-name']), `the sweep page should be titled ${args['sweep-name']}: ${title}`);
   await waitForCharts(page, ['chart-curves-tokens', 'chart-curves-flops', 'chart-equal-resource'], 'sweep page');
   await checkEqualResourceFigure(page);
+  await checkLegends(page);
+  // Each progress cell's percentage sits right of its bar, never on it ("0%" over the track).
+  const overlapping = await page.$$eval('[data-testid="runs-table"] td[data-key="progress"] .mini-progress', (cells) =>
+    cells.filter((cell) => {
+      const track = cell.querySelector('.mini-track')?.getBoundingClientRect();
+      const text = [...cell.childNodes].find((n) => n.nodeType === Node.TEXT_NODE);
+      if (!track || !text) return true;
+      const range = document.createRange();
+      range.selectNodeContents(text);
+      return range.getBoundingClientRect().left < track.right;
+    }).map((cell) => cell.innerText));
+  check(overlapping.length === 0, `progress labels overlap their bars: ${overlapping.slice(0, 5).join(' | ')}`);
+  await (await page.$('.chart-grid')).screenshot({path: path.join(shots, `${prefix}sweep-figures.png`)});
   await checkAnalysis(page);
   // Two evaluation sets: "code" gets a final BPC and a ΔBPC column of its own.
   const codeBpc = (await columnTexts(page, 'bpc.code')).filter((t) => /^\d+\.\d+$/.test(t));
@@ -269,6 +298,7 @@ async function checkSweepPage(page, shots, prefix) {
   check(await page.$('[data-testid="runs-table"] th[data-key="delta.code"]'),
         'the runs table should have a ΔBPC column for the evaluation set "code"');
   await checkNoBrokenText(page, 'the sweep page');
+  await checkAccessibility(page, `${prefix}sweep page`, args['node-modules']);
   await page.screenshot({path: path.join(shots, `${prefix}sweep.png`), fullPage: true});
   await checkSorting(page);
   await page.selectOption('[data-testid="state-filter"]', 'RUNNING');
@@ -296,6 +326,7 @@ async function checkMoeRunPage(page, shots, prefix) {
   check(setCurves.length === 2 && setCurves.includes('val BPC · validation') && setCurves.includes('val BPC · code'),
         `the BPC chart should have one validation curve per evaluation set (validation, code): ${bpcSeries}`);
   await checkNoBrokenText(page, 'the MoE run page');
+  await checkAccessibility(page, `${prefix}MoE run page`, args['node-modules']);
   await page.screenshot({path: path.join(shots, `${prefix}run-moe.png`), fullPage: true});
   return points;
 }
@@ -305,6 +336,7 @@ async function checkDenseRunPage(page, shots, prefix) {
   const note = await page.textContent('[data-testid="expert-note"]');
   check(note.includes('no experts'), `a dense run page should say it has no experts: ${note}`);
   await checkNoBrokenText(page, 'the dense run page');
+  await checkAccessibility(page, `${prefix}dense run page`, args['node-modules']);
   await page.screenshot({path: path.join(shots, `${prefix}run-dense.png`), fullPage: true});
 }
 
@@ -324,6 +356,7 @@ async function live(page, shots) {
   await page.goto(`${base}/`);
   check(new URL(page.url()).pathname === '/login',
         `a signed-out browser should be sent to /login, not ${page.url()}`);
+  await checkAccessibility(page, 'sign-in page', args['node-modules']);
   await page.goto(`${base}/login?token=${encodeURIComponent(args.token)}`);
   check(new URL(page.url()).pathname === '/' && !page.url().includes('token'),
         `signing in should land on / without the token in the URL: ${page.url()}`);
@@ -335,6 +368,7 @@ async function live(page, shots) {
   check(rowText.includes('2 running') && rowText.includes(`${args.succeeded} succeeded`),
         `the sweep row should count its runs by state: ${rowText}`);
   await checkNoBrokenText(page, 'the sweeps page');
+  await checkAccessibility(page, 'sweeps page', args['node-modules']);
   await page.screenshot({path: path.join(shots, 'sweeps.png'), fullPage: true});
 
   await page.click(`${row} a`);  // client-side navigation to the sweep page
@@ -389,8 +423,15 @@ async function report(page, shots) {
 // viewer's token lands on the sweeps page, signing out sends the browser back to /login.
 async function signin(page, shots) {
   const base = args['base-url'];
-  const loginPage = await page.goto(`${base}/`);
-  check(new URL(page.url()).pathname === '/login', `signed out, / should go to /login: ${page.url()}`);
+  // A colleague's link to a sweep: signed out, it goes to /login and, signed in, to the sweep.
+  const target = `/sweeps/${args.sweep}`;
+  const loginPage = await page.goto(`${base}${target}`);
+  check(new URL(page.url()).pathname === '/login' && new URL(page.url()).searchParams.get('next') === target,
+        `signed out, ${target} should go to /login?next=${target}: ${page.url()}`);
+  const help = await page.textContent('[data-testid="token-help"]');
+  check(help.includes('admin.token') && help.includes('parity token create'),
+        `the sign-in page should say where tokens come from: ${help}`);
+  await checkAccessibility(page, 'sign-in page', args['node-modules']);
   // The page works under the scheduler's Content-Security-Policy (a blocked script or style
   // would log an error, which fails the run) and may not be framed.
   const headers = loginPage.headers();
@@ -403,12 +444,13 @@ async function signin(page, shots) {
   check(refused.includes('not valid'), `a wrong token should be refused with its reason: ${refused}`);
   await page.fill('#token', args.token);
   await Promise.all([page.waitForNavigation(), page.click('input[type="submit"]')]);
-  check(new URL(page.url()).pathname === '/', `signing in should land on /: ${page.url()}`);
-  await waitForRows(page, 'sweeps-table', 1, 'sweeps page over https');
+  check(new URL(page.url()).pathname === target,
+        `signing in should land on the page asked for, ${target} (after a refused token too): ${page.url()}`);
+  await waitForRows(page, 'runs-table', Number(args.runs), 'the linked sweep page over https');
   await page.screenshot({path: path.join(shots, 'signed-in-https.png'), fullPage: true});
-  // A same-origin fetch: Chromium sends Origin with it, which POST /logout insists on.
-  const signedOut = await page.evaluate(async () => (await fetch('/logout', {method: 'POST'})).url);
-  check(new URL(signedOut).pathname === '/login', `POST /logout should end on /login: ${signedOut}`);
+  // The sign-out button: a form POST (Chromium sends Origin with it, which /logout insists on).
+  await Promise.all([page.waitForNavigation(), page.click('[data-testid="sign-out"]')]);
+  check(new URL(page.url()).pathname === '/login', `the sign-out button should end on /login: ${page.url()}`);
   await page.goto(`${base}/`);
   check(new URL(page.url()).pathname === '/login', `signed out again, / should go to /login: ${page.url()}`);
 }
@@ -433,9 +475,20 @@ async function main() {
   const page = context.pages()[0] || await context.newPage();
   const errors = [];
   page.on('pageerror', (error) => errors.push(error.message));
+  // A failed sweep has nothing to analyse: its /analysis answers 400 with the reason, which the
+  // page's analysis card shows. Any other refused request is an error.
+  const failedRequests = [];
+  page.on('response', (response) => {
+    if (response.status() < 400) return;
+    const expected = args.mode === 'failed' && response.status() === 400 &&
+                     new URL(response.url()).pathname.endsWith('/analysis');
+    if (!expected) failedRequests.push(`${response.status()} ${response.url()}`);
+  });
   page.on('console', (message) => {
-    // The sign-in test sends a wrong token on purpose: its 401 is the expected answer.
-    const expected = args.mode === 'signin' && message.text().includes('status of 401');
+    // The sign-in test sends a wrong token on purpose: its 401 is the expected answer; a
+    // refused request is judged by its URL above.
+    const expected = (args.mode === 'signin' && message.text().includes('status of 401')) ||
+                     message.text().startsWith('Failed to load resource');
     if (message.type() === 'error' && !expected) errors.push(message.text());
   });
   let failed = null;
@@ -443,12 +496,16 @@ async function main() {
     if (args.mode === 'live') await live(page, shots);
     else if (args.mode === 'report') await report(page, shots);
     else if (args.mode === 'signin') await signin(page, shots);
+    else if (args.mode === 'failed') await failedSweep(page, shots, args);
     else throw new CheckFailed(`unknown --mode ${args.mode}`);
     check(errors.length === 0, `the pages logged errors: ${errors.join(' | ')}`);
+    check(failedRequests.length === 0 || (args.mode === 'signin' && failedRequests.every((r) => r.startsWith('401'))),
+          `requests the server refused: ${failedRequests.join(' | ')}`);
   } catch (error) {
     failed = error;
     await page.screenshot({path: path.join(shots, `${args.mode}-failure.png`), fullPage: true}).catch(() => {});
   } finally {
+    fs.writeFileSync(path.join(shots, `axe-${args.mode}.json`), JSON.stringify(axeResults, null, 2));
     await context.close();
     fs.rmSync(profile, {recursive: true, force: true});
   }

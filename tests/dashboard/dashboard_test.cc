@@ -291,6 +291,95 @@ TEST_F(DashboardTest, DashboardInChromiumWithALiveUpdate) {
   EXPECT_EQ(result.exit_code, 0) << result.output;
 }
 
+// A new user's first hour: every run of a sweep fails because no worker has its dataset
+// (USER_ERROR, not retried). `parity submit --wait` must end with exit 4 and, in its last words,
+// each distinct failure with its class, message, remedy and how many runs; `status` and
+// `results` name the failure in a column; the dashboard shows a banner and a column on the
+// sweep page and the reason on the run page (dashboard_browser.mjs --mode failed, axe-core too).
+TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
+  const std::string scheduler = absl::StrCat("127.0.0.1:", server_->port());
+  const std::vector<std::string> access = {"--scheduler", scheduler, "--token",
+                                           parity::testing::kTestAdminToken};
+  auto cli = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), PARITY_CLI_BIN);
+    argv.insert(argv.end(), access.begin(), access.end());
+    return argv;
+  };
+  // The worker without the dataset: fails whatever it leases while the CLI waits.
+  int failed = 0;
+  std::string worker_error;
+  auto play_worker = [&] {
+    absl::StatusOr<int> n = seeder_->FailQueuedRuns(study_.worker_id, absl::Milliseconds(50));
+    if (n.ok())
+      failed += *n;
+    else
+      worker_error = n.status().ToString();
+  };
+  const absl::Time started = absl::Now();
+  const ChildResult submit =
+      RunChild(cli({"submit", "tests/dashboard/failing_sweep.yaml", "--wait"}),
+               (scratch_ / "submit.log").string(), absl::Seconds(120), play_worker);
+  EXPECT_LT(absl::Now() - started, absl::Seconds(60)) << "the failures are reported within seconds";
+  ASSERT_TRUE(worker_error.empty()) << worker_error;
+  ASSERT_FALSE(submit.timed_out) << submit.output;
+  EXPECT_EQ(submit.exit_code, 4) << submit.output;
+  // The sweep's id from "sweep ID (failing-study): N runs queued".
+  const size_t at = submit.output.find("sweep ");
+  ASSERT_NE(at, std::string::npos) << submit.output;
+  const std::string sweep_id = submit.output.substr(at + 6, 36);
+  Reply runs = Get(absl::StrCat("/api/v1/sweeps/", sweep_id, "/runs?page_size=1000"));
+  ASSERT_EQ(runs.status, 200) << runs.body;
+  const int failing_runs = static_cast<int>(runs.doc["runs"].size());
+  ASSERT_GE(failing_runs, 2) << runs.body;
+  const std::string message = "user_error: dataset 'missing-corpus' not found on worker ";
+  const std::string remedy =
+      "remedy: fix the spec or give the workers the dataset; see the message";
+  const std::string summary = absl::StrCat(failing_runs, " runs failed: ", message);
+  // The final report ends with the reason and the remedy, after the results table.
+  const size_t why = submit.output.rfind("Why runs failed:");
+  ASSERT_NE(why, std::string::npos) << submit.output;
+  EXPECT_NE(submit.output.find(summary, why), std::string::npos) << submit.output;
+  EXPECT_NE(submit.output.find(remedy, why), std::string::npos) << submit.output;
+  EXPECT_EQ(submit.output.find("FAILURE_CLASS_"), std::string::npos) << submit.output;
+  EXPECT_EQ(submit.output.find("USER_ERROR"), std::string::npos)
+      << "classes in the spec's spelling, state changes included: " << submit.output;
+
+  const ChildResult status =
+      RunChild(cli({"status", sweep_id}), (scratch_ / "status.log").string(), absl::Seconds(60));
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("last failure"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find(summary), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find(remedy), std::string::npos) << status.output;
+
+  const ChildResult watch =
+      RunChild(cli({"watch", sweep_id}), (scratch_ / "watch.log").string(), absl::Seconds(60));
+  EXPECT_EQ(watch.exit_code, 4) << watch.output;
+  EXPECT_NE(watch.output.find(summary), std::string::npos) << watch.output;
+  EXPECT_NE(watch.output.find(remedy), std::string::npos) << watch.output;
+
+  const ChildResult results =
+      RunChild(cli({"results", sweep_id}), (scratch_ / "results.log").string(), absl::Seconds(60));
+  EXPECT_EQ(results.exit_code, 0) << results.output;
+  EXPECT_NE(results.output.find("failure"), std::string::npos) << results.output;
+  EXPECT_NE(results.output.find(message), std::string::npos) << results.output;
+  const ChildResult csv = RunChild(cli({"results", sweep_id, "--format", "csv"}),
+                                   (scratch_ / "results-csv.log").string(), absl::Seconds(60));
+  EXPECT_EQ(csv.exit_code, 0) << csv.output;
+  EXPECT_NE(csv.output.find(",failure\n"), std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find(message), std::string::npos) << csv.output;
+
+  ASSERT_TRUE(std::filesystem::exists(Chromium()))
+      << Chromium() << " is missing: install Debian's chromium (deploy/setup.sh does)";
+  const ChildResult browser =
+      RunChild(BrowserCommand({"--mode", "failed", "--base-url", BaseUrl(), "--token",
+                               parity::testing::kTestAdminToken, "--failed-sweep", sweep_id,
+                               "--failed-run", runs.doc["runs"][0]["run_id"].get<std::string>(),
+                               "--failed-runs", std::to_string(failing_runs)}),
+               (scratch_ / "browser-failed.log").string(), absl::Seconds(180));
+  EXPECT_FALSE(browser.timed_out) << browser.output;
+  EXPECT_EQ(browser.exit_code, 0) << browser.output;
+}
+
 // The dashboard over HTTPS, as a viewer: a second scheduler on the same database with TLS, and
 // the browser signs in through the form (a wrong token first).
 TEST_F(DashboardTest, AViewerSignsInOverHttpsAndOut) {

@@ -349,4 +349,35 @@ absl::Status StudySeeder::ReportMore(SeededStudy& study, const std::string& run_
   return Report(it->second, static_cast<uint64_t>(fraction * static_cast<double>(steps)));
 }
 
+absl::StatusOr<int> StudySeeder::FailQueuedRuns(const std::string& worker_id, absl::Duration wait) {
+  parity::v1::Device cpu;
+  cpu.set_kind(parity::v1::DEVICE_KIND_CPU);
+  cpu.set_threads(64);
+  cpu.set_name("dashboard-test cpu");
+  int failed = 0;
+  while (true) {
+    parity::v1::LeaseRunRequest lease;
+    lease.set_worker_id(worker_id);
+    *lease.add_free_devices() = cpu;
+    lease.mutable_wait_time()->set_nanos(
+        static_cast<int32_t>(absl::ToInt64Nanoseconds(failed == 0 ? wait : absl::ZeroDuration())));
+    parity::v1::LeaseRunResponse leased;
+    grpc::Status status = workers_->LeaseRun(Context().get(), lease, &leased);
+    if (!status.ok()) return Failed("LeaseRun", status);
+    if (!leased.has_lease()) return failed;
+    parity::v1::CompleteRunRequest complete;
+    complete.set_run_id(leased.run().run_id());
+    complete.set_lease_epoch(leased.lease().lease_epoch());
+    complete.set_lease_secret(leased.lease_secret());
+    complete.mutable_failure()->set_failure_class(parity::v1::FAILURE_CLASS_USER_ERROR);
+    complete.mutable_failure()->mutable_status()->set_code(5);  // NOT_FOUND
+    complete.mutable_failure()->mutable_status()->set_message(absl::StrCat(
+        "dataset '", leased.run().spec().data().corpus(), "' not found on worker ", worker_id));
+    parity::v1::CompleteRunResponse completed;
+    status = workers_->CompleteRun(Context().get(), complete, &completed);
+    if (!status.ok()) return Failed("CompleteRun", status);
+    ++failed;
+  }
+}
+
 }  // namespace parity::dashboard_testing

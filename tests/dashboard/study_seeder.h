@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "parity/v1/sweep_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
@@ -63,6 +64,11 @@ class StudySeeder {
 
   // Submits `spec` and drives every run as described above.
   absl::StatusOr<SeededStudy> Seed(const parity::v1::SweepSpec& spec);
+
+  // As a worker without the dataset: leases whatever is queued (waiting up to `wait`) and fails
+  // each run with USER_ERROR "dataset 'NAME' not found on worker WORKER", as the worker does.
+  // Returns how many runs it failed.
+  absl::StatusOr<int> FailQueuedRuns(const std::string& worker_id, absl::Duration wait);
 
   // Reports the points of a RUNNING run up to `fraction` of its steps (a live update).
   absl::Status ReportMore(SeededStudy& study, const std::string& run_name, double fraction);

@@ -128,6 +128,48 @@ TEST_F(BrowserSessionsHttpTest, SigningOutEndsTheSession) {
   EXPECT_EQ(page->status, 302) << "pages send a signed-out browser to /login";
 }
 
+// Signing in keeps its target: a signed-out page goes to /login?next=PAGE and the sign-in lands
+// there; a `next` that is not a plain path of this site ("//host", a scheme, odd characters,
+// /login itself) lands on / instead, so a crafted link cannot send the browser elsewhere.
+TEST_F(BrowserSessionsHttpTest, SignInLandsOnThePageAskedForAndOnlyOnThisSite) {
+  httplib::Result page = Http().Get("/sweeps/abc-123");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 302);
+  EXPECT_EQ(page->get_header_value("Location"), "/login?next=/sweeps/abc-123");
+  httplib::Result form = Http().Get("/login?next=/sweeps/abc-123");
+  ASSERT_TRUE(form);
+  EXPECT_THAT(form->body, HasSubstr("name=\"next\" value=\"/sweeps/abc-123\""));
+  EXPECT_THAT(form->body, HasSubstr("admin.token")) << "the page says where tokens come from";
+  const std::string viewer = MakeToken("next-viewer", v1::ROLE_VIEWER);
+  auto form_encode = [](const std::string& text) {
+    std::string out;
+    constexpr char kHex[] = "0123456789ABCDEF";
+    for (unsigned char c : text) out += {'%', kHex[c >> 4], kHex[c & 15]};
+    return out;
+  };
+  struct Case {
+    std::string next;
+    std::string location;
+  };
+  for (const Case& c : std::vector<Case>{{"/sweeps/abc-123", "/sweeps/abc-123"},
+                                         {"/runs/r1", "/runs/r1"},
+                                         {"", "/"},
+                                         {"//evil.example/x", "/"},
+                                         {"https://evil.example/", "/"},
+                                         {"/\\evil.example", "/"},
+                                         {"/sweeps/a%0d%0aSet-Cookie:x", "/"},
+                                         {"/login", "/"},
+                                         {"sweeps/abc", "/"}}) {
+    httplib::Result login =
+        Http().Post("/login", {{"Origin", origin_}},
+                    absl::StrCat("token=", viewer, "&next=", form_encode(c.next)),
+                    "application/x-www-form-urlencoded");
+    ASSERT_TRUE(login);
+    EXPECT_EQ(login->status, 303) << c.next << ": " << login->body;
+    EXPECT_EQ(login->get_header_value("Location"), c.location) << "next=" << c.next;
+  }
+}
+
 TEST_F(BrowserSessionsHttpTest, RevokingTheTokenEndsItsSessions) {
   const std::string viewer = MakeToken("session-viewer", v1::ROLE_VIEWER);
   const std::string first = SignIn(viewer);

@@ -35,6 +35,44 @@ ChartJs.register({
   },
 });
 
+// Legend entries are drawn samples, 28 px wide (labels.pointStyleWidth): a line's is a stretch of
+// the line with its colour and dash, so a dashed line's entry is dashed; a point's is its dot,
+// centred (Chart.js would stretch a circle to the entry's width). Cached per look.
+const SAMPLE_WIDTH = 28;
+const samples = new Map();
+function sample(key, draw) {
+  if (!samples.has(key)) {
+    const canvas = document.createElement('canvas');
+    canvas.width = SAMPLE_WIDTH;
+    canvas.height = 10;
+    canvas.dataset.sample = key.split('|')[0];
+    draw(canvas.getContext('2d'));
+    samples.set(key, canvas);
+  }
+  return samples.get(key);
+}
+function lineSample(colour, dash) {
+  return sample(`line|${colour}|${(dash || []).join(',')}`, (ctx) => {
+    ctx.strokeStyle = colour;
+    ctx.lineWidth = 2;
+    ctx.setLineDash(dash || []);
+    ctx.beginPath();
+    ctx.moveTo(0, 5);
+    ctx.lineTo(SAMPLE_WIDTH, 5);
+    ctx.stroke();
+  });
+}
+function dotSample(fill, stroke) {
+  return sample(`dot|${fill}|${stroke}`, (ctx) => {
+    ctx.fillStyle = fill;
+    ctx.strokeStyle = stroke;
+    ctx.beginPath();
+    ctx.arc(SAMPLE_WIDTH / 2, 5, 4, 0, 2 * Math.PI);
+    ctx.fill();
+    ctx.stroke();
+  });
+}
+
 // Ticks of a log axis at round values, so that r_a reads 10%, 15%, 20%, 30%, 50%, 100%: denser
 // within a decade, 1-2-5 across several.
 function logTicks(axis) {
@@ -87,7 +125,19 @@ export class ChartPanel {
     const panel = this;
     const legend = {
       position: 'bottom',
-      labels: {usePointStyle: true, boxWidth: 8, boxHeight: 8, padding: 12},
+      labels: {usePointStyle: true, boxWidth: 8, boxHeight: 8, padding: 12, pointStyleWidth: SAMPLE_WIDTH},
+    };
+    // Chart.js takes a point-style entry's look from the dataset's first point, which has no
+    // dash: a dashed line's entry is given its line's dash here, so it is drawn as it is drawn.
+    legend.labels.generateLabels = (chart) => {
+      const items = ChartJs.defaults.plugins.legend.labels.generateLabels(chart);
+      for (const item of items) {
+        const dataset = chart.data.datasets[item.datasetIndex];
+        if (dataset?.borderDash?.length) item.lineDash = dataset.borderDash;
+        if (dataset?.pointStyle === 'line') item.pointStyle = lineSample(dataset.borderColor, item.lineDash);
+        else if ((item.pointStyle ?? 'circle') === 'circle') item.pointStyle = dotSample(item.fillStyle, item.strokeStyle);
+      }
+      return items;
     };
     if (o.groupLegend) {
       legend.labels.generateLabels = (chart) => {
@@ -101,7 +151,7 @@ export class ChartPanel {
             strokeStyle: dataset.borderColor,
             lineDash: dataset.borderDash,
             lineWidth: 2,
-            pointStyle: 'line',
+            pointStyle: lineSample(dataset.borderColor, dataset.borderDash),
             hidden: panel.hiddenGroups.has(group),
             datasetIndex: index,
           });
@@ -156,7 +206,16 @@ export class ChartPanel {
     this.applyHidden();
     const total = datasets.reduce((sum, dataset) => sum + dataset.data.length, 0);
     this.empty.hidden = total > 0;
+    this.card.classList.toggle('is-empty', total === 0);
+    // Without data Chart.js would invent a 0–1 range and print ticks like "0 0 0 1 1 1": an
+    // empty chart shows its message alone.
+    for (const scale of Object.values(this.chart.options.scales)) scale.display = total > 0;
     this.chart.update('none');
+  }
+
+  // The message an empty chart shows (it depends on whether anything may still arrive).
+  setEmptyText(text) {
+    this.empty.textContent = text;
   }
 
   destroy() {

@@ -38,16 +38,29 @@ export function isDense(role) {
   return role === 'RUN_ROLE_DENSE_BASELINE' || role === 'RUN_ROLE_DENSE_FRONTIER';
 }
 
-// {group, colour, dash, order} of a run (a Run message with its spec).
-export function runStyle(spec, rateRange) {
+// Line patterns that tell compute budgets apart (colour is r_a's): solid, dashed, dotted, ...
+const BUDGET_DASHES = [[], [8, 4], [2, 3], [12, 3, 2, 3], [4, 4]];
+
+// {group, colour, dash, order} of a run (a Run message with its spec); `budgets` the sweep's
+// budget names in order. Colour says r_a (or the dense multiple), the line's pattern its budget,
+// and the legend has one entry per (r_a, budget) drawn in both, with r_a to 0.1%.
+export function runStyle(spec, rateRange, budgets = []) {
+  const budgetIndex = Math.max(0, budgets.indexOf(spec.compute_budget));
+  const dash = BUDGET_DASHES[budgetIndex % BUDGET_DASHES.length];
+  const budget = budgets.length > 1 ? ` · ${spec.compute_budget}` : '';
   if (isDense(spec.role)) {
     const multiple = num(spec.compute_multiple) || 1;
-    return {group: `dense ${multipleLabel(multiple)}`, colour: DENSE_COLOURS[Math.round(multiple)] ||
-            '#334155', dash: denseDash(multiple), order: 1000 + multiple};
+    return {group: `dense ${multipleLabel(multiple)}${budget}`,
+            colour: DENSE_COLOURS[Math.round(multiple)] || '#334155',
+            dash: budgets.length > 1 ? dash : denseDash(multiple), order: 1000 + multiple + budgetIndex / 100};
   }
   const rate = num(spec.accounting?.activation_rate);
-  return {group: `MoE r_a ${percent(rate)}`, colour: rateColour(rate, rateRange[0], rateRange[1]),
-          dash: [], order: rate};
+  return {group: `MoE r_a ${percent(rate, 1)}${budget}`, colour: rateColour(rate, rateRange[0], rateRange[1]),
+          dash, order: rate + budgetIndex / 1000};
+}
+
+export function budgetNames(specs) {
+  return [...new Set(specs.map((s) => s.compute_budget))].sort();
 }
 
 export function moeRateRange(specs) {
@@ -60,11 +73,12 @@ export function moeRateRange(specs) {
 export function curveDatasets(runs, curves, xKey) {
   const byId = new Map(runs.map((run) => [run.run_id, run]));
   const range = moeRateRange(runs.map((run) => run.spec));
+  const budgets = budgetNames(runs.map((run) => run.spec));
   const datasets = [];
   for (const curve of curves.runs || []) {
     const run = byId.get(curve.run_id);
     if (!run) continue;
-    const style = runStyle(run.spec, range);
+    const style = runStyle(run.spec, range, budgets);
     datasets.push({
       label: run.spec.name,
       group: style.group,
@@ -138,7 +152,9 @@ export function equalResourceDatasets(results, analysis) {
       const size = sizes > 1 ? ` N ${count(params)}` : '';
       const label = `dense ${multipleLabel(multiple)}${size} · ${key}`;
       datasets.push({type: 'line', label, group: label, borderColor: colour, backgroundColor: colour,
+                     // pointStyle 'line': the legend shows a dashed line, as drawn, not a dot.
                      borderDash: multiple > 1.5 ? [2, 3] : [8, 4], borderWidth: 1.5, pointRadius: 0,
+                     pointStyle: 'line',
                      data: [{x: xMin, y}, {x: xMax, y}]});
     }
     for (const optimum of analysis?.optimal_activation || []) {

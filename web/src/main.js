@@ -75,6 +75,7 @@ function start() {
   home.setAttribute('href', hrefFor('sweeps'));
   home.dataset.nav = '';
   if (isReport) {
+    document.getElementById('signout').remove();  // a report has no session to end
     document.getElementById('footer').textContent =
         `Static report written by \`parity report\` on ${new Date(reportInfo.generated_at).toLocaleString()}` +
         ` from the scheduler at ${reportInfo.scheduler}. Figures show the sweep as it was then.`;

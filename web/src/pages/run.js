@@ -6,6 +6,7 @@ import {ChartPanel} from '../charts.js';
 import {count, dateTime, duration, fixed, flops, h, isLiveRun, layoutName, num, percent,
         stateBadge, stateName} from '../format.js';
 import {expertShareDatasets, isDense, layerColour, multipleLabel, series} from '../figures.js';
+import {failureBlock, failureClassName, failureRemedy} from '../failures.js';
 import {hrefFor} from '../router.js';
 
 // One validation curve per evaluation set, the legend naming the set; the single
@@ -82,8 +83,11 @@ export function mountRunPage(root, runId) {
   const curves = h('section', {class: 'chart-grid'});
   const expertSection = h('section', {class: 'chart-grid'});
   const expertNote = h('p', {class: 'muted', hidden: true, 'data-testid': 'expert-note'});
-  root.append(head, stats, details, h('h2', {class: 'section-title'}, 'Training curves'), curves,
-              h('h2', {class: 'section-title'}, 'Expert load'), expertNote, expertSection);
+  const curvesTitle = h('h2', {class: 'section-title'}, 'Training curves');
+  const expertTitle = h('h2', {class: 'section-title'}, 'Expert load');
+  const noMetrics = h('p', {class: 'muted', hidden: true, 'data-testid': 'no-metrics'});
+  root.append(head, stats, details, curvesTitle, noMetrics, curves, expertTitle, expertNote,
+              expertSection);
 
   const bpc = new ChartPanel(curves, {
     title: 'BPC vs tokens', subtitle: 'training batches and held-out validation',
@@ -160,15 +164,24 @@ export function mountRunPage(root, runId) {
           h('div', {class: 'stat'}, h('div', {class: 'stat-label'}, 'Ended'),
             h('div', {class: 'stat-value'}, dateTime(run.end_time))));
 
-      const failure = run.failure?.message
-          ? h('div', {class: 'failure'}, h('strong', {}, String(run.failure_class || '').replace('FAILURE_CLASS_', '')),
-              ': ', run.failure.message)
+      const failure = run.failure?.message || failureClassName(run.failure_class)
+          ? failureBlock({className: failureClassName(run.failure_class),
+                          message: run.failure?.message || '(no message)',
+                          remedy: failureRemedy(run.failure_class)})
           : null;
       details.replaceChildren(
           h('div', {class: 'card'}, h('h2', {}, 'Accounting'), definitionList(accountingFacts(spec))),
           h('div', {class: 'card'}, h('h2', {}, 'Outcome'), failure,
             stateName(run.state) === 'SUCCEEDED' ? definitionList(summaryFacts(run))
                                                  : h('p', {class: 'muted'}, isLiveRun(run) ? 'Still training.' : 'No summary.')));
+
+      // A run that ended without reporting a point (it failed before training) has no curves:
+      // one sentence instead of six empty chart cards.
+      const noPoints = !isLiveRun(run) && (history.step || []).length === 0;
+      noMetrics.hidden = !noPoints;
+      noMetrics.textContent = noPoints ? 'This run reported no metrics before it ended: there are no curves to draw.' : '';
+      for (const element of [curves, expertTitle, expertNote, expertSection]) element.hidden = noPoints;
+      if (noPoints) return false;
 
       bpc.update([
         {label: 'train BPC', borderColor: '#94a3b8', backgroundColor: '#94a3b8', borderWidth: 1.2,

@@ -6,6 +6,7 @@ import {ChartPanel} from '../charts.js';
 import {count, dateTime, fixed, flops, h, isLiveRun, num, percent, stateBadge,
         stateName} from '../format.js';
 import {curveDatasets, equalResourceDatasets, isDense, multipleLabel} from '../figures.js';
+import {distinctFailures, failureBlock} from '../failures.js';
 import {hrefFor} from '../router.js';
 import {SortableTable} from '../table.js';
 import {progressBar, stateCounts} from './sweeps.js';
@@ -22,12 +23,13 @@ function stat(label, value, testId) {
 export function mountSweepPage(root, sweepId) {
   const head = h('div', {class: 'page-head'});
   const summary = h('section', {class: 'stats', 'data-testid': 'sweep-summary'});
+  const failures = h('section', {'data-testid': 'failure-banner', hidden: true});
   const figures = h('section', {class: 'chart-grid'});
   const analysisCard = h('section', {class: 'card'}, h('h2', {}, 'Analysis'));
   const analysisBody = h('div');
   analysisCard.append(analysisBody);
   const runsCard = h('section', {class: 'card'});
-  root.append(head, summary, figures, analysisCard, runsCard);
+  root.append(head, failures, summary, figures, analysisCard, runsCard);
 
   const bpcAxis = {title: 'Validation BPC (bits/byte)', format: (v) => fixed(v, 2)};
   const byTokens = new ChartPanel(figures, {
@@ -146,6 +148,18 @@ export function mountSweepPage(root, sweepId) {
           stat('Submitted', `${dateTime(sweep.create_time)}${sweep.owner ? ` by ${sweep.owner}` : ''}`),
           stat('Ended', dateTime(sweep.end_time)));
 
+      // Why runs failed, and what to do, before anything else: a failed sweep's first question.
+      const distinct = distinctFailures(runs);
+      failures.hidden = distinct.length === 0;
+      failures.replaceChildren(...distinct.map(failureBlock));
+      const counts = sweep.counts || {};
+      const live = num(counts.pending) + num(counts.leased) + num(counts.running) > 0;
+      const noPoints = live ? 'No validation points yet.'
+                            : 'No validation points: no run reported any before the sweep ended.';
+      byTokens.setEmptyText(noPoints);
+      byFlops.setEmptyText(noPoints);
+      equalResource.setEmptyText(live ? 'No finished runs yet.' : 'No run finished: nothing to compare.');
+
       const curveDoc = {runs: [...curves.values()]};
       byTokens.update(curveDatasets(runs, curveDoc, 'tokens'));
       byFlops.update(curveDatasets(runs, curveDoc, 'flops'));
@@ -172,8 +186,7 @@ export function mountSweepPage(root, sweepId) {
                 hasBaseline: baselines.has(`${run.spec.compute_budget}|${run.spec.data_variant}`)};
       }));
       runsCount.textContent = `${runs.length} runs · click a column to sort`;
-      const counts = sweep.counts || {};
-      return num(counts.pending) + num(counts.leased) + num(counts.running) > 0;
+      return live;
     },
     destroy() {
       byTokens.destroy();

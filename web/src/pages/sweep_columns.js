@@ -4,6 +4,7 @@
 // hasBaseline (a finished dense 1C run shares its budget and data variant)}.
 import {count, fixed, flops, h, layoutName, num, percent, signed, stateBadge,
         stateName} from '../format.js';
+import {failureRemedy, failureText} from '../failures.js';
 import {hrefFor} from '../router.js';
 
 function progress(run) {
@@ -81,15 +82,26 @@ export function runColumns(extraSets = []) {
      value: (row) => num(acc(row).compute_flops), render: (row) => flops(acc(row).compute_flops)},
     {key: 'D', label: 'D', numeric: true, title: 'Tokens consumed',
      value: (row) => num(acc(row).tokens), render: (row) => count(acc(row).tokens)},
-    {key: 'D_hat', label: 'D̂', numeric: true, title: 'Unique tokens available',
+    // "D̂" in a bold 12px header loses its hat in common fonts and reads as a second "D".
+    {key: 'D_hat', label: 'Unique D', numeric: true, title: 'D̂: unique tokens available',
      value: (row) => num(acc(row).unique_tokens), render: (row) => count(acc(row).unique_tokens)},
     {key: 'epochs', label: 'Epochs', numeric: true, title: 'D / D̂',
      value: (row) => num(acc(row).epochs), render: (row) => fixed(acc(row).epochs, 2)},
     {key: 'state', label: 'State', value: (row) => stateName(row.run.state),
      render: (row) => stateBadge(row.run.state)},
+    {key: 'failure', label: 'Last failure', title: 'Class and message of the last failed attempt',
+     value: (row) => failureText(row.run) || null,
+     render: (row) => {
+       const text = failureText(row.run);
+       if (!text) return '—';
+       const remedy = failureRemedy(row.run.failure_class);
+       return h('span', {class: 'failure-cell', title: remedy ? `${text}\nWhat to do: ${remedy}` : text},
+                text.length > 60 ? `${text.slice(0, 57)}…` : text);
+     }},
     {key: 'progress', label: 'Progress', numeric: true, title: 'Latest step / planned steps',
      value: (row) => progress(row.run), render: (row) => h('span', {class: 'mini-progress', title: `step ${row.run.latest_step}`},
-                                         h('span', {style: `width:${100 * progress(row.run)}%`}),
+                                         h('span', {class: 'mini-track'},
+                                           h('span', {class: 'mini-fill', style: `width:${100 * progress(row.run)}%`})),
                                          percent(progress(row.run), 0))},
     {key: 'val_bpc', label: 'Val BPC', numeric: true,
      title: 'Final validation BPC; latest evaluation (italic) while training',
