@@ -194,8 +194,8 @@ CREATE TABLE public.runs (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     preemptions integer DEFAULT 0 NOT NULL,
     final_eval_bpc jsonb,
-    summary_dataset_digest text,
-    CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text]))),
+    dataset_digest text,
+    CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text, 'DATA_MISMATCH'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
@@ -246,7 +246,7 @@ BEGIN
       final_val_bpc = e.val_bpc, summary_tokens = e.tokens, summary_steps = e.steps,
       measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
       peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
-      final_eval_bpc = e.final_eval_bpc, summary_dataset_digest = e.dataset_digest,
+      final_eval_bpc = e.final_eval_bpc, dataset_digest = e.dataset_digest,
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,
@@ -876,7 +876,7 @@ CREATE VIEW public.results AS
     ( SELECT jsonb_object_agg(k.k, (((r.final_eval_bpc ->> k.k))::double precision - ((b.final_eval_bpc ->> k.k))::double precision)) AS jsonb_object_agg
            FROM jsonb_object_keys(r.final_eval_bpc) k(k)
           WHERE (b.final_eval_bpc ? k.k)) AS delta_eval_bpc_vs_dense,
-    r.summary_dataset_digest AS dataset_digest
+    r.dataset_digest
    FROM (public.runs r
      LEFT JOIN LATERAL ( SELECT d.final_val_bpc,
             d.final_eval_bpc
