@@ -164,8 +164,8 @@ int main(int argc, char** argv) {
   CLI::App* migrate = app.add_subcommand("migrate", "apply pending migrations and exit");
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
-  if (absl::Status logging = parity::logging::ConfigureLogging("parity-scheduler", log_format,
-                                                                 log_level);
+  if (absl::Status logging =
+          parity::logging::ConfigureLogging("parity-scheduler", log_format, log_level);
       !logging.ok()) {
     std::cerr << "parity-scheduler: " << logging.message() << "\n";
     return 2;

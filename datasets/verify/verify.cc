@@ -108,8 +108,7 @@ absl::StatusOr<std::vector<size_t>> StatListed(int dir_fd, std::vector<Listed>& 
   for (size_t i = 0; i < files.size(); ++i) {
     Listed& f = files[i];
     struct stat st {};
-    if (::fstatat(dir_fd, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode)) {
+    if (::fstatat(dir_fd, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       return Mismatch(absl::StrCat(f.path, ": missing, a link or not a regular file"),
                       absl::StrCat(f.name, " is missing"));
     }
@@ -167,9 +166,10 @@ int64_t HashInParallel(int dir_fd, std::vector<Listed>& files, const std::vector
       for (int i = 0; i < 100 && finished.load() < to_hash.size(); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
-      options.progress(absl::StrFormat(
-          "hashed %.1f of %.1f GiB (%d of %d files)", static_cast<double>(hashed.load()) / (1 << 30),
-          static_cast<double>(bytes_to_hash) / (1 << 30), finished.load(), to_hash.size()));
+      options.progress(absl::StrFormat("hashed %.1f of %.1f GiB (%d of %d files)",
+                                       static_cast<double>(hashed.load()) / (1 << 30),
+                                       static_cast<double>(bytes_to_hash) / (1 << 30),
+                                       finished.load(), to_hash.size()));
     }
   }
   for (std::thread& t : threads) t.join();

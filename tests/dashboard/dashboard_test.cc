@@ -323,10 +323,11 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   ASSERT_TRUE(worker_error.empty()) << worker_error;
   ASSERT_FALSE(submit.timed_out) << submit.output;
   EXPECT_EQ(submit.exit_code, 4) << submit.output;
-  // The sweep's id from "sweep ID (failing-study): N runs queued".
-  const size_t at = submit.output.find("sweep ");
-  ASSERT_NE(at, std::string::npos) << submit.output;
-  const std::string sweep_id = submit.output.substr(at + 6, 36);
+  // The sweep's id from "sweep ID (failing-study): N runs queued" (warnings before it may say
+  // "sweep" too: the id is the one followed by " (failing-study)").
+  const size_t at = submit.output.find(" (failing-study)");
+  ASSERT_TRUE(at != std::string::npos && at >= 36) << submit.output;
+  const std::string sweep_id = submit.output.substr(at - 36, 36);
   Reply runs = Get(absl::StrCat("/api/v1/sweeps/", sweep_id, "/runs?page_size=1000"));
   ASSERT_EQ(runs.status, 200) << runs.body;
   const int failing_runs = static_cast<int>(runs.doc["runs"].size());
@@ -365,7 +366,7 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   const ChildResult csv = RunChild(cli({"results", sweep_id, "--format", "csv"}),
                                    (scratch_ / "results-csv.log").string(), absl::Seconds(60));
   EXPECT_EQ(csv.exit_code, 0) << csv.output;
-  EXPECT_NE(csv.output.find(",failure\n"), std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find(",failure,dataset digest\n"), std::string::npos) << csv.output;
   EXPECT_NE(csv.output.find(message), std::string::npos) << csv.output;
 
   ASSERT_TRUE(std::filesystem::exists(Chromium()))

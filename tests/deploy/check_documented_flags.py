@@ -104,11 +104,13 @@ class HelpCache:
 
 
 def command_help(exe, words, helps):
-    """The help text of the deepest subcommand the words name (CLI11 prints 'Subcommands:')."""
+    """The help texts of the program and of each subcommand the words name, joined: a flag of
+    the program itself may follow a subcommand (CLI11's fallthrough), so either level counts."""
     argv = [exe]
     ok, text = helps.help(argv)
     if not ok:
         return None
+    texts = [text]
     for word in words:
         if word.startswith("-") or not re.fullmatch(r"[a-z][a-z0-9-]*", word):
             break
@@ -119,7 +121,8 @@ def command_help(exe, words, helps):
             break
         argv.append(word)
         text = sub_text
-    return text
+        texts.append(text)
+    return "\n".join(texts)
 
 
 def main():

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <set>
@@ -259,6 +260,26 @@ class WorkerE2ETest : public ::testing::Test {
         "' AND m.val_bpc IS NOT NULL AND m.eval_bpc IS NULL");
     ASSERT_TRUE(missing.ok()) << missing.status();
     EXPECT_EQ(missing->front(), "0") << "evaluation points without their per-set BPC";
+  }
+
+  // Waits up to 30 s for a live worker to report dataset `name` in a form `wanted` accepts.
+  bool WaitForHolding(const std::string& name,
+                      const std::function<bool(const parity::v1::DatasetHolding&)>& wanted) {
+    return WaitUntil(
+        [&] {
+          parity::v1::ListWorkersRequest req;
+          parity::v1::ListWorkersResponse resp;
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+          if (!stack_->sweeps().ListWorkers(&ctx, req, &resp).ok()) return false;
+          for (const parity::v1::Worker& w : resp.workers()) {
+            for (const parity::v1::DatasetHolding& d : w.datasets()) {
+              if (d.name() == name && wanted(d)) return true;
+            }
+          }
+          return false;
+        },
+        absl::Seconds(30));
   }
 
   fs::path root_;
@@ -617,22 +638,9 @@ TEST_F(WorkerE2ETest, AWorkerWithATamperedShardRefusesTheRunWithItsClass) {
   absl::StatusOr<std::string> digest = datasets::testing::WriteTestDataset(corpus.string(), {});
   ASSERT_TRUE(digest.ok()) << digest.status();
   ASSERT_TRUE(stack_->StartWorker(0).ok());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        parity::v1::ListWorkersRequest req;
-        parity::v1::ListWorkersResponse resp;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        if (!stack_->sweeps().ListWorkers(&ctx, req, &resp).ok()) return false;
-        for (const parity::v1::Worker& w : resp.workers()) {
-          for (const parity::v1::DatasetHolding& d : w.datasets()) {
-            if (d.name() == "tiny" && d.digest() == *digest && d.train_tokens() == 128) return true;
-          }
-        }
-        return false;
-      },
-      absl::Seconds(30)))
-      << "the worker should report the dataset it verified";
+  ASSERT_TRUE(WaitForHolding("tiny", [&](const parity::v1::DatasetHolding& d) {
+    return d.digest() == *digest && d.train_tokens() == 128;
+  })) << "the worker should report the dataset it verified";
   stack_->StopWorker(0);  // still live (seen within 5 minutes): its holdings pin the sweep
 
   const std::string sweep =
@@ -709,21 +717,9 @@ TEST_F(WorkerE2ETest, APreparedDatasetWithATokenizerReportsEveryEvaluationSet) {
   ASSERT_EQ(digest.size(), 64u) << digest;
 
   ASSERT_TRUE(stack_->StartWorker(0).ok());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        parity::v1::ListWorkersRequest req;
-        parity::v1::ListWorkersResponse resp;
-        grpc::ClientContext ctx;
-        if (!stack_->sweeps().ListWorkers(&ctx, req, &resp).ok()) return false;
-        for (const parity::v1::Worker& w : resp.workers()) {
-          for (const parity::v1::DatasetHolding& d : w.datasets()) {
-            if (d.name() == "mix" && d.digest() == digest) return d.vocab_size() == 320;
-          }
-        }
-        return false;
-      },
-      absl::Seconds(30)))
-      << "the worker should report the prepared dataset with its digest and vocabulary";
+  ASSERT_TRUE(WaitForHolding("mix", [&](const parity::v1::DatasetHolding& d) {
+    return d.digest() == digest && d.vocab_size() == 320;
+  })) << "the worker should report the prepared dataset with its digest and vocabulary";
   const std::string sweep = Submit(absl::StrReplaceAll(
       SweepYaml("e2e-eval-sets", 1, /*baselines=*/true, "2e10"),
       {{"corpus: kjv", "corpus: mix"},
