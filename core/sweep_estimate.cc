@@ -63,7 +63,8 @@ std::string FormatFlopRate(double flops_per_second) {
   for (const auto& [scale, unit] : kScales) {
     if (flops_per_second >= scale) {
       const double v = flops_per_second / scale;
-      return absl::StrFormat(v < 10 ? "%.1f %s" : "%.0f %s", v, unit);
+      // Two literal formats: clang checks absl::StrFormat's format at compile time.
+      return v < 10 ? absl::StrFormat("%.1f %s", v, unit) : absl::StrFormat("%.0f %s", v, unit);
     }
   }
   return absl::StrFormat("%.0f FLOP/s", flops_per_second);
