@@ -153,6 +153,7 @@ fi
 
 # 4. Workers, sharing one checkpoint store; the host's threads split between them by default.
 [ -n "$threads" ] || threads=$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))
+started_workers=()
 for i in $(seq 1 "$workers"); do
   pidf="$dir/pids/worker-$i.pid"
   if pid_alive "$pidf"; then
@@ -163,9 +164,22 @@ for i in $(seq 1 "$workers"); do
         --corpus-dir "$repo/data" --label "local=worker-$i" --token-file "$dir/worker.token")
   args+=(--threads "$threads" --metrics-listen "127.0.0.1:$((metrics_port + i))"
          --metrics-token-file "$dir/metrics.token")
+  log_offset=$(stat -c %s "$dir/logs/worker-$i.log" 2>/dev/null || echo 0)
   setsid "$worker_bin" "${args[@]}" >>"$dir/logs/worker-$i.log" 2>&1 </dev/null &
   echo $! >"$pidf"
   echo "up: started worker-$i (pid $!)"
+  started_workers+=("$i:$log_offset")
+done
+# Wait (30 s at most) until the workers just started have registered with the datasets they
+# verified: a sweep submitted right after is then pinned to those datasets' digests
+# (SubmitSweep pins data.dataset_digest from the live workers' holdings).
+for entry in "${started_workers[@]}"; do
+  i="${entry%%:*}" offset="${entry#*:}"
+  for _ in $(seq 1 300); do
+    tail -c +"$((offset + 1))" "$dir/logs/worker-$i.log" | grep -q "registered as" && break
+    pid_alive "$dir/pids/worker-$i.pid" || { echo "up.sh: worker-$i exited; see $dir/logs/worker-$i.log" >&2; break; }
+    sleep 0.1
+  done
 done
 
 cat <<INFO
