@@ -13,6 +13,7 @@
 #include "cli/client_format.h"
 #include "cli/commands.h"
 #include "cli/scheduler_connection.h"
+#include "cli/sweep_reference.h"
 #include "cli/sweep_watch.h"
 #include "core/field_violation.h"
 #include "core/spec_loader.h"
@@ -195,7 +196,18 @@ CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
   }
   AddSchedulerOptions(*command, options->scheduler);
   command->footer(std::string(kExitCodesHelp));
-  command->callback([options, run, &exit_code] { exit_code = run(*options); });
+  command->callback([options, run, &exit_code] {
+    // A sweep may be given by name or by a unique id prefix; every RPC takes the UUID.
+    SweepIdOptions resolved = *options;
+    if (!resolved.id.empty()) {
+      auto stub = ConnectSweepService(resolved.scheduler);
+      if (!ResolveSweepReference(*stub, resolved.scheduler, options->id, &resolved.id,
+                                 &exit_code)) {
+        return;
+      }
+    }
+    exit_code = run(resolved);
+  });
   return command;
 }
 
@@ -219,15 +231,16 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
   command->callback([submit, &exit_code] { exit_code = RunSubmit(*submit); });
 
   AddIdCommand(app, exit_code, "status", "List sweeps, or show one sweep's runs",
-               "Sweep id (omit to list sweeps)", false, &RunStatus,
+               "Sweep: id, unique id prefix or name (omit to list sweeps)", false, &RunStatus,
                std::make_shared<SweepIdOptions>());
   AddIdCommand(app, exit_code, "watch", "Follow a sweep or a run live, with progress bars",
-               "Sweep or run id", true, &RunWatch, std::make_shared<SweepIdOptions>());
+               "Sweep (id, id prefix or name) or run id", true, &RunWatch,
+               std::make_shared<SweepIdOptions>());
   auto results = std::make_shared<SweepIdOptions>();
   CLI::App* results_command =
       AddIdCommand(app, exit_code, "results",
                    "The results table of a sweep: accounting, final BPC, ΔBPC vs dense 1C",
-                   "Sweep id", true, &RunResults, results);
+                   "Sweep: id, unique id prefix or name", true, &RunResults, results);
   const std::map<std::string, ResultsFormat> formats = {{"table", ResultsFormat::kTable},
                                                         {"csv", ResultsFormat::kCsv},
                                                         {"json", ResultsFormat::kJson}};
@@ -236,11 +249,12 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
       ->option_text("table|csv|json");
   auto cancel = std::make_shared<SweepIdOptions>();
   AddIdCommand(app, exit_code, "cancel", "Cancel every run of a sweep that has not ended",
-               "Sweep id", true, &RunCancel, cancel)
+               "Sweep: id, unique id prefix or name", true, &RunCancel, cancel)
       ->add_option("--reason", cancel->reason, "Recorded with each cancelled run");
   AddIdCommand(app, exit_code, "delete",
-               "Delete an ended sweep with its runs, events, metrics and checkpoints", "Sweep id",
-               true, &RunDelete, std::make_shared<SweepIdOptions>());
+               "Delete an ended sweep with its runs, events, metrics and checkpoints",
+               "Sweep: id, unique id prefix or name", true, &RunDelete,
+               std::make_shared<SweepIdOptions>());
   AddIdCommand(app, exit_code, "workers", "Workers seen recently, with devices and active runs", "",
                false, &RunWorkers, std::make_shared<SweepIdOptions>());
 }

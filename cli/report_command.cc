@@ -12,6 +12,7 @@
 #include "cli/report_analysis.h"
 #include "cli/report_writer.h"
 #include "cli/scheduler_connection.h"
+#include "cli/sweep_reference.h"
 #include "fmt/format.h"
 #include "web/dashboard_documents.h"
 
@@ -81,8 +82,14 @@ ReportRun ReduceHistory(parity::v1::Run run, std::vector<parity::v1::MetricPoint
   return reduced;
 }
 
-int RunReport(const ReportOptions& options) {
-  auto stub = ConnectSweepService(options.scheduler);
+int RunReport(const ReportOptions& given) {
+  auto stub = ConnectSweepService(given.scheduler);
+  ReportOptions options = given;  // the sweep by name or id prefix → its UUID
+  int resolve_code = kExitOk;
+  if (!ResolveSweepReference(*stub, options.scheduler, given.sweep_id, &options.sweep_id,
+                             &resolve_code)) {
+    return resolve_code;
+  }
   ReportData data;
   data.scheduler = options.scheduler.address;
   data.generated_at = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
@@ -161,7 +168,8 @@ void RegisterReportCommand(CLI::App& app, int& exit_code) {
       "report",
       "Write a static HTML report of a sweep (the dashboard's tables and figures, offline) and "
       "its runs as CSV");
-  command->add_option("sweep", options->sweep_id, "Sweep id")->required();
+  command->add_option("sweep", options->sweep_id, "Sweep: id, unique id prefix or name")
+      ->required();
   command
       ->add_option("-o,--out", options->out_dir,
                    "Directory to write index.html, data.js, assets/, runs.csv and analysis.md into "

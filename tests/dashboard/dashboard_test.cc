@@ -345,19 +345,26 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   EXPECT_EQ(submit.output.find("USER_ERROR"), std::string::npos)
       << "classes in the spec's spelling, state changes included: " << submit.output;
 
-  const ChildResult status =
-      RunChild(cli({"status", sweep_id}), (scratch_ / "status.log").string(), absl::Seconds(60));
+  // A sweep by its name (status) and by a short id prefix (watch), as a researcher types them.
+  const ChildResult status = RunChild(cli({"status", "failing-study"}),
+                                      (scratch_ / "status.log").string(), absl::Seconds(60));
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_NE(status.output.find("last failure"), std::string::npos) << status.output;
   EXPECT_NE(status.output.find(summary), std::string::npos) << status.output;
   EXPECT_NE(status.output.find(remedy), std::string::npos) << status.output;
 
-  const ChildResult watch =
-      RunChild(cli({"watch", sweep_id}), (scratch_ / "watch.log").string(), absl::Seconds(60));
+  const ChildResult watch = RunChild(cli({"watch", sweep_id.substr(0, 8)}),
+                                     (scratch_ / "watch.log").string(), absl::Seconds(60));
   EXPECT_EQ(watch.exit_code, 4) << watch.output;
   EXPECT_NE(watch.output.find(summary), std::string::npos) << watch.output;
   EXPECT_NE(watch.output.find(remedy), std::string::npos) << watch.output;
 
+  const ChildResult unknown = RunChild(cli({"status", "no-such-study"}),
+                                       (scratch_ / "unknown.log").string(), absl::Seconds(60));
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
+  EXPECT_NE(unknown.output.find("error: sweep 'no-such-study': no sweep you may see"),
+            std::string::npos)
+      << unknown.output;
   const ChildResult results =
       RunChild(cli({"results", sweep_id}), (scratch_ / "results.log").string(), absl::Seconds(60));
   EXPECT_EQ(results.exit_code, 0) << results.output;
