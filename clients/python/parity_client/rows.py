@@ -161,15 +161,23 @@ class RunInfo:
     final_val_bpc: float
     # Final BPC per evaluation set (set name → bits per byte); frame columns "final_bpc.<set>".
     final_eval_bpc: Dict[str, float] = field(default_factory=dict)
+    # Why the last failed attempt failed: its class as `parity status` spells it ("user_error",
+    # "data_mismatch"; "" when none) and the scheduler's message for it.
+    failure_class: str = ""
+    failure: str = ""
 
     @classmethod
     def from_proto(cls, run):
+        failure_class = ""
+        if run.failure_class:
+            failure_class = enum_name(run_pb2.FailureClass, run.failure_class, "FAILURE_CLASS_")
         return cls(run_id=run.run_id, name=run.spec.name,
                    state=enum_name(run_pb2.RunState, run.state, "RUN_STATE_"),
                    attempt=run.attempt, latest_step=run.latest_step,
                    latest_val_bpc=nan_if_zero(run.latest_val_bpc),
                    final_val_bpc=nan_if_zero(run.summary.final_val_bpc),
-                   final_eval_bpc=dict(run.summary.final_eval_bpc))
+                   final_eval_bpc=dict(run.summary.final_eval_bpc),
+                   failure_class=failure_class, failure=run.failure.message)
 
 
 @dataclass

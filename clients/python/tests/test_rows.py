@@ -40,6 +40,17 @@ class EvalSetRowsTest(unittest.TestCase):
         self.assertEqual(row.final_eval_bpc, {})
         self.assertNotIn("final_bpc.validation", flat_row(row))
 
+    def test_a_failed_run_says_why_in_the_specs_spelling(self):
+        run = run_pb2.Run(run_id="r2", state=run_pb2.RUN_STATE_FAILED,
+                          failure_class=run_pb2.FAILURE_CLASS_DATA_MISMATCH)
+        run.failure.message = "dataset 'mix' on worker w is not the copy the sweep pinned"
+        info = RunInfo.from_proto(run)
+        self.assertEqual(info.state, "failed")
+        self.assertEqual(info.failure_class, "data_mismatch")
+        self.assertIn("not the copy the sweep pinned", info.failure)
+        self.assertEqual(RunInfo.from_proto(run_pb2.Run(run_id="r3")).failure_class, "",
+                         "a run that never failed has no class")
+
     def test_runs_and_curve_points_carry_per_set_values(self):
         run = run_pb2.Run(run_id="r1")
         run.summary.final_val_bpc = 1.9
