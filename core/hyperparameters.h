@@ -1,11 +1,12 @@
 // The training half of planning: learning rate and batch from the explicit values or the Step Law,
-// steps from the token budget, warmup, and every optimizer default written out so the engine
-// never has to guess one.
+// steps from the token budget, then warmup and every optimizer default written out
+// (run_spec_defaults.h, the same code the engine's adapter fills an unplanned spec with).
 #pragma once
 
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "core/run_spec_defaults.h"  // DefaultWarmupSteps, FillTrainingDefaults
 #include "parity/v1/training.pb.h"
 
 namespace parity::core {
@@ -16,13 +17,11 @@ double StepLawLearningRate(double params, double tokens);
 // B = 0.58·D^0.571 tokens, rounded to a multiple of the sequence length (at least one sequence).
 uint64_t StepLawBatchTokens(double tokens, uint32_t sequence_length);
 
-// clip(1% of steps, 200, 2000), capped at 10% of the steps for short runs.
-uint64_t DefaultWarmupSteps(uint64_t steps);
-
 // Completes `training` for a run of `tokens` tokens whose rule-relevant size is `params` (N_a for
-// an MoE, which equals N for a dense model): learning_rate, batch_tokens, steps = ceil(D/B),
-// warmup_steps and the optimizer/cadence defaults. FailedPrecondition when the explicit rule left
-// a value unset (validation normally catches that first).
+// an MoE, which equals N for a dense model): learning_rate, batch_tokens, steps = round(D/B) (at
+// least 1), then FillTrainingDefaults (warmup_steps and the optimizer/cadence defaults).
+// FailedPrecondition when the explicit rule left a value unset (validation normally catches that
+// first).
 absl::Status ResolveTraining(parity::v1::TrainingSpec& training, uint64_t params, uint64_t tokens);
 
 }  // namespace parity::core

@@ -19,8 +19,8 @@
 #include "core/grid.h"
 #include "core/hyperparameters.h"
 #include "core/planner_sharing.h"
+#include "core/run_spec_defaults.h"
 #include "core/shape_solver.h"
-#include "core/spec_defaults.h"
 #include "core/status_macros.h"
 #include "core/validation.h"
 
@@ -356,7 +356,7 @@ absl::StatusOr<RunSpec> MakeRun(const Cell& cell, const Row& row, uint64_t seed,
   data.set_reuse(cell.variant.reuse());
   data.set_unique_tokens(cell.unique);
   data.set_epochs(acc.epochs());
-  if (data.validation_fraction() == 0) data.set_validation_fraction(kDefaultValidationFraction);
+  FillDataDefaults(data);
   run.set_compute_budget(cell.budget_label);
   run.set_compute_multiple(row.multiple);
   run.set_data_variant(cell.variant.name());

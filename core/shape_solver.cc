@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "core/accounting.h"
 #include "core/grid.h"
+#include "core/run_spec_defaults.h"
 #include "core/symbols.h"
 
 namespace parity::core {
@@ -28,15 +29,10 @@ uint32_t RoundToMultiple(double value, uint32_t multiple) {
   return static_cast<uint32_t>(std::min(rounded, std::floor(kMax / multiple) * multiple));
 }
 
-// Defaults the engine would otherwise have to guess: a planned model names every value.
-void FillModelDefaults(ModelSpec& m) {
-  if (m.vocab_size() == 0) m.set_vocab_size(kDefaultVocabSize);
-  if (m.rope_theta() == 0) m.set_rope_theta(kDefaultRopeTheta);
-  if (m.init_std() == 0) m.set_init_std(kDefaultInitStd);
-  if (m.norm_eps() == 0) m.set_norm_eps(kDefaultNormEps);
-  if (m.position_encoding() == parity::v1::POSITION_ENCODING_UNSPECIFIED) {
-    m.set_position_encoding(parity::v1::POSITION_ENCODING_ROTARY);
-  }
+// The model's defaults (run_spec_defaults.h, which the engine's adapter applies too), then what a
+// solved shape implies: the attention kind from its heads, and the sweep-side N tolerance.
+void FillSolvedModelDefaults(ModelSpec& m) {
+  FillModelDefaults(m);
   m.set_attention(m.num_kv_heads() == m.num_heads() ? parity::v1::ATTENTION_KIND_MULTI_HEAD
                                                     : parity::v1::ATTENTION_KIND_GROUPED_QUERY);
   if (m.param_tolerance() == 0) m.set_param_tolerance(kDefaultParamTolerance);
@@ -72,14 +68,7 @@ absl::StatusOr<ModelSpec> ResolveBackbone(const ModelSpec& spec) {
   }
   if (m.ffn_hidden() > 0) m.set_ffn_ratio(double(m.ffn_hidden()) / m.d_model());
   m.set_aspect_ratio(double(m.d_model()) / m.num_layers());
-  FillModelDefaults(m);
-  auto* router = m.mutable_moe()->mutable_router();
-  if (router->balance() == parity::v1::BALANCE_METHOD_UNSPECIFIED) {
-    router->set_balance(parity::v1::BALANCE_METHOD_AUX_LOSS);
-  }
-  if (!router->has_aux_loss_coef()) router->set_aux_loss_coef(kDefaultAuxLossCoef);
-  if (!router->has_z_loss_coef()) router->set_z_loss_coef(kDefaultZLossCoef);
-  if (!router->has_bias_update_rate()) router->set_bias_update_rate(kDefaultBiasUpdateRate);
+  FillSolvedModelDefaults(m);  // the router's too: m is an MoE
   return m;
 }
 
@@ -321,7 +310,7 @@ absl::StatusOr<ModelSpec> SolveDense(const ModelSpec& spec, const ModelSpec* bac
   m.set_ffn_ratio(double(best.ffn_hidden) / best.d_model);
   m.set_aspect_ratio(double(best.d_model) / best.dense_layers);
   m.set_target_params(target_params);
-  FillModelDefaults(m);
+  FillSolvedModelDefaults(m);
   return m;
 }
 

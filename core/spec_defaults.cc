@@ -1,5 +1,5 @@
-// The printed defaults, each written from the constant the planner uses (or, for an enum, from the
-// value it sets), so the reference shows what a plan does.
+// The printed defaults, each written from the constant that run_spec_defaults.cc fills in (or, for
+// an enum, from the value it sets), so the reference shows what a plan and the engine do.
 #include "core/spec_defaults.h"
 
 #include <vector>
@@ -38,16 +38,20 @@ std::vector<SpecDefault> MakeDefaults() {
        absl::StrCat("closest to ", Num(kDefaultGranularity), " among equally good shapes")},
       {"parity.v1.RouterSpec.balance",
        Yaml(v1::BalanceMethod_descriptor(), v1::BALANCE_METHOD_AUX_LOSS)},
-      {"parity.v1.RouterSpec.aux_loss_coef", Num(kDefaultAuxLossCoef)},
-      {"parity.v1.RouterSpec.z_loss_coef", Num(kDefaultZLossCoef)},
-      {"parity.v1.RouterSpec.bias_update_rate", Num(kDefaultBiasUpdateRate)},
+      {"parity.v1.RouterSpec.aux_loss_coef",
+       absl::StrCat(Num(kDefaultAuxLossCoef), " with aux_loss balancing, else 0")},
+      {"parity.v1.RouterSpec.z_loss_coef",
+       absl::StrCat(Num(kDefaultZLossCoef), ", 0 with balance none")},
+      {"parity.v1.RouterSpec.bias_update_rate",
+       absl::StrCat(Num(kDefaultBiasUpdateRate), " (read by loss_free only)")},
       {"parity.v1.TrainingSpec.rule",
        Yaml(v1::HyperparameterRule_descriptor(), v1::HYPERPARAMETER_RULE_EXPLICIT)},
       {"parity.v1.TrainingSpec.schedule",
        Yaml(v1::LrSchedule_descriptor(), v1::LR_SCHEDULE_COSINE)},
       {"parity.v1.TrainingSpec.warmup_steps",
-       absl::StrFormat("clip(%g%% of steps, %d, %d), at most %g%% of steps", kWarmupFraction * 100,
-                       kWarmupMinSteps, kWarmupMaxSteps, kWarmupCapFraction * 100)},
+       absl::StrFormat("clip(round(%g%% of steps), %d, %d), at most %g%% of steps",
+                       kWarmupFraction * 100, kWarmupMinSteps, kWarmupMaxSteps,
+                       kWarmupCapFraction * 100)},
       {"parity.v1.TrainingSpec.decay_fraction", Num(kDefaultDecayFraction)},
       {"parity.v1.TrainingSpec.min_lr_ratio", Num(kDefaultMinLrRatio)},
       {"parity.v1.TrainingSpec.adam_beta1", Num(kDefaultAdamBeta1)},
@@ -55,7 +59,7 @@ std::vector<SpecDefault> MakeDefaults() {
       {"parity.v1.TrainingSpec.adam_epsilon", Num(kDefaultAdamEpsilon)},
       {"parity.v1.TrainingSpec.weight_decay", Num(kDefaultWeightDecay)},
       {"parity.v1.TrainingSpec.grad_clip", Num(kDefaultGradClip)},
-      {"parity.v1.TrainingSpec.steps", "ceil(D / batch_tokens), set by the planner"},
+      {"parity.v1.TrainingSpec.steps", "round(D / batch_tokens), set by the planner"},
       {"parity.v1.TrainingSpec.log_every_steps", absl::StrCat(kDefaultLogEverySteps)},
       {"parity.v1.TrainingSpec.eval_every_steps", absl::StrCat(kDefaultEvalEverySteps)},
       {"parity.v1.TrainingSpec.eval_tokens", absl::StrCat(kDefaultEvalTokens)},

@@ -1,8 +1,9 @@
-// Every default a sweep spec field has, in one place: the planner fills them in from these
-// constants (a planned RunSpec names every value, so the engine guesses none) and
-// `parity spec reference` prints them from SpecDefaults() (docs/spec-reference.md), so the two
-// cannot disagree. A field not listed has no default beyond "unset": 0 or empty means "solved by
-// the planner" or "none", as its proto comment says.
+// Every default a sweep spec field has, in one place: run_spec_defaults.h fills them in from these
+// constants, for the planner (a planned RunSpec names every value) and for the engine's adapter
+// (kernels/spec/, on any spec it reads, planned or not), and `parity spec reference` prints them
+// from SpecDefaults() (docs/spec-reference.md), so none of the three can disagree. A field not
+// listed has no default beyond "unset": 0 or empty means "solved by the planner" or "none", as its
+// proto comment says.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +24,13 @@ inline constexpr double kDefaultRopeTheta = 10000.0;
 inline constexpr double kDefaultInitStd = 0.02;
 inline constexpr double kDefaultNormEps = 1e-5;
 
-// RouterSpec.
+// RouterSpec: λ with aux_loss balancing (0 otherwise), λ_z unless balance none, u for loss_free.
 inline constexpr double kDefaultAuxLossCoef = 0.01;
 inline constexpr double kDefaultZLossCoef = 0.001;
 inline constexpr double kDefaultBiasUpdateRate = 0.001;
 
 // TrainingSpec.
-inline constexpr double kDefaultDecayFraction = 0.2;  // WSD only
+inline constexpr double kDefaultDecayFraction = 0.2;  // read by WSD only
 inline constexpr double kDefaultMinLrRatio = 0.1;
 inline constexpr double kDefaultAdamBeta1 = 0.9;
 inline constexpr double kDefaultAdamBeta2 = 0.95;

@@ -458,6 +458,11 @@ TEST(PlannerTest, AblationAxesPlanAndCarryTheirKeys) {
   EXPECT_EQ(variant->model().moe().layout(), parity::v1::MOE_LAYOUT_ALL_MOE);
   EXPECT_EQ(variant->model().moe().shared_expert_hidden(), 64u);
   EXPECT_EQ(variant->model().moe().router().balance(), parity::v1::BALANCE_METHOD_LOSS_FREE);
+  // Loss-free balancing replaces the aux loss: the planned run must not carry the aux-loss
+  // default, and gets the bias update rate it needs (the plain point the reverse).
+  EXPECT_EQ(variant->model().moe().router().aux_loss_coef(), 0.0) << "no aux loss with loss_free";
+  EXPECT_GT(variant->model().moe().router().bias_update_rate(), 0.0);
+  EXPECT_EQ(plain->model().moe().router().aux_loss_coef(), 0.01);
   EXPECT_EQ(variant->grid_point().at("layout"), "all-moe");
   EXPECT_EQ(variant->grid_point().at("shared_expert_hidden"), "64");
   EXPECT_EQ(variant->grid_point().at("balance"), "loss_free");

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "core/model_counts.h"
+#include "core/spec_defaults.h"
 #include "kernels/backend/op_table.h"
 
 namespace parity::kernels {
@@ -27,6 +28,10 @@ enum class SubsetMode { kPrefix, kSeeded };
 // backend has bf16 kernels, then bf16 on a GPU and fp32 on the CPU.
 enum class Precision { kUnspecified, kFp32, kBf16 };
 
+// A RunSpec's defaults are core's (core/run_spec_defaults.h), filled in by the adapter before it
+// reads a field. The member initialisers below serve code that builds a RunConfig directly (the
+// tests, the benchmarks): small shapes of their own, and core's constant wherever a value is a
+// spec default, so the two cannot drift.
 struct ModelConfig {
   int64_t d_model = 64;             // D_m
   int64_t n_layers = 2;             // L
@@ -36,7 +41,7 @@ struct ModelConfig {
   int64_t seq_len = 64;             // S
   int64_t vocab_size = kByteVocab;  // V: rows of the embedding and the output head
   Positions positions = Positions::kRotary;
-  double rope_theta = 10000.0;
+  double rope_theta = core::kDefaultRopeTheta;
   HeadTying head = HeadTying::kTied;
   // Mixture of experts (ignored when layout == kDense).
   MoeLayout layout = MoeLayout::kDense;
@@ -46,10 +51,10 @@ struct ModelConfig {
   int64_t d_expert = 0;          // D_e
   int64_t d_shared = -1;         // D_se; −1 = the layout's default (K·D_e for 1dense+SE, else 0)
   GateNorm gate_norm = GateNorm::kRaw;
-  double aux_loss_weight = 0.01;  // λ
-  double z_loss_weight = 0.001;   // λ_z
-  double bias_update_rate = 0.0;  // u of loss-free balancing; 0 = off
-  double init_std = 0.02;         // standard deviation of initial matrices
+  double aux_loss_weight = core::kDefaultAuxLossCoef;  // λ
+  double z_loss_weight = core::kDefaultZLossCoef;      // λ_z
+  double bias_update_rate = 0.0;                       // u of loss-free balancing; 0 = off
+  double init_std = core::kDefaultInitStd;             // standard deviation of initial matrices
 
   int64_t head_dim() const { return d_model / n_heads; }
   bool IsMoeLayer(int64_t layer) const;  // core::IsMoeLayer of Placement()
@@ -62,10 +67,13 @@ struct OptimizerConfig {
   double min_lr = 1e-4;      // floor the decay ends at
   int64_t warmup_steps = 0;  // linear warmup from 0
   Schedule schedule = Schedule::kCosine;
-  double decay_fraction = 0.2;  // kWarmupStableDecay: last fraction of steps decays (linearly)
-  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double weight_decay = 0.1;
-  double grad_clip = 1.0;  // global-norm clip; 0 = off
+  // kWarmupStableDecay: the last fraction of steps decays (linearly).
+  double decay_fraction = core::kDefaultDecayFraction;
+  double beta1 = core::kDefaultAdamBeta1;
+  double beta2 = core::kDefaultAdamBeta2;
+  double eps = core::kDefaultAdamEpsilon;
+  double weight_decay = core::kDefaultWeightDecay;
+  double grad_clip = core::kDefaultGradClip;  // global-norm clip; 0 = off
 };
 
 struct TrainConfig {
@@ -74,9 +82,11 @@ struct TrainConfig {
   int64_t steps = 0;       // optimizer steps; the run consumes steps·batch_size·grad_accum·S
                            // tokens (D)
   uint64_t seed = 1;
-  int64_t log_interval = 10;        // steps between metrics lines (first and last always logged)
-  int64_t eval_interval = 100;      // steps between validation evaluations (and at the end)
-  int64_t eval_tokens = 16384;      // size of the fixed held-out slice
+  // Steps between metrics lines (first and last always logged).
+  int64_t log_interval = core::kDefaultLogEverySteps;
+  // Steps between validation evaluations (and at the end).
+  int64_t eval_interval = core::kDefaultEvalEverySteps;
+  int64_t eval_tokens = 16384;      // size of the fixed held-out slice (a spec: kDefaultEvalTokens)
   int64_t checkpoint_interval = 0;  // steps between checkpoints; 0 = only at the end
   double checkpoint_seconds = 0;    // also once this much training time passed; 0 = off
   int64_t keep_checkpoints = 2;
@@ -93,7 +103,8 @@ inline constexpr int64_t kDefaultMaxCorpusBytes = int64_t{4} << 30;
 struct DataConfig {
   // A prepared dataset directory (holding manifest.json) or a raw byte file (data/token_corpus.h).
   std::string corpus_path;
-  double validation_fraction = 0.05;        // raw files: the last fraction is held out
+  double validation_fraction =
+      0.05;  // raw files: the last fraction held out (a spec: kDefaultValidationFraction)
   int64_t unique_tokens = 0;                // D̂ (tokens); 0 = the whole training split
   SubsetMode subset = SubsetMode::kSeeded;  // kPrefix: the split's first D̂ tokens
   // Evaluation sets to report, by name; empty = all of the dataset's, "validation" first. The

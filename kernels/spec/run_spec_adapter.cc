@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/run_spec_defaults.h"
 #include "core/status_macros.h"
+#include "kernels/cpu/ops_dense.h"
 #include "parity/v1/sweep.pb.h"
 
 namespace parity::kernels {
@@ -16,21 +18,50 @@ absl::Status Bad(const char* field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-}  // namespace
+// The MoE part of a model (defaults filled) into `mc`.
+absl::Status MoeFromSpec(const parity::v1::MoeSpec& moe, ModelConfig& mc) {
+  switch (moe.layout()) {
+    case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
+      mc.layout = MoeLayout::kOneDenseShared;
+      break;
+    case parity::v1::MOE_LAYOUT_ALL_MOE:
+      mc.layout = MoeLayout::kAllMoe;
+      break;
+    case parity::v1::MOE_LAYOUT_INTERLEAVED:
+      mc.layout = MoeLayout::kInterleaved;
+      break;
+    default:
+      return Bad("model.moe.layout", "required for an MOE architecture");
+  }
+  mc.interleave_every = moe.interleave_every();
+  mc.n_experts = moe.num_experts();
+  mc.top_k = moe.top_k();
+  mc.d_expert = moe.expert_hidden();
+  mc.d_shared = moe.shared_expert_hidden() == 0 && mc.layout == MoeLayout::kOneDenseShared
+                    ? -1
+                    : static_cast<int64_t>(moe.shared_expert_hidden());
+  const auto& r = moe.router();
+  mc.gate_norm = r.renormalize_gates() ? GateNorm::kRenormalize : GateNorm::kRaw;
+  // The coefficients are core's for the balance (aux λ only with aux_loss, λ_z unless none);
+  // u is read only where loss-free balancing uses it.
+  const bool loss_free = r.balance() == parity::v1::BALANCE_METHOD_LOSS_FREE;
+  mc.aux_loss_weight = r.aux_loss_coef();
+  mc.z_loss_weight = r.z_loss_coef();
+  mc.bias_update_rate = loss_free ? r.bias_update_rate() : 0.0;
+  if (loss_free && mc.bias_update_rate <= 0) {
+    return Bad("model.moe.router.bias_update_rate", "must be positive for LOSS_FREE");
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& spec) {
-  ParsedRunSpec out;
-  RunConfig& c = out.config;
-  c.run_id = spec.name();
-  // ---- model ----
-  const auto& m = spec.model();
-  ModelConfig& mc = c.model;
-  // 0 = the byte vocabulary; the dataset's tokenizer must agree (checked when it is opened).
-  mc.vocab_size = m.vocab_size() == 0 ? kByteVocab : static_cast<int64_t>(m.vocab_size());
+// Model `m` (defaults filled) into `mc`, all but seq_len (the training's).
+absl::Status ModelFromSpec(const parity::v1::ModelSpec& m, ModelConfig& mc) {
+  // The byte vocabulary by default; the dataset's tokenizer must agree (checked when it is opened).
+  mc.vocab_size = static_cast<int64_t>(m.vocab_size());
   mc.d_model = m.d_model();
   mc.n_layers = m.num_layers();
   mc.n_heads = m.num_heads();
-  mc.n_kv_heads = m.num_kv_heads() == 0 ? m.num_heads() : m.num_kv_heads();
+  mc.n_kv_heads = m.num_kv_heads();
   if (m.head_dim() != 0 && m.num_heads() != 0 && m.head_dim() * m.num_heads() != m.d_model()) {
     return Bad("model.head_dim", absl::StrCat("must equal d_model/num_heads = ",
                                               m.d_model() / m.num_heads(), ", got ", m.head_dim()));
@@ -45,71 +76,39 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
                                                                               : Positions::kRotary;
   mc.d_ffn = m.ffn_hidden();
   mc.head = m.tie_embeddings() ? HeadTying::kTied : HeadTying::kUntied;
-  mc.rope_theta = m.rope_theta() == 0 ? 10000.0 : m.rope_theta();
-  mc.init_std = m.init_std() == 0 ? 0.02 : m.init_std();
-  if (m.norm_eps() != 0 && std::abs(m.norm_eps() - 1e-5) > 1e-12) {
-    return Bad("model.norm_eps", "the engine's RMSNorm uses 1e-5 only");
+  mc.rope_theta = m.rope_theta();
+  mc.init_std = m.init_std();
+  if (std::abs(m.norm_eps() - cpu::kRmsNormEps) > 1e-12) {
+    return Bad("model.norm_eps", absl::StrCat("the engine's RMSNorm uses ", cpu::kRmsNormEps,
+                                              " only, got ", m.norm_eps()));
   }
   switch (m.architecture()) {
     case parity::v1::ARCHITECTURE_DENSE:
       mc.layout = MoeLayout::kDense;
-      break;
-    case parity::v1::ARCHITECTURE_MOE: {
-      const auto& moe = m.moe();
-      switch (moe.layout()) {
-        case parity::v1::MOE_LAYOUT_ONE_DENSE_SHARED_EXPERT:
-          mc.layout = MoeLayout::kOneDenseShared;
-          break;
-        case parity::v1::MOE_LAYOUT_ALL_MOE:
-          mc.layout = MoeLayout::kAllMoe;
-          break;
-        case parity::v1::MOE_LAYOUT_INTERLEAVED:
-          mc.layout = MoeLayout::kInterleaved;
-          break;
-        default:
-          return Bad("model.moe.layout", "required for an MOE architecture");
-      }
-      mc.interleave_every = moe.interleave_every();
-      mc.n_experts = moe.num_experts();
-      mc.top_k = moe.top_k();
-      mc.d_expert = moe.expert_hidden();
-      mc.d_shared = moe.shared_expert_hidden() == 0 && mc.layout == MoeLayout::kOneDenseShared
-                        ? -1
-                        : static_cast<int64_t>(moe.shared_expert_hidden());
-      const auto& r = moe.router();
-      mc.gate_norm = r.renormalize_gates() ? GateNorm::kRenormalize : GateNorm::kRaw;
-      const bool aux = r.balance() == parity::v1::BALANCE_METHOD_AUX_LOSS ||
-                       r.balance() == parity::v1::BALANCE_METHOD_UNSPECIFIED;
-      const bool loss_free = r.balance() == parity::v1::BALANCE_METHOD_LOSS_FREE;
-      const bool none = r.balance() == parity::v1::BALANCE_METHOD_NONE;
-      mc.aux_loss_weight = r.has_aux_loss_coef() ? r.aux_loss_coef() : (aux ? 0.01 : 0.0);
-      mc.z_loss_weight = r.has_z_loss_coef() ? r.z_loss_coef() : (none ? 0.0 : 0.001);
-      mc.bias_update_rate =
-          loss_free ? (r.has_bias_update_rate() ? r.bias_update_rate() : 0.001) : 0.0;
-      if (loss_free && mc.bias_update_rate <= 0) {
-        return Bad("model.moe.router.bias_update_rate", "must be positive for LOSS_FREE");
-      }
-      break;
-    }
+      return absl::OkStatus();
+    case parity::v1::ARCHITECTURE_MOE:
+      return MoeFromSpec(m.moe(), mc);
     default:
       return Bad("model.architecture", "must be DENSE or MOE");
   }
-  // ---- training ----
-  const auto& t = spec.training();
+}
+
+// Training `t` (defaults filled) into the optimizer, the loop's cadence, S and the precision.
+absl::Status TrainingFromSpec(const parity::v1::TrainingSpec& t, RunConfig& c) {
   OptimizerConfig& o = c.optimizer;
   TrainConfig& tc = c.train;
-  mc.seq_len = t.sequence_length();
-  if (mc.seq_len <= 1) return Bad("training.sequence_length", "must be at least 2");
+  c.model.seq_len = t.sequence_length();
+  if (c.model.seq_len <= 1) return Bad("training.sequence_length", "must be at least 2");
   if (t.rule() == parity::v1::HYPERPARAMETER_RULE_STEP_LAW && t.learning_rate() == 0) {
     return Bad("training.learning_rate", "a RunSpec must be resolved by the planner (STEP_LAW)");
   }
   o.lr = t.learning_rate();
-  if (t.batch_tokens() == 0 || t.batch_tokens() % mc.seq_len != 0) {
+  if (t.batch_tokens() == 0 || t.batch_tokens() % c.model.seq_len != 0) {
     return Bad("training.batch_tokens", absl::StrCat("must be a positive multiple of "
                                                      "sequence_length (",
-                                                     mc.seq_len, ")"));
+                                                     c.model.seq_len, ")"));
   }
-  const int64_t sequences = t.batch_tokens() / mc.seq_len;
+  const int64_t sequences = t.batch_tokens() / c.model.seq_len;
   const int64_t micro = t.micro_batch_sequences() == 0 ? sequences : t.micro_batch_sequences();
   if (sequences % micro != 0) {
     return Bad("training.micro_batch_sequences",
@@ -119,6 +118,9 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   tc.grad_accum = sequences / micro;
   tc.steps = static_cast<int64_t>(t.steps());
   switch (t.schedule()) {
+    case parity::v1::LR_SCHEDULE_COSINE:
+      o.schedule = Schedule::kCosine;
+      break;
     case parity::v1::LR_SCHEDULE_WSD:
       o.schedule = Schedule::kWarmupStableDecay;
       break;
@@ -126,34 +128,25 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
       o.schedule = Schedule::kConstant;
       break;
     default:
-      o.schedule = Schedule::kCosine;
+      return Bad("training.schedule", absl::StrCat("unknown value ", t.schedule()));
   }
-  if (t.warmup_steps() > 0) {
-    o.warmup_steps = static_cast<int64_t>(t.warmup_steps());
-  } else if (t.warmup_fraction() > 0) {
-    o.warmup_steps = static_cast<int64_t>(std::llround(t.warmup_fraction() * tc.steps));
-  } else {
-    // docs/domain.md: clip(1% of steps, 200, 2000), capped at 10% of the run for short runs.
-    const int64_t rule = std::clamp<int64_t>(tc.steps / 100, 200, 2000);
-    o.warmup_steps = std::min<int64_t>(rule, tc.steps / 10);
+  o.warmup_steps = static_cast<int64_t>(t.warmup_steps());
+  if (t.min_lr_ratio() < 0 || t.min_lr_ratio() > 1) {
+    return Bad("training.min_lr_ratio", "must be in [0, 1]");
   }
-  const double min_ratio = t.has_min_lr_ratio() ? t.min_lr_ratio() : 0.1;
-  if (min_ratio < 0 || min_ratio > 1) return Bad("training.min_lr_ratio", "must be in [0, 1]");
-  o.min_lr = min_ratio * o.lr;
-  o.decay_fraction = t.decay_fraction() == 0 ? 0.2 : t.decay_fraction();
-  o.beta1 = t.has_adam_beta1() ? t.adam_beta1() : 0.9;
-  o.beta2 = t.has_adam_beta2() ? t.adam_beta2() : 0.95;
-  o.eps = t.has_adam_epsilon() ? t.adam_epsilon() : 1e-8;
-  o.weight_decay = t.has_weight_decay() ? t.weight_decay() : 0.1;
-  o.grad_clip = t.has_grad_clip() ? t.grad_clip() : 1.0;
+  o.min_lr = t.min_lr_ratio() * o.lr;
+  o.decay_fraction = t.decay_fraction();
+  o.beta1 = t.adam_beta1();
+  o.beta2 = t.adam_beta2();
+  o.eps = t.adam_epsilon();
+  o.weight_decay = t.weight_decay();
+  o.grad_clip = t.grad_clip();
   tc.seed = t.seed();
-  tc.log_interval = t.log_every_steps() == 0 ? 10 : t.log_every_steps();
-  tc.eval_interval = t.eval_every_steps() == 0 ? 100 : t.eval_every_steps();
-  tc.eval_tokens = t.eval_tokens() == 0 ? 65536 : static_cast<int64_t>(t.eval_tokens());
+  tc.log_interval = t.log_every_steps();
+  tc.eval_interval = t.eval_every_steps();
+  tc.eval_tokens = static_cast<int64_t>(t.eval_tokens());
   tc.checkpoint_interval = t.checkpoint_every_steps();
-  tc.checkpoint_seconds = t.has_checkpoint_every_seconds() ? t.checkpoint_every_seconds() : 600;
-  out.threads = static_cast<int>(t.threads() != 0 ? t.threads() : spec.resources().cpu_threads());
-  out.gpus = static_cast<int>(spec.resources().gpus());
+  tc.checkpoint_seconds = t.checkpoint_every_seconds();
   switch (t.precision()) {
     case parity::v1::PRECISION_UNSPECIFIED:
       c.precision = Precision::kUnspecified;
@@ -167,16 +160,20 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
     default:
       return Bad("training.precision", absl::StrCat("unknown value ", t.precision()));
   }
-  // ---- data ----
+  return absl::OkStatus();
+}
+
+// Data `d` (defaults filled) into `dc`; D̂ from the accounting, else from the reuse mode.
+absl::Status DataFromSpec(const parity::v1::RunSpec& spec, DataConfig& dc) {
   const auto& d = spec.data();
-  DataConfig& dc = c.data;
+  const auto& t = spec.training();
   // A path here: the worker writes the dataset directory or raw file it resolved the spec's
   // dataset name to (inside its --corpus-dir, worker/dataset_resolver.h); a developer running
   // parity-train by hand gives one. dataset_digest is the worker's to check, not the engine's.
   dc.corpus_path = d.corpus();
   dc.eval_sets.assign(d.eval_sets().begin(), d.eval_sets().end());
-  dc.validation_fraction = d.validation_fraction() == 0 ? 0.01 : d.validation_fraction();
-  const int64_t consumed = tc.steps * static_cast<int64_t>(t.batch_tokens());
+  dc.validation_fraction = d.validation_fraction();
+  const int64_t consumed = static_cast<int64_t>(t.steps() * t.batch_tokens());
   if (spec.accounting().unique_tokens() > 0) {
     dc.unique_tokens = static_cast<int64_t>(spec.accounting().unique_tokens());
   } else {
@@ -202,6 +199,34 @@ absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& sp
   // corpora are ordered by source (the KJV by book), so a prefix trains on one part of the text
   // and validates on another (bench/engine/RESULTS.md, "Training-curve parity").
   dc.subset = SubsetMode::kSeeded;
+  return absl::OkStatus();
+}
+
+// `given` with every unset field that has a default filled by core, as the planner fills it.
+parity::v1::RunSpec WithDefaults(const parity::v1::RunSpec& given) {
+  parity::v1::RunSpec spec = given;
+  core::FillModelDefaults(*spec.mutable_model());
+  core::FillTrainingDefaults(*spec.mutable_training());
+  core::FillDataDefaults(*spec.mutable_data());
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<ParsedRunSpec> RunConfigFromRunSpec(const parity::v1::RunSpec& given) {
+  // Every default is core's (core/run_spec_defaults.h), the code the planner fills a planned spec
+  // with, so a hand-written spec trains as the planner would have written it out; none is
+  // restated here.
+  const parity::v1::RunSpec spec = WithDefaults(given);
+  ParsedRunSpec out;
+  RunConfig& c = out.config;
+  c.run_id = spec.name();
+  PARITY_RETURN_IF_ERROR(ModelFromSpec(spec.model(), c.model));
+  PARITY_RETURN_IF_ERROR(TrainingFromSpec(spec.training(), c));
+  PARITY_RETURN_IF_ERROR(DataFromSpec(spec, c.data));
+  const auto& t = spec.training();
+  out.threads = static_cast<int>(t.threads() != 0 ? t.threads() : spec.resources().cpu_threads());
+  out.gpus = static_cast<int>(spec.resources().gpus());
   PARITY_RETURN_IF_ERROR(ValidateRunConfig(c));
   return out;
 }

@@ -1,6 +1,7 @@
 // The one place the engine meets the API contract: parity.v1.RunSpec (proto/parity/v1/sweep.proto,
-// as JSON in the proto3 mapping) → the engine's plain RunConfig. Defaults documented on the proto
-// fields are applied here; anything the engine cannot do is refused with the RunSpec field path.
+// as JSON in the proto3 mapping) → the engine's plain RunConfig. A field left unset takes core's
+// default (core/run_spec_defaults.h, the code the planner fills a planned spec with; nothing is
+// restated here); anything the engine cannot do is refused with the RunSpec field path.
 #pragma once
 
 #include <string>

@@ -1,5 +1,7 @@
 // Learning-rate schedules: linear warmup, then cosine decay to a floor, or warmup-stable-decay
-// (constant, then a linear decay over the last decay_fraction of steps), or constant.
+// (constant, then a linear decay over the last decay_fraction of steps), or constant. The warmup
+// length and every other value come resolved in OptimizerConfig: a spec's, or core's default when
+// it names none (core/run_spec_defaults.h); nothing here picks one.
 #pragma once
 
 #include <cmath>
