@@ -2,7 +2,6 @@
 
 #include <google/protobuf/util/json_util.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
