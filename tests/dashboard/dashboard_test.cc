@@ -373,8 +373,11 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   const ChildResult csv = RunChild(cli({"results", sweep_id, "--format", "csv"}),
                                    (scratch_ / "results-csv.log").string(), absl::Seconds(60));
   EXPECT_EQ(csv.exit_code, 0) << csv.output;
-  EXPECT_NE(csv.output.find(",failure,dataset digest\n"), std::string::npos) << csv.output;
-  EXPECT_NE(csv.output.find(message), std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find(",failure_class,failure_message,dataset_digest\n"), std::string::npos)
+      << csv.output;
+  EXPECT_NE(csv.output.find(",user_error,dataset 'missing-corpus' not found on worker "),
+            std::string::npos)
+      << "the class and the message, each its own column: " << csv.output;
 
   ASSERT_TRUE(std::filesystem::exists(Chromium()))
       << Chromium() << " is missing: install Debian's chromium (deploy/setup.sh does)";

@@ -1,0 +1,39 @@
+// `parity results` and `parity report`'s runs files: a sweep's export table
+// (export/export_schema.h) fetched page by page from the scheduler, and written as the table a
+// person reads or as CSV, JSON or Parquet for tools — the same columns in every format.
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cli/scheduler_connection.h"
+#include "export/export_schema.h"
+#include "parity/v1/sweep_service.grpc.pb.h"
+
+namespace parity::cli {
+
+enum class ResultsFormat { kTable, kCsv, kJson, kParquet };
+
+// Every result row of the sweep (QueryResults, pages of 10,000) joined with its run (ListRuns,
+// pages of 1,000, each run slimmed to what the export reads as its page arrives, so a
+// 100,000-run sweep holds rows and slim runs, not full specs). On an RPC error `status` says why.
+exports::ExportTable FetchExportTable(parity::v1::SweepService::Stub& stub,
+                                      const std::string& sweep_id, const SchedulerOptions& options,
+                                      grpc::Status& status);
+
+// The same from rows and runs already fetched (parity report).
+exports::ExportTable ExportTableOf(const std::vector<parity::v1::ResultRow>& rows,
+                                   const std::vector<parity::v1::Run>& runs);
+
+// The table for a person: the export's columns that fit a terminal, under their export names,
+// rounded (4 decimals of BPC, r_a in %, counts as 1.2M), a failure column "class: message".
+std::string FormatResultsTable(const exports::ExportTable& table);
+
+// Writes `table` in `format` to `out` (Parquet is binary).
+absl::Status WriteResults(const exports::ExportTable& table, ResultsFormat format,
+                          std::ostream& out);
+
+}  // namespace parity::cli
