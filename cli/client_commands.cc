@@ -223,11 +223,15 @@ int RunWorkers(const SweepIdOptions& options) {
   return kExitOk;
 }
 
+// What a subcommand's id names: a sweep, or (watch) a sweep or a run.
+enum class IdNames { kSweep, kSweepOrRun };
+
 // Registers a subcommand taking an optional or required id; `run` does the work.
 CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
                        const std::string& help, const std::string& id_help, bool id_required,
                        int (*run)(const SweepIdOptions&),
-                       const std::shared_ptr<SweepIdOptions>& options) {
+                       const std::shared_ptr<SweepIdOptions>& options,
+                       IdNames names = IdNames::kSweep) {
   CLI::App* command = app.add_subcommand(name, help);
   if (!id_help.empty()) {
     auto* id = command->add_option("id", options->id, id_help);
@@ -235,15 +239,19 @@ CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
   }
   AddSchedulerOptions(*command, options->scheduler);
   command->footer(std::string(kExitCodesHelp));
-  command->callback([options, run, &exit_code] {
-    // A sweep may be given by name or by a unique id prefix; every RPC takes the UUID.
+  command->callback([options, run, names, &exit_code] {
+    // A sweep (or, for `watch`, a run) may be given by name or by a unique id prefix; every RPC
+    // takes the UUID.
     SweepIdOptions resolved = *options;
     if (!resolved.id.empty()) {
       auto stub = ConnectSweepService(resolved.scheduler);
-      if (!ResolveSweepReference(*stub, resolved.scheduler, options->id, &resolved.id,
-                                 &exit_code)) {
-        return;
-      }
+      bool is_run = false;
+      const bool found = names == IdNames::kSweepOrRun
+                             ? ResolveSweepOrRunReference(*stub, resolved.scheduler, options->id,
+                                                          &resolved.id, &is_run, &exit_code)
+                             : ResolveSweepReference(*stub, resolved.scheduler, options->id,
+                                                     &resolved.id, &exit_code);
+      if (!found) return;
     }
     exit_code = run(resolved);
   });
@@ -273,8 +281,9 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
                "Sweep: id, unique id prefix or name (omit to list sweeps)", false, &RunStatus,
                std::make_shared<SweepIdOptions>());
   AddIdCommand(app, exit_code, "watch", "Follow a sweep or a run live, with progress bars",
-               "Sweep (id, id prefix or name) or run id", true, &RunWatch,
-               std::make_shared<SweepIdOptions>());
+               "Sweep (id, id prefix or name) or run (id, unique id prefix, name, or "
+               "SWEEP/RUN)",
+               true, &RunWatch, std::make_shared<SweepIdOptions>(), IdNames::kSweepOrRun);
   auto results = std::make_shared<SweepIdOptions>();
   CLI::App* results_command =
       AddIdCommand(app, exit_code, "results",

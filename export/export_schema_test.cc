@@ -131,6 +131,19 @@ TEST(ExportWritersTest, DoublesRoundTripAtFullPrecision) {
     EXPECT_EQ(back, v) << text;
   }
   EXPECT_EQ(FormatDouble(0.1), "0.1") << "shortest, not %.17g's 0.10000000000000001";
+  // The same table is in clients/python/tests/test_export.py (the Python client's CSV writes
+  // numbers as this does).
+  const std::vector<std::pair<double, std::string>> spelled = {
+      {2e10, "2e+10"},
+      {1e15, "1e+15"},
+      {123456789.0, "123456789"},
+      {1.2345678901234567e20, "123456789012345667584"},
+      {1e-5, "1e-05"},
+      {100.0, "100"},
+      {-0.0, "-0"},
+      {1.5e16, "1.5e+16"},
+      {1.0 / 3, "0.3333333333333333"}};
+  for (const auto& [value, text] : spelled) EXPECT_EQ(FormatDouble(value), text);
 }
 
 TEST(ExportWritersTest, CsvHasEmptyCellsForNullAndFullPrecision) {
