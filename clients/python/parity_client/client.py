@@ -17,6 +17,7 @@ ParityUnauthenticated, ParityPermissionDenied, ParityNotFound, ParityAmbiguous).
 a Client can be shared between threads (gRPC channels are); close() it once.
 """
 
+import collections
 import math
 import os
 import sys
@@ -31,7 +32,7 @@ from .analysis import Analysis
 from .errors import ParityError, ParityUnauthenticated, from_rpc_error
 from .loopback import resolves_only_to_loopback
 from .plan import PlanResult
-from .resolve import is_uuid, resolve_sweep, sweep_key
+from .resolve import is_uuid, resolve_run, resolve_sweep, sweep_key
 from .rows import (MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, dict_frame,
                    to_frame)
 from .spec import load_spec
@@ -391,10 +392,26 @@ class Client:
         response = self._call("AnalyzeSweep", request)
         return Analysis.from_proto(response)
 
+    def resolve_run(self, run):
+        """The UUID of `run`: a UUID (taken as it is), "SWEEP/RUN" (names or id prefixes), a
+        run's name, or a unique run id prefix of ≥ 4 hex characters, as `parity watch` takes
+        them. Raises ParityNotFound, or ParityAmbiguous listing the candidates."""
+        text = run.run_id if hasattr(run, "run_id") else str(run).strip()
+        if is_uuid(text):
+            return text.lower()
+        candidates = []
+        for sweep in self.list_sweeps():
+            for r in self._runs(sweep.sweep_id):
+                candidates.append(_RunCandidate(r.run_id, r.spec.name, sweep.sweep_id, sweep.name,
+                                                RunInfo.from_proto(r).state))
+        return resolve_run(text, candidates)
+
     def curve(self, run_id, from_step=0, timeout=None):
         """A run's metric points (training and validation BPC, learning rate, throughput ...)
-        from `from_step` on, as MetricPoint. For a running run this waits until it ends (the
-        stream is WatchRun's); pass a timeout (seconds) to bound that."""
+        from `from_step` on, as MetricPoint. `run_id`: a UUID, a unique id prefix, a name or
+        SWEEP/RUN (resolve_run). For a running run this waits until it ends (the stream is
+        WatchRun's); pass a timeout (seconds) to bound that."""
+        run_id = self.resolve_run(run_id)
         stream = self._stub.WatchRun(api.WatchRunRequest(run_id=run_id, from_step=from_step),
                                      timeout=timeout)
         try:
@@ -405,6 +422,9 @@ class Client:
     def curve_frame(self, run_id, from_step=0, timeout=None):
         """curve() as a pandas DataFrame (needs pandas)."""
         return to_frame(self.curve(run_id, from_step, timeout))
+
+
+_RunCandidate = collections.namedtuple("_RunCandidate", "run_id name sweep_id sweep_name state")
 
 
 def _print_progress(info):
