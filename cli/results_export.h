@@ -17,9 +17,10 @@ namespace parity::cli {
 
 enum class ResultsFormat { kTable, kCsv, kJson, kParquet };
 
-// Every result row of the sweep (QueryResults, pages of 10,000) joined with its run (ListRuns,
-// pages of 1,000, each run slimmed to what the export reads as its page arrives, so a
-// 100,000-run sweep holds rows and slim runs, not full specs). On an RPC error `status` says why.
+// The sweep's export table from its runs (ListRuns, pages of 1,000 in grid order), each turned
+// into its result row (exports::ResultRowOfRun) and slimmed to what the export reads as its page
+// arrives, so a 100,000-run sweep holds rows and slim runs, not full specs. On an RPC error
+// `status` says why.
 exports::ExportTable FetchExportTable(parity::v1::SweepService::Stub& stub,
                                       const std::string& sweep_id, const SchedulerOptions& options,
                                       grpc::Status& status);

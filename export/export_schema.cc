@@ -267,6 +267,55 @@ std::string MultipleSuffix(double multiple) {
   return absl::StrReplaceAll(fmt::format("{:g}c", multiple), {{".", "p"}});
 }
 
+ResultRow ResultRowOfRun(const Run& run) {
+  const parity::v1::RunSpec& spec = run.spec();
+  const parity::v1::ModelSpec& model = spec.model();
+  const parity::v1::Accounting& a = spec.accounting();
+  ResultRow row;
+  row.set_run_id(run.run_id());
+  row.set_sweep_id(run.sweep_id());
+  row.set_name(spec.name());
+  row.set_role(spec.role());
+  // As the store writes runs.layout (server/store/postgres/pg_support.cc LayoutText).
+  if (model.architecture() != parity::v1::ARCHITECTURE_MOE) {
+    row.set_layout("dense");
+  } else if (model.moe().layout() == parity::v1::MOE_LAYOUT_UNSPECIFIED) {
+    row.set_layout("1dense+SE");  // the default layout
+  } else {
+    row.set_layout(core::EnumYamlName(*parity::v1::MoeLayout_descriptor(), model.moe().layout()));
+  }
+  row.set_state(run.state());
+  row.set_d_model(model.d_model());
+  row.set_num_layers(model.num_layers());
+  row.set_num_experts(model.moe().num_experts());
+  row.set_top_k(model.moe().top_k());
+  row.set_expert_hidden(model.moe().expert_hidden());
+  row.set_params(a.params());
+  row.set_active_params(a.active_params());
+  row.set_activation_rate(a.activation_rate());
+  row.set_flops_per_token(a.flops_per_token());
+  row.set_compute_flops(a.compute_flops());
+  row.set_tokens(a.tokens());
+  row.set_unique_tokens(a.unique_tokens());
+  row.set_epochs(a.epochs());
+  row.set_compute_budget(spec.compute_budget());
+  row.set_compute_multiple(spec.compute_multiple());
+  row.set_data_variant(spec.data_variant());
+  row.set_predicted_efficiency_leverage(spec.predicted_efficiency_leverage());
+  row.set_seed(spec.training().seed());
+  if (run.state() == parity::v1::RUN_STATE_SUCCEEDED) {
+    const parity::v1::RunSummary& summary = run.summary();
+    row.set_final_val_bpc(summary.final_val_bpc());
+    row.set_measured_flops_per_token(summary.measured_flops_per_token());
+    row.set_wall_seconds(static_cast<double>(summary.wall_time().seconds()) +
+                         summary.wall_time().nanos() * 1e-9);
+    row.mutable_final_eval_bpc()->insert(summary.final_eval_bpc().begin(),
+                                         summary.final_eval_bpc().end());
+    row.set_dataset_digest(summary.dataset_digest());
+  }
+  return row;
+}
+
 void SlimRunForExport(Run& run) {
   run.clear_lease();
   run.clear_checkpoint();

@@ -57,6 +57,13 @@ void SlimRunForExport(parity::v1::Run& run);
 ExportTable BuildExportTable(const std::vector<parity::v1::ResultRow>& rows,
                              const std::map<std::string, parity::v1::Run>& runs);
 
+// The results view's row of a run, from the run alone (ListRuns): what the scheduler's `results`
+// view derives from the same columns, without its ΔBPC fields (BuildExportTable computes ΔBPC
+// itself). The CLI reads a sweep this way: the view's per-row baseline lookup makes QueryResults
+// slow on 100,000-run sweeps (bench/export/README.md). BPC, measured M and wall time are set
+// only for a SUCCEEDED run (the only runs whose Run carries a summary).
+parity::v1::ResultRow ResultRowOfRun(const parity::v1::Run& run);
+
 // "1c", "2c", "0p5c": the column suffix of a baseline multiple ('.' would read as a set suffix).
 std::string MultipleSuffix(double multiple);
 

@@ -122,6 +122,39 @@ TEST(ExportSchemaTest, EnumsInTheSpecsSpelling) {
             "data.corpus_path: cannot open 'kjv'");
 }
 
+TEST(ExportSchemaTest, AResultRowFromTheRunAloneAsTheResultsViewHasIt) {
+  parity::v1::Run run;
+  run.set_run_id("r1");
+  run.set_sweep_id("s1");
+  run.set_state(parity::v1::RUN_STATE_SUCCEEDED);
+  parity::v1::RunSpec& spec = *run.mutable_spec();
+  spec.set_name("moe-ra25-C1-s3");
+  spec.set_role(parity::v1::RUN_ROLE_MOE);
+  spec.mutable_model()->set_architecture(parity::v1::ARCHITECTURE_MOE);
+  spec.mutable_model()->mutable_moe()->set_layout(parity::v1::MOE_LAYOUT_ALL_MOE);
+  spec.mutable_model()->mutable_moe()->set_num_experts(16);
+  spec.mutable_accounting()->set_params(425984);
+  spec.mutable_accounting()->set_epochs(2.5);
+  spec.mutable_training()->set_seed(3);
+  run.mutable_summary()->set_final_val_bpc(1.95);
+  run.mutable_summary()->mutable_wall_time()->set_seconds(12);
+  run.mutable_summary()->mutable_wall_time()->set_nanos(500000000);
+  (*run.mutable_summary()->mutable_final_eval_bpc())["code"] = 2.5;
+  const ResultRow row = ResultRowOfRun(run);
+  EXPECT_EQ(row.layout(), "all-moe");
+  EXPECT_EQ(row.num_experts(), 16u);
+  EXPECT_EQ(row.params(), 425984u);
+  EXPECT_EQ(row.seed(), 3u);
+  EXPECT_EQ(row.final_val_bpc(), 1.95);
+  EXPECT_EQ(row.wall_seconds(), 12.5);
+  EXPECT_EQ(row.final_eval_bpc().at("code"), 2.5);
+  parity::v1::Run dense;
+  dense.set_state(parity::v1::RUN_STATE_FAILED);
+  dense.mutable_summary()->set_final_val_bpc(9);  // never read: only a success has a summary
+  EXPECT_EQ(ResultRowOfRun(dense).layout(), "dense");
+  EXPECT_EQ(ResultRowOfRun(dense).final_val_bpc(), 0);
+}
+
 TEST(ExportWritersTest, DoublesRoundTripAtFullPrecision) {
   for (double v : {0.1, 1.0 / 3, 0.1 + 0.2, 5e-324, 1.7976931348623157e308, -2.5e-17,
                    0.19999999999999998, 1.2345678901234567e20}) {

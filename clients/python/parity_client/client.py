@@ -337,22 +337,21 @@ class Client:
                 return rows
             request.page_token = response.next_page_token
 
-    def export_table(self, sweep="", order_by=""):
-        """The export table (docs/export.md) as (columns, cells): [(name, type)] and one list
-        of values per run, None for missing. All sweeps when sweep is empty."""
-        rows = self._result_messages(self.resolve(sweep) if sweep else "", order_by)
-        runs = {}
-        for sweep_id in dict.fromkeys(r.sweep_id for r in rows):
-            runs.update({run.run_id: run for run in self._runs(sweep_id)})
-        return export.export_table(rows, runs)
+    def export_table(self, sweep):
+        """The export table (docs/export.md) of a sweep as (columns, cells): [(name, type)] and
+        one list of values per run in grid order, None for missing. Read from ListRuns, as
+        `parity results` reads it."""
+        runs = self._runs(self.resolve(sweep))
+        return export.export_table([export.result_row_of_run(r) for r in runs],
+                                   {r.run_id: r for r in runs})
 
-    def results_frame(self, sweep="", order_by=""):
+    def results_frame(self, sweep):
         """The results as a pandas DataFrame (needs pandas) with exactly the columns of
         `parity results --format csv` (docs/export.md): ids, budget, seed, one "grid.<axis>"
         column per grid axis, hyperparameters, accounting, final BPCs, ΔBPC against each dense
         baseline multiple, failure class and message. Missing numbers (a failed run's BPC, ΔBPC
         without a baseline) are NaN, missing strings None."""
-        return export.frame(*self.export_table(sweep, order_by))
+        return export.frame(*self.export_table(sweep))
 
     def export(self, sweep, path, format="csv"):
         """Writes a sweep's results to `path` as "csv", "json" or "parquet", the same columns

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import unittest
 
-from parity.v1 import run_pb2, sweep_pb2, sweep_service_pb2 as api, training_pb2
+from parity.v1 import model_pb2, run_pb2, sweep_pb2, sweep_service_pb2 as api, training_pb2
 
 from parity_client import export
 
@@ -85,6 +85,23 @@ class ExportSchemaTest(unittest.TestCase):
         self.assertEqual((moe[at["state"]], failed[at["state"]]), ("succeeded", "failed"))
         self.assertEqual(moe[at["lr_schedule"]], "wsd")
         self.assertEqual(failed[at["failure_class"]], "user_error")
+
+    def test_a_result_row_from_the_run_alone(self):
+        run = run_pb2.Run(run_id="r1", sweep_id="s1", state=run_pb2.RUN_STATE_SUCCEEDED)
+        run.spec.name = "moe-ra25-C1-s3"
+        run.spec.model.architecture = model_pb2.ARCHITECTURE_MOE
+        run.spec.model.moe.layout = model_pb2.MOE_LAYOUT_ALL_MOE
+        run.spec.accounting.params = 425984
+        run.spec.training.seed = 3
+        run.summary.final_val_bpc = 1.95
+        run.summary.wall_time.seconds, run.summary.wall_time.nanos = 12, 500000000
+        row = export.result_row_of_run(run)
+        self.assertEqual((row.layout, row.params, row.seed, row.final_val_bpc, row.wall_seconds),
+                         ("all-moe", 425984, 3, 1.95, 12.5))
+        failed = run_pb2.Run(state=run_pb2.RUN_STATE_FAILED)
+        failed.summary.final_val_bpc = 9.0
+        self.assertEqual(export.result_row_of_run(failed).layout, "dense")
+        self.assertEqual(export.result_row_of_run(failed).final_val_bpc, 0.0)
 
     def test_numbers_spelled_as_the_cli_spells_them(self):
         # The same table as export/export_schema_test.cc's DoublesRoundTripAtFullPrecision.
