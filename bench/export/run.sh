@@ -6,7 +6,7 @@
 # SUCCEEDED with a final BPC per evaluation set, then each format timed (wall time and peak RSS
 # of the CLI) and the stack taken down.
 #
-#   bench/export/run.sh [BUILD_DIR]        RUNS=100000 PORT_BASE=50190 to change them
+#   bench/export/run.sh [BUILD_DIR]        RUNS=100000 PORT_BASE=50190 PROBE=1 INDEX=0
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build="${1:-build}"
@@ -61,26 +61,28 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}'
 
 # The results view finds each run's 1C baseline with a LATERAL subquery ordered by ordinal: with
 # only the (sweep_id, ordinal) index it walks the sweep per row. Timed here on 1,000 rows as the
-# schema stands, then with an index that lets it jump to the run's seed (not in migrations/ yet:
-# INDEX=0 leaves it out, and the CLI's calls then run past their deadline on 100,000 runs).
+# schema stands (PROBE=0 skips it: minutes), then with an index that lets it jump to the run's
+# seed when INDEX=1 (not in migrations/; `parity results` reads ListRuns and needs neither).
 probe() {
   psql_ -c "SET statement_timeout = '600s'" -c "\\timing on" \
     -c "SELECT count(*) FROM (SELECT * FROM results WHERE sweep_id = '$sweep' ORDER BY ordinal LIMIT 1000) x" |
     awk '/^Time:/{print $2 / 1000 " s"}' | tail -1
 }
-echo "results view, first 1,000 rows, schema as migrated: $(probe)"
-if [ "${INDEX:-1}" = 1 ]; then
+if [ "${PROBE:-1}" = 1 ]; then
+  echo "results view, first 1,000 rows, schema as migrated: $(probe)"
+fi
+if [ "${INDEX:-0}" = 1 ]; then
   psql_ -c "CREATE INDEX runs_by_sweep_seed_ordinal ON runs (sweep_id, seed, ordinal) WHERE state = 'SUCCEEDED'"
   echo "results view, first 1,000 rows, with runs (sweep_id, seed, ordinal) WHERE SUCCEEDED: $(probe)"
 fi
-printf '%-8s %10s %12s %14s %10s\n' format seconds bytes "peak RSS MiB" rows
+printf '%-8s %10s %12s %12s %14s %10s\n' format seconds "CLI CPU s" bytes "peak RSS MiB" rows
 for format in csv json parquet table; do
   out="$dir/results.$format"
-  /usr/bin/time -f '%e %M' -o "$dir/time.$format" "$cli" results "$sweep" --format "$format" \
+  /usr/bin/time -f '%e %U %S %M' -o "$dir/time.$format" "$cli" results "$sweep" --format "$format" \
     --out "$out" --timeout 600
-  read -r seconds rss <"$dir/time.$format"
+  read -r seconds user sys rss <"$dir/time.$format"
   rows="-"
   [ "$format" = csv ] && rows="$(($(wc -l <"$out") - 1))"
-  printf '%-8s %10s %12s %14s %10s\n' "$format" "$seconds" "$(stat -c %s "$out")" \
-    "$((rss / 1024))" "$rows"
+  printf '%-8s %10s %12s %12s %14s %10s\n' "$format" "$seconds" \
+    "$(echo "$user + $sys" | bc)" "$(stat -c %s "$out")" "$((rss / 1024))" "$rows"
 done
