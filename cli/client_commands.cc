@@ -161,8 +161,9 @@ int RunResults(const SweepIdOptions& options) {
   }
   auto stub = ConnectSweepService(options.scheduler);
   grpc::Status status;
-  const exports::ExportTable table = FetchExportTable(*stub, options.id, options.scheduler, status);
+  const FetchedSweep fetched = FetchSweepForExport(*stub, options.id, options.scheduler, status);
   if (!status.ok()) return ReportRpcError(status, "results " + options.id, options.scheduler);
+  const exports::ExportBuilder export_rows(fetched.rows, fetched.runs);
   std::ofstream file;
   if (!options.out.empty()) {
     file.open(options.out, std::ios::binary | std::ios::trunc);
@@ -173,7 +174,7 @@ int RunResults(const SweepIdOptions& options) {
     }
   }
   std::ostream& out = options.out.empty() ? std::cout : file;
-  const absl::Status written = WriteResults(table, options.format, out);
+  const absl::Status written = WriteResults(export_rows, options.format, out);
   out.flush();
   if (!written.ok() || !out) {
     std::cerr << "error: results: writing the output failed: "

@@ -77,13 +77,11 @@ Style TableStyle(const std::string& name, bool* shown) {
 
 }  // namespace
 
-exports::ExportTable FetchExportTable(parity::v1::SweepService::Stub& stub,
-                                      const std::string& sweep_id, const SchedulerOptions& options,
-                                      grpc::Status& status) {
+FetchedSweep FetchSweepForExport(parity::v1::SweepService::Stub& stub, const std::string& sweep_id,
+                                 const SchedulerOptions& options, grpc::Status& status) {
   // From ListRuns alone (keyset pages by ordinal): QueryResults' view looks up each row's
   // baseline in SQL, which is slow on 100,000-run sweeps, and the export computes ΔBPC itself.
-  std::vector<parity::v1::ResultRow> rows;
-  std::map<std::string, parity::v1::Run> runs;
+  FetchedSweep fetched;
   parity::v1::ListRunsRequest list;
   list.set_sweep_id(sweep_id);
   list.set_page_size(1000);  // the API's largest page
@@ -92,14 +90,22 @@ exports::ExportTable FetchExportTable(parity::v1::SweepService::Stub& stub,
     status = stub.ListRuns(UnaryContext(options).get(), list, &page);
     if (!status.ok()) return {};
     for (auto& run : *page.mutable_runs()) {
-      rows.push_back(exports::ResultRowOfRun(run));
+      fetched.rows.push_back(exports::ResultRowOfRun(run));
       exports::SlimRunForExport(run);
       std::string id = run.run_id();
-      runs.emplace(std::move(id), std::move(run));
+      fetched.runs.emplace(std::move(id), std::move(run));
     }
     list.set_page_token(page.next_page_token());
   } while (!list.page_token().empty());
-  return exports::BuildExportTable(rows, runs);
+  return fetched;
+}
+
+exports::ExportTable FetchExportTable(parity::v1::SweepService::Stub& stub,
+                                      const std::string& sweep_id, const SchedulerOptions& options,
+                                      grpc::Status& status) {
+  const FetchedSweep fetched = FetchSweepForExport(stub, sweep_id, options, status);
+  if (!status.ok()) return {};
+  return exports::BuildExportTable(fetched.rows, fetched.runs);
 }
 
 exports::ExportTable ExportTableOf(const std::vector<parity::v1::ResultRow>& rows,
@@ -143,20 +149,25 @@ std::string FormatResultsTable(const exports::ExportTable& table) {
   return RenderTable(header, rows, left);
 }
 
-absl::Status WriteResults(const exports::ExportTable& table, ResultsFormat format,
+absl::Status WriteResults(const exports::ExportBuilder& export_rows, ResultsFormat format,
                           std::ostream& out) {
   switch (format) {
-    case ResultsFormat::kTable:
+    case ResultsFormat::kTable: {
+      exports::ExportTable table;
+      table.columns = export_rows.columns();
+      table.rows.resize(export_rows.size());
+      for (size_t i = 0; i < export_rows.size(); ++i) export_rows.Row(i, table.rows[i]);
       out << FormatResultsTable(table);
       return absl::OkStatus();
+    }
     case ResultsFormat::kCsv:
-      exports::WriteCsv(table, out);
+      exports::WriteCsv(exports::RowsOf(export_rows), out);
       return absl::OkStatus();
     case ResultsFormat::kJson:
-      exports::WriteJson(table, out);
+      exports::WriteJson(exports::RowsOf(export_rows), out);
       return absl::OkStatus();
     case ResultsFormat::kParquet:
-      return exports::WriteParquet(table, out);
+      return exports::WriteParquet(exports::RowsOf(export_rows), out);
   }
   return absl::OkStatus();
 }

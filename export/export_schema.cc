@@ -12,10 +12,13 @@
 #include "fmt/format.h"
 
 namespace parity::exports {
-namespace {
 
 using parity::v1::ResultRow;
 using parity::v1::Run;
+
+// Helpers, named rather than anonymous: ExportBuilder::Plans (a member of a class in the header)
+// holds their types.
+namespace detail {
 
 // What a cell getter sees: the result row, its run (may be null) and whether it finished.
 struct RowContext {
@@ -240,7 +243,7 @@ Cell SetBpc(const ResultRow& row, const std::string& set) {
   return it == row.final_eval_bpc().end() ? Cell() : Double(it->second);
 }
 
-}  // namespace
+}  // namespace detail
 
 const char* ColumnTypeName(ColumnType type) {
   switch (type) {
@@ -257,7 +260,7 @@ const char* ColumnTypeName(ColumnType type) {
 const std::vector<Column>& DocumentedColumns() {
   static const auto* columns = [] {
     auto* out = new std::vector<Column>;
-    for (const FixedColumn& f : Fixed()) out->push_back(f.column);
+    for (const detail::FixedColumn& f : detail::Fixed()) out->push_back(f.column);
     return out;
   }();
   return *columns;
@@ -330,7 +333,7 @@ void SlimRunForExport(Run& run) {
   run.mutable_failure()->clear_details();
 }
 
-namespace {
+namespace detail {
 
 // One output column and how to fill it: a fixed getter or a member of a family.
 enum class Kind { kFixed, kGrid, kFinalSet, kDelta, kDeltaSet };
@@ -401,10 +404,16 @@ Cell FillCell(const Plan& p, const RowContext& c, const Deltas& deltas) {
   return {};
 }
 
-}  // namespace
+}  // namespace detail
 
-ExportTable BuildExportTable(const std::vector<ResultRow>& rows,
-                             const std::map<std::string, Run>& runs) {
+struct ExportBuilder::Plans {
+  std::vector<detail::Plan> columns;
+  detail::Deltas deltas;
+};
+
+ExportBuilder::ExportBuilder(const std::vector<ResultRow>& rows,
+                             const std::map<std::string, Run>& runs)
+    : rows_(rows), runs_(runs) {
   std::set<std::string> axes, sets;
   for (const ResultRow& row : rows) {
     for (const auto& [name, bpc] : row.final_eval_bpc())
@@ -413,17 +422,32 @@ ExportTable BuildExportTable(const std::vector<ResultRow>& rows,
     if (run == runs.end()) continue;
     for (const auto& [axis, value] : run->second.spec().grid_point()) axes.insert(axis);
   }
-  const Deltas deltas = ComputeDeltas(rows, runs);
+  auto plans = std::make_unique<Plans>();
+  plans->deltas = detail::ComputeDeltas(rows, runs);
+  plans->columns = detail::PlanColumns(axes, sets, plans->deltas.multiples, columns_);
+  plans_ = std::move(plans);
+}
+
+ExportBuilder::~ExportBuilder() = default;
+
+void ExportBuilder::Row(size_t i, std::vector<Cell>& cells) const {
+  const ResultRow& row = rows_[i];
+  const auto found = runs_.find(row.run_id());
+  const detail::RowContext context{row, found == runs_.end() ? nullptr : &found->second,
+                                   detail::Finished(row)};
+  cells.clear();
+  cells.reserve(plans_->columns.size());
+  for (const detail::Plan& p : plans_->columns)
+    cells.push_back(detail::FillCell(p, context, plans_->deltas));
+}
+
+ExportTable BuildExportTable(const std::vector<ResultRow>& rows,
+                             const std::map<std::string, Run>& runs) {
+  const ExportBuilder builder(rows, runs);
   ExportTable table;
-  const std::vector<Plan> plans = PlanColumns(axes, sets, deltas.multiples, table.columns);
-  table.rows.reserve(rows.size());
-  for (const ResultRow& row : rows) {
-    const auto found = runs.find(row.run_id());
-    const RowContext context{row, found == runs.end() ? nullptr : &found->second, Finished(row)};
-    std::vector<Cell>& cells = table.rows.emplace_back();
-    cells.reserve(plans.size());
-    for (const Plan& p : plans) cells.push_back(FillCell(p, context, deltas));
-  }
+  table.columns = builder.columns();
+  table.rows.resize(builder.size());
+  for (size_t i = 0; i < builder.size(); ++i) builder.Row(i, table.rows[i]);
   return table;
 }
 

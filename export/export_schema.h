@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -53,7 +54,31 @@ const std::vector<Column>& DocumentedColumns();
 void SlimRunForExport(parity::v1::Run& run);
 
 // The table of `rows` (grid order), each joined with runs[row.run_id()] when present (absent: its
-// grid-point, hyperparameter and failure cells are null).
+// grid-point, hyperparameter and failure cells are null), one row's cells at a time: a
+// 100,000-run export is written without holding every cell. Borrows `rows` and `runs`, which
+// must outlive it. Immutable after construction; Row() may be called from any thread.
+class ExportBuilder {
+ public:
+  ExportBuilder(const std::vector<parity::v1::ResultRow>& rows,
+                const std::map<std::string, parity::v1::Run>& runs);
+  ~ExportBuilder();
+  ExportBuilder(const ExportBuilder&) = delete;
+  ExportBuilder& operator=(const ExportBuilder&) = delete;
+
+  const std::vector<Column>& columns() const { return columns_; }
+  size_t size() const { return rows_.size(); }
+  // Row i's cells, one per column (`cells` is overwritten).
+  void Row(size_t i, std::vector<Cell>& cells) const;
+
+ private:
+  struct Plans;  // how each column is filled, and the sweep's dense baselines
+  const std::vector<parity::v1::ResultRow>& rows_;
+  const std::map<std::string, parity::v1::Run>& runs_;
+  std::vector<Column> columns_;
+  std::unique_ptr<const Plans> plans_;
+};
+
+// Every row of an ExportBuilder at once.
 ExportTable BuildExportTable(const std::vector<parity::v1::ResultRow>& rows,
                              const std::map<std::string, parity::v1::Run>& runs);
 

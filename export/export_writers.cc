@@ -63,14 +63,26 @@ std::string CellText(const Cell& cell) {
   return "";
 }
 
-void WriteCsv(const ExportTable& table, std::ostream& out) {
+RowSource RowsOf(const ExportTable& table) {
+  return {table.columns, table.rows.size(),
+          [&table](size_t row, std::vector<Cell>& cells) { cells = table.rows[row]; }};
+}
+
+RowSource RowsOf(const ExportBuilder& builder) {
+  return {builder.columns(), builder.size(),
+          [&builder](size_t row, std::vector<Cell>& cells) { builder.Row(row, cells); }};
+}
+
+void WriteCsv(const RowSource& rows, std::ostream& out) {
   std::string text;
-  for (size_t i = 0; i < table.columns.size(); ++i) {
+  for (size_t i = 0; i < rows.columns.size(); ++i) {
     if (i > 0) text += ',';
-    CsvField(table.columns[i].name, text);
+    CsvField(rows.columns[i].name, text);
   }
   text += '\n';
-  for (const std::vector<Cell>& row : table.rows) {
+  std::vector<Cell> row;
+  for (size_t r = 0; r < rows.size; ++r) {
+    rows.row(r, row);
     for (size_t i = 0; i < row.size(); ++i) {
       if (i > 0) text += ',';
       CsvField(CellText(row[i]), text);
@@ -84,17 +96,18 @@ void WriteCsv(const ExportTable& table, std::ostream& out) {
   out << text;
 }
 
-void WriteJson(const ExportTable& table, std::ostream& out) {
+void WriteJson(const RowSource& rows, std::ostream& out) {
   std::vector<std::string> keys;
-  for (const Column& c : table.columns) {
+  for (const Column& c : rows.columns) {
     std::string key;
     JsonString(c.name, key);
     keys.push_back(key + ": ");
   }
   std::string text = "[";
-  for (size_t r = 0; r < table.rows.size(); ++r) {
+  std::vector<Cell> row;
+  for (size_t r = 0; r < rows.size; ++r) {
+    rows.row(r, row);
     text += r == 0 ? "\n  {" : ",\n  {";
-    const std::vector<Cell>& row = table.rows[r];
     for (size_t i = 0; i < row.size(); ++i) {
       if (i > 0) text += ", ";
       text += keys[i];
@@ -112,23 +125,26 @@ void WriteJson(const ExportTable& table, std::ostream& out) {
       text.clear();
     }
   }
-  out << text << (table.rows.empty() ? "]\n" : "\n]\n");
+  out << text << (rows.size == 0 ? "]\n" : "\n]\n");
 }
 
-absl::Status WriteParquet(const ExportTable& table, std::ostream& out, size_t row_group_rows) {
+// Each row group's rows are computed once, held while its column chunks are written, then freed.
+absl::Status WriteParquet(const RowSource& rows, std::ostream& out, size_t row_group_rows) {
   std::vector<ParquetColumn> columns;
-  for (const Column& c : table.columns) {
+  for (const Column& c : rows.columns) {
     columns.push_back({c.name, c.type == ColumnType::kInt64    ? ParquetType::kInt64
                                : c.type == ColumnType::kDouble ? ParquetType::kDouble
                                                                : ParquetType::kString});
   }
   ParquetWriter writer(out, std::move(columns));
   if (row_group_rows == 0) row_group_rows = 1;
-  for (size_t first = 0; first < table.rows.size(); first += row_group_rows) {
-    const size_t rows = std::min(row_group_rows, table.rows.size() - first);
+  std::vector<std::vector<Cell>> group;
+  for (size_t first = 0; first < rows.size; first += row_group_rows) {
+    group.resize(std::min(row_group_rows, rows.size - first));
+    for (size_t r = 0; r < group.size(); ++r) rows.row(first + r, group[r]);
     const absl::Status added =
-        writer.AddRowGroup(rows, [&](size_t row, size_t column) -> ParquetValue {
-          const Cell& cell = table.rows[first + row][column];
+        writer.AddRowGroup(group.size(), [&](size_t row, size_t column) -> ParquetValue {
+          const Cell& cell = group[row][column];
           if (const auto* i = std::get_if<int64_t>(&cell)) return *i;
           if (const auto* d = std::get_if<double>(&cell)) return *d;
           if (const auto* s = std::get_if<std::string>(&cell)) return std::string_view(*s);
