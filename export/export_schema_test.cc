@@ -217,6 +217,23 @@ TEST(ExportWritersTest, JsonHasNumbersAsNumbersAndNulls) {
   EXPECT_EQ(keys.size(), t.columns.size());
 }
 
+TEST(ExportWritersTest, RowsComputedAsWrittenEqualTheWholeTable) {
+  const Sweep s = TestSweep();
+  const ExportBuilder builder(s.rows, s.runs);
+  const ExportTable table = BuildExportTable(s.rows, s.runs);
+  std::ostringstream streamed_csv, table_csv, streamed_json, table_json, streamed_pq, table_pq;
+  WriteCsv(RowsOf(builder), streamed_csv);
+  WriteCsv(table, table_csv);
+  WriteJson(RowsOf(builder), streamed_json);
+  WriteJson(table, table_json);
+  ASSERT_TRUE(WriteParquet(RowsOf(builder), streamed_pq, 3).ok());
+  ASSERT_TRUE(WriteParquet(table, table_pq, 3).ok());
+  EXPECT_EQ(streamed_csv.str(), table_csv.str());
+  EXPECT_EQ(streamed_json.str(), table_json.str());
+  EXPECT_EQ(streamed_pq.str(), table_pq.str());
+  EXPECT_EQ(builder.size(), 4u);
+}
+
 TEST(ExportWritersTest, EmptyTableIsAHeaderAndAnEmptyArray) {
   const ExportTable t = BuildExportTable({}, {});
   std::ostringstream csv, js;
