@@ -1,8 +1,13 @@
 // The subcommands that talk to the scheduler: submit, status, watch, results, cancel, delete,
 // workers.
 // Each loads what it needs, makes its calls, prints, and sets the exit code (see commands.h).
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -12,11 +17,13 @@
 
 #include "cli/client_format.h"
 #include "cli/commands.h"
+#include "cli/results_export.h"
 #include "cli/scheduler_connection.h"
 #include "cli/sweep_reference.h"
 #include "cli/sweep_watch.h"
 #include "core/field_violation.h"
 #include "core/spec_loader.h"
+#include "export/export_writers.h"
 #include "fmt/format.h"
 
 namespace parity::cli {
@@ -74,12 +81,13 @@ int RunSubmit(const SubmitOptions& options) {
   const int code = WatchSweepUntilDone(*stub, response.sweep().sweep_id(), options.scheduler);
   if (code != kExitOk && code != kExitRunsFailed) return code;
   grpc::Status results_status;
-  auto rows = ListAllResults(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
+  const exports::ExportTable table =
+      FetchExportTable(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
   if (!results_status.ok()) return ReportRpcError(results_status, "results", options.scheduler);
   const std::vector<parity::v1::Run> runs =
       ListAllRuns(*stub, response.sweep().sweep_id(), options.scheduler, results_status);
   if (!results_status.ok()) return ReportRpcError(results_status, "results", options.scheduler);
-  std::cout << "\n" << FormatResults(rows, ResultsFormat::kTable, FailuresByRun(runs));
+  std::cout << "\n" << FormatResultsTable(table);
   // The last words of a failed sweep say why, and what to do (the table above only names it).
   const std::string failures = FormatFailureSummary(runs);
   if (!failures.empty()) std::cout << "\nWhy runs failed:\n" << failures;
@@ -91,6 +99,8 @@ struct SweepIdOptions {
   std::string id;
   std::string reason;
   ResultsFormat format = ResultsFormat::kTable;
+  bool columns = false;  // results: print the documented columns instead
+  std::string out;       // results: write here instead of stdout
 };
 
 int RunStatus(const SweepIdOptions& options) {
@@ -133,14 +143,44 @@ int RunWatch(const SweepIdOptions& options) {
 }
 
 int RunResults(const SweepIdOptions& options) {
+  if (options.columns) {  // the reference docs/export.md is, or the list the Python client reads
+    std::cout << (options.format == ResultsFormat::kJson ? exports::ColumnsJson()
+                                                         : exports::ColumnsMarkdown());
+    return kExitOk;
+  }
+  if (options.id.empty()) {
+    std::cerr << "error: results: name the sweep (id, unique id prefix or name), or pass "
+                 "--columns for the column reference\n";
+    return kExitUsage;
+  }
+  const bool binary = options.format == ResultsFormat::kParquet;
+  if (binary && options.out.empty() && isatty(STDOUT_FILENO)) {
+    std::cerr << "error: results --format parquet: Parquet is binary; pass --out FILE or "
+                 "redirect stdout to a file\n";
+    return kExitUsage;
+  }
   auto stub = ConnectSweepService(options.scheduler);
   grpc::Status status;
-  auto rows = ListAllResults(*stub, options.id, options.scheduler, status);
+  const FetchedSweep fetched = FetchSweepForExport(*stub, options.id, options.scheduler, status);
   if (!status.ok()) return ReportRpcError(status, "results " + options.id, options.scheduler);
-  const std::vector<parity::v1::Run> runs =
-      ListAllRuns(*stub, options.id, options.scheduler, status);
-  if (!status.ok()) return ReportRpcError(status, "results " + options.id, options.scheduler);
-  std::cout << FormatResults(rows, options.format, FailuresByRun(runs));
+  const exports::ExportBuilder export_rows(fetched.rows, fetched.runs);
+  std::ofstream file;
+  if (!options.out.empty()) {
+    file.open(options.out, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      std::cerr << "error: results --out " << options.out
+                << ": cannot write: " << std::strerror(errno) << "\n";
+      return kExitFailure;
+    }
+  }
+  std::ostream& out = options.out.empty() ? std::cout : file;
+  const absl::Status written = WriteResults(export_rows, options.format, out);
+  out.flush();
+  if (!written.ok() || !out) {
+    std::cerr << "error: results: writing the output failed: "
+              << (written.ok() ? std::strerror(errno) : std::string(written.message())) << "\n";
+    return kExitFailure;
+  }
   return kExitOk;
 }
 
@@ -184,11 +224,15 @@ int RunWorkers(const SweepIdOptions& options) {
   return kExitOk;
 }
 
+// What a subcommand's id names: a sweep, or (watch) a sweep or a run.
+enum class IdNames { kSweep, kSweepOrRun };
+
 // Registers a subcommand taking an optional or required id; `run` does the work.
 CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
                        const std::string& help, const std::string& id_help, bool id_required,
                        int (*run)(const SweepIdOptions&),
-                       const std::shared_ptr<SweepIdOptions>& options) {
+                       const std::shared_ptr<SweepIdOptions>& options,
+                       IdNames names = IdNames::kSweep) {
   CLI::App* command = app.add_subcommand(name, help);
   if (!id_help.empty()) {
     auto* id = command->add_option("id", options->id, id_help);
@@ -196,15 +240,19 @@ CLI::App* AddIdCommand(CLI::App& app, int& exit_code, const std::string& name,
   }
   AddSchedulerOptions(*command, options->scheduler);
   command->footer(std::string(kExitCodesHelp));
-  command->callback([options, run, &exit_code] {
-    // A sweep may be given by name or by a unique id prefix; every RPC takes the UUID.
+  command->callback([options, run, names, &exit_code] {
+    // A sweep (or, for `watch`, a run) may be given by name or by a unique id prefix; every RPC
+    // takes the UUID.
     SweepIdOptions resolved = *options;
     if (!resolved.id.empty()) {
       auto stub = ConnectSweepService(resolved.scheduler);
-      if (!ResolveSweepReference(*stub, resolved.scheduler, options->id, &resolved.id,
-                                 &exit_code)) {
-        return;
-      }
+      bool is_run = false;
+      const bool found = names == IdNames::kSweepOrRun
+                             ? ResolveSweepOrRunReference(*stub, resolved.scheduler, options->id,
+                                                          &resolved.id, &is_run, &exit_code)
+                             : ResolveSweepReference(*stub, resolved.scheduler, options->id,
+                                                     &resolved.id, &exit_code);
+      if (!found) return;
     }
     exit_code = run(resolved);
   });
@@ -234,19 +282,29 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
                "Sweep: id, unique id prefix or name (omit to list sweeps)", false, &RunStatus,
                std::make_shared<SweepIdOptions>());
   AddIdCommand(app, exit_code, "watch", "Follow a sweep or a run live, with progress bars",
-               "Sweep (id, id prefix or name) or run id", true, &RunWatch,
-               std::make_shared<SweepIdOptions>());
+               "Sweep (id, id prefix or name) or run (id, unique id prefix, name, or "
+               "SWEEP/RUN)",
+               true, &RunWatch, std::make_shared<SweepIdOptions>(), IdNames::kSweepOrRun);
   auto results = std::make_shared<SweepIdOptions>();
   CLI::App* results_command =
       AddIdCommand(app, exit_code, "results",
-                   "The results table of a sweep: accounting, final BPC, ΔBPC vs dense 1C",
-                   "Sweep: id, unique id prefix or name", true, &RunResults, results);
+                   "A sweep's results: ids, grid point, hyperparameters, accounting, final BPC, "
+                   "ΔBPC vs each dense baseline, failure (docs/export.md)",
+                   "Sweep: id, unique id prefix or name", false, &RunResults, results);
   const std::map<std::string, ResultsFormat> formats = {{"table", ResultsFormat::kTable},
                                                         {"csv", ResultsFormat::kCsv},
-                                                        {"json", ResultsFormat::kJson}};
-  results_command->add_option("-f,--format", results->format, "table, csv or json")
+                                                        {"json", ResultsFormat::kJson},
+                                                        {"parquet", ResultsFormat::kParquet}};
+  results_command
+      ->add_option("-f,--format", results->format,
+                   "table, or csv, json or parquet: every column of docs/export.md at full "
+                   "precision, missing values empty/null")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
-      ->option_text("table|csv|json");
+      ->option_text("table|csv|json|parquet");
+  results_command->add_option("-o,--out", results->out, "Write to this file instead of stdout");
+  results_command->add_flag("--columns", results->columns,
+                            "Print the export columns (docs/export.md; with --format json, as "
+                            "JSON) instead of results");
   auto cancel = std::make_shared<SweepIdOptions>();
   AddIdCommand(app, exit_code, "cancel", "Cancel every run of a sweep that has not ended",
                "Sweep: id, unique id prefix or name", true, &RunCancel, cancel)

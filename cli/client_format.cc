@@ -7,11 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/table.h"
-#include "core/eval_sets.h"
 #include "core/failure_remedy.h"
 #include "core/proto_time.h"
 #include "fmt/format.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace parity::cli {
 namespace {
@@ -82,15 +80,6 @@ std::string FormatFailureSummary(const std::vector<parity::v1::Run>& runs) {
   return out;
 }
 
-std::map<std::string, std::string> FailuresByRun(const std::vector<parity::v1::Run>& runs) {
-  std::map<std::string, std::string> failures;
-  for (const auto& run : runs) {
-    std::string text = FailureText(run);
-    if (!text.empty()) failures[run.run_id()] = std::move(text);
-  }
-  return failures;
-}
-
 std::string ProgressBar(double done, double total, int width) {
   const double fraction = total > 0 ? std::clamp(done / total, 0.0, 1.0) : 0.0;
   const int filled = static_cast<int>(std::lround(fraction * width));
@@ -138,87 +127,6 @@ std::string FormatSweepRuns(const parity::v1::Sweep& sweep,
                   rows, {"run", "state", "progress", "id", "last failure"});
   const std::string failures = FormatFailureSummary(runs);
   return failures.empty() ? out : out + "\n" + failures;
-}
-
-std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format,
-                          const std::map<std::string, std::string>& failures) {
-  if (format == ResultsFormat::kJson) {
-    std::string out = "[\n";
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      std::string json;
-      (void)google::protobuf::util::MessageToJsonString(rows[i], &json, options);
-      out += "  " + json + (i + 1 < rows.size() ? ",\n" : "\n");
-    }
-    return out + "]\n";
-  }
-  const bool table = format == ResultsFormat::kTable;
-  // Evaluation sets beyond the primary (whose final BPC is "val BPC"): a final BPC and a ΔBPC
-  // column each, by name.
-  std::set<std::string> extra_sets;
-  for (const auto& r : rows) {
-    for (const auto& [name, bpc] : r.final_eval_bpc()) {
-      if (name != parity::core::kPrimaryEvalSet) extra_sets.insert(name);
-    }
-  }
-  auto count = [&](double v) { return table ? HumanCount(v) : fmt::format("{:.0f}", v); };
-  auto sci = [&](double v) { return table ? Sci(v) : fmt::format("{:.6e}", v); };
-  std::vector<TableRow> out_rows;
-  for (const auto& r : rows) {
-    const bool finished = r.final_val_bpc() > 0;
-    std::string delta = "-";
-    if (finished && r.delta_bpc_vs_dense() != 0)
-      delta = fmt::format("{:+.4f}", r.delta_bpc_vs_dense());
-    out_rows.push_back(
-        {r.name(), r.layout(), RunStateName(r.state()),
-         table ? fmt::format("{:.1f}%", r.activation_rate() * 100)
-               : fmt::format("{:.6f}", r.activation_rate()),
-         count(static_cast<double>(r.params())), count(static_cast<double>(r.active_params())),
-         sci(r.compute_flops()), count(static_cast<double>(r.tokens())),
-         count(static_cast<double>(r.unique_tokens())), fmt::format("{:.2f}", r.epochs()),
-         finished ? fmt::format("{:.4f}", r.final_val_bpc()) : "-", delta,
-         r.predicted_efficiency_leverage() > 0
-             ? fmt::format("{:.2f}", r.predicted_efficiency_leverage())
-             : "-"});
-    for (const std::string& set : extra_sets) {
-      auto final_bpc = r.final_eval_bpc().find(set);
-      auto set_delta = r.delta_eval_bpc_vs_dense().find(set);
-      out_rows.back().push_back(
-          final_bpc == r.final_eval_bpc().end() ? "-" : fmt::format("{:.4f}", final_bpc->second));
-      out_rows.back().push_back(set_delta == r.delta_eval_bpc_vs_dense().end()
-                                    ? "-"
-                                    : fmt::format("{:+.4f}", set_delta->second));
-    }
-    const auto failure = failures.find(r.run_id());
-    out_rows.back().push_back(failure == failures.end() ? (table ? "-" : "")
-                              : table                   ? Shorten(failure->second)
-                                                        : failure->second);
-  }
-  const TableRow header = {"run",
-                           "layout",
-                           "state",
-                           "r_a",
-                           "N",
-                           "N_a",
-                           "C",
-                           "D",
-                           "D̂",
-                           "epochs",
-                           "val BPC",
-                           "ΔBPC vs dense 1C",
-                           "EL predicted (published law)"};
-  TableRow full_header = header;
-  for (const std::string& set : extra_sets) {
-    full_header.push_back(table ? "BPC " + set : "final_bpc." + set);
-    full_header.push_back(table ? "ΔBPC " + set : "delta_bpc." + set);
-  }
-  full_header.push_back("failure");
-  if (table) return RenderTable(full_header, out_rows, {"run", "layout", "state", "failure"});
-  // CSV also says which dataset each run trained on (its digest; too wide for the table).
-  full_header.push_back("dataset digest");
-  for (size_t i = 0; i < rows.size(); ++i) out_rows[i].push_back(rows[i].dataset_digest());
-  return RenderCsv(full_header, out_rows);
 }
 
 std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers) {

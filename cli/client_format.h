@@ -1,5 +1,5 @@
 // Rendering what the scheduler returns: states, progress bars, the sweep list, a sweep's runs and
-// the results table (table for reading, CSV and JSON for tools).
+// failures (the results table and its formats are cli/results_export.h).
 #pragma once
 
 #include <map>
@@ -11,8 +11,6 @@
 #include "parity/v1/worker.pb.h"
 
 namespace parity::cli {
-
-enum class ResultsFormat { kTable, kCsv, kJson };
 
 // "PENDING", "RUNNING", ... (the enum name without its prefix).
 std::string RunStateName(parity::v1::RunState state);
@@ -37,16 +35,6 @@ std::string FailureText(const parity::v1::Run& run);
 //   2 runs failed: user_error: dataset 'x' not found on worker w
 //     remedy: fix the spec or give the workers the dataset; see the message
 std::string FormatFailureSummary(const std::vector<parity::v1::Run>& runs);
-
-// The results table: accounting, final validation BPC, ΔBPC against the 1C dense baseline and
-// the EL the published joint law predicts (not a measurement: measured EL, frontier and fixed-N,
-// is `parity report`'s).
-// `failures` (run id → FailureText) fills the table's and the CSV's failure column.
-std::string FormatResults(const std::vector<parity::v1::ResultRow>& rows, ResultsFormat format,
-                          const std::map<std::string, std::string>& failures = {});
-
-// run id → FailureText of every run that has a failure.
-std::map<std::string, std::string> FailuresByRun(const std::vector<parity::v1::Run>& runs);
 
 // Workers with their devices and active runs.
 std::string FormatWorkers(const std::vector<parity::v1::Worker>& workers);

@@ -4,13 +4,16 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/client_format.h"
 #include "cli/report_analysis.h"
+#include "cli/results_export.h"
 #include "cli/table.h"
 #include "core/status_macros.h"
+#include "export/export_writers.h"
 #include "fmt/format.h"
 #include "web/dashboard_documents.h"
 #include "web/web_assets.h"
@@ -40,17 +43,6 @@ absl::Status WriteFile(const std::filesystem::path& path, std::string_view conte
     return absl::InternalError(absl::StrCat("cannot write ", path.string(), ": ", error.message()));
   }
   return absl::OkStatus();
-}
-
-std::string RoleName(parity::v1::RunRole role) {
-  switch (role) {
-    case parity::v1::RUN_ROLE_DENSE_BASELINE:
-      return "dense";
-    case parity::v1::RUN_ROLE_DENSE_FRONTIER:
-      return "dense-frontier";
-    default:
-      return "moe";
-  }
 }
 
 // The documents the front end asks for, keyed by the API path it would fetch (web/src/api.js
@@ -112,96 +104,57 @@ const parity::v1::GridPointSummary* GridPointOf(const ReportData& data,
 
 }  // namespace
 
-std::string RunsCsv(const ReportData& data) {
-  std::map<std::string, const parity::v1::ResultRow*> results;
-  for (const parity::v1::ResultRow& row : data.results) results[row.run_id()] = &row;
+exports::ExportTable RunsTable(const ReportData& data) {
+  std::vector<parity::v1::Run> runs;
+  runs.reserve(data.runs.size());
+  for (const ReportRun& r : data.runs) runs.push_back(r.run);
+  exports::ExportTable table = ExportTableOf(data.results, runs);
+  // The analysis's figures per run, after the export columns (docs/export.md says so).
   std::map<std::string, const parity::v1::RunLeverage*> leverage;
   if (data.analysis) {
     for (const auto& l : data.analysis->leverage()) leverage[l.run_id()] = &l;
   }
-  auto number = [](double v) { return v == 0 ? std::string() : fmt::format("{:.6g}", v); };
-  auto el = [](const parity::v1::GridPointLeverage* l) -> std::vector<std::string> {
-    if (l == nullptr || l->value() <= 0) return {"", "", "", ""};
-    return {fmt::format("{:.4f}", l->value()),
-            l->has_interval() ? fmt::format("{:.4f}", l->interval().low()) : "",
-            l->has_interval() ? fmt::format("{:.4f}", l->interval().high()) : "",
-            l->extrapolated() ? fmt::format("{:.3f}", l->extrapolation_factor()) : ""};
-  };
-  std::vector<TableRow> rows;
-  for (const ReportRun& r : data.runs) {
-    const parity::v1::RunSpec& spec = r.run.spec();
-    const parity::v1::Accounting& a = spec.accounting();
-    const auto found = results.find(r.run.run_id());
-    const parity::v1::ResultRow* result = found == results.end() ? nullptr : found->second;
-    const bool finished = result != nullptr && result->final_val_bpc() > 0;
-    const auto found_el = leverage.find(r.run.run_id());
+  std::map<std::string, const parity::v1::RunSpec*> specs;
+  for (const ReportRun& r : data.runs) specs[r.run.run_id()] = &r.run.spec();
+  for (const char* name :
+       {"fixed_n_efficiency_leverage", "fixed_n_efficiency_leverage_90_low",
+        "fixed_n_efficiency_leverage_90_high", "grid_point_frontier_efficiency_leverage",
+        "grid_point_frontier_efficiency_leverage_90_low",
+        "grid_point_frontier_efficiency_leverage_90_high",
+        "grid_point_frontier_efficiency_leverage_extrapolation_factor"}) {
+    table.columns.push_back({name, exports::ColumnType::kDouble, "ratio",
+                             "The analysis's EL (parity report only; docs/api.md, AnalyzeSweep)."});
+  }
+  using exports::Cell;
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const std::string& run_id = data.results[i].run_id();
+    const auto found_el = leverage.find(run_id);
     const parity::v1::RunLeverage* fixed_n =
         found_el == leverage.end() ? nullptr : found_el->second;
     const bool measured = fixed_n != nullptr && fixed_n->efficiency_leverage() > 0;
     const bool interval = measured && fixed_n->has_efficiency_leverage_interval();
-    const parity::v1::GridPointSummary* point = GridPointOf(data, spec);
-    rows.push_back(
-        {r.run.run_id(),
-         spec.name(),
-         RoleName(spec.role()),
-         result ? result->layout() : "",
-         spec.compute_budget(),
-         fmt::format("{:g}", spec.compute_multiple()),
-         spec.data_variant(),
-         fmt::format("{}", spec.training().seed()),
-         RunStateName(r.run.state()),
-         fmt::format("{:.6f}", a.activation_rate()),
-         fmt::format("{}", a.params()),
-         fmt::format("{}", a.active_params()),
-         fmt::format("{:.6e}", a.flops_per_token()),
-         result ? number(result->measured_flops_per_token()) : "",
-         fmt::format("{:.6e}", a.compute_flops()),
-         fmt::format("{}", a.tokens()),
-         fmt::format("{}", a.unique_tokens()),
-         fmt::format("{:.4f}", a.epochs()),
-         finished ? fmt::format("{:.6f}", result->final_val_bpc()) : "",
-         finished ? fmt::format("{:.6f}", result->delta_bpc_vs_dense()) : "",
-         number(spec.predicted_efficiency_leverage()),
-         measured ? fmt::format("{:.4f}", fixed_n->efficiency_leverage()) : "",
-         interval ? fmt::format("{:.4f}", fixed_n->efficiency_leverage_interval().low()) : "",
-         interval ? fmt::format("{:.4f}", fixed_n->efficiency_leverage_interval().high()) : "",
-         result ? number(result->wall_seconds()) : ""});
-    for (const std::string& cell :
-         el(point != nullptr && point->has_frontier_leverage() ? &point->frontier_leverage()
-                                                               : nullptr)) {
-      rows.back().push_back(cell);
-    }
+    std::vector<Cell>& cells = table.rows[i];
+    cells.push_back(measured ? Cell(fixed_n->efficiency_leverage()) : Cell());
+    cells.push_back(interval ? Cell(fixed_n->efficiency_leverage_interval().low()) : Cell());
+    cells.push_back(interval ? Cell(fixed_n->efficiency_leverage_interval().high()) : Cell());
+    const auto spec = specs.find(run_id);
+    const parity::v1::GridPointSummary* point =
+        spec == specs.end() ? nullptr : GridPointOf(data, *spec->second);
+    const parity::v1::GridPointLeverage* l =
+        point != nullptr && point->has_frontier_leverage() ? &point->frontier_leverage() : nullptr;
+    const bool el = l != nullptr && l->value() > 0;
+    cells.push_back(el ? Cell(l->value()) : Cell());
+    cells.push_back(el && l->has_interval() ? Cell(l->interval().low()) : Cell());
+    cells.push_back(el && l->has_interval() ? Cell(l->interval().high()) : Cell());
+    cells.push_back(el && l->extrapolated() ? Cell(l->extrapolation_factor()) : Cell());
   }
-  return RenderCsv({"run_id",
-                    "name",
-                    "role",
-                    "layout",
-                    "compute_budget",
-                    "compute_multiple",
-                    "data_variant",
-                    "seed",
-                    "state",
-                    "activation_rate",
-                    "params",
-                    "active_params",
-                    "flops_per_token",
-                    "measured_flops_per_token",
-                    "compute_flops",
-                    "tokens",
-                    "unique_tokens",
-                    "epochs",
-                    "final_val_bpc",
-                    "delta_bpc_vs_dense_1c",
-                    "predicted_efficiency_leverage_published_law",
-                    "fixed_n_efficiency_leverage",
-                    "fixed_n_efficiency_leverage_90_low",
-                    "fixed_n_efficiency_leverage_90_high",
-                    "wall_seconds",
-                    "grid_point_frontier_efficiency_leverage",
-                    "grid_point_frontier_efficiency_leverage_90_low",
-                    "grid_point_frontier_efficiency_leverage_90_high",
-                    "grid_point_frontier_efficiency_leverage_extrapolated_factor"},
-                   rows);
+  return table;
+}
+
+std::string RunsCsv(const ReportData& data) {
+  std::ostringstream out;
+  exports::WriteCsv(RunsTable(data), out);
+  return out.str();
 }
 
 absl::Status WriteReport(const ReportData& data, const std::string& dir) {
@@ -221,7 +174,12 @@ absl::Status WriteReport(const ReportData& data, const std::string& dir) {
       "window.PARITY_REPORT = ",
       report.dump(-1, ' ', false, json::error_handler_t::replace), ";\n");
   PARITY_RETURN_IF_ERROR(WriteFile(root / "data.js", script));
-  PARITY_RETURN_IF_ERROR(WriteFile(root / "runs.csv", RunsCsv(data)));
+  const exports::ExportTable runs = RunsTable(data);
+  std::ostringstream csv, parquet;
+  exports::WriteCsv(runs, csv);
+  PARITY_RETURN_IF_ERROR(WriteFile(root / "runs.csv", csv.str()));
+  PARITY_RETURN_IF_ERROR(exports::WriteParquet(runs, parquet));
+  PARITY_RETURN_IF_ERROR(WriteFile(root / "runs.parquet", parquet.str()));
   PARITY_RETURN_IF_ERROR(
       WriteFile(root / "analysis.md",
                 AnalysisMarkdown(data.sweep.spec().name(), data.analysis, data.analysis_error) +

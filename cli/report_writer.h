@@ -1,9 +1,11 @@
 // A static HTML report of one sweep (`parity report`): the dashboard's own front end (compiled in
 // from web/) with its API documents written into data.js, so the same pages render offline from
-// file:// with the same figures and tables, plus runs.csv for a spreadsheet or a paper.
+// file:// with the same figures and tables, plus runs.csv and runs.parquet (docs/export.md) for a
+// spreadsheet or a paper.
 //
 //   DIR/index.html  DIR/data.js  DIR/assets/{app.js,styles.css,chart.umd.js,favicon.svg}
-//   DIR/runs.csv  DIR/analysis.md (cli/report_analysis.h: the analysis as paper-style tables)
+//   DIR/runs.csv  DIR/runs.parquet  DIR/analysis.md (cli/report_analysis.h: the analysis as
+//   paper-style tables)
 #pragma once
 
 #include <optional>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "export/export_schema.h"
 #include "parity/v1/run.pb.h"
 #include "parity/v1/sweep_service.pb.h"
 
@@ -44,7 +47,9 @@ struct ReportData {
 // Writes the report into `dir` (created if missing; existing report files are replaced).
 absl::Status WriteReport(const ReportData& data, const std::string& dir);
 
-// runs.csv: one row per run with its grid coordinates, accounting and outcome.
+// runs.csv/runs.parquet: the export columns (docs/export.md) of every run, then the analysis's
+// per-run EL columns.
+exports::ExportTable RunsTable(const ReportData& data);
 std::string RunsCsv(const ReportData& data);
 
 }  // namespace parity::cli

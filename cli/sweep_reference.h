@@ -25,4 +25,28 @@ std::vector<parity::v1::Sweep> SweepsNamedBy(const std::string& reference,
 bool ResolveSweepReference(parity::v1::SweepService::Stub& stub, const SchedulerOptions& options,
                            const std::string& reference, std::string* sweep_id, int* exit_code);
 
+// A run as a reference may name it: its id, its name, and its sweep's name (for "SWEEP/RUN").
+struct RunCandidate {
+  std::string run_id;
+  std::string name;
+  std::string sweep_id;
+  std::string sweep_name;
+  parity::v1::RunState state = parity::v1::RUN_STATE_UNSPECIFIED;
+};
+
+// The runs a reference names among `runs`: "SWEEP/RUN" (SWEEP a sweep's name or id prefix, RUN a
+// run's name or id prefix within it), a run's name, or a unique id prefix of at least 4 hex
+// digits. Pure.
+std::vector<RunCandidate> RunsNamedBy(const std::string& reference,
+                                      const std::vector<RunCandidate>& runs);
+
+// For commands that take a sweep or a run (`watch`): the UUID `reference` names, a sweep's first
+// (SweepsNamedBy), else a run's among the runs of every sweep the caller may see (RunsNamedBy);
+// *is_run says which. A full UUID is returned as given (the command asks which it is). On
+// failure prints `error: 'x': …` and sets *exit_code: kExitNotFound (nothing matches),
+// kExitInvalidSpec (ambiguous: the candidates listed) or the RPC's code.
+bool ResolveSweepOrRunReference(parity::v1::SweepService::Stub& stub,
+                                const SchedulerOptions& options, const std::string& reference,
+                                std::string* id, bool* is_run, int* exit_code);
+
 }  // namespace parity::cli

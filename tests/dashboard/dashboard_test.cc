@@ -359,6 +359,21 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   EXPECT_NE(watch.output.find(summary), std::string::npos) << watch.output;
   EXPECT_NE(watch.output.find(remedy), std::string::npos) << watch.output;
 
+  // A run by a short id prefix and by SWEEP/RUN name (watch); a run that is not there is exit 3.
+  const std::string run_id = runs.doc["runs"][0]["run_id"].get<std::string>();
+  const std::string run_name = runs.doc["runs"][0]["spec"]["name"].get<std::string>();
+  const ChildResult watch_run = RunChild(cli({"watch", run_id.substr(0, 8)}),
+                                         (scratch_ / "watch-run.log").string(), absl::Seconds(60));
+  EXPECT_EQ(watch_run.exit_code, 4) << "a failed run: " << watch_run.output;
+  const ChildResult watch_named =
+      RunChild(cli({"watch", "failing-study/" + run_name}), (scratch_ / "watch-named.log").string(),
+               absl::Seconds(60));
+  EXPECT_EQ(watch_named.exit_code, 4) << watch_named.output;
+  const ChildResult no_run = RunChild(cli({"watch", "failing-study/no-such-run"}),
+                                      (scratch_ / "no-run.log").string(), absl::Seconds(60));
+  EXPECT_EQ(no_run.exit_code, 3) << no_run.output;
+  EXPECT_NE(no_run.output.find("no sweep or run you may see"), std::string::npos) << no_run.output;
+
   const ChildResult unknown = RunChild(cli({"status", "no-such-study"}),
                                        (scratch_ / "unknown.log").string(), absl::Seconds(60));
   EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
@@ -373,8 +388,11 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   const ChildResult csv = RunChild(cli({"results", sweep_id, "--format", "csv"}),
                                    (scratch_ / "results-csv.log").string(), absl::Seconds(60));
   EXPECT_EQ(csv.exit_code, 0) << csv.output;
-  EXPECT_NE(csv.output.find(",failure,dataset digest\n"), std::string::npos) << csv.output;
-  EXPECT_NE(csv.output.find(message), std::string::npos) << csv.output;
+  EXPECT_NE(csv.output.find(",failure_class,failure_message,dataset_digest\n"), std::string::npos)
+      << csv.output;
+  EXPECT_NE(csv.output.find(",user_error,dataset 'missing-corpus' not found on worker "),
+            std::string::npos)
+      << "the class and the message, each its own column: " << csv.output;
 
   ASSERT_TRUE(std::filesystem::exists(Chromium()))
       << Chromium() << " is missing: install Debian's chromium (deploy/setup.sh does)";
@@ -440,8 +458,18 @@ TEST_F(DashboardTest, ReportRendersOfflineInChromium) {
   }
   std::ifstream csv(out / "runs.csv");
   int lines = 0;
-  for (std::string line; std::getline(csv, line);) ++lines;
+  std::string header;
+  for (std::string line; std::getline(csv, line);) {
+    if (lines++ == 0) header = line;
+  }
   EXPECT_EQ(lines, Runs() + 1) << "a header and one line per run";
+  // The export columns of docs/export.md, then the analysis's; and the same as Parquet.
+  EXPECT_EQ(header.rfind("sweep_id,run_id,run_name,role,layout,state,", 0), 0u) << header;
+  EXPECT_NE(header.find(",delta_bpc_vs_dense_1c,"), std::string::npos) << header;
+  EXPECT_NE(header.find(",failure_class,failure_message,dataset_digest,fixed_n_efficiency_"),
+            std::string::npos)
+      << header;
+  EXPECT_TRUE(std::filesystem::exists(out / "runs.parquet"));
 
   const ChildResult unknown =
       RunChild({PARITY_CLI_BIN, "report", kUnknownId, "--out", (scratch_ / "x").string(),

@@ -17,6 +17,7 @@ ParityUnauthenticated, ParityPermissionDenied, ParityNotFound, ParityAmbiguous).
 a Client can be shared between threads (gRPC channels are); close() it once.
 """
 
+import collections
 import math
 import os
 import sys
@@ -26,12 +27,13 @@ import grpc
 
 from parity.v1 import run_pb2, sweep_pb2, sweep_service_pb2 as api, sweep_service_pb2_grpc
 
+from . import export
 from .analysis import Analysis
 from .errors import ParityError, ParityUnauthenticated, from_rpc_error
 from .loopback import resolves_only_to_loopback
-from .plan import PlanResult, grid_columns, hyperparameters
-from .resolve import is_uuid, resolve_sweep, sweep_key
-from .rows import (MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, dict_frame, flat_row,
+from .plan import PlanResult
+from .resolve import is_uuid, resolve_run, resolve_sweep, sweep_key
+from .rows import (MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, dict_frame,
                    to_frame)
 from .spec import load_spec
 
@@ -321,34 +323,46 @@ class Client:
         """The results view as ResultRow dataclasses (all sweeps when sweep is empty).
         order_by: a ResultRow field, optionally followed by " desc"; empty = grid order."""
         sweep_id = self.resolve(sweep) if sweep else ""
+        return [ResultRow.from_proto(r) for r in self._result_messages(sweep_id, order_by)]
+
+    def _result_messages(self, sweep_id, order_by=""):
+        """parity.v1.ResultRow messages of one sweep (all when empty), in grid order."""
         request = api.QueryResultsRequest(filter=api.ResultsFilter(sweep_id=sweep_id),
                                           order_by=order_by, page_size=10000)
         rows = []
         while True:
             response = self._call("QueryResults", request)
-            rows += [ResultRow.from_proto(r) for r in response.rows]
+            rows += list(response.rows)
             if not response.next_page_token:
                 return rows
             request.page_token = response.next_page_token
 
-    def results_frame(self, sweep="", order_by=""):
-        """results() as a pandas DataFrame (needs pandas), one row per run, with the run's
-        grid point ("grid.<axis>" columns, also_serves) and hyperparameters (learning_rate,
-        batch_tokens, sequence_length, steps, warmup_steps, schedule, reuse ...) joined from
-        its RunSpec. Missing numbers (a failed run's BPC, ΔBPC without a baseline) are NaN."""
-        rows = self.results(sweep, order_by)
-        specs = {}
-        for sweep_id in dict.fromkeys(r.sweep_id for r in rows):
-            specs.update({run.run_id: run.spec for run in self._runs(sweep_id)})
-        flat = []
-        for row in rows:
-            values = flat_row(row)
-            spec = specs.get(row.run_id)
-            if spec is not None:
-                extra = {**hyperparameters(spec), **grid_columns(spec)}
-                values.update({k: v for k, v in extra.items() if k not in values})
-            flat.append(values)
-        return dict_frame(flat)
+    def export_table(self, sweep):
+        """The export table (docs/export.md) of a sweep as (columns, cells): [(name, type)] and
+        one list of values per run in grid order, None for missing. Read from ListRuns, as
+        `parity results` reads it."""
+        runs = self._runs(self.resolve(sweep))
+        return export.export_table([export.result_row_of_run(r) for r in runs],
+                                   {r.run_id: r for r in runs})
+
+    def results_frame(self, sweep):
+        """The results as a pandas DataFrame (needs pandas) with exactly the columns of
+        `parity results --format csv` (docs/export.md): ids, budget, seed, one "grid.<axis>"
+        column per grid axis, hyperparameters, accounting, final BPCs, ΔBPC against each dense
+        baseline multiple, failure class and message. Missing numbers (a failed run's BPC, ΔBPC
+        without a baseline) are NaN, missing strings None."""
+        return export.frame(*self.export_table(sweep))
+
+    def export(self, sweep, path, format="csv"):
+        """Writes a sweep's results to `path` as "csv", "json" or "parquet", the same columns
+        and values as `parity results --format ...`. Parquet needs pyarrow (pip install
+        pyarrow); without it the ImportError names the CLI command that writes the same file."""
+        export.write(*self.export_table(sweep), path, format)
+        return path
+
+    def to_parquet(self, sweep, path):
+        """export(sweep, path, format="parquet")."""
+        return self.export(sweep, path, format="parquet")
 
     def best_run(self, sweep, eval_set=None, per_budget=False, role=None):
         """The succeeded run with the lowest final BPC (on `eval_set`, else the primary set), as
@@ -377,10 +391,26 @@ class Client:
         response = self._call("AnalyzeSweep", request)
         return Analysis.from_proto(response)
 
+    def resolve_run(self, run):
+        """The UUID of `run`: a UUID (taken as it is), "SWEEP/RUN" (names or id prefixes), a
+        run's name, or a unique run id prefix of ≥ 4 hex characters, as `parity watch` takes
+        them. Raises ParityNotFound, or ParityAmbiguous listing the candidates."""
+        text = run.run_id if hasattr(run, "run_id") else str(run).strip()
+        if is_uuid(text):
+            return text.lower()
+        candidates = []
+        for sweep in self.list_sweeps():
+            for r in self._runs(sweep.sweep_id):
+                candidates.append(_RunCandidate(r.run_id, r.spec.name, sweep.sweep_id, sweep.name,
+                                                RunInfo.from_proto(r).state))
+        return resolve_run(text, candidates)
+
     def curve(self, run_id, from_step=0, timeout=None):
         """A run's metric points (training and validation BPC, learning rate, throughput ...)
-        from `from_step` on, as MetricPoint. For a running run this waits until it ends (the
-        stream is WatchRun's); pass a timeout (seconds) to bound that."""
+        from `from_step` on, as MetricPoint. `run_id`: a UUID, a unique id prefix, a name or
+        SWEEP/RUN (resolve_run). For a running run this waits until it ends (the stream is
+        WatchRun's); pass a timeout (seconds) to bound that."""
+        run_id = self.resolve_run(run_id)
         stream = self._stub.WatchRun(api.WatchRunRequest(run_id=run_id, from_step=from_step),
                                      timeout=timeout)
         try:
@@ -391,6 +421,9 @@ class Client:
     def curve_frame(self, run_id, from_step=0, timeout=None):
         """curve() as a pandas DataFrame (needs pandas)."""
         return to_frame(self.curve(run_id, from_step, timeout))
+
+
+_RunCandidate = collections.namedtuple("_RunCandidate", "run_id name sweep_id sweep_name state")
 
 
 def _print_progress(info):

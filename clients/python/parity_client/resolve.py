@@ -69,3 +69,34 @@ def resolve_sweep(text, sweeps):
     raise ParityAmbiguous(grpc.StatusCode.INVALID_ARGUMENT,
                           f"'{text}' matches {len(matches)} sweeps:\n{listed}",
                           remedy="name one by its short id (the first column) or its full UUID")
+
+
+def _named_by(text, name, ident):
+    digits = text.lower()
+    return name == text or (len(digits.replace("-", "")) >= MIN_PREFIX and bool(_PREFIX.match(digits))
+                            and ident.lower().startswith(digits))
+
+
+def resolve_run(text, runs):
+    """The run id `text` names among `runs` (each .run_id, .name, .sweep_id, .sweep_name,
+    .state): a full UUID as it is, "SWEEP/RUN" (a sweep's name or id prefix, then a run's name or
+    id prefix in it), a run's name, or a unique run id prefix of ≥ 4 hex characters — the rule of
+    `parity watch` (cli/sweep_reference.cc RunsNamedBy)."""
+    if is_uuid(text):
+        return text.lower()
+    sweep, _, run = text.rpartition("/") if "/" in text else ("", "", text)
+    matches = [r for r in runs if _named_by(run, r.name, r.run_id)
+               and (not sweep or _named_by(sweep, r.sweep_name, r.sweep_id))]
+    if len(matches) == 1:
+        return matches[0].run_id
+    if not matches:
+        raise ParityNotFound(grpc.StatusCode.NOT_FOUND,
+                             f"no run named '{text}' or with an id starting '{text}' among the "
+                             f"{len(runs)} runs this token sees",
+                             remedy="name it as SWEEP/RUN (client.runs(sweep) lists a sweep's "
+                                    f"runs) or by ≥ {MIN_PREFIX} hex characters of its id")
+    listed = "\n".join(f"  {r.run_id[:SHORT_ID]}  {r.sweep_name}/{r.name}  {r.state}"
+                       for r in matches)
+    raise ParityAmbiguous(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"'{text}' matches {len(matches)} runs:\n{listed}",
+                          remedy="name one by its short id (the first column) or as SWEEP/RUN")

@@ -31,5 +31,9 @@ from importlib import metadata
 requires = metadata.requires("parity-client")
 for dep in ("grpcio", "protobuf", "pyyaml"):
     assert any(r.lower().startswith(dep) for r in requires), f"{dep} should be declared: {requires}"
+from parity_client import export
+assert export.documented_columns()[0]["name"] == "sweep_id", "export_columns.json is packaged"
+extras = [r for r in requires if "extra ==" in r]
+assert any(r.startswith("pyarrow") and "parquet" in r for r in extras), f"pyarrow extra: {extras}"
 print("parity-client installed and importable from", parity_client.__file__)
 PY

@@ -18,6 +18,7 @@ import math
 import os
 import re
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -107,7 +108,8 @@ class ClientTest(unittest.TestCase):
         moe = df[df.role == "moe"]
         self.assertFalse(moe[grid].isna().all(axis=None), "MoE runs have grid coordinates")
         for column in ("learning_rate", "batch_tokens", "sequence_length", "steps",
-                       "warmup_steps", "schedule", "reuse", "seed", "also_serves"):
+                       "warmup_steps", "lr_schedule", "seed", "run_id", "failure_class",
+                       "delta_bpc_vs_dense_1c"):
             self.assertIn(column, df.columns)
         self.assertEqual(set(df.learning_rate), {3e-3})
         self.assertEqual(set(df.state), {"succeeded"})
@@ -115,8 +117,32 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(df.final_val_bpc.notna().all())
         self.assertTrue(df[df.role != "moe"].predicted_efficiency_leverage.isna().all(),
                         "no predicted EL for dense runs: NaN, not 0")
-        strict_base = [s for s in df.also_serves if s]
-        self.assertTrue(strict_base, "the dense 1C run also serves the strict group")
+        strict = df[(df.role == "moe") & (df.data_variant == "strict")]
+        self.assertTrue(strict.delta_bpc_vs_dense_1c.notna().all(),
+                        "the dense 1C run that also serves the strict group is its baseline")
+
+    @unittest.skipUnless(_installed("pandas"), "pandas not installed (optional)")
+    def test_frame_csv_and_json_are_the_clis(self):
+        """One schema: the frame's columns are the CLI's CSV header, the Python CSV is the CLI's
+        byte for byte, and the CLI's JSON has the same values with numbers as numbers."""
+        cli = os.environ["PARITY_CLI"]
+        env = dict(os.environ)
+        out = subprocess.run([cli, "results", self.sweep.sweep_id, "--format", "csv"],
+                             check=True, capture_output=True, text=True, env=env).stdout
+        df = self.client.results_frame(self.sweep.sweep_id)
+        self.assertEqual(list(df.columns), out.splitlines()[0].split(","))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = self.client.export(self.sweep.sweep_id, os.path.join(tmp, "r.csv"))
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual(f.read(), out, "the Python CSV is the CLI's")
+        doc = json.loads(subprocess.run(
+            [cli, "results", self.sweep.sweep_id[:8], "--format", "json"], check=True,
+            capture_output=True, text=True, env=env).stdout)
+        self.assertEqual(len(doc), RUNS)
+        self.assertEqual(list(doc[0].keys()), list(df.columns))
+        self.assertIsInstance(doc[0]["params"], int)
+        self.assertIsInstance(doc[0]["final_val_bpc"], float)
+        self.assertIn(doc[0]["state"], ("succeeded",))
 
     def test_frame_without_pandas_says_what_to_install(self):
         import sys
@@ -155,7 +181,7 @@ class ClientTest(unittest.TestCase):
     @unittest.skipUnless(_installed("pandas"), "pandas not installed (optional)")
     def test_plan_frame_lines_up_with_the_results(self):
         plan = self.client.plan(SPEC).frame
-        results = self.client.results_frame("pyclient-tiny").set_index("name")
+        results = self.client.results_frame("pyclient-tiny").set_index("run_name")
         self.assertEqual(len(plan), RUNS)
         for column in ("name", "role", "compute_budget", "data_variant", "seed", "layout",
                        "num_experts", "top_k", "expert_hidden", "params", "active_params",

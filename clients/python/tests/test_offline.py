@@ -61,6 +61,42 @@ class ResolveTest(unittest.TestCase):
         self.assertEqual(caught.exception.code, grpc.StatusCode.NOT_FOUND)
 
 
+class _Run:
+    def __init__(self, run_id, name, sweep_id, sweep_name, state="succeeded"):
+        self.run_id, self.name, self.sweep_id, self.sweep_name, self.state = (
+            run_id, name, sweep_id, sweep_name, state)
+
+
+RUNS = [_Run("c0ffee00-0000-4000-8000-000000000001", "moe-ra25-C1-s0",
+             "7f3a9c10-0000-4000-8000-000000000001", "micro"),
+        _Run("c0ffee11-0000-4000-8000-000000000002", "dense-1C-C1-s0",
+             "7f3a9c10-0000-4000-8000-000000000001", "micro"),
+        _Run("d00d0000-0000-4000-8000-000000000003", "moe-ra25-C1-s0",
+             "7f3b0000-0000-4000-8000-000000000002", "cpu-study")]
+
+
+class ResolveRunTest(unittest.TestCase):
+    """Runs as `parity watch` takes them (cli/sweep_reference_test.cc has the same cases)."""
+
+    def test_prefix_name_and_sweep_slash_run(self):
+        from parity_client.resolve import resolve_run
+        self.assertEqual(resolve_run("c0ffee1", RUNS), RUNS[1].run_id)
+        self.assertEqual(resolve_run("D00D", RUNS), RUNS[2].run_id)
+        self.assertEqual(resolve_run("cpu-study/moe-ra25-C1-s0", RUNS), RUNS[2].run_id)
+        self.assertEqual(resolve_run("7f3a/c0ffee0", RUNS), RUNS[0].run_id)
+
+    def test_ambiguity_lists_candidates_and_nothing_is_not_found(self):
+        from parity_client.resolve import resolve_run
+        with self.assertRaises(parity_client.ParityAmbiguous) as caught:
+            resolve_run("moe-ra25-C1-s0", RUNS)
+        self.assertIn("micro/moe-ra25-C1-s0", str(caught.exception))
+        self.assertIn("cpu-study/moe-ra25-C1-s0", str(caught.exception))
+        with self.assertRaises(parity_client.ParityNotFound):
+            resolve_run("micro/no-such-run", RUNS)
+        with self.assertRaises(parity_client.ParityNotFound):
+            resolve_run("c0f", RUNS)
+
+
 class NanTest(unittest.TestCase):
     def test_a_failed_runs_numbers_are_nan(self):
         row = parity_client.ResultRow.from_proto(api.ResultRow(

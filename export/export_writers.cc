@@ -1,0 +1,203 @@
+#include "export/export_writers.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "export/parquet_writer.h"
+#include "fmt/format.h"
+
+namespace parity::exports {
+namespace {
+
+void CsvField(const std::string& text, std::string& out) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) {
+    out += text;
+    return;
+  }
+  out += '"';
+  for (char ch : text) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  out += '"';
+}
+
+void JsonString(const std::string& text, std::string& out) {
+  out += '"';
+  for (char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (ch == '\r') {
+      out += "\\r";
+    } else if (byte < 0x20) {
+      out += fmt::format("\\u{:04x}", byte);
+    } else {
+      out += ch;  // UTF-8 passes through
+    }
+  }
+  out += '"';
+}
+
+// Output goes out in chunks of about this size: a 100,000-run export never holds its whole text.
+constexpr size_t kFlushBytes = 1 << 20;
+
+}  // namespace
+
+std::string FormatDouble(double value) {
+  char buffer[32];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return error == std::errc() ? std::string(buffer, end) : fmt::format("{:.17g}", value);
+}
+
+std::string CellText(const Cell& cell) {
+  if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&cell)) return FormatDouble(*d);
+  if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  return "";
+}
+
+RowSource RowsOf(const ExportTable& table) {
+  return {table.columns, table.rows.size(),
+          [&table](size_t row, std::vector<Cell>& cells) { cells = table.rows[row]; }};
+}
+
+RowSource RowsOf(const ExportBuilder& builder) {
+  return {builder.columns(), builder.size(),
+          [&builder](size_t row, std::vector<Cell>& cells) { builder.Row(row, cells); }};
+}
+
+void WriteCsv(const RowSource& rows, std::ostream& out) {
+  std::string text;
+  for (size_t i = 0; i < rows.columns.size(); ++i) {
+    if (i > 0) text += ',';
+    CsvField(rows.columns[i].name, text);
+  }
+  text += '\n';
+  std::vector<Cell> row;
+  for (size_t r = 0; r < rows.size; ++r) {
+    rows.row(r, row);
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) text += ',';
+      CsvField(CellText(row[i]), text);
+    }
+    text += '\n';
+    if (text.size() > kFlushBytes) {
+      out << text;
+      text.clear();
+    }
+  }
+  out << text;
+}
+
+void WriteJson(const RowSource& rows, std::ostream& out) {
+  std::vector<std::string> keys;
+  for (const Column& c : rows.columns) {
+    std::string key;
+    JsonString(c.name, key);
+    keys.push_back(key + ": ");
+  }
+  std::string text = "[";
+  std::vector<Cell> row;
+  for (size_t r = 0; r < rows.size; ++r) {
+    rows.row(r, row);
+    text += r == 0 ? "\n  {" : ",\n  {";
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) text += ", ";
+      text += keys[i];
+      if (const auto* s = std::get_if<std::string>(&row[i])) {
+        JsonString(*s, text);
+      } else if (std::holds_alternative<std::monostate>(row[i])) {
+        text += "null";
+      } else {
+        text += CellText(row[i]);  // int64 and finite doubles: JSON numbers
+      }
+    }
+    text += '}';
+    if (text.size() > kFlushBytes) {
+      out << text;
+      text.clear();
+    }
+  }
+  out << text << (rows.size == 0 ? "]\n" : "\n]\n");
+}
+
+// Each row group's rows are computed once, held while its column chunks are written, then freed.
+absl::Status WriteParquet(const RowSource& rows, std::ostream& out, size_t row_group_rows) {
+  std::vector<ParquetColumn> columns;
+  for (const Column& c : rows.columns) {
+    columns.push_back({c.name, c.type == ColumnType::kInt64    ? ParquetType::kInt64
+                               : c.type == ColumnType::kDouble ? ParquetType::kDouble
+                                                               : ParquetType::kString});
+  }
+  ParquetWriter writer(out, std::move(columns));
+  if (row_group_rows == 0) row_group_rows = 1;
+  std::vector<std::vector<Cell>> group;
+  for (size_t first = 0; first < rows.size; first += row_group_rows) {
+    group.resize(std::min(row_group_rows, rows.size - first));
+    for (size_t r = 0; r < group.size(); ++r) rows.row(first + r, group[r]);
+    const absl::Status added =
+        writer.AddRowGroup(group.size(), [&](size_t row, size_t column) -> ParquetValue {
+          const Cell& cell = group[row][column];
+          if (const auto* i = std::get_if<int64_t>(&cell)) return *i;
+          if (const auto* d = std::get_if<double>(&cell)) return *d;
+          if (const auto* s = std::get_if<std::string>(&cell)) return std::string_view(*s);
+          return std::monostate();
+        });
+    if (!added.ok()) return added;
+  }
+  return writer.Close();
+}
+
+std::string ColumnsMarkdown() {
+  std::string out =
+      "# Export columns\n\n"
+      "<!-- Generated by `parity results --columns` (export/export_schema.cc); "
+      "cli_export_columns_in_sync keeps this file equal to it. Edit the code, then run\n"
+      "     build/cli/parity results --columns > docs/export.md -->\n\n"
+      "`parity results --format csv|json|parquet`, `parity report`'s `runs.csv`/`runs.parquet` "
+      "and the Python client's `results_frame()` share these columns, in this order. A name in "
+      "angle brackets is a family: one column per axis, evaluation set or dense baseline "
+      "multiple present in the sweep, sorted (multiples ascending; `0.5` is spelled `0p5c`).\n\n"
+      "- **Missing is null**: an empty CSV cell, JSON `null`, a Parquet null, NaN in a pandas "
+      "frame (None in a string column). A failed run's BPC is null, never 0.\n"
+      "- **Full precision**: doubles are written as the shortest decimal that reads back to the "
+      "same double; int64 are JSON numbers (a reader that parses JSON numbers as doubles loses "
+      "integers beyond 2^53, which no count here reaches).\n"
+      "- **Enums in the spec's spelling** (`succeeded`, `dense_baseline`, `user_error`, `wsd`), "
+      "as docs/spec-reference.md writes them.\n\n"
+      "| column | type | unit | meaning |\n|---|---|---|---|\n";
+  for (const Column& c : DocumentedColumns()) {
+    out += fmt::format("| `{}` | {} | {} | {} |\n", c.name, ColumnTypeName(c.type),
+                       c.unit.empty() ? "" : c.unit, c.meaning);
+  }
+  out +=
+      "\n`parity report` writes its `runs.csv` with these columns followed by the analysis's "
+      "per-run figures (`fixed_n_efficiency_leverage`, its 90% interval, and the grid point's "
+      "frontier EL with its interval and extrapolation factor; see docs/api.md, AnalyzeSweep).\n";
+  return out;
+}
+
+std::string ColumnsJson() {
+  std::string out = "[\n";
+  const auto& columns = DocumentedColumns();
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const Column& c = columns[i];
+    out += "  {\"name\": ";
+    JsonString(c.name, out);
+    out += fmt::format(", \"type\": \"{}\", \"unit\": ", ColumnTypeName(c.type));
+    JsonString(c.unit, out);
+    out += ", \"meaning\": ";
+    JsonString(c.meaning, out);
+    out += i + 1 < columns.size() ? "},\n" : "}\n";
+  }
+  return out + "]\n";
+}
+
+}  // namespace parity::exports
