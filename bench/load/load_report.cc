@@ -180,6 +180,24 @@ bool VerifyCompleted(LoadEnv& env, const std::string& sweep_id, const RunLedger&
     for (const std::string& id : succeeded) {
       if (completed.count(id) == 0) (unknown.count(id) ? explained : unexplained) += 1;
     }
+    for (const std::string& id : completed) {
+      if (succeeded.count(id) != 0) continue;
+      // Lost: say what the store holds for it, so the report can name the state and attempt.
+      v1::GetRunRequest request;
+      request.set_run_id(id);
+      v1::GetRunResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+      const grpc::Status got = stubs[0]->GetRun(&context, request, &response);
+      const v1::Run& run = response.run();
+      std::printf(
+          "verify missing run=%s answer_lost_before=%d store: %s state=%s attempt=%u "
+          "failure=%s %s\n",
+          id.c_str(), static_cast<int>(unknown.count(id)),
+          got.ok() ? "" : got.error_message().c_str(), v1::RunState_Name(run.state()).c_str(),
+          run.attempt(), v1::FailureClass_Name(run.failure_class()).c_str(),
+          run.has_lease() ? run.lease().ShortDebugString().c_str() : "");
+    }
     std::printf(
         "verify completed_ok=%zu store_succeeded=%zu missing=%zu "
         "succeeded_answer_lost=%zu succeeded_unexplained=%zu\n",

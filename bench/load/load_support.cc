@@ -1,6 +1,7 @@
 #include "bench/load/load_support.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,11 +117,26 @@ void TimerQueue::Run() {
 
 namespace {
 
+// A whole /proc file, or "" when the process is gone (read(2), not iostreams: a process exiting
+// mid-read makes libstdc++'s filebuf throw).
+std::string ReadProcFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
 // Fields 14 and 15 of /proc/PID/stat (utime, stime, in clock ticks); the command name may hold
 // spaces, so the fields are counted from its closing parenthesis.
 bool StatOf(pid_t pid, double& cpu_s, pid_t& parent) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string text = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = text.rfind(')');
   if (close == std::string::npos) return false;
   std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
@@ -138,12 +154,10 @@ bool StatOf(pid_t pid, double& cpu_s, pid_t& parent) {
 }
 
 double StatusKiB(pid_t pid, const std::string& key) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(key, 0) == 0) return std::strtod(line.c_str() + key.size(), nullptr);
-  }
-  return 0;
+  const std::string text = ReadProcFile("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = text.find("\n" + key);
+  if (at == std::string::npos) return 0;
+  return std::strtod(text.c_str() + at + 1 + key.size(), nullptr);
 }
 
 }  // namespace

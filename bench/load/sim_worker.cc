@@ -322,7 +322,14 @@ void SimWorker::CompleteAttempt(std::shared_ptr<v1::CompleteRunRequest> request,
         const bool answer_lost = code == grpc::StatusCode::UNAVAILABLE ||
                                  code == grpc::StatusCode::DEADLINE_EXCEEDED ||
                                  code == grpc::StatusCode::INTERNAL;
-        if (status.ok()) {
+        if (status.ok() && call->response.run().state() != v1::RUN_STATE_SUCCEEDED) {
+          // Answered OK without recording the success: the store's 'unchanged' outcome, when the
+          // reaper requeued the run (its lease lapsed) before this call arrived. The real worker
+          // logs "run is now PENDING" and moves on; the run trains again.
+          Succeeded();
+          env_.recorder->Count("complete_ok_but_run_" +
+                               v1::RunState_Name(call->response.run().state()));
+        } else if (status.ok()) {
           Succeeded();
           if (!env_.ledger->Completed(run_id)) env_.recorder->Count("duplicate_completion");
           if (attempt > 0) env_.recorder->Count("complete_after_retry");
