@@ -54,8 +54,11 @@ void Walk(const std::string& name, absl::Duration budget,
   } while (absl::Now() - start < budget);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf("%-18s first_page_ms=%-9.1f %s pages=%d items=%ld seconds=%.1f items_per_s=%.0f\n",
-              name.c_str(), first_ms, finished ? "all" : "STOPPED_AT_BUDGET", pages, items, seconds,
-              items / seconds);
+              name.c_str(), first_ms,
+              finished                         ? "all"
+              : budget == absl::ZeroDuration() ? "first_page_only"
+                                               : "STOPPED_AT_BUDGET",
+              pages, items, seconds, items / seconds);
 }
 
 std::string GrpcError(const grpc::Status& status) {
