@@ -157,9 +157,17 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   server->listener_ = std::make_unique<PgListener>(
       options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
-  server->scheduler_ =
-      std::make_unique<Scheduler>(*server->store_, server->work_signal_, *server->clock_,
-                                  std::move(planner), options.scheduler, observer);
+  // The one place the whole store is named: each unit gets the interfaces its job needs.
+  PostgresRunStore& store = *server->store_;
+  server->lease_secrets_ = std::make_unique<LeaseSecrets>(static_cast<AccessTokens&>(store));
+  server->sweeps_ =
+      std::make_unique<SweepsService>(store, store, server->work_signal_, *server->clock_,
+                                      std::move(planner), options.scheduler, observer);
+  server->leases_ = std::make_unique<LeasesService>(
+      store, [&store](const std::string& run_id) { return store.GetRun(run_id); },
+      *server->lease_secrets_, server->work_signal_, *server->clock_, options.scheduler, observer);
+  server->upkeep_ =
+      std::make_unique<Upkeep>(store, store, server->work_signal_, options.scheduler, observer);
   {
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
@@ -169,10 +177,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   // the database away it fails, and the reaper thread's first pass that succeeds gives the grace.
   server->ReapAndLog();
   server->sweep_service_ =
-      std::make_unique<SweepServiceImpl>(*server->scheduler_, *server->access_, server->stopping_);
-  server->worker_service_ =
-      std::make_unique<WorkerServiceImpl>(*server->scheduler_, *server->access_, server->stopping_,
-                                          !options.tls.client_ca_file.empty());
+      std::make_unique<SweepServiceImpl>(*server->sweeps_, *server->access_, server->stopping_);
+  server->worker_service_ = std::make_unique<WorkerServiceImpl>(
+      *server->leases_, *server->access_, server->stopping_, !options.tls.client_ca_file.empty());
   server->token_service_ = std::make_unique<TokenServiceImpl>(*server->access_);
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
@@ -230,7 +237,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       http.metrics_text = [metrics = server->metrics_.get()] { return metrics->Render(); };
     }
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        HttpServer::Start(std::move(http), *server->scheduler_, *server->store_, *server->access_);
+        HttpServer::Start(std::move(http), *server->sweeps_, *server->store_, *server->access_);
     if (!started.ok()) return started.status();
     server->http_server_ = std::move(*started);
     server->http_port_ = server->http_server_->port();
@@ -264,7 +271,7 @@ void SchedulerServer::ReapLoop() {
 }
 
 void SchedulerServer::RetainAndLog() {
-  absl::StatusOr<RetentionResult> retained = scheduler_->ApplyRetention(options_.retention);
+  absl::StatusOr<RetentionResult> retained = upkeep_->ApplyRetention(options_.retention);
   if (!retained.ok()) {  // the next pass tries again; nothing is half-done (one transaction)
     spdlog::warn("event=retention_failed error=\"{}\"", retained.status().ToString());
     return;
@@ -279,7 +286,7 @@ void SchedulerServer::RetainAndLog() {
 }
 
 void SchedulerServer::ReapAndLog() {
-  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
+  absl::StatusOr<ReapResult> reaped = upkeep_->ReapExpiredLeases();
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;

@@ -1,8 +1,9 @@
-// SchedulerServer: the assembled scheduler process — store, LISTEN thread, scheduler, reaper
-// thread, the gRPC server with health checking and reflection, and Prometheus metrics
-// (SchedulerMetrics, optionally served on their own port), and the web dashboard with its JSON
-// API (HttpServer, when http_listen is set). `parity-scheduler serve`, the end-to-end tests and
-// the benchmarks all start it the same way.
+// SchedulerServer: the assembled scheduler process — store, LISTEN thread, the scheduling units
+// (SweepsService, LeasesService with its LeaseSecrets, Upkeep on the reaper thread), the gRPC
+// server with health checking and reflection, and Prometheus metrics (SchedulerMetrics, optionally
+// served on their own port), and the web dashboard with its JSON API (HttpServer, when http_listen
+// is set). `parity-scheduler serve`, the end-to-end tests and the benchmarks all start it the same
+// way.
 #pragma once
 
 #include <atomic>
@@ -16,7 +17,10 @@
 #include "absl/synchronization/notification.h"
 #include "server/api/access_control.h"
 #include "server/api/microhttpd_server.h"
-#include "server/scheduling/scheduler.h"
+#include "server/scheduling/lease_secrets.h"
+#include "server/scheduling/leases_service.h"
+#include "server/scheduling/sweeps_service.h"
+#include "server/scheduling/upkeep.h"
 
 namespace grpc {
 class Server;
@@ -107,7 +111,8 @@ class SchedulerServer {
 
   // The bound port (useful when listen_address asked for port 0).
   int port() const { return port_; }
-  Scheduler& scheduler() { return *scheduler_; }
+  SweepsService& sweeps() { return *sweeps_; }
+  LeasesService& leases() { return *leases_; }
   // The built-in metrics; null when Start() was given an observer. Render() gives /metrics.
   SchedulerMetrics* metrics() { return metrics_.get(); }
   AccessControl& access() { return *access_; }
@@ -136,20 +141,24 @@ class SchedulerServer {
   WorkSignal work_signal_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<PostgresRunStore> store_;
-  // Declared after the store it reads and before everything that reports to it (scheduler, gRPC
+  // Declared after the store it reads and before everything that reports to it (services, gRPC
   // interceptors, exposer), so it is destroyed after them.
   std::unique_ptr<SchedulerMetrics> metrics_;
   std::unique_ptr<prometheus::Exposer> exposer_;  // reset in Shutdown(): frees the port
   int metrics_port_ = 0;
   std::unique_ptr<PgListener> listener_;
-  std::unique_ptr<Scheduler> scheduler_;
+  // The scheduling units, each over the store interfaces it needs (server/README.md).
+  std::unique_ptr<LeaseSecrets> lease_secrets_;
+  std::unique_ptr<SweepsService> sweeps_;
+  std::unique_ptr<LeasesService> leases_;
+  std::unique_ptr<Upkeep> upkeep_;
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<SweepServiceImpl> sweep_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<TokenServiceImpl> token_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
-  // Declared after the scheduler and store its handlers call, so it is destroyed before them.
+  // Declared after the services and store its handlers call, so it is destroyed before them.
   std::unique_ptr<HttpServer> http_server_;
   int http_port_ = 0;
   absl::Mutex reaper_mu_;

@@ -1,4 +1,4 @@
-// Scheduler::AnalyzeSweep: reads a sweep's SUCCEEDED runs (their full specs, for the accounting
+// SweepsService::AnalyzeSweep: reads a sweep's SUCCEEDED runs (their full specs, for the accounting
 // the joint EL law needs) and hands them to core::AnalyzeFinishedRuns (core/analysis.h): the
 // fixed-N dense law and the compute-optimal dense frontier with intervals, the fixed-N EL of
 // every MoE run, the frontier and fixed-N EL of every MoE grid point, each group's best grid
@@ -23,7 +23,7 @@
 #include "core/status_macros.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/scheduling/request_validation.h"
-#include "server/scheduling/scheduler.h"
+#include "server/scheduling/sweeps_service.h"
 
 namespace parity::server {
 namespace {
@@ -258,7 +258,7 @@ void SetFrontier(const core::DenseFrontier& frontier, v1::DenseFrontier* out) {
 
 }  // namespace
 
-absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
+absl::StatusOr<v1::AnalyzeSweepResponse> SweepsService::AnalyzeSweep(
     const v1::AnalyzeSweepRequest& request) {
   Violations violations;
   violations.RequireUuid("sweep_id", request.sweep_id());
@@ -269,12 +269,12 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
   }
   PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid AnalyzeSweep request"));
   // NOT_FOUND with a ResourceInfo for an unknown sweep.
-  PARITY_RETURN_IF_ERROR(store_.GetSweep(request.sweep_id()).status());
+  PARITY_RETURN_IF_ERROR(catalog_.GetSweep(request.sweep_id()).status());
   std::vector<v1::Run> runs;
   PageRequest page{.page_size = 1000, .page_token = ""};
   do {
     PARITY_ASSIGN_OR_RETURN(Page<v1::Run> got,
-                            store_.ListRuns(request.sweep_id(), {v1::RUN_STATE_SUCCEEDED}, page));
+                            catalog_.ListRuns(request.sweep_id(), {v1::RUN_STATE_SUCCEEDED}, page));
     for (v1::Run& run : got.items) runs.push_back(std::move(run));
     page.page_token = got.next_page_token;
   } while (!page.page_token.empty());
