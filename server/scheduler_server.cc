@@ -13,7 +13,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "clients/cpp/loopback_address.h"
 #include "core/status_macros.h"
 #include "server/api/grpc_services.h"
 #include "server/api/http_server.h"
@@ -37,22 +36,6 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read '", path, "'"));
   }
   return text.str();
-}
-
-// Plaintext on `address` (the port of `flag`) must stay on this machine: every address the host
-// resolves to is loopback (clients::IsLoopbackAddress), unless `insecure_plaintext` says a
-// TLS-terminating proxy or a private network carries it. `remedy` says how else to expose it.
-absl::Status CheckPlaintext(const char* flag, const std::string& address, bool insecure_plaintext,
-                            absl::string_view remedy) {
-  if (address.empty() || insecure_plaintext) return absl::OkStatus();
-  const absl::StatusOr<bool> loopback = clients::IsLoopbackAddress(address);
-  if (loopback.ok() && *loopback) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      flag, " ", address, ": ",
-      loopback.ok() ? "not a loopback address" : std::string(loopback.status().message()),
-      "; without TLS this port listens only on an address that resolves to loopback (bearer "
-      "tokens would cross the network in clear): ",
-      remedy, ", or --insecure-plaintext behind a TLS-terminating proxy"));
 }
 
 // A token the scheduler made into `file` (which must not exist yet), or the one another
@@ -91,30 +74,29 @@ absl::StatusOr<std::string> BootstrapToken(const ServerOptions& options, AccessC
   return MakeBootstrapToken(fallback);
 }
 
+// The gRPC port's credentials: TLS from the PEM files (a client certificate requested and
+// verified when client_ca_file is set), else plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CredentialsOf(const TlsFiles& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      tls.client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                 // Requested and verified when sent; the WorkerService then insists
+                                 // on one. Clients (the CLI) connect without.
+                                 : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  PARITY_ASSIGN_OR_RETURN(const std::string cert, ReadPem(tls.cert_file, "--tls-cert"));
+  PARITY_ASSIGN_OR_RETURN(const std::string key, ReadPem(tls.key_file, "--tls-key"));
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  if (!tls.client_ca_file.empty()) {
+    PARITY_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(tls.client_ca_file, "--tls-client-ca"));
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     ServerOptions options, Planner planner, SchedulerObserver* observer) {
-  if (options.tls.enabled() != !options.tls.key_file.empty()) {
-    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
-  }
-  if (!options.tls.client_ca_file.empty() && !options.tls.enabled()) {
-    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
-  }
-  if (!options.tls.enabled()) {
-    PARITY_RETURN_IF_ERROR(CheckPlaintext("--listen", options.listen_address,
-                                          options.insecure_plaintext,
-                                          "give --tls-cert and --tls-key"));
-    PARITY_RETURN_IF_ERROR(CheckPlaintext("--http-listen", options.http_listen,
-                                          options.insecure_plaintext,
-                                          "give --tls-cert and --tls-key"));
-  }
-  // The metrics port never has TLS (civetweb through prometheus-cpp): scrape the HTTPS
-  // dashboard port's /metrics from elsewhere.
-  PARITY_RETURN_IF_ERROR(CheckPlaintext(
-      "--metrics-listen", options.metrics_listen, options.insecure_plaintext,
-      "scrape /metrics on the dashboard port (--http-listen, HTTPS with --tls-cert) and keep "
-      "this one on loopback or off (--metrics-listen '')"));
+  PARITY_RETURN_IF_ERROR(options.Validate());
   if (options.migrate_on_start) {
     absl::StatusOr<MigrationReport> report =
         ApplyMigrations(options.database_url, EmbeddedMigrations());
@@ -129,37 +111,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       PostgresRunStoreOptions{options.database_url, options.pool_size, options.statement_timeout});
   server->access_ =
       std::make_unique<AccessControl>(*server->store_, *server->clock_, options.access);
-  if (observer == nullptr) {
-    // Live workers: a worker that has not called for a whole lease TTL has lost its leases too.
-    server->metrics_ = std::make_unique<SchedulerMetrics>(
-        *server->store_, *server->clock_,
-        SchedulerMetricsOptions{.counts = {.live_worker_window = options.scheduler.lease_ttl}});
-    observer = server->metrics_.get();
-  }
-  if (!options.metrics_listen.empty()) {
-    if (server->metrics_ == nullptr) {
-      return absl::InvalidArgumentError(
-          "metrics_listen needs the built-in metrics, not an observer");
-    }
-    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
-        server->metrics_->Expose(options.metrics_listen);
-    if (!exposer.ok()) return exposer.status();
-    server->exposer_ = std::move(*exposer);
-    // The metrics port is civetweb's (prometheus-cpp), which knows only basic auth: any user
-    // name, a token of a reading role as the password.
-    server->exposer_->RegisterAuth(
-        [access = server->access_.get()](const std::string&, const std::string& password) {
-          return access->Authorize(password, "GET /metrics").ok();
-        },
-        "parity");
-    const std::vector<int> ports = server->exposer_->GetListeningPorts();
-    server->metrics_port_ = ports.empty() ? 0 : ports.front();
-  }
+  PARITY_RETURN_IF_ERROR(server->StartMetrics(observer));
   server->listener_ = std::make_unique<PgListener>(
       options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
-  server->scheduler_ =
-      std::make_unique<Scheduler>(*server->store_, server->work_signal_, *server->clock_,
-                                  std::move(planner), options.scheduler, observer);
+  server->MakeServices(std::move(planner), observer);
   {
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
@@ -168,78 +123,103 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   // leases whose workers had no scheduler to heartbeat to, never one this instance grants. With
   // the database away it fails, and the reaper thread's first pass that succeeds gives the grace.
   server->ReapAndLog();
-  server->sweep_service_ =
-      std::make_unique<SweepServiceImpl>(*server->scheduler_, *server->access_, server->stopping_);
-  server->worker_service_ =
-      std::make_unique<WorkerServiceImpl>(*server->scheduler_, *server->access_, server->stopping_,
-                                          !options.tls.client_ca_file.empty());
-  server->token_service_ = std::make_unique<TokenServiceImpl>(*server->access_);
-
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (options.tls.enabled()) {
-    grpc::SslServerCredentialsOptions ssl(
-        options.tls.client_ca_file.empty()
-            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-            // Requested and verified when sent; the WorkerService then insists on one. Clients
-            // (the CLI) connect without.
-            : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
-    PARITY_ASSIGN_OR_RETURN(const std::string cert, ReadPem(options.tls.cert_file, "--tls-cert"));
-    PARITY_ASSIGN_OR_RETURN(const std::string key, ReadPem(options.tls.key_file, "--tls-key"));
-    ssl.pem_key_cert_pairs.push_back({key, cert});
-    if (!options.tls.client_ca_file.empty()) {
-      PARITY_ASSIGN_OR_RETURN(ssl.pem_root_certs,
-                              ReadPem(options.tls.client_ca_file, "--tls-client-ca"));
-    }
-    credentials = grpc::SslServerCredentials(ssl);
-  }
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, credentials, &server->port_);
-  // Dead peers are found within a minute, and a client may not ping more often than every 10 s.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 30 * 60'000);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
-                              options.grpc_min_pollers);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
-                              options.grpc_max_pollers);
-  builder.RegisterService(server->sweep_service_.get());
-  builder.RegisterService(server->worker_service_.get());
-  builder.RegisterService(server->token_service_.get());
-  if (server->metrics_ != nullptr) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
-    creators.push_back(std::make_unique<RpcMetricsInterceptorFactory>(*server->metrics_));
-    builder.experimental().SetInterceptorCreators(std::move(creators));
-  }
-  server->grpc_server_ = builder.BuildAndStart();
-  if (server->grpc_server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));
-  }
-  if (!options.http_listen.empty()) {
-    HttpServerOptions http{.listen = options.http_listen,
-                           .metrics_text = nullptr,
-                           .tls_cert_file = options.tls.cert_file,
-                           .tls_key_file = options.tls.key_file,
-                           .limits = options.http_limits,
-                           .sessions = {}};
-    if (server->metrics_ != nullptr) {
-      http.metrics_text = [metrics = server->metrics_.get()] { return metrics->Render(); };
-    }
-    absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        HttpServer::Start(std::move(http), *server->scheduler_, *server->store_, *server->access_);
-    if (!started.ok()) return started.status();
-    server->http_server_ = std::move(*started);
-    server->http_port_ = server->http_server_->port();
-  }
+  PARITY_RETURN_IF_ERROR(server->StartGrpc());
+  PARITY_RETURN_IF_ERROR(server->StartHttp());
   server->reaper_ = std::thread([s = server.get()] { s->ReapLoop(); });
   spdlog::info("event=serving address={} port={} metrics_port={} tls={} mtls_workers={}",
                options.listen_address, server->port_, server->metrics_port_, options.tls.enabled(),
                !options.tls.client_ca_file.empty());
   return server;
+}
+
+absl::Status SchedulerServer::StartMetrics(SchedulerObserver*& observer) {
+  if (observer == nullptr) {
+    // Live workers: a worker that has not called for a whole lease TTL has lost its leases too.
+    metrics_ = std::make_unique<SchedulerMetrics>(
+        *store_, *clock_,
+        SchedulerMetricsOptions{.counts = {.live_worker_window = options_.scheduler.lease_ttl}});
+    observer = metrics_.get();
+  }
+  if (options_.metrics_listen.empty()) return absl::OkStatus();
+  if (metrics_ == nullptr) {
+    return absl::InvalidArgumentError("metrics_listen needs the built-in metrics, not an observer");
+  }
+  PARITY_ASSIGN_OR_RETURN(exposer_, metrics_->Expose(options_.metrics_listen));
+  // The metrics port is civetweb's (prometheus-cpp), which knows only basic auth: any user
+  // name, a token of a reading role as the password.
+  exposer_->RegisterAuth(
+      [access = access_.get()](const std::string&, const std::string& password) {
+        return access->Authorize(password, "GET /metrics").ok();
+      },
+      "parity");
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  metrics_port_ = ports.empty() ? 0 : ports.front();
+  return absl::OkStatus();
+}
+
+void SchedulerServer::MakeServices(Planner planner, SchedulerObserver* observer) {
+  // The one place the whole store is named: each unit gets the interfaces its job needs.
+  PostgresRunStore& store = *store_;
+  lease_secrets_ = std::make_unique<LeaseSecrets>(static_cast<AccessTokens&>(store));
+  sweeps_ = std::make_unique<SweepsService>(store, store, work_signal_, *clock_, std::move(planner),
+                                            options_.scheduler, observer);
+  leases_ = std::make_unique<LeasesService>(
+      store, [&store](const std::string& run_id) { return store.GetRun(run_id); }, *lease_secrets_,
+      work_signal_, *clock_, options_.scheduler, observer);
+  upkeep_ = std::make_unique<Upkeep>(store, store, work_signal_, options_.scheduler, observer);
+  sweep_service_ = std::make_unique<SweepServiceImpl>(*sweeps_, *access_, stopping_);
+  worker_service_ = std::make_unique<WorkerServiceImpl>(*leases_, *access_, stopping_,
+                                                        !options_.tls.client_ca_file.empty());
+  token_service_ = std::make_unique<TokenServiceImpl>(*access_);
+}
+
+absl::Status SchedulerServer::StartGrpc() {
+  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                          CredentialsOf(options_.tls));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen_address, credentials, &port_);
+  // Dead peers are found within a minute, and a client may not ping more often than every 10 s.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 30 * 60'000);
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS,
+                              options_.grpc_min_pollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              options_.grpc_max_pollers);
+  builder.RegisterService(sweep_service_.get());
+  builder.RegisterService(worker_service_.get());
+  builder.RegisterService(token_service_.get());
+  if (metrics_ != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(std::make_unique<RpcMetricsInterceptorFactory>(*metrics_));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen_address));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerServer::StartHttp() {
+  if (options_.http_listen.empty()) return absl::OkStatus();
+  HttpServerOptions http{.listen = options_.http_listen,
+                         .metrics_text = nullptr,
+                         .tls_cert_file = options_.tls.cert_file,
+                         .tls_key_file = options_.tls.key_file,
+                         .limits = options_.http_limits,
+                         .sessions = {}};
+  if (metrics_ != nullptr) {
+    http.metrics_text = [metrics = metrics_.get()] { return metrics->Render(); };
+  }
+  PARITY_ASSIGN_OR_RETURN(http_server_,
+                          HttpServer::Start(std::move(http), *sweeps_, *store_, *access_));
+  http_port_ = http_server_->port();
+  return absl::OkStatus();
 }
 
 SchedulerServer::~SchedulerServer() { Shutdown(); }
@@ -264,7 +244,7 @@ void SchedulerServer::ReapLoop() {
 }
 
 void SchedulerServer::RetainAndLog() {
-  absl::StatusOr<RetentionResult> retained = scheduler_->ApplyRetention(options_.retention);
+  absl::StatusOr<RetentionResult> retained = upkeep_->ApplyRetention(options_.retention);
   if (!retained.ok()) {  // the next pass tries again; nothing is half-done (one transaction)
     spdlog::warn("event=retention_failed error=\"{}\"", retained.status().ToString());
     return;
@@ -279,7 +259,7 @@ void SchedulerServer::RetainAndLog() {
 }
 
 void SchedulerServer::ReapAndLog() {
-  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
+  absl::StatusOr<ReapResult> reaped = upkeep_->ReapExpiredLeases();
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;

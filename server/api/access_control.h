@@ -9,7 +9,7 @@
 //
 // kRules below maps every method and route to the permission it needs; a test checks that every
 // method of every service has a rule, and an unlisted one is refused (fail closed). Ownership
-// of a sweep and the priority ceiling are the Scheduler's to check (server/scheduling/caller.h).
+// of a sweep and the priority ceiling are SweepsService's to check (server/scheduling/caller.h).
 //
 // Authenticated tokens are cached for `cache_ttl` (2 s) so that the lease path does not read
 // the database per call; expiry is checked on every call, and a revocation through this
@@ -41,7 +41,7 @@ namespace parity::server {
 enum class Permission {
   kPublic,  // no token: health checks, the login page, static assets
   kRead,    // viewer, researcher, admin
-  kSubmit,  // researcher, admin (ownership of a sweep: Scheduler)
+  kSubmit,  // researcher, admin (ownership of a sweep: SweepsService)
   kWorker,  // worker, admin
   kAdmin,   // admin
 };

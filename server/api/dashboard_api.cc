@@ -1,9 +1,11 @@
 #include "server/api/dashboard_api.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -185,13 +187,13 @@ absl::StatusOr<std::string> DashboardApi::ListSweeps(const QueryParams& params) 
   request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
   request.set_page_token(reader.Text("page_token"));
   PARITY_RETURN_IF_ERROR(reader.Check());
-  return AsJson(scheduler_.ListSweeps(request));
+  return AsJson(sweeps_.ListSweeps(request));
 }
 
 absl::StatusOr<std::string> DashboardApi::GetSweep(const std::string& sweep_id) {
   v1::GetSweepRequest request;
   request.set_sweep_id(sweep_id);
-  return AsJson(scheduler_.GetSweep(request));
+  return AsJson(sweeps_.GetSweep(request));
 }
 
 absl::StatusOr<std::string> DashboardApi::ListRuns(const std::string& sweep_id,
@@ -205,7 +207,7 @@ absl::StatusOr<std::string> DashboardApi::ListRuns(const std::string& sweep_id,
   PARITY_RETURN_IF_ERROR(reader.Check());
   // ListRuns answers an unknown sweep with an empty page; the dashboard wants a 404.
   if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
-  return AsJson(scheduler_.ListRuns(request));
+  return AsJson(sweeps_.ListRuns(request));
 }
 
 absl::StatusOr<std::string> DashboardApi::QueryResults(const std::string& sweep_id,
@@ -218,7 +220,7 @@ absl::StatusOr<std::string> DashboardApi::QueryResults(const std::string& sweep_
   request.set_page_token(reader.Text("page_token"));
   PARITY_RETURN_IF_ERROR(reader.Check());
   if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
-  return AsJson(scheduler_.QueryResults(request));
+  return AsJson(sweeps_.QueryResults(request));
 }
 
 absl::StatusOr<std::string> DashboardApi::AnalyzeSweep(const std::string& sweep_id,
@@ -226,7 +228,7 @@ absl::StatusOr<std::string> DashboardApi::AnalyzeSweep(const std::string& sweep_
   v1::AnalyzeSweepRequest request;
   request.set_sweep_id(sweep_id);
   request.set_eval_set(ParamReader(params).Text("eval_set"));  // the scheduler checks the name
-  return AsJson(scheduler_.AnalyzeSweep(request));
+  return AsJson(sweeps_.AnalyzeSweep(request));
 }
 
 // Paged by runs so that a response holds at most kMaxCurvePointsPerResponse points: a page of
@@ -247,9 +249,8 @@ absl::StatusOr<std::string> DashboardApi::SweepCurves(const std::string& sweep_i
   paging.runs_per_page = runs_per_page;
   std::vector<std::string> run_ids;
   if (wanted_text.empty()) {
-    PARITY_ASSIGN_OR_RETURN(
-        Page<v1::Run> runs,
-        store_.ListRuns(sweep_id, {}, {static_cast<uint32_t>(runs_per_page), page_token}));
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs,
+                            RunsPage(sweep_id, {static_cast<uint32_t>(runs_per_page), page_token}));
     for (const v1::Run& run : runs.items) run_ids.push_back(run.run_id());
     paging.next_page_token = runs.next_page_token;
   } else {
@@ -257,7 +258,7 @@ absl::StatusOr<std::string> DashboardApi::SweepCurves(const std::string& sweep_i
   }
   PARITY_ASSIGN_OR_RETURN(
       std::vector<v1::MetricPoint> sampled,
-      store_.SampleMetrics(run_ids, {.max_points_per_run = points, .validation_only = true}));
+      reads_.SampleMetrics(run_ids, {.max_points_per_run = points, .validation_only = true}));
   return web::CurvesJson(sampled, paging);
 }
 
@@ -278,7 +279,7 @@ absl::StatusOr<std::vector<std::string>> DashboardApi::RunsOfSweep(const std::st
   std::set<std::string> in_sweep;
   PageRequest page{1000, ""};
   do {
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, store_.ListRuns(sweep_id, {}, page));
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, RunsPage(sweep_id, page));
     for (const v1::Run& run : runs.items) in_sweep.insert(run.run_id());
     page.page_token = runs.next_page_token;
   } while (!page.page_token.empty());
@@ -295,10 +296,24 @@ absl::StatusOr<std::vector<std::string>> DashboardApi::RunsOfSweep(const std::st
   return run_ids;
 }
 
+absl::StatusOr<Page<v1::Run>> DashboardApi::RunsPage(const std::string& sweep_id,
+                                                     const PageRequest& page) {
+  v1::ListRunsRequest request;
+  request.set_sweep_id(sweep_id);
+  request.set_page_size(page.page_size);
+  request.set_page_token(page.page_token);
+  PARITY_ASSIGN_OR_RETURN(v1::ListRunsResponse response, sweeps_.ListRuns(request));
+  Page<v1::Run> runs;
+  runs.items.assign(std::make_move_iterator(response.mutable_runs()->begin()),
+                    std::make_move_iterator(response.mutable_runs()->end()));
+  runs.next_page_token = std::move(*response.mutable_next_page_token());
+  return runs;
+}
+
 absl::StatusOr<std::string> DashboardApi::GetRun(const std::string& run_id) {
   v1::GetRunRequest request;
   request.set_run_id(run_id);
-  return AsJson(scheduler_.GetRun(request));
+  return AsJson(sweeps_.GetRun(request));
 }
 
 absl::StatusOr<std::string> DashboardApi::RunHistory(const std::string& run_id,
@@ -309,13 +324,13 @@ absl::StatusOr<std::string> DashboardApi::RunHistory(const std::string& run_id,
   PARITY_RETURN_IF_ERROR(reader.Check());
   v1::GetRunRequest request;
   request.set_run_id(run_id);
-  PARITY_ASSIGN_OR_RETURN(v1::GetRunResponse run, scheduler_.GetRun(request));
+  PARITY_ASSIGN_OR_RETURN(v1::GetRunResponse run, sweeps_.GetRun(request));
   PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> sampled,
-                          store_.SampleMetrics({run_id}, {.max_points_per_run = points,
+                          reads_.SampleMetrics({run_id}, {.max_points_per_run = points,
                                                           .expert_load_summaries = true}));
   // The latest point whole: its per-expert shares draw the load bar chart.
   PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> latest,
-                          store_.ListMetrics(run_id, run.run().latest_step(), 1));
+                          reads_.ListMetrics(run_id, run.run().latest_step(), 1));
   return web::HistoryJson(run_id, sampled, latest.empty() ? nullptr : &latest.front());
 }
 
@@ -331,7 +346,7 @@ absl::StatusOr<std::string> DashboardApi::RunMetrics(const std::string& run_id,
   const uint64_t from_step = after_step ? static_cast<uint64_t>(*after_step) + 1 : 0;
   // One point more than asked says whether another page exists.
   PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
-                          store_.ListMetrics(run_id, from_step, limit + 1));
+                          reads_.ListMetrics(run_id, from_step, limit + 1));
   bool more = static_cast<int>(points.size()) > limit;
   if (more) points.resize(limit);
   // Cut short where the values would pass the bound (the first point always goes: ReportMetrics
@@ -356,7 +371,7 @@ absl::StatusOr<std::string> DashboardApi::ListWorkers(const QueryParams& params)
   request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 1000)));
   request.set_page_token(reader.Text("page_token"));
   PARITY_RETURN_IF_ERROR(reader.Check());
-  return AsJson(scheduler_.ListWorkers(request));
+  return AsJson(sweeps_.ListWorkers(request));
 }
 
 }  // namespace parity::server

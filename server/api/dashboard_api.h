@@ -1,5 +1,5 @@
 // DashboardApi: the JSON API under /api/v1 that the web dashboard reads — GET only, each route
-// one Scheduler call (or a store read for metric histories) turned into a document of
+// one SweepsService call (or a ReadModels read for metric histories) turned into a document of
 // web/dashboard_documents.h. No HTTP library in sight: http_server.cc hands it a path and the
 // query parameters and writes back the reply, so the routes can be tested without a socket.
 //
@@ -23,7 +23,7 @@
 //   workers                    ListWorkers     ?seen_within_seconds=&page_size=&page_token=
 //
 // Errors are {"error": {...}} with the HTTP status of the absl code (HttpStatusOf). Thread-safe:
-// stateless over a thread-safe Scheduler and RunStore.
+// stateless over a thread-safe SweepsService and ReadModels.
 #pragma once
 
 #include <map>
@@ -32,8 +32,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "server/scheduling/scheduler.h"
-#include "server/store/run_store.h"
+#include "server/scheduling/sweeps_service.h"
+#include "server/store/paging.h"
+#include "server/store/read_models.h"
 
 namespace parity::server {
 
@@ -53,8 +54,9 @@ HttpReply ErrorReply(const absl::Status& status);
 
 class DashboardApi {
  public:
-  // `scheduler` and `store` must outlive the API.
-  DashboardApi(Scheduler& scheduler, RunStore& store) : scheduler_(scheduler), store_(store) {}
+  // `sweeps` (every sweep, run and worker, validated as over gRPC) and `reads` (metric samples
+  // and listings) must outlive the API.
+  DashboardApi(SweepsService& sweeps, ReadModels& reads) : sweeps_(sweeps), reads_(reads) {}
 
   // `path` below /api/v1/, without the leading slash ("sweeps/ID/runs").
   HttpReply Get(absl::string_view path, const QueryParams& params);
@@ -74,9 +76,11 @@ class DashboardApi {
   absl::StatusOr<std::string> RunHistory(const std::string& run_id, const QueryParams& params);
   absl::StatusOr<std::string> RunMetrics(const std::string& run_id, const QueryParams& params);
   absl::StatusOr<std::string> ListWorkers(const QueryParams& params);
+  // One page of a sweep's runs in grid order, through SweepsService::ListRuns.
+  absl::StatusOr<Page<v1::Run>> RunsPage(const std::string& sweep_id, const PageRequest& page);
 
-  Scheduler& scheduler_;
-  RunStore& store_;
+  SweepsService& sweeps_;
+  ReadModels& reads_;
 };
 
 }  // namespace parity::server

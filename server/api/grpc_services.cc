@@ -25,7 +25,7 @@ WatchControl ControlOf(grpc::ServerContextBase* context, const std::atomic<bool>
   return {[context, &stopping] { return stopping.load() || context->IsCancelled(); }, nullptr};
 }
 
-// Finishes a callback call with the Scheduler's answer; `response` is the call's own.
+// Finishes a callback call with LeasesService's answer; `response` is the call's own.
 template <typename T>
 auto FinishWith(grpc::ServerUnaryReactor* reactor, T* response) {
   return [reactor, response](absl::StatusOr<T> result) {
@@ -58,7 +58,7 @@ absl::string_view BearerTokenOf(const grpc::ServerContextBase& context) {
   return AccessControl::BearerToken(absl::string_view(it->second.data(), it->second.size()));
 }
 
-// Each SweepService handler: authorize by the method's rule, then the Scheduler with the caller.
+// Each SweepService handler: authorize by the method's rule, then SweepsService with the caller.
 #define PARITY_SWEEP_CALL(Method, Request, Response, Call)                              \
   grpc::Status SweepServiceImpl::Method(grpc::ServerContext* context, const Request* r, \
                                         Response* out) {                                \
@@ -67,24 +67,23 @@ absl::string_view BearerTokenOf(const grpc::ServerContextBase& context) {
     return Reply(Call, out);                                                            \
   }
 
-PARITY_SWEEP_CALL(PlanSweep, v1::PlanSweepRequest, v1::PlanSweepResponse, scheduler_.PlanSweep(*r))
+PARITY_SWEEP_CALL(PlanSweep, v1::PlanSweepRequest, v1::PlanSweepResponse, sweeps_.PlanSweep(*r))
 PARITY_SWEEP_CALL(SubmitSweep, v1::SubmitSweepRequest, v1::SubmitSweepResponse,
-                  scheduler_.SubmitSweep(*r, who->AsCaller()))
-PARITY_SWEEP_CALL(GetSweep, v1::GetSweepRequest, v1::GetSweepResponse, scheduler_.GetSweep(*r))
-PARITY_SWEEP_CALL(ListSweeps, v1::ListSweepsRequest, v1::ListSweepsResponse,
-                  scheduler_.ListSweeps(*r))
+                  sweeps_.SubmitSweep(*r, who->AsCaller()))
+PARITY_SWEEP_CALL(GetSweep, v1::GetSweepRequest, v1::GetSweepResponse, sweeps_.GetSweep(*r))
+PARITY_SWEEP_CALL(ListSweeps, v1::ListSweepsRequest, v1::ListSweepsResponse, sweeps_.ListSweeps(*r))
 PARITY_SWEEP_CALL(CancelSweep, v1::CancelSweepRequest, v1::CancelSweepResponse,
-                  scheduler_.CancelSweep(*r, who->AsCaller()))
+                  sweeps_.CancelSweep(*r, who->AsCaller()))
 PARITY_SWEEP_CALL(DeleteSweep, v1::DeleteSweepRequest, v1::DeleteSweepResponse,
-                  scheduler_.DeleteSweep(*r, who->AsCaller()))
-PARITY_SWEEP_CALL(ListRuns, v1::ListRunsRequest, v1::ListRunsResponse, scheduler_.ListRuns(*r))
-PARITY_SWEEP_CALL(GetRun, v1::GetRunRequest, v1::GetRunResponse, scheduler_.GetRun(*r))
+                  sweeps_.DeleteSweep(*r, who->AsCaller()))
+PARITY_SWEEP_CALL(ListRuns, v1::ListRunsRequest, v1::ListRunsResponse, sweeps_.ListRuns(*r))
+PARITY_SWEEP_CALL(GetRun, v1::GetRunRequest, v1::GetRunResponse, sweeps_.GetRun(*r))
 PARITY_SWEEP_CALL(QueryResults, v1::QueryResultsRequest, v1::QueryResultsResponse,
-                  scheduler_.QueryResults(*r))
+                  sweeps_.QueryResults(*r))
 PARITY_SWEEP_CALL(AnalyzeSweep, v1::AnalyzeSweepRequest, v1::AnalyzeSweepResponse,
-                  scheduler_.AnalyzeSweep(*r))
+                  sweeps_.AnalyzeSweep(*r))
 PARITY_SWEEP_CALL(ListWorkers, v1::ListWorkersRequest, v1::ListWorkersResponse,
-                  scheduler_.ListWorkers(*r))
+                  sweeps_.ListWorkers(*r))
 #undef PARITY_SWEEP_CALL
 
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context,
@@ -94,7 +93,7 @@ grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context,
   if (!who.ok()) return ToGrpcStatus(who.status());
   absl::StatusOr<AccessControl::WatchSlot> slot = access_.AcquireWatchSlot(*who);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
-  return ToGrpcStatus(scheduler_.WatchSweep(
+  return ToGrpcStatus(sweeps_.WatchSweep(
       *r, WatchControlOf(access_, context, stopping_, "WatchSweep"),
       [writer](const v1::WatchSweepResponse& message) { return writer->Write(message); }));
 }
@@ -104,7 +103,7 @@ grpc::Status SweepServiceImpl::WatchRun(grpc::ServerContext* context, const v1::
   if (!who.ok()) return ToGrpcStatus(who.status());
   absl::StatusOr<AccessControl::WatchSlot> slot = access_.AcquireWatchSlot(*who);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
-  return ToGrpcStatus(scheduler_.WatchRun(
+  return ToGrpcStatus(sweeps_.WatchRun(
       *r, WatchControlOf(access_, context, stopping_, "WatchRun"),
       [writer](const v1::WatchRunResponse& message) { return writer->Write(message); }));
 }
@@ -125,7 +124,7 @@ grpc::Status WorkerServiceImpl::RegisterWorker(grpc::ServerContext* context,
                                                v1::RegisterWorkerResponse* out) {
   absl::StatusOr<Caller> caller = Authorize(context, "RegisterWorker");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return Reply(scheduler_.RegisterWorker(*r, *caller), out);
+  return Reply(leases_.RegisterWorker(*r, *caller), out);
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseRun(grpc::CallbackServerContext* context,
                                                       const v1::LeaseRunRequest* r,
@@ -136,8 +135,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::LeaseRun(grpc::CallbackServerContex
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
-  scheduler_.LeaseRun(*r, absl::FromChrono(context->deadline()), ControlOf(context, stopping_),
-                      FinishWith(reactor, out), *caller);
+  leases_.LeaseRun(*r, absl::FromChrono(context->deadline()), ControlOf(context, stopping_),
+                   FinishWith(reactor, out), *caller);
   return reactor;
 }
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
@@ -145,21 +144,21 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
                                           v1::HeartbeatResponse* out) {
   absl::StatusOr<Caller> caller = Authorize(context, "Heartbeat");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return Reply(scheduler_.Heartbeat(*r, *caller), out);
+  return Reply(leases_.Heartbeat(*r, *caller), out);
 }
 grpc::Status WorkerServiceImpl::CheckpointRetention(grpc::ServerContext* context,
                                                     const v1::CheckpointRetentionRequest* r,
                                                     v1::CheckpointRetentionResponse* out) {
   absl::StatusOr<Caller> caller = Authorize(context, "CheckpointRetention");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return Reply(scheduler_.CheckpointRetention(*r, *caller), out);
+  return Reply(leases_.CheckpointRetention(*r, *caller), out);
 }
 grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* context,
                                               const v1::ReportMetricsRequest* r,
                                               v1::ReportMetricsResponse* out) {
   absl::StatusOr<Caller> caller = Authorize(context, "ReportMetrics");
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  return Reply(scheduler_.ReportMetrics(*r, *caller), out);
+  return Reply(leases_.ReportMetrics(*r, *caller), out);
 }
 grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteRun(grpc::CallbackServerContext* context,
                                                          const v1::CompleteRunRequest* r,
@@ -170,7 +169,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::CompleteRun(grpc::CallbackServerCon
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
-  scheduler_.CompleteRun(*r, FinishWith(reactor, out), *caller);
+  leases_.CompleteRun(*r, FinishWith(reactor, out), *caller);
   return reactor;
 }
 

@@ -1,8 +1,9 @@
 // Thin gRPC adapters: each handler first authorizes the call (AccessControl, by the method's
-// full name and the bearer token in its metadata), then hands the request to the Scheduler with
-// the caller, and maps the status with ToGrpcStatus(). No logic lives here. gRPC calls the
-// handlers on its own threads, concurrently.
-// LeaseRun and CompleteRun are callback handlers (the Scheduler answers them from its batch and
+// full name and the bearer token in its metadata), then hands the request with the caller to its
+// scheduling unit — SweepService to SweepsService, WorkerService to LeasesService — and maps the
+// status with ToGrpcStatus(). No logic lives here. gRPC calls the handlers on its own threads,
+// concurrently.
+// LeaseRun and CompleteRun are callback handlers (LeasesService answers them from its batch and
 // long-poll threads). As sync handlers, each waiting call held a thread and each answer was
 // handed from the batch's thread to the call's; with callbacks (and migration 0007) the lease
 // benchmark's machine CPU per lease+complete cycle fell by about a fifth (bench/scheduler/).
@@ -14,15 +15,16 @@
 #include "parity/v1/token_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
 #include "server/api/access_control.h"
-#include "server/scheduling/scheduler.h"
+#include "server/scheduling/leases_service.h"
+#include "server/scheduling/sweeps_service.h"
 
 namespace parity::server {
 
 class SweepServiceImpl final : public v1::SweepService::Service {
  public:
-  // `scheduler`, `access` and `stopping` must outlive the service; `stopping` ends watch streams.
-  SweepServiceImpl(Scheduler& scheduler, AccessControl& access, const std::atomic<bool>& stopping)
-      : scheduler_(scheduler), access_(access), stopping_(stopping) {}
+  // `sweeps`, `access` and `stopping` must outlive the service; `stopping` ends watch streams.
+  SweepServiceImpl(SweepsService& sweeps, AccessControl& access, const std::atomic<bool>& stopping)
+      : sweeps_(sweeps), access_(access), stopping_(stopping) {}
 
   grpc::Status PlanSweep(grpc::ServerContext*, const v1::PlanSweepRequest*,
                          v1::PlanSweepResponse*) override;
@@ -51,7 +53,7 @@ class SweepServiceImpl final : public v1::SweepService::Service {
                            v1::ListWorkersResponse*) override;
 
  private:
-  Scheduler& scheduler_;
+  SweepsService& sweeps_;
   AccessControl& access_;
   const std::atomic<bool>& stopping_;
 };
@@ -62,9 +64,9 @@ class WorkerServiceImpl final
  public:
   // With `require_client_certificate` (mutual TLS), a call must also come over TLS with a
   // client certificate the server verified.
-  WorkerServiceImpl(Scheduler& scheduler, AccessControl& access, const std::atomic<bool>& stopping,
+  WorkerServiceImpl(LeasesService& leases, AccessControl& access, const std::atomic<bool>& stopping,
                     bool require_client_certificate)
-      : scheduler_(scheduler),
+      : leases_(leases),
         access_(access),
         stopping_(stopping),
         require_client_certificate_(require_client_certificate) {}
@@ -85,13 +87,13 @@ class WorkerServiceImpl final
  private:
   absl::StatusOr<Caller> Authorize(grpc::ServerContextBase* context, absl::string_view method);
 
-  Scheduler& scheduler_;
+  LeasesService& leases_;
   AccessControl& access_;
   const std::atomic<bool>& stopping_;
   const bool require_client_certificate_;
 };
 
-// Token management (admin): the AccessControl's, not the Scheduler's.
+// Token management (admin): the AccessControl's, not the scheduling units'.
 class TokenServiceImpl final : public v1::TokenService::Service {
  public:
   explicit TokenServiceImpl(AccessControl& access) : access_(access) {}

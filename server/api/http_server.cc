@@ -237,19 +237,20 @@ std::string LoginPage(absl::string_view message, absl::string_view next) {
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore& store,
+HttpServer::HttpServer(HttpServerOptions options, SweepsService& sweeps, ReadModels& reads,
                        AccessControl& access)
     : options_(std::move(options)),
       access_(access),
-      api_(scheduler, store),
+      api_(sweeps, reads),
       sessions_(clock_, options_.sessions),
       index_html_(web::IndexHtmlWith("<base href=\"/\">")) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
-                                                              Scheduler& scheduler, RunStore& store,
+                                                              SweepsService& sweeps,
+                                                              ReadModels& reads,
                                                               AccessControl& access) {
   PARITY_ASSIGN_OR_RETURN(const HostPort address, ParseListen(options.listen));
-  std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), scheduler, store, access));
+  std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), sweeps, reads, access));
   if (server->index_html_.empty()) {
     return absl::InternalError("the dashboard's index.html is not embedded in this binary");
   }

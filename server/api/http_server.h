@@ -59,10 +59,10 @@ inline constexpr size_t kMaxLogoutBody = 1024;
 class HttpServer {
  public:
   // Binds and starts serving. UNAVAILABLE when the address cannot be bound, INVALID_ARGUMENT
-  // when it is not host:port or the TLS files are unusable. `scheduler`, `store` and `access`
+  // when it is not host:port or the TLS files are unusable. `sweeps`, `reads` and `access`
   // must outlive the server.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
-                                                           Scheduler& scheduler, RunStore& store,
+                                                           SweepsService& sweeps, ReadModels& reads,
                                                            AccessControl& access);
   ~HttpServer();
 
@@ -76,7 +76,7 @@ class HttpServer {
   HttpResponse Handle(const HttpRequest& request);
 
  private:
-  HttpServer(HttpServerOptions options, Scheduler& scheduler, RunStore& store,
+  HttpServer(HttpServerOptions options, SweepsService& sweeps, ReadModels& reads,
              AccessControl& access);
   // The access check before routing; set when it answers the request itself (401/403/302).
   std::optional<HttpResponse> Refuse(const HttpRequest& request, const std::string& rule);

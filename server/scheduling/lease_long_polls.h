@@ -21,7 +21,7 @@
 #include "parity/v1/worker_service.pb.h"
 #include "server/scheduling/clock.h"
 #include "server/scheduling/work_signal.h"
-#include "server/store/run_store.h"
+#include "server/store/run_queue.h"
 
 namespace parity::server {
 

@@ -1,6 +1,6 @@
 // What happens to a run when an attempt fails: the retry policy of each failure class, as a pure
 // function. The scheduler decides each failed completion with it before the completion goes to
-// the store, which applies the decision (RetryDecision, server/store/run_store.h) as told.
+// the store, which applies the decision (RetryDecision, server/store/run_queue.h) as told.
 //   PREEMPTED                      back to PENDING with the attempt not spent, after a backoff
 //                                  that grows with the run's preemptions (the first is free);
 //                                  past max_preemptions each further one spends an attempt, so
@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "core/backoff.h"
 #include "parity/v1/run.pb.h"
-#include "server/store/run_store.h"
+#include "server/store/run_queue.h"
 
 namespace parity::server {
 

@@ -84,8 +84,8 @@ void AddGauge(MetricFamily& family, std::vector<ClientMetric::Label> labels, dou
 // mutex makes concurrent scrapes share one query.
 class SchedulerMetrics::DatabaseGauges final : public prometheus::Collectable {
  public:
-  DatabaseGauges(RunStore& store, const Clock& clock, SchedulerMetricsOptions options)
-      : store_(store), clock_(clock), options_(std::move(options)) {}
+  DatabaseGauges(ReadModels& reads, const Clock& clock, SchedulerMetricsOptions options)
+      : reads_(reads), clock_(clock), options_(std::move(options)) {}
 
   std::vector<MetricFamily> Collect() const override {
     absl::MutexLock lock(&mu_);
@@ -102,7 +102,7 @@ class SchedulerMetrics::DatabaseGauges final : public prometheus::Collectable {
     MetricFamily up = GaugeFamily("parity_scheduler_database_up",
                                   "1 when the last read of the run counts from PostgreSQL "
                                   "succeeded, 0 when it failed (the gauges below are then absent)");
-    absl::StatusOr<RunCounts> counts = store_.CountRunsByState(options_.counts);
+    absl::StatusOr<RunCounts> counts = reads_.CountRunsByState(options_.counts);
     AddGauge(up, {}, counts.ok() ? 1 : 0);
     if (!counts.ok()) {
       if (database_up_) {
@@ -161,7 +161,7 @@ class SchedulerMetrics::DatabaseGauges final : public prometheus::Collectable {
             std::move(workers)};
   }
 
-  RunStore& store_;
+  ReadModels& reads_;
   const Clock& clock_;
   const SchedulerMetricsOptions options_;
   mutable absl::Mutex mu_;
@@ -170,10 +170,10 @@ class SchedulerMetrics::DatabaseGauges final : public prometheus::Collectable {
   mutable bool database_up_ ABSL_GUARDED_BY(mu_) = true;  // logs only the first failure
 };
 
-SchedulerMetrics::SchedulerMetrics(RunStore& store, const Clock& clock,
+SchedulerMetrics::SchedulerMetrics(ReadModels& reads, const Clock& clock,
                                    SchedulerMetricsOptions options)
     : registry_(std::make_shared<prometheus::Registry>()),
-      database_(std::make_shared<DatabaseGauges>(store, clock, options)),
+      database_(std::make_shared<DatabaseGauges>(reads, clock, options)),
       sweeps_submitted_(prometheus::BuildCounter()
                             .Name("parity_scheduler_sweeps_submitted_total")
                             .Help("SubmitSweep calls that succeeded; deduplicated=\"true\" when "

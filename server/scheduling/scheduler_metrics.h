@@ -5,7 +5,7 @@
 //     the gRPC interceptor in rpc_metrics_interceptor.cc): sweeps submitted, leases and how long
 //     they waited, RPCs by method and code with their latency, metric points ingested,
 //     completions by state and failure class, reaper outcomes and errors;
-//   - state, read from PostgreSQL when scraped (RunStore::CountRunsByState): runs by state (in
+//   - state, read from PostgreSQL when scraped (ReadModels::CountRunsByState): runs by state (in
 //     total and per unfinished sweep, capped), the lease queue, live workers. Several scheduler
 //     replicas share one database, so these gauges are the same on each; the event counters are
 //     per replica (sum them).
@@ -31,8 +31,8 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/scheduling/clock.h"
-#include "server/scheduling/scheduler.h"
-#include "server/store/run_store.h"
+#include "server/scheduling/scheduler_observer.h"
+#include "server/store/read_models.h"
 
 namespace prometheus {
 class Exposer;
@@ -49,8 +49,8 @@ struct SchedulerMetricsOptions {
 
 class SchedulerMetrics final : public SchedulerObserver {
  public:
-  // `store` and `clock` must outlive this object (and any Exposer from Expose()).
-  SchedulerMetrics(RunStore& store, const Clock& clock, SchedulerMetricsOptions options = {});
+  // `reads` and `clock` must outlive this object (and any Exposer from Expose()).
+  SchedulerMetrics(ReadModels& reads, const Clock& clock, SchedulerMetricsOptions options = {});
   ~SchedulerMetrics() override;
   SchedulerMetrics(const SchedulerMetrics&) = delete;
   SchedulerMetrics& operator=(const SchedulerMetrics&) = delete;
@@ -77,7 +77,7 @@ class SchedulerMetrics final : public SchedulerObserver {
   absl::StatusOr<std::unique_ptr<prometheus::Exposer>> Expose(const std::string& address);
 
  private:
-  class DatabaseGauges;  // a prometheus::Collectable reading the store
+  class DatabaseGauges;  // a prometheus::Collectable reading ReadModels::CountRunsByState
 
   prometheus::Counter& RpcCounter(const std::string& method, absl::StatusCode code);
 

@@ -199,8 +199,8 @@ class SchedulerMetricsTest : public SchedulerTest {
     metrics_ = std::make_unique<SchedulerMetrics>(
         *store_, metrics_clock_,
         SchedulerMetricsOptions{.refresh_interval = absl::Seconds(1), .counts = {.max_sweeps = 3}});
-    scheduler_ = std::make_unique<Scheduler>(*store_, signal_, clock_, &StubPlanner, options_,
-                                             metrics_.get());
+    scheduler_ = std::make_unique<SchedulerUnderTest>(*store_, signal_, clock_, &StubPlanner,
+                                                      options_, metrics_.get());
   }
 
   // A fresh read of the database, past the cache.
@@ -273,8 +273,8 @@ TEST_F(SchedulerMetricsTest, SeriesStayBoundedHoweverManySweepsThereAre) {
 
 TEST_F(SchedulerMetricsTest, CountsCompletionsByClassAndReaperOutcomes) {
   options_.lease_ttl = absl::Milliseconds(500);
-  scheduler_ =
-      std::make_unique<Scheduler>(*store_, signal_, clock_, &StubPlanner, options_, metrics_.get());
+  scheduler_ = std::make_unique<SchedulerUnderTest>(*store_, signal_, clock_, &StubPlanner,
+                                                    options_, metrics_.get());
   ASSERT_TRUE(scheduler_->ReapExpiredLeases().ok());  // start-up pass: spends the outage grace
   Submit(MakeSweepSpec("retries", 2));
   const std::string worker = Register();
@@ -313,7 +313,7 @@ TEST(SchedulerMetricsWithoutDatabase, ReportsTheDatabaseDownAndCountsReaperError
   RealClock clock;
   WorkSignal signal;
   SchedulerMetrics metrics(store, clock);
-  Scheduler scheduler(store, signal, clock, &StubPlanner, SchedulerOptions{}, &metrics);
+  SchedulerUnderTest scheduler(store, signal, clock, &StubPlanner, SchedulerOptions{}, &metrics);
   EXPECT_FALSE(scheduler.ReapExpiredLeases().ok());
 
   const Exposition m = ParseExposition(metrics.Render());

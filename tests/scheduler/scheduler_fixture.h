@@ -1,6 +1,6 @@
 // Shared pieces of the scheduler tests: hand-built run specs (so the tests do not hinge on the
 // planner), a stub planner, and a fixture with a fresh migrated database, a PostgresRunStore and
-// a Scheduler wired the way SchedulerServer wires them.
+// the scheduling units wired the way SchedulerServer wires them (SchedulerUnderTest).
 #pragma once
 
 #include <cmath>
@@ -14,8 +14,8 @@
 #include "core/field_violation.h"
 #include "core/summary_check.h"
 #include "gtest/gtest.h"
-#include "server/scheduling/scheduler.h"
 #include "server/store/postgres/postgres_run_store.h"
+#include "tests/scheduler/scheduler_under_test.h"
 #include "tests/support/postgres_environment.h"
 
 namespace parity::server::testing {
@@ -198,8 +198,8 @@ class SchedulerTest : public ::testing::Test {
     options_.lease_ttl = absl::Seconds(30);
     options_.idle_poll_interval = absl::Milliseconds(50);
     options_.watch_poll_interval = absl::Milliseconds(20);
-    scheduler_ =
-        std::make_unique<Scheduler>(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+    scheduler_ = std::make_unique<SchedulerUnderTest>(*store_, signal_, clock_, &StubPlanner,
+                                                      options_, nullptr);
     // The start-up reaper pass, as the server makes it: it spends the outage grace on an empty
     // queue, so the tests' reaper passes return what expired.
     ASSERT_TRUE(scheduler_->ReapExpiredLeases().ok());
@@ -269,7 +269,7 @@ class SchedulerTest : public ::testing::Test {
   WorkSignal signal_;
   SchedulerOptions options_;
   std::unique_ptr<PostgresRunStore> store_;
-  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<SchedulerUnderTest> scheduler_;
 };
 
 }  // namespace parity::server::testing

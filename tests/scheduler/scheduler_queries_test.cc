@@ -202,7 +202,7 @@ TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
 TEST_F(SchedulerTest, RealPlannerSweepLandsInRunsWithItsAccounting) {
   absl::StatusOr<v1::SweepSpec> spec = core::LoadSweepSpecFile("examples/micro.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  Scheduler scheduler(*store_, signal_, clock_, &core::PlanSweep, options_, nullptr);
+  SchedulerUnderTest scheduler(*store_, signal_, clock_, &core::PlanSweep, options_, nullptr);
   v1::SubmitSweepRequest request;
   *request.mutable_spec() = *spec;
   absl::StatusOr<v1::SubmitSweepResponse> submitted = scheduler.SubmitSweep(request);
@@ -288,7 +288,7 @@ namespace {
 TEST_F(SchedulerTest, AWatchStreamEndsUnavailableAfterItsLifetimeSoThatClientsReconnect) {
   SchedulerOptions options = options_;
   options.max_watch_duration = absl::Milliseconds(300);
-  Scheduler scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
+  SchedulerUnderTest scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("lifetime", 1));
   v1::WatchSweepRequest watch;
   watch.set_sweep_id(submitted.sweep().sweep_id());

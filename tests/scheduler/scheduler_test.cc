@@ -132,7 +132,7 @@ TEST_F(SchedulerTest, ARestartedSchedulerGivesLiveLeasesOneTtlBeforeReapingThem)
   const std::string expire = "UPDATE runs SET lease_expires_at = now() - interval '1 s'";
   Sql(database_url_, expire);  // the outage outlasted the lease
 
-  Scheduler restarted(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  SchedulerUnderTest restarted(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
   absl::StatusOr<ReapResult> first = restarted.ReapExpiredLeases();
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->extended, 1);
@@ -395,8 +395,8 @@ TEST_F(SchedulerTest, UserErrorFailsAtOnce) {
 TEST_F(SchedulerTest, PreemptionsPastTheCapSpendAttempts) {
   scheduler_.reset();
   options_.retry_policy.max_preemptions = 2;
-  scheduler_ =
-      std::make_unique<Scheduler>(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  scheduler_ = std::make_unique<SchedulerUnderTest>(*store_, signal_, clock_, &StubPlanner,
+                                                    options_, nullptr);
   v1::SweepSpec spec = MakeSweepSpec("preempted", 1);
   spec.set_max_attempts(2);
   const v1::SubmitSweepResponse submitted = Submit(spec);
@@ -498,7 +498,7 @@ TEST_F(SchedulerTest, RunsGoOnlyToWorkersWithTheDevicesTheyNeed) {
 TEST_F(SchedulerTest, GpuRunsGoOnlyToWorkersWithEnoughMemoryOnEnoughFreeGpus) {
   constexpr uint64_t kNeeds = 100ull << 30;
   constexpr uint64_t kH200 = 141'000'000'000, kA100 = 80ull << 30;
-  scheduler_ = std::make_unique<Scheduler>(
+  scheduler_ = std::make_unique<SchedulerUnderTest>(
       *store_, signal_, clock_,
       [](const v1::SweepSpec& spec) {
         absl::StatusOr<std::vector<v1::RunSpec>> runs = StubPlanner(spec);
@@ -547,7 +547,7 @@ TEST_F(SchedulerTest, HigherPriorityGoesFirst) {
 TEST_F(SchedulerTest, LongPollWakesWhenWorkArrives) {
   const std::string worker = Register();
   options_.idle_poll_interval = absl::Seconds(30);  // only the wake-up can end the wait early
-  Scheduler scheduler(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  SchedulerUnderTest scheduler(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
   std::thread submitter([&] {
     absl::SleepFor(absl::Milliseconds(300));
     Submit(MakeSweepSpec("wake", 1));
@@ -651,7 +651,7 @@ namespace {
 TEST_F(SchedulerTest, ASubmissionPastTheOwnersQueuedRunLimitIsResourceExhaustedAndStoresNothing) {
   SchedulerOptions options = options_;
   options.max_queued_runs_per_owner = 5;
-  Scheduler scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
+  SchedulerUnderTest scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
   const Caller alice{"alice", false};
   v1::SubmitSweepRequest request;
   *request.mutable_spec() = MakeSweepSpec("queued", 4);

@@ -80,7 +80,7 @@ struct SchedulerOn {
   RealClock clock;
   WorkSignal signal;
   PostgresRunStore store;
-  Scheduler scheduler;
+  SchedulerUnderTest scheduler;
 };
 
 TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWorksOnIt) {

@@ -1,4 +1,4 @@
-// Scheduler::WatchSweep and WatchRun, the watch streams. They poll the store every
+// SweepsService::WatchSweep and WatchRun, the watch streams. They poll the store every
 // watch_poll_interval: events (state changes) by event id, metric points by step. Polling keeps
 // replicas stateless (any replica serves any stream) at the cost of ≤ one interval of latency.
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include "core/proto_time.h"
 #include "core/status_macros.h"
 #include "server/scheduling/request_validation.h"
-#include "server/scheduling/scheduler.h"
+#include "server/scheduling/sweeps_service.h"
 
 namespace parity::server {
 namespace {
@@ -100,8 +100,9 @@ absl::Status StreamLifetimeReached(absl::Duration lifetime) {
 
 }  // namespace
 
-absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const WatchControl& control,
-                                 const std::function<bool(const v1::WatchRunResponse&)>& write) {
+absl::Status SweepsService::WatchRun(
+    const v1::WatchRunRequest& request, const WatchControl& control,
+    const std::function<bool(const v1::WatchRunResponse&)>& write) {
   Violations violations;
   violations.RequireUuid("run_id", request.run_id());
   if (absl::Status status = violations.ToStatus("invalid WatchRun request"); !status.ok()) {
@@ -109,10 +110,10 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
   }
   const std::string& run_id = request.run_id();
   auto list_events = [&](int64_t after) {
-    return store_.ListRunEvents(run_id, after, kEventBatch);
+    return reads_.ListRunEvents(run_id, after, kEventBatch);
   };
   PARITY_ASSIGN_OR_RETURN(int64_t last_event, LatestEventId(list_events));
-  PARITY_ASSIGN_OR_RETURN(v1::Run run, store_.GetRun(run_id));
+  PARITY_ASSIGN_OR_RETURN(v1::Run run, catalog_.GetRun(run_id));
   v1::WatchRunResponse snapshot;
   *snapshot.mutable_state_change() = SnapshotOf(run);
   if (!write(snapshot)) return absl::CancelledError("the client went away");
@@ -125,7 +126,7 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
     PARITY_RETURN_IF_ERROR(reauthorize.Check());
     bool progressed = false;
     PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
-                            store_.ListMetrics(run_id, next_step, kMetricBatch));
+                            reads_.ListMetrics(run_id, next_step, kMetricBatch));
     for (v1::MetricPoint& point : points) {
       next_step = point.step() + 1;
       v1::WatchRunResponse message;
@@ -151,7 +152,7 @@ absl::Status Scheduler::WatchRun(const v1::WatchRunRequest& request, const Watch
   }
 }
 
-absl::Status Scheduler::WatchSweep(
+absl::Status SweepsService::WatchSweep(
     const v1::WatchSweepRequest& request, const WatchControl& control,
     const std::function<bool(const v1::WatchSweepResponse&)>& write) {
   Violations violations;
@@ -160,10 +161,10 @@ absl::Status Scheduler::WatchSweep(
     return status;
   }
   const std::string& sweep_id = request.sweep_id();
-  PARITY_ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(sweep_id));
+  PARITY_ASSIGN_OR_RETURN(v1::Sweep sweep, catalog_.GetSweep(sweep_id));
   // Take the commit watermark before the snapshot: a change racing the snapshot may then be
   // streamed twice, never lost.
-  PARITY_ASSIGN_OR_RETURN(SweepEventPage start, store_.ListSweepEvents(sweep_id, 0));
+  PARITY_ASSIGN_OR_RETURN(SweepEventPage start, reads_.ListSweepEvents(sweep_id, 0));
   uint64_t horizon = start.next_horizon;
 
   // The opening snapshot: the sweep, then every run's current state.
@@ -174,7 +175,7 @@ absl::Status Scheduler::WatchSweep(
   std::map<std::string, uint64_t> next_step;  // metric cursor of each run
   PageRequest page{1000, ""};
   do {
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, store_.ListRuns(sweep_id, {}, page));
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, catalog_.ListRuns(sweep_id, {}, page));
     for (const v1::Run& run : runs.items) {
       states[run.run_id()] = run.state();
       next_step[run.run_id()] = run.latest_step() + 1;
@@ -192,7 +193,7 @@ absl::Status Scheduler::WatchSweep(
   while (true) {
     PARITY_RETURN_IF_ERROR(reauthorize.Check());
     bool progressed = false;
-    PARITY_ASSIGN_OR_RETURN(SweepEventPage page, store_.ListSweepEvents(sweep_id, horizon));
+    PARITY_ASSIGN_OR_RETURN(SweepEventPage page, reads_.ListSweepEvents(sweep_id, horizon));
     horizon = page.next_horizon;
     const std::vector<RunEvent>* events = &page.events;
     std::vector<std::string> just_ended;
@@ -211,7 +212,7 @@ absl::Status Scheduler::WatchSweep(
           continue;
         }
         PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
-                                store_.ListMetrics(run_id, next_step[run_id], kMetricBatch));
+                                reads_.ListMetrics(run_id, next_step[run_id], kMetricBatch));
         for (v1::MetricPoint& point : points) {
           next_step[run_id] = point.step() + 1;
           v1::WatchSweepResponse message;
@@ -222,7 +223,7 @@ absl::Status Scheduler::WatchSweep(
       }
     }
     if (!events->empty()) {
-      PARITY_ASSIGN_OR_RETURN(v1::Sweep now, store_.GetSweep(sweep_id));
+      PARITY_ASSIGN_OR_RETURN(v1::Sweep now, catalog_.GetSweep(sweep_id));
       v1::WatchSweepResponse message;
       *message.mutable_sweep() = now;
       if (!write(message)) return absl::CancelledError("the client went away");

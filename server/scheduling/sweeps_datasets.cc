@@ -1,6 +1,6 @@
 // Every worker trains on the same data (issue #24): the dataset digest a sweep is pinned to at
-// submission, from what the live workers reported holding (RegisterWorkerRequest.datasets), and
-// the checks of those reports. Scheduler::PinDatasetDigest and CheckDatasetHoldings.
+// submission, from what the live workers reported holding (RegisterWorkerRequest.datasets;
+// LeasesService checks those reports, worker_requests.cc). SweepsService::PinDatasetDigest.
 //   data.dataset_digest given  kept; a warning when no live worker holds that digest;
 //   empty, one digest held     pinned into the sweep's spec and every run's;
 //   empty, several digests     INVALID_ARGUMENT on data.dataset_digest listing them;
@@ -11,11 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/dataset_name.h"
 #include "core/field_violation.h"
 #include "core/status_macros.h"
-#include "server/scheduling/request_validation.h"
-#include "server/scheduling/scheduler.h"
+#include "server/scheduling/sweeps_service.h"
 
 namespace parity::server {
 namespace {
@@ -24,23 +22,16 @@ namespace {
 constexpr absl::Duration kLiveWithin = absl::Minutes(5);
 constexpr int kMaxWorkerPages = 20;  // × 1000 workers
 
-bool IsSha256Hex(absl::string_view s) {
-  if (s.size() != 64) return false;
-  for (const char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
-absl::StatusOr<std::map<std::string, int>> Scheduler::LiveDatasetDigests(const std::string& name) {
+absl::StatusOr<std::map<std::string, int>> SweepsService::LiveDatasetDigests(
+    const std::string& name) {
   std::map<std::string, int> workers_by_digest;
   WorkersQuery query;
   query.seen_within = kLiveWithin;
   query.page.page_size = 1000;
   for (int page = 0; page < kMaxWorkerPages; ++page) {
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Worker> workers, store_.ListWorkers(query));
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Worker> workers, catalog_.ListWorkers(query));
     for (const v1::Worker& worker : workers.items) {
       for (const v1::DatasetHolding& held : worker.datasets()) {
         if (held.name() == name) ++workers_by_digest[held.digest()];
@@ -52,7 +43,7 @@ absl::StatusOr<std::map<std::string, int>> Scheduler::LiveDatasetDigests(const s
   return workers_by_digest;
 }
 
-absl::StatusOr<std::string> Scheduler::PinDatasetDigest(
+absl::StatusOr<std::string> SweepsService::PinDatasetDigest(
     const v1::SweepSpec& spec, std::vector<core::FieldViolation>& warnings) {
   const std::string& name = spec.data().corpus();
   const std::string& pinned = spec.data().dataset_digest();
@@ -91,39 +82,6 @@ absl::StatusOr<std::string> Scheduler::PinDatasetDigest(
                    "; pin one with data.dataset_digest (workers with another copy refuse the "
                    "runs), or re-copy the dataset so that all agree")};
   return core::InvalidArgumentWithViolations("the sweep's dataset is ambiguous", {&violation, 1});
-}
-
-void Scheduler::CheckDatasetHoldings(
-    Violations& violations,
-    const google::protobuf::RepeatedPtrField<v1::DatasetHolding>& datasets) {
-  constexpr int kMaxDatasets = 1000;
-  constexpr int kMaxEvalSets = 64;
-  if (datasets.size() > kMaxDatasets) {
-    violations.Add("datasets",
-                   absl::StrCat(datasets.size(), " datasets, over the limit of ", kMaxDatasets));
-    return;
-  }
-  for (int i = 0; i < datasets.size(); ++i) {
-    const v1::DatasetHolding& d = datasets[i];
-    const std::string field = absl::StrCat("datasets[", i, "]");
-    if (absl::Status name = core::CheckDatasetName(d.name()); !name.ok()) {
-      violations.Add(absl::StrCat(field, ".name"), std::string(name.message()));
-    }
-    if (!IsSha256Hex(d.digest())) {
-      violations.Add(absl::StrCat(field, ".digest"), "not 64 lowercase hex characters");
-    }
-    if (d.eval_sets_size() > kMaxEvalSets) {
-      violations.Add(absl::StrCat(field, ".eval_sets"),
-                     absl::StrCat("more than ", kMaxEvalSets, " evaluation sets"));
-    }
-    for (int j = 0; j < d.eval_sets_size(); ++j) {
-      if (d.eval_sets(j).empty() || d.eval_sets(j).size() > core::kMaxDatasetNameBytes) {
-        violations.Add(
-            absl::StrCat(field, ".eval_sets[", j, "]"),
-            absl::StrCat("empty or longer than ", core::kMaxDatasetNameBytes, " characters"));
-      }
-    }
-  }
 }
 
 }  // namespace parity::server

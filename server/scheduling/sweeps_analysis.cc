@@ -1,4 +1,4 @@
-// Scheduler::AnalyzeSweep: reads a sweep's SUCCEEDED runs (their full specs, for the accounting
+// SweepsService::AnalyzeSweep: reads a sweep's SUCCEEDED runs (their full specs, for the accounting
 // the joint EL law needs) and hands them to core::AnalyzeFinishedRuns (core/analysis.h): the
 // fixed-N dense law and the compute-optimal dense frontier with intervals, the fixed-N EL of
 // every MoE run, the frontier and fixed-N EL of every MoE grid point, each group's best grid
@@ -23,7 +23,7 @@
 #include "core/status_macros.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/scheduling/request_validation.h"
-#include "server/scheduling/scheduler.h"
+#include "server/scheduling/sweeps_service.h"
 
 namespace parity::server {
 namespace {
@@ -256,9 +256,40 @@ void SetFrontier(const core::DenseFrontier& frontier, v1::DenseFrontier* out) {
   out->set_replicate_note(frontier.replicate_note);
 }
 
+void SetRunLeverage(const core::RunLeverageResult& run, v1::RunLeverage* out) {
+  out->set_run_id(run.run_id);
+  out->set_name(run.name);
+  out->set_activation_rate(run.activation_rate);
+  out->set_efficiency_leverage(run.efficiency_leverage.value_or(0.0));
+  out->set_predicted_efficiency_leverage(run.predicted_efficiency_leverage);
+  if (run.efficiency_leverage_interval) {
+    SetInterval(run.efficiency_leverage_interval, out->mutable_efficiency_leverage_interval());
+  }
+  out->set_efficiency_leverage_missing(run.missing_reason);
+  out->set_fitted_law_efficiency_leverage(run.joint_law_efficiency_leverage.value_or(0.0));
+}
+
+// A grid point with, for an MoE point, its two leverage estimates or why each is missing.
+void SetGridPointWithLeverage(const core::SweepAnalysis& analysis,
+                              const core::GridPointSummary& point, v1::GridPointSummary* out) {
+  SetGridPoint(point, out);
+  if (point.role != v1::RUN_ROLE_MOE) return;
+  // Core sets both estimates for an MoE point whenever their dense law could be built.
+  if (point.frontier_leverage) {
+    SetLeverage(*point.frontier_leverage, out->mutable_frontier_leverage());
+  } else {
+    SetMissingLaw(analysis.frontier.status(), out->mutable_frontier_leverage());
+  }
+  if (point.fixed_n_leverage) {
+    SetLeverage(*point.fixed_n_leverage, out->mutable_fixed_n_leverage());
+  } else {
+    SetMissingLaw(analysis.dense_fit.status(), out->mutable_fixed_n_leverage());
+  }
+}
+
 }  // namespace
 
-absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
+absl::StatusOr<v1::AnalyzeSweepResponse> SweepsService::AnalyzeSweep(
     const v1::AnalyzeSweepRequest& request) {
   Violations violations;
   violations.RequireUuid("sweep_id", request.sweep_id());
@@ -269,12 +300,12 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
   }
   PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid AnalyzeSweep request"));
   // NOT_FOUND with a ResourceInfo for an unknown sweep.
-  PARITY_RETURN_IF_ERROR(store_.GetSweep(request.sweep_id()).status());
+  PARITY_RETURN_IF_ERROR(catalog_.GetSweep(request.sweep_id()).status());
   std::vector<v1::Run> runs;
   PageRequest page{.page_size = 1000, .page_token = ""};
   do {
     PARITY_ASSIGN_OR_RETURN(Page<v1::Run> got,
-                            store_.ListRuns(request.sweep_id(), {v1::RUN_STATE_SUCCEEDED}, page));
+                            catalog_.ListRuns(request.sweep_id(), {v1::RUN_STATE_SUCCEEDED}, page));
     for (v1::Run& run : got.items) runs.push_back(std::move(run));
     page.page_token = got.next_page_token;
   } while (!page.page_token.empty());
@@ -299,17 +330,7 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
     response.set_dense_fit_refusal(std::string(analysis.dense_fit.status().message()));
   }
   for (const core::RunLeverageResult& run : analysis.leverage) {
-    v1::RunLeverage* out = response.add_leverage();
-    out->set_run_id(run.run_id);
-    out->set_name(run.name);
-    out->set_activation_rate(run.activation_rate);
-    out->set_efficiency_leverage(run.efficiency_leverage.value_or(0.0));
-    out->set_predicted_efficiency_leverage(run.predicted_efficiency_leverage);
-    if (run.efficiency_leverage_interval) {
-      SetInterval(run.efficiency_leverage_interval, out->mutable_efficiency_leverage_interval());
-    }
-    out->set_efficiency_leverage_missing(run.missing_reason);
-    out->set_fitted_law_efficiency_leverage(run.joint_law_efficiency_leverage.value_or(0.0));
+    SetRunLeverage(run, response.add_leverage());
   }
   for (const core::OptimalActivationGroup& group : analysis.optimal_activation) {
     SetOptimum(group, response.add_optimal_activation());
@@ -326,20 +347,7 @@ absl::StatusOr<v1::AnalyzeSweepResponse> Scheduler::AnalyzeSweep(
     response.set_efficiency_leverage_law_refusal(std::string(analysis.el_law.status().message()));
   }
   for (const core::GridPointSummary& point : analysis.grid_points) {
-    v1::GridPointSummary* out = response.add_grid_points();
-    SetGridPoint(point, out);
-    if (point.role != v1::RUN_ROLE_MOE) continue;
-    // Core sets both estimates for an MoE point whenever their dense law could be built.
-    if (point.frontier_leverage) {
-      SetLeverage(*point.frontier_leverage, out->mutable_frontier_leverage());
-    } else {
-      SetMissingLaw(analysis.frontier.status(), out->mutable_frontier_leverage());
-    }
-    if (point.fixed_n_leverage) {
-      SetLeverage(*point.fixed_n_leverage, out->mutable_fixed_n_leverage());
-    } else {
-      SetMissingLaw(analysis.dense_fit.status(), out->mutable_fixed_n_leverage());
-    }
+    SetGridPointWithLeverage(analysis, point, response.add_grid_points());
   }
   if (analysis.frontier.ok()) {
     SetFrontier(*analysis.frontier, response.mutable_dense_frontier());

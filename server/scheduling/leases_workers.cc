@@ -1,12 +1,13 @@
 // What a worker token may reach: its own worker ids (bound to the token name that registered
 // them first), the runs those workers held, and metric points no larger than the run's model.
-// Scheduler::CheckWorkerOwner, CheckExpertLoads and CheckpointRetention; docs/access.md says why.
+// LeasesService::CheckWorkerOwner, CheckExpertLoads and CheckpointRetention; docs/access.md says
+// why.
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "server/scheduling/leases_service.h"
 #include "server/scheduling/request_validation.h"
-#include "server/scheduling/scheduler.h"
 #include "server/store/store_errors.h"
 
 namespace parity::server {
@@ -17,8 +18,8 @@ constexpr size_t kMaxKnownModelShapes = 100000;
 
 }  // namespace
 
-absl::Status Scheduler::CheckWorkerOwner(const std::string& worker_id, const Caller& caller,
-                                         absl::string_view action) {
+absl::Status LeasesService::CheckWorkerOwner(const std::string& worker_id, const Caller& caller,
+                                             absl::string_view action) {
   if (caller.name.empty()) return absl::OkStatus();  // the scheduler's own process
   const absl::Time now = clock_.Now();
   {
@@ -30,7 +31,7 @@ absl::Status Scheduler::CheckWorkerOwner(const std::string& worker_id, const Cal
     }
   }
   // Binds a worker no name owns yet (registered before migration 0013) to this caller.
-  PARITY_ASSIGN_OR_RETURN(const std::string owner, store_.ClaimWorker(worker_id, caller.name));
+  PARITY_ASSIGN_OR_RETURN(const std::string owner, queue_.ClaimWorker(worker_id, caller.name));
   {
     absl::MutexLock lock(&worker_owners_mu_);
     if (worker_owners_.size() >= kMaxKnownWorkerOwners) worker_owners_.clear();
@@ -43,7 +44,7 @@ absl::Status Scheduler::CheckWorkerOwner(const std::string& worker_id, const Cal
 // A point's expert loads are one entry per MoE layer, each with one share per routed expert: a
 // worker sending more (2,000,000 shares in one point was once accepted, and every dashboard read
 // of the run paid for it) is refused before anything is stored.
-absl::Status Scheduler::CheckExpertLoads(const v1::ReportMetricsRequest& request) {
+absl::Status LeasesService::CheckExpertLoads(const v1::ReportMetricsRequest& request) {
   bool any = false;
   for (const v1::MetricPoint& point : request.points()) any = any || point.expert_load_size() > 0;
   if (!any) return absl::OkStatus();
@@ -55,7 +56,7 @@ absl::Status Scheduler::CheckExpertLoads(const v1::ReportMetricsRequest& request
     }
   }
   if (!shape.has_value()) {
-    PARITY_ASSIGN_OR_RETURN(const v1::Run run, store_.GetRun(request.run_id()));
+    PARITY_ASSIGN_OR_RETURN(const v1::Run run, read_run_(request.run_id()));
     shape = ModelShape{run.spec().model().num_layers(), run.spec().model().moe().num_experts()};
     absl::MutexLock lock(&model_shapes_mu_);
     if (model_shapes_.size() >= kMaxKnownModelShapes) model_shapes_.clear();
@@ -95,7 +96,7 @@ absl::Status Scheduler::CheckExpertLoads(const v1::ReportMetricsRequest& request
 // Only the runs this worker held are answered (a shared checkpoint disk may hold other workers'
 // runs, which are theirs to judge); a run that no longer exists is answered `exists: false`, which
 // says nothing of anyone's run.
-absl::StatusOr<v1::CheckpointRetentionResponse> Scheduler::CheckpointRetention(
+absl::StatusOr<v1::CheckpointRetentionResponse> LeasesService::CheckpointRetention(
     const v1::CheckpointRetentionRequest& request, const Caller& caller) {
   constexpr int kMaxRuns = 1000;
   Violations violations;
@@ -113,7 +114,7 @@ absl::StatusOr<v1::CheckpointRetentionResponse> Scheduler::CheckpointRetention(
   PARITY_RETURN_IF_ERROR(CheckWorkerOwner(request.worker_id(), caller, "ask retention"));
   const std::vector<std::string> run_ids(request.run_ids().begin(), request.run_ids().end());
   PARITY_ASSIGN_OR_RETURN(const std::vector<RunHolding> holdings,
-                          store_.RunHoldings(request.worker_id(), run_ids));
+                          queue_.RunHoldings(request.worker_id(), run_ids));
   size_t next = 0;  // holdings are in request order, existing runs only
   v1::CheckpointRetentionResponse response;
   for (const std::string& run_id : run_ids) {
@@ -124,7 +125,7 @@ absl::StatusOr<v1::CheckpointRetentionResponse> Scheduler::CheckpointRetention(
     v1::RunRetention* retention = response.add_runs();
     retention->set_run_id(run_id);
     if (!exists) continue;  // exists = false
-    absl::StatusOr<v1::Run> run = store_.GetRun(run_id);
+    absl::StatusOr<v1::Run> run = read_run_(run_id);
     if (absl::IsNotFound(run.status())) continue;  // deleted since: exists = false
     if (!run.ok()) return run.status();
     retention->set_exists(true);

@@ -1,0 +1,44 @@
+// Upkeep: the scheduler's passes that no call drives — the reaper (expired leases back to the
+// queue, or failed past their attempts) and telemetry retention — over the two store interfaces
+// they need, RunQueue and TelemetryRetention. SchedulerServer runs them on its reaper thread
+// every --reap-interval and --retention-interval. Thread-safe, but meant for one caller at a
+// time: two reaper passes at once are safe (the store takes each expired lease once) but pointless.
+#pragma once
+
+#include <atomic>
+
+#include "absl/status/statusor.h"
+#include "server/scheduling/scheduler_observer.h"
+#include "server/scheduling/scheduler_options.h"
+#include "server/scheduling/work_signal.h"
+#include "server/store/run_queue.h"
+#include "server/store/telemetry_retention.h"
+
+namespace parity::server {
+
+class Upkeep {
+ public:
+  // `queue`, `retention`, `work_signal` and `observer` (may be null) must outlive this object.
+  // Reads options.lease_ttl (the outage grace) and options.reap_batch.
+  Upkeep(RunQueue& queue, TelemetryRetention& retention, WorkSignal& work_signal,
+         SchedulerOptions options, SchedulerObserver* observer = nullptr);
+
+  // Returns expired leases to the queue until none is left (called by the reaper thread). The
+  // first pass after the scheduler starts, and the first after a pass failed (the database was
+  // away), first extends every live lease by one TTL: their holders could not heartbeat through
+  // the outage, which is no sign that they died.
+  absl::StatusOr<ReapResult> ReapExpiredLeases();
+  // One telemetry retention pass (store/telemetry_retention.h); the server runs it periodically.
+  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy);
+
+ private:
+  RunQueue& queue_;
+  TelemetryRetention& retention_;
+  WorkSignal& work_signal_;
+  const SchedulerOptions options_;
+  SchedulerObserver* const observer_;  // may be null
+  // Set until a reaper pass has extended the live leases after a start or an outage.
+  std::atomic<bool> leases_need_grace_{true};
+};
+
+}  // namespace parity::server
