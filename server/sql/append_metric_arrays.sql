@@ -4,9 +4,11 @@
 --
 -- Under the run's row lock, which every writer of the run's metrics takes first:
 --   SQLSTATE P0002  the run does not exist;
---   SQLSTATE PR001  lease p_epoch is stale, or the lease was lost (the run is back in PENDING);
--- the message says which; a run that has ended (SUCCEEDED, FAILED, CANCELLED) takes no more
--- points (PR001 too: a worker sends its last batch before CompleteRun).
+--   SQLSTATE PR002  lease p_epoch is stale: the message is the current epoch, and the store
+--                   words the refusal (CheckLeaseEpoch, server/store/store_errors.h);
+--   SQLSTATE PR001  the lease was lost (the run is back in PENDING), the message says so; a run
+--                   that has ended (SUCCEEDED, FAILED, CANCELLED) takes no more points (PR001
+--                   too: a worker sends its last batch before CompleteRun).
 -- The points are the truth of the latest lease: a point stored for (run, step) under an older
 -- lease is replaced (the new lease resumed from an earlier checkpoint and trained that step
 -- again), one stored under this lease is kept (a resend). The run's latest_step and
@@ -47,8 +49,7 @@ BEGIN
     RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
   END IF;
   IF v_epoch <> p_epoch THEN
-    RAISE EXCEPTION USING ERRCODE = 'PR001',
-      MESSAGE = format('lease epoch %s is stale; current is %s', p_epoch, v_epoch);
+    RAISE EXCEPTION USING ERRCODE = 'PR002', MESSAGE = v_epoch::text;
   END IF;
   IF v_state = 'PENDING' THEN
     RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'the lease was lost (run is PENDING)';

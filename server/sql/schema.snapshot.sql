@@ -12,8 +12,7 @@ BEGIN
     RAISE EXCEPTION 'run % not found', p_run USING ERRCODE = 'P0002';
   END IF;
   IF v_epoch <> p_epoch THEN
-    RAISE EXCEPTION USING ERRCODE = 'PR001',
-      MESSAGE = format('lease epoch %s is stale; current is %s', p_epoch, v_epoch);
+    RAISE EXCEPTION USING ERRCODE = 'PR002', MESSAGE = v_epoch::text;
   END IF;
   IF v_state = 'PENDING' THEN
     RAISE EXCEPTION USING ERRCODE = 'PR001', MESSAGE = 'the lease was lost (run is PENDING)';

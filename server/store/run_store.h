@@ -6,7 +6,8 @@
 //   ReadModels         (read_models.h)          results, event feeds, counts, metric samples;
 //   TelemetryRetention (telemetry_retention.h)  old telemetry thinned, pruned, forgotten;
 //   AccessTokens       (access_tokens.h)        bearer tokens (hashed) and signing keys.
-// RunStore is all five, what the Scheduler holds.
+// RunStore is all five, what the Scheduler holds. Both implementations, PostgresRunStore
+// (store/postgres/) and MemoryRunStore (store/memory/), implement all five.
 //
 // Errors are absl::Status, chosen by what the caller should do:
 //   NOT_FOUND            the sweep, run or worker does not exist (payload: ResourceInfo);
@@ -15,8 +16,9 @@
 //   ABORTED              a lost race (serialization failure, deadlock): re-read and retry;
 //   UNAVAILABLE          the database cannot be reached: retry with backoff.
 // Every method is one transaction. Implementations (store/postgres/, store/memory/) must be safe
-// to call from many threads at once; tests/scheduler/store_contract_test.h is the contract both
-// pass.
+// to call from many threads at once; tests/scheduler/store_contract_test.h,
+// read_models_contract_test.h and access_contract_test.h are the contract both pass. The fencing
+// rule is CheckLeaseEpoch (store_errors.h), which both call.
 #pragma once
 
 #include "server/store/access_tokens.h"

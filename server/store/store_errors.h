@@ -2,6 +2,7 @@
 // every implementation gives callers the same code, message and detail.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -41,6 +42,17 @@ inline absl::Status LeaseEpochError(absl::string_view run_id, absl::string_view 
   status.SetPayload("type.googleapis.com/google.rpc.PreconditionFailure",
                     absl::Cord(failure.SerializeAsString()));
   return status;
+}
+
+// The fencing rule, stated once for every store: a write that carries a lease epoch other than the
+// run's current one is refused — FAILED_PRECONDITION (LeaseEpochError) before anything is
+// written. OK when `given` is current. Both stores call it wherever a worker's write is checked
+// (memory: memory_run_queue.cc; PostgreSQL: postgres_run_queue*.cc, including the epochs that
+// complete_runs_success.sql and append_metric_arrays.sql report as stale).
+inline absl::Status CheckLeaseEpoch(absl::string_view run_id, int64_t given, int64_t current) {
+  if (given == current) return absl::OkStatus();
+  return LeaseEpochError(run_id,
+                         absl::StrCat("lease epoch ", given, " is stale; current is ", current));
 }
 
 // ALREADY_EXISTS: `owner` used `key` before for another spec (sweep `existing_sweep_id`). Keys

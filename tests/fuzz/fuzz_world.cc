@@ -4,11 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "core/planner.h"
 #include "core/spec_loader.h"
 #include "core/summary_check.h"
@@ -16,7 +13,6 @@
 #include "google/protobuf/reflection.h"
 #include "google/protobuf/stubs/logging.h"
 #include "spdlog/spdlog.h"
-#include "web/dashboard_documents.h"
 
 namespace parity::fuzz {
 
@@ -93,43 +89,6 @@ v1::MetricPoint Point(uint64_t step, bool eval, bool moe) {
   return point;
 }
 
-bool Orderable(const std::string& column) {
-  return std::any_of(std::begin(server::kResultsOrderColumns),
-                     std::end(server::kResultsOrderColumns),
-                     [&](std::string_view c) { return column == c; });
-}
-
-v1::ResultRow RowOf(const v1::Run& run) {
-  v1::ResultRow row;
-  row.set_run_id(run.run_id());
-  row.set_sweep_id(run.sweep_id());
-  row.set_name(run.spec().name());
-  row.set_role(run.spec().role());
-  row.set_state(run.state());
-  row.set_d_model(run.spec().model().d_model());
-  row.set_num_layers(run.spec().model().num_layers());
-  row.set_num_experts(run.spec().model().moe().num_experts());
-  row.set_top_k(run.spec().model().moe().top_k());
-  row.set_expert_hidden(run.spec().model().moe().expert_hidden());
-  const v1::Accounting& a = run.spec().accounting();
-  row.set_params(a.params());
-  row.set_active_params(a.active_params());
-  row.set_activation_rate(a.activation_rate());
-  row.set_flops_per_token(a.flops_per_token());
-  row.set_measured_flops_per_token(run.summary().measured_flops_per_token());
-  row.set_compute_flops(a.compute_flops());
-  row.set_tokens(a.tokens());
-  row.set_unique_tokens(a.unique_tokens());
-  row.set_epochs(a.epochs());
-  row.set_final_val_bpc(run.summary().final_val_bpc());
-  row.set_compute_budget(run.spec().compute_budget());
-  row.set_compute_multiple(run.spec().compute_multiple());
-  row.set_data_variant(run.spec().data_variant());
-  row.set_predicted_efficiency_leverage(run.spec().predicted_efficiency_leverage());
-  row.set_seed(run.spec().training().seed());
-  return row;
-}
-
 }  // namespace
 
 void QuietLogs() {
@@ -137,267 +96,13 @@ void QuietLogs() {
   spdlog::set_level(spdlog::level::off);
 }
 
-FuzzRunStore::FuzzRunStore(const server::Clock& clock) : clock_(clock) { Reset(); }
-
-void FuzzRunStore::Reset() {
-  memory_ = std::make_unique<server::MemoryRunStore>([this] { return clock_.Now(); });
-  absl::MutexLock lock(&mu_);
-  metrics_.clear();
-}
-
-absl::StatusOr<server::CreatedSweep> FuzzRunStore::CreateSweep(const server::NewSweep& sweep) {
-  return memory_->CreateSweep(sweep);
-}
-absl::StatusOr<v1::Sweep> FuzzRunStore::GetSweep(const std::string& sweep_id) {
-  return memory_->GetSweep(sweep_id);
-}
-absl::StatusOr<server::Page<v1::Sweep>> FuzzRunStore::ListSweeps(v1::SweepState state,
-                                                                 const server::PageRequest& page) {
-  return memory_->ListSweeps(state, page);
-}
-absl::StatusOr<server::CancelResult> FuzzRunStore::CancelSweep(const std::string& sweep_id,
-                                                               const std::string& reason) {
-  return memory_->CancelSweep(sweep_id, reason);
-}
-absl::StatusOr<uint32_t> FuzzRunStore::DeleteSweep(const std::string& sweep_id) {
-  return memory_->DeleteSweep(sweep_id);
-}
-absl::StatusOr<v1::Run> FuzzRunStore::GetRun(const std::string& run_id) {
-  return memory_->GetRun(run_id);
-}
-absl::StatusOr<server::Page<v1::Run>> FuzzRunStore::ListRuns(
-    const std::string& sweep_id, const std::vector<v1::RunState>& states,
-    const server::PageRequest& page) {
-  return memory_->ListRuns(sweep_id, states, page);
-}
-absl::StatusOr<server::Page<v1::Worker>> FuzzRunStore::ListWorkers(
-    const server::WorkersQuery& query) {
-  return memory_->ListWorkers(query);
-}
-absl::StatusOr<v1::Worker> FuzzRunStore::RegisterWorker(const server::WorkerRegistration& worker) {
-  return memory_->RegisterWorker(worker);
-}
-absl::StatusOr<std::string> FuzzRunStore::ClaimWorker(const std::string& worker_id,
-                                                      const std::string& owner) {
-  return memory_->ClaimWorker(worker_id, owner);
-}
-absl::StatusOr<std::vector<server::RunHolding>> FuzzRunStore::RunHoldings(
-    const std::string& worker_id, const std::vector<std::string>& run_ids) {
-  return memory_->RunHoldings(worker_id, run_ids);
-}
-std::vector<absl::StatusOr<std::optional<server::LeasedRun>>> FuzzRunStore::LeaseNextRuns(
-    const std::vector<const server::LeaseRequest*>& requests) {
-  return memory_->LeaseNextRuns(requests);
-}
-absl::StatusOr<server::OwnerLoad> FuzzRunStore::CountOwnerLoad(const std::string& owner) {
-  return memory_->CountOwnerLoad(owner);
-}
-absl::StatusOr<server::StoredAccessToken> FuzzRunStore::CreateToken(
-    const server::NewAccessToken& token) {
-  return memory_->CreateToken(token);
-}
-absl::StatusOr<std::optional<server::StoredAccessToken>> FuzzRunStore::FindToken(
-    const std::string& secret_sha256) {
-  return memory_->FindToken(secret_sha256);
-}
-absl::StatusOr<server::Page<server::StoredAccessToken>> FuzzRunStore::ListTokens(
-    bool include_inactive, const server::PageRequest& page) {
-  return memory_->ListTokens(include_inactive, page);
-}
-absl::StatusOr<uint32_t> FuzzRunStore::RevokeTokens(const server::TokenRevocation& which) {
-  return memory_->RevokeTokens(which);
-}
-absl::StatusOr<bool> FuzzRunStore::HasLiveAdmin() { return memory_->HasLiveAdmin(); }
-absl::StatusOr<std::string> FuzzRunStore::GetOrCreateServerKey(const std::string& name,
-                                                               const std::string& candidate) {
-  return memory_->GetOrCreateServerKey(name, candidate);
-}
-
-absl::StatusOr<server::HeartbeatResult> FuzzRunStore::Heartbeat(
-    const server::HeartbeatUpdate& update) {
-  return memory_->Heartbeat(update);
-}
-absl::StatusOr<server::MetricsAppendResult> FuzzRunStore::AppendMetrics(
-    const std::string& run_id, int64_t lease_epoch, const std::vector<v1::MetricPoint>& points) {
-  absl::StatusOr<server::MetricsAppendResult> result =
-      memory_->AppendMetrics(run_id, lease_epoch, points);
-  if (result.ok()) {
-    absl::MutexLock lock(&mu_);
-    for (const v1::MetricPoint& point : points) {
-      v1::MetricPoint& stored = metrics_[run_id][point.step()];
-      stored = point;
-      stored.set_run_id(run_id);
-    }
-  }
-  return result;
-}
-std::vector<absl::StatusOr<server::CompletionResult>> FuzzRunStore::CompleteRuns(
-    const std::vector<const server::Completion*>& completions) {
-  return memory_->CompleteRuns(completions);
-}
-absl::StatusOr<server::ReapResult> FuzzRunStore::ReapExpiredLeases(int limit) {
-  return memory_->ReapExpiredLeases(limit);
-}
-absl::StatusOr<int> FuzzRunStore::ExtendLiveLeases(absl::Duration ttl) {
-  return memory_->ExtendLiveLeases(ttl);
-}
-absl::StatusOr<server::RetentionResult> FuzzRunStore::ApplyRetention(
-    const server::RetentionPolicy& policy) {
-  return memory_->ApplyRetention(policy);
-}
-
-absl::StatusOr<server::Page<v1::ResultRow>> FuzzRunStore::QueryResults(
-    const server::ResultsQuery& query) {
-  bool descending = false;
-  std::string column;
-  if (!query.order_by.empty()) {
-    std::vector<std::string> words = absl::StrSplit(query.order_by, ' ', absl::SkipEmpty());
-    descending = words.size() == 2 && absl::AsciiStrToLower(words[1]) == "desc";
-    if (words.empty() || !Orderable(words[0]) || words.size() > 2 ||
-        (words.size() == 2 && !descending)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("order_by '", query.order_by, "' is not a results field [desc]"));
-    }
-    column = words[0];
-  }
-  int64_t offset = 0;
-  if (!query.page.page_token.empty()) {
-    absl::StatusOr<std::string> text = server::DecodePageToken(query.page.page_token);
-    if (!text.ok()) return text.status();
-    if (!absl::SimpleAtoi(*text, &offset) || offset < 0) return server::BadPageToken();
-  }
-  std::vector<v1::ResultRow> rows;
-  std::vector<std::string> sweep_ids;
-  if (query.sweep_id.empty()) {
-    server::PageRequest page{1000, ""};
-    do {
-      absl::StatusOr<server::Page<v1::Sweep>> sweeps =
-          memory_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, page);
-      if (!sweeps.ok()) return sweeps.status();
-      for (const v1::Sweep& sweep : sweeps->items) sweep_ids.push_back(sweep.sweep_id());
-      page.page_token = sweeps->next_page_token;
-    } while (!page.page_token.empty());
-  } else {
-    sweep_ids.push_back(query.sweep_id);
-  }
-  for (const std::string& sweep_id : sweep_ids) {
-    server::PageRequest page{1000, ""};
-    do {
-      absl::StatusOr<server::Page<v1::Run>> runs = memory_->ListRuns(sweep_id, query.states, page);
-      if (absl::IsNotFound(runs.status())) break;
-      if (!runs.ok()) return runs.status();
-      for (const v1::Run& run : runs->items) {
-        v1::ResultRow row = RowOf(run);
-        if (!query.layout.empty() && row.layout() != query.layout) continue;
-        if (query.min_activation_rate != 0 && row.activation_rate() < query.min_activation_rate) {
-          continue;
-        }
-        if (query.max_activation_rate != 0 && row.activation_rate() > query.max_activation_rate) {
-          continue;
-        }
-        rows.push_back(std::move(row));
-      }
-      page.page_token = runs->next_page_token;
-    } while (!page.page_token.empty());
-  }
-  if (!column.empty()) {
-    // By the column's value through reflection (text or number), then run id, as the SQL does.
-    const google::protobuf::FieldDescriptor* field =
-        v1::ResultRow::descriptor()->FindFieldByName(column);
-    auto key = [field](const v1::ResultRow& row) {
-      const google::protobuf::Reflection* r = row.GetReflection();
-      switch (field->cpp_type()) {
-        case google::protobuf::FieldDescriptor::CPPTYPE_STRING:
-          return std::pair<double, std::string>(0, r->GetString(row, field));
-        case google::protobuf::FieldDescriptor::CPPTYPE_ENUM:
-          return std::pair<double, std::string>(r->GetEnumValue(row, field), "");
-        case google::protobuf::FieldDescriptor::CPPTYPE_UINT32:
-          return std::pair<double, std::string>(r->GetUInt32(row, field), "");
-        case google::protobuf::FieldDescriptor::CPPTYPE_UINT64:
-          return std::pair<double, std::string>(static_cast<double>(r->GetUInt64(row, field)), "");
-        default:
-          return std::pair<double, std::string>(r->GetDouble(row, field), "");
-      }
-    };
-    std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
-      const auto ka = key(a), kb = key(b);
-      if (ka != kb) return descending ? kb < ka : ka < kb;
-      return a.run_id() < b.run_id();
-    });
-  }
-  server::Page<v1::ResultRow> page;
-  const uint64_t size = query.page.page_size;
-  for (uint64_t i = static_cast<uint64_t>(offset); i < rows.size() && i < offset + size; ++i) {
-    page.items.push_back(rows[i]);
-  }
-  if (rows.size() > offset + size)
-    page.next_page_token = server::EncodePageToken(absl::StrCat(offset + size));
-  return page;
-}
-
-absl::StatusOr<server::SweepEventPage> FuzzRunStore::ListSweepEvents(const std::string& sweep_id,
-                                                                     uint64_t horizon) {
-  server::SweepEventPage page;
-  page.next_horizon = 1;  // no events are kept
-  return page;
-}
-
-absl::StatusOr<std::vector<server::RunEvent>> FuzzRunStore::ListRunEvents(const std::string& run_id,
-                                                                          int64_t after_event_id,
-                                                                          int limit) {
-  return std::vector<server::RunEvent>();
-}
-
-absl::StatusOr<server::RunCounts> FuzzRunStore::CountRunsByState(
-    const server::RunCountsQuery& query) {
-  return server::RunCounts();
-}
-
-absl::StatusOr<std::vector<v1::MetricPoint>> FuzzRunStore::ListMetrics(const std::string& run_id,
-                                                                       uint64_t from_step,
-                                                                       int limit) {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::MetricPoint> points;
-  auto run = metrics_.find(run_id);
-  if (run == metrics_.end()) return points;
-  for (auto it = run->second.lower_bound(from_step);
-       it != run->second.end() && static_cast<int>(points.size()) < limit; ++it) {
-    points.push_back(it->second);
-  }
-  return points;
-}
-
-absl::StatusOr<std::vector<v1::MetricPoint>> FuzzRunStore::SampleMetrics(
-    const std::vector<std::string>& run_ids, const MetricSampling& sampling) {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::MetricPoint> out;
-  for (const std::string& run_id : run_ids) {
-    auto run = metrics_.find(run_id);
-    if (run == metrics_.end()) continue;
-    std::vector<v1::MetricPoint> points;
-    for (const auto& [step, point] : run->second) {
-      if (sampling.validation_only && !point.has_val_bpc()) continue;
-      points.push_back(point);
-    }
-    for (v1::MetricPoint& point :
-         web::SampleEvenly(points, static_cast<size_t>(std::max(sampling.max_points_per_run, 1)))) {
-      if (!sampling.expert_load_summaries) {
-        point.clear_expert_load();
-      } else {
-        for (v1::ExpertLoadStats& load : *point.mutable_expert_load()) load.clear_shares();
-      }
-      out.push_back(std::move(point));
-    }
-  }
-  return out;
-}
-
-FuzzWorld::FuzzWorld() : store_(std::make_unique<FuzzRunStore>(clock_)) {
+FuzzWorld::FuzzWorld()
+    : store_(std::make_unique<server::MemoryRunStore>([this] { return clock_.Now(); })) {
   server::SchedulerOptions options;
   options.max_lease_wait = absl::ZeroDuration();  // LeaseRun answers after one try
   options.watch_poll_interval = absl::ZeroDuration();
-  scheduler_ = std::make_unique<server::Scheduler>(*store_, signal_, clock_, &core::PlanSweep,
-                                                   options, nullptr);
+  scheduler_ = std::make_unique<server::testing::SchedulerUnderTest>(
+      *store_, signal_, clock_, &core::PlanSweep, options, nullptr);
   Seed();
 }
 

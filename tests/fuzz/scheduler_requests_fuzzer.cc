@@ -78,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static FuzzWorld* const shared = new FuzzWorld();
   FuzzWorld& world = *shared;
   world.Reset();
-  using parity::server::Scheduler;
+  using Scheduler = parity::server::testing::SchedulerUnderTest;
   const auto watch = [](int budget) {
     auto left = std::make_shared<int>(budget);
     return [left](const auto&) { return --*left > 0; };

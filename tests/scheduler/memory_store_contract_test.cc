@@ -1,6 +1,8 @@
-// The store contract on MemoryRunStore: no PostgreSQL, and time moves only when a test says so.
+// The store contracts (every interface, read models included) on MemoryRunStore: no PostgreSQL,
+// and time moves only when a test says so.
 #include "server/store/memory/memory_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/read_models_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 
 namespace parity::server::testing {
@@ -11,6 +13,7 @@ class MemoryHarness {
   void SetUp() {}
   SweepCatalog& catalog() { return store_; }
   RunQueue& queue() { return store_; }
+  ReadModels& reads() { return store_; }
   TelemetryRetention& retention() { return store_; }
   AccessTokens& tokens() { return store_; }
   void LetTimePass(absl::Duration duration) { now_ += duration; }
@@ -23,6 +26,7 @@ class MemoryHarness {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, StoreContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, AccessContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, ReadModelsContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

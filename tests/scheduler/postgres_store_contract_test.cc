@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/read_models_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 #include "tests/support/postgres_environment.h"
 
@@ -21,6 +22,7 @@ class PostgresHarness {
   }
   SweepCatalog& catalog() { return *store_; }
   RunQueue& queue() { return *store_; }
+  ReadModels& reads() { return *store_; }
   TelemetryRetention& retention() { return *store_; }
   AccessTokens& tokens() { return *store_; }
   void LetTimePass(absl::Duration duration) { absl::SleepFor(duration); }
@@ -32,6 +34,7 @@ class PostgresHarness {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, StoreContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AccessContractTest, PostgresHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, ReadModelsContractTest, PostgresHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

@@ -1,7 +1,9 @@
 // The store contract (server/store/run_store.h), one suite for every implementation: a binary
-// instantiates it with a harness that gives a fresh SweepCatalog + RunQueue and a way to let time
+// instantiates it with a harness that gives a fresh store's interfaces and a way to let time
 // pass. memory_store_contract_test.cc runs it on MemoryRunStore (no PostgreSQL, fake clock);
-// postgres_store_contract_test.cc on PostgresRunStore (a throwaway database, real time).
+// postgres_store_contract_test.cc on PostgresRunStore (a throwaway database, real time). The read
+// models have a suite of their own on the same harness (read_models_contract_test.h), and so do
+// access tokens (access_contract_test.h).
 #pragma once
 
 #include <gmock/gmock.h>
@@ -21,8 +23,8 @@
 namespace parity::server::testing {
 
 // A harness provides: void SetUp(); SweepCatalog& catalog(); RunQueue& queue();
-// TelemetryRetention& retention(); AccessTokens& tokens(); void LetTimePass(absl::Duration);
-// absl::Time Now() (the store's clock).
+// ReadModels& reads() (read_models_contract_test.h); TelemetryRetention& retention();
+// AccessTokens& tokens(); void LetTimePass(absl::Duration); absl::Time Now() (the store's clock).
 template <typename Harness>
 class StoreContractTest : public ::testing::Test {
  protected:

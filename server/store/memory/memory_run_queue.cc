@@ -1,6 +1,7 @@
 // MemoryRunStore's RunQueue half: leases in lease_runs.sql's order (priority, then fewest live
-// runs, then the oldest sweep; a sweep's runs in grid order), fencing checks before any write,
-// completions applied as the caller decided them, and the reaper's rules of reap_expired.
+// runs, then the oldest sweep; a sweep's runs in grid order), fencing checks (CheckLeaseEpoch,
+// store_errors.h) before any write, completions applied as the caller decided them, the reaper's
+// rules of reap_expired, and an event per transition with the reason PostgreSQL writes.
 #include <algorithm>
 #include <limits>
 #include <tuple>
@@ -22,11 +23,6 @@ bool IsLive(v1::RunState state) {
 std::string StateName(v1::RunState state) {
   std::string name = v1::RunState_Name(state);
   return name.substr(std::string("RUN_STATE_").size());
-}
-
-absl::Status StaleEpoch(const std::string& run_id, int64_t given, int64_t current) {
-  return LeaseEpochError(run_id,
-                         absl::StrCat("lease epoch ", given, " is stale; current is ", current));
 }
 
 // What PostgresRunStore groups requests by: requests with equal keys share one statement.
@@ -76,7 +72,14 @@ absl::StatusOr<std::vector<RunHolding>> MemoryRunStore::RunHoldings(
   std::vector<RunHolding> holdings;
   for (const std::string& run_id : run_ids) {
     auto it = runs_.find(run_id);
-    if (it != runs_.end()) holdings.push_back({run_id, it->second.held_by.contains(worker_id)});
+    if (it == runs_.end()) continue;
+    // As run_holdings: the current lease, or an event recorded under the worker's id.
+    bool held = !worker_id.empty() && it->second.lease_owner == worker_id;
+    for (auto event = events_.begin(); !held && event != events_.end(); ++event) {
+      held = event->second.event.run_id == run_id && event->second.worker_id == worker_id &&
+             !worker_id.empty();
+    }
+    holdings.push_back({run_id, held});
   }
   return holdings;
 }
@@ -152,7 +155,6 @@ absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseReq
   RunRow& run = *best_run;
   run.run.set_state(v1::RUN_STATE_LEASED);
   run.lease_owner = request.worker_id;
-  run.held_by.insert(request.worker_id);
   ++run.lease_epoch;
   run.lease_expires = now + request.ttl;
   run.run.set_cancel_requested(false);
@@ -162,6 +164,7 @@ absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseReq
   } else {
     for (uint32_t g = 0; g < run.gpus; ++g) run.devices.push_back(gpus[g].index);
   }
+  AddEvent(run, v1::RUN_STATE_PENDING, run.run.attempt(), "leased", run.lease_owner);
   LeasedRun leased;
   leased.run = RenderRun(run);
   leased.lease = leased.run.lease();
@@ -173,8 +176,9 @@ absl::StatusOr<HeartbeatResult> MemoryRunStore::Heartbeat(const HeartbeatUpdate&
   auto it = runs_.find(update.run_id);
   if (it == runs_.end()) return NotFoundError("run", update.run_id);
   RunRow& run = it->second;
-  if (run.lease_epoch != update.lease_epoch) {
-    return StaleEpoch(update.run_id, update.lease_epoch, run.lease_epoch);
+  if (absl::Status fenced = CheckLeaseEpoch(update.run_id, update.lease_epoch, run.lease_epoch);
+      !fenced.ok()) {
+    return fenced;
   }
   const absl::Time now = now_();
   if (run.run.state() == v1::RUN_STATE_CANCELLED) return HeartbeatResult{now, true};
@@ -183,8 +187,10 @@ absl::StatusOr<HeartbeatResult> MemoryRunStore::Heartbeat(const HeartbeatUpdate&
                            "the lease was lost (run is " + StateName(run.run.state()) + ")");
   }
   if (run.run.cancel_requested()) {
+    const v1::RunState from = run.run.state();
     run.run.set_state(v1::RUN_STATE_CANCELLED);
     run.run.set_cancel_requested(false);
+    AddEvent(run, from, run.run.attempt(), "cancelled at heartbeat", run.lease_owner);
     run.lease_owner.clear();
     *run.run.mutable_end_time() = ToProtoTime(now);
     EndSweepIfDone(sweeps_.at(run.run.sweep_id()));
@@ -193,7 +199,10 @@ absl::StatusOr<HeartbeatResult> MemoryRunStore::Heartbeat(const HeartbeatUpdate&
   if (auto worker = workers_.find(update.worker_id); worker != workers_.end()) {
     worker->second.last_seen = now;
   }
-  run.run.set_state(v1::RUN_STATE_RUNNING);
+  if (run.run.state() == v1::RUN_STATE_LEASED) {
+    run.run.set_state(v1::RUN_STATE_RUNNING);
+    AddEvent(run, v1::RUN_STATE_LEASED, run.run.attempt(), "started", run.lease_owner);
+  }
   run.lease_expires = now + update.ttl;
   if (!run.run.has_start_time()) *run.run.mutable_start_time() = ToProtoTime(now);
   run.run.set_latest_step(std::max<uint64_t>(run.run.latest_step(), update.step));
@@ -211,7 +220,9 @@ absl::StatusOr<MetricsAppendResult> MemoryRunStore::AppendMetrics(
   auto it = runs_.find(run_id);
   if (it == runs_.end()) return NotFoundError("run", run_id);
   RunRow& run = it->second;
-  if (run.lease_epoch != lease_epoch) return StaleEpoch(run_id, lease_epoch, run.lease_epoch);
+  if (absl::Status fenced = CheckLeaseEpoch(run_id, lease_epoch, run.lease_epoch); !fenced.ok()) {
+    return fenced;
+  }
   if (run.run.state() == v1::RUN_STATE_PENDING) {
     return LeaseEpochError(run_id, "the lease was lost (run is PENDING)");
   }
@@ -220,13 +231,17 @@ absl::StatusOr<MetricsAppendResult> MemoryRunStore::AppendMetrics(
                                                 ") and takes no more points"));
   }
   MetricsAppendResult result;
-  for (const v1::MetricPoint& point : points) {
+  for (const v1::MetricPoint& given : points) {
+    // What the metrics table keeps of a point: no run id, the time to the microsecond.
+    v1::MetricPoint point = given;
+    point.clear_run_id();
+    if (point.has_time()) point.mutable_time()->set_nanos(point.time().nanos() / 1000 * 1000);
     // As append_metric_arrays: a point of an older lease is replaced, one of this lease kept.
     auto [stored, inserted] = run.metrics.try_emplace(point.step(), point, lease_epoch);
     if (inserted) {
       ++result.accepted;
     } else if (stored->second.second < lease_epoch) {
-      stored->second = {point, lease_epoch};
+      stored->second = {std::move(point), lease_epoch};
       ++result.accepted;
     }
   }
@@ -261,13 +276,16 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
   auto it = runs_.find(completion.run_id);
   if (it == runs_.end()) return NotFoundError("run", completion.run_id);
   RunRow& run = it->second;
-  if (run.lease_epoch != completion.lease_epoch) {
-    return StaleEpoch(completion.run_id, completion.lease_epoch, run.lease_epoch);
+  if (absl::Status fenced =
+          CheckLeaseEpoch(completion.run_id, completion.lease_epoch, run.lease_epoch);
+      !fenced.ok()) {
+    return fenced;
   }
   CompletionResult result;
   const absl::Time now = now_();
   // Not live: this epoch already completed (or was cancelled): the run as it is.
   if (IsLive(run.run.state())) {
+    const v1::RunState from = run.run.state();
     if (completion.success) {
       const uint64_t resumed_from = run.run.has_checkpoint() ? run.run.checkpoint().step() : 0;
       result.invalid_summary =
@@ -287,6 +305,7 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
       run.run.set_latest_step(
           std::max<uint64_t>(run.run.latest_step(), completion.success->steps()));
       if (!run.run.has_start_time()) *run.run.mutable_start_time() = ToProtoTime(now);
+      AddEvent(run, from, run.run.attempt(), "succeeded", run.lease_owner);
     } else {
       if (run.run.attempt() != completion.decided_at_attempt) {
         return absl::AbortedError(
@@ -295,7 +314,8 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
       }
       RetryDecision decision = completion.retry;
       if (run.run.cancel_requested()) {
-        decision = {v1::RUN_STATE_CANCELLED, run.run.attempt(), {}, run.run.preemptions()};
+        decision = {
+            v1::RUN_STATE_CANCELLED, run.run.attempt(), {}, completion.retry.next_preemptions};
       }
       run.run.set_state(decision.next_state);
       run.run.set_preemptions(decision.next_preemptions);
@@ -305,6 +325,11 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
       run.run.mutable_failure()->set_code(completion.failure_status.code());
       run.run.mutable_failure()->set_message(completion.failure_status.message());
       result.retry_delay = decision.delay;
+      std::string class_name = v1::FailureClass_Name(completion.failure_class);
+      class_name = class_name.substr(std::string("FAILURE_CLASS_").size());
+      AddEvent(run, from, decision.next_attempt,
+               absl::StrCat(class_name, ": ", completion.failure_status.message()),
+               run.lease_owner);
     }
     run.lease_owner.clear();
     run.run.set_cancel_requested(false);
@@ -332,6 +357,7 @@ absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
   ReapResult result;
   for (RunRow* row : expired) {
     v1::Run& run = row->run;
+    const v1::RunState from = run.state();
     if (run.cancel_requested()) {
       run.set_state(v1::RUN_STATE_CANCELLED);
       ++result.cancelled;
@@ -349,6 +375,7 @@ absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
     }
     if (run.state() != v1::RUN_STATE_PENDING) *run.mutable_end_time() = ToProtoTime(now);
     run.set_cancel_requested(false);
+    AddEvent(*row, from, run.attempt(), "lease expired", row->lease_owner);
     row->lease_owner.clear();
   }
   // As finalize_sweeps: every open sweep with no unfinished run ends here.
@@ -366,60 +393,6 @@ absl::StatusOr<int> MemoryRunStore::ExtendLiveLeases(absl::Duration ttl) {
     ++extended;
   }
   return extended;
-}
-
-absl::StatusOr<RetentionResult> MemoryRunStore::ApplyRetention(const RetentionPolicy& policy) {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = now_();
-  const uint64_t kept = std::max<uint32_t>(policy.thinned_points, 1);
-  RetentionResult result;
-  // Oldest-ended first, as PostgreSQL takes them.
-  std::vector<SweepRow*> ended;
-  for (auto& [id, sweep] : sweeps_) {
-    if (sweep.ended) ended.push_back(&sweep);
-  }
-  std::sort(ended.begin(), ended.end(),
-            [](const SweepRow* a, const SweepRow* b) { return *a->ended < *b->ended; });
-  for (SweepRow* sweep : ended) {
-    if (!sweep->metrics_thinned && *sweep->ended < now - policy.metrics_full &&
-        result.sweeps_thinned < policy.sweeps_per_pass) {
-      for (const std::string& run_id : sweep->run_ids) {
-        auto& metrics = runs_.at(run_id).metrics;
-        const uint64_t n = metrics.size();
-        if (n <= kept) continue;
-        const uint64_t every = (n + kept - 1) / kept;
-        uint64_t rank = 0;
-        for (auto it = metrics.begin(); it != metrics.end(); ++rank) {
-          const bool keep = it->second.first.has_val_bpc() || rank + 1 == n || rank % every == 0;
-          if (keep) {
-            ++it;
-          } else {
-            it = metrics.erase(it);
-            ++result.points_deleted;
-          }
-        }
-      }
-      sweep->metrics_thinned = true;
-      ++result.sweeps_thinned;
-    }
-    if (!sweep->events_pruned && *sweep->ended < now - policy.events &&
-        result.sweeps_pruned < policy.sweeps_per_pass) {
-      sweep->events_pruned = true;
-      ++result.sweeps_pruned;
-    }
-  }
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    const bool holds_lease = std::any_of(runs_.begin(), runs_.end(), [&](const auto& entry) {
-      return IsLive(entry.second.run.state()) && entry.second.lease_owner == it->first;
-    });
-    if (it->second.last_seen < now - policy.workers && !holds_lease) {
-      it = workers_.erase(it);
-      ++result.workers_deleted;
-    } else {
-      ++it;
-    }
-  }
-  return result;
 }
 
 }  // namespace parity::server

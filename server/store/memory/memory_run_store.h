@@ -1,9 +1,16 @@
-// MemoryRunStore: the SweepCatalog, RunQueue, TelemetryRetention and AccessTokens contracts held
-// in memory, for tests of the scheduling logic without PostgreSQL. It keeps what PostgresRunStore
-// keeps and answers as it does: priorities and fair share across sweeps (lease_runs.sql's order),
-// fencing epochs, idempotency keys, retry states as the caller decides them, keyset paging tokens,
-// and the same codes with the same payloads (store_errors.h). One mutex makes every call one
-// transaction. tests/scheduler/store_contract_test.h holds it to the same suite as PostgreSQL.
+// MemoryRunStore: the whole RunStore — all five interfaces (SweepCatalog, RunQueue, ReadModels,
+// TelemetryRetention, AccessTokens) — held in memory, for tests of the scheduling logic and the
+// fuzz targets without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it does:
+// priorities and fair share across sweeps (lease_runs.sql's order), fencing epochs, idempotency
+// keys, retry states as the caller decides them, the events table's rows (every transition with
+// its attempt, reason and worker) and a commit watermark over them, the results view's rows
+// (results.view.sql), metric samples by the SQL's rule, paging tokens, and the same codes with the
+// same payloads (store_errors.h). One mutex makes every call one transaction, so event ids are in
+// commit order and serve as the watermark. tests/scheduler/store_contract_test.h and
+// read_models_contract_test.h hold it to the same suites as PostgreSQL.
+//
+// Text columns order bytewise (PostgreSQL under the C collation); a database created with another
+// collation may order names with punctuation or case differently.
 //
 // The clock is injected: leases expire, retries wait and workers age by `now()`, so tests move
 // time instead of sleeping. Not for production: nothing is durable.
@@ -22,20 +29,26 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/store/access_tokens.h"
-#include "server/store/run_queue.h"
-#include "server/store/sweep_catalog.h"
-#include "server/store/telemetry_retention.h"
+#include "server/store/run_store.h"
 
 namespace parity::server {
 
-class MemoryRunStore final : public SweepCatalog,
-                             public RunQueue,
-                             public TelemetryRetention,
-                             public AccessTokens {
+// The results view's row of one run (results.view.sql); `finished` says whether the columns a
+// success writes are set (not NULL), `has_delta` whether delta_bpc_vs_dense is.
+struct MemoryResultRow {
+  v1::ResultRow row;
+  bool finished = false;
+  bool has_delta = false;
+};
+
+class MemoryRunStore final : public RunStore {
  public:
   // `now` is read for every timestamp; absl::Now by default.
   explicit MemoryRunStore(std::function<absl::Time()> now = &absl::Now);
+
+  // Forgets every row: the store is as new (the fuzz targets reuse one store, and the Scheduler
+  // over it, for every input). No call may be in flight.
+  void Reset();
 
   // SweepCatalog (memory_sweep_catalog.cc).
   absl::StatusOr<CreatedSweep> CreateSweep(const NewSweep& sweep) override;
@@ -69,7 +82,19 @@ class MemoryRunStore final : public SweepCatalog,
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
 
-  // TelemetryRetention.
+  // ReadModels (memory_read_models.cc).
+  absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
+  absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
+                                                 uint64_t horizon) override;
+  absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
+                                                      int64_t after_event_id, int limit) override;
+  absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;
+  absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
+                                                           uint64_t from_step, int limit) override;
+  absl::StatusOr<std::vector<v1::MetricPoint>> SampleMetrics(
+      const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;
+
+  // TelemetryRetention (memory_retention.cc).
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
 
   // AccessTokens (memory_access_tokens.cc).
@@ -100,15 +125,14 @@ class MemoryRunStore final : public SweepCatalog,
     absl::Time created;
     std::optional<absl::Time> ended;
     bool metrics_thinned = false;      // TelemetryRetention, once per sweep
-    bool events_pruned = false;        // the same (this store keeps no events)
+    bool events_pruned = false;        // the same
     std::vector<std::string> run_ids;  // grid order
   };
   struct RunRow {
     v1::Run run;  // the answer, kept current; lease fields live below until rendered
     uint32_t ordinal = 0;
     int64_t lease_epoch = 0;
-    std::string lease_owner;        // empty = none
-    std::set<std::string> held_by;  // every worker that leased it (the events' worker ids)
+    std::string lease_owner;  // empty = none
     absl::Time lease_expires;
     std::vector<uint32_t> devices;
     absl::Time not_before = absl::InfinitePast();
@@ -116,8 +140,15 @@ class MemoryRunStore final : public SweepCatalog,
     uint32_t gpus = 0;
     uint64_t memory_bytes = 0;
     uint64_t gpu_memory_bytes = 0;
-    // Each step's point with the lease it was stored under (append_metric_arrays keeps both).
+    // Each step's point as PostgreSQL stores it (no run id, time to the microsecond) with the
+    // lease it was stored under (append_metric_arrays keeps both).
     std::map<uint64_t, std::pair<v1::MetricPoint, int64_t>> metrics;
+  };
+  // A row of the events table. `id` orders events by commit (one mutex) and is the watermark.
+  struct EventRow {
+    std::string sweep_id;
+    std::string worker_id;  // the lease holder at the transition; empty = none
+    RunEvent event;
   };
   struct WorkerRow {
     v1::Worker worker;  // last_seen_time rendered from `last_seen`
@@ -135,6 +166,13 @@ class MemoryRunStore final : public SweepCatalog,
   absl::StatusOr<CompletionResult> CompleteOne(const Completion& completion)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LiveRuns(const SweepRow& sweep) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Records the run's move from `from` to its current state, at `attempt`, as the statements
+  // of server/store/postgres/ insert it (the holder is the run's lease owner before the move).
+  void AddEvent(const RunRow& run, v1::RunState from, uint32_t attempt, std::string reason,
+                const std::string& worker_id = "") ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The results view's rows of a sweep, in grid order (memory_read_models.cc).
+  std::vector<MemoryResultRow> ResultsOfSweep(const SweepRow& sweep) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const std::function<absl::Time()> now_;
   mutable absl::Mutex mu_;
@@ -147,6 +185,8 @@ class MemoryRunStore final : public SweepCatalog,
   std::map<std::string, WorkerRow> workers_ ABSL_GUARDED_BY(mu_);
   std::vector<TokenRow> tokens_ ABSL_GUARDED_BY(mu_);  // creation order
   std::map<std::string, std::string> server_keys_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, EventRow> events_ ABSL_GUARDED_BY(mu_);  // by event id
+  int64_t next_event_id_ ABSL_GUARDED_BY(mu_) = 1;           // 0 is "no watermark"
 };
 
 }  // namespace parity::server

@@ -28,6 +28,33 @@ bool IsUnfinished(v1::RunState state) {
 MemoryRunStore::MemoryRunStore(std::function<absl::Time()> now)
     : now_(std::move(now)), ids_(std::random_device{}()) {}
 
+void MemoryRunStore::Reset() {
+  absl::MutexLock lock(&mu_);
+  next_seq_ = 0;
+  sweeps_.clear();
+  sweep_by_key_.clear();
+  runs_.clear();
+  workers_.clear();
+  tokens_.clear();
+  server_keys_.clear();
+  events_.clear();
+  next_event_id_ = 1;
+}
+
+void MemoryRunStore::AddEvent(const RunRow& run, v1::RunState from, uint32_t attempt,
+                              std::string reason, const std::string& worker_id) {
+  EventRow& row = events_[next_event_id_];
+  row.sweep_id = run.run.sweep_id();
+  row.worker_id = worker_id;
+  row.event.event_id = next_event_id_++;
+  row.event.run_id = run.run.run_id();
+  row.event.from_state = from;
+  row.event.to_state = run.run.state();
+  row.event.attempt = attempt;
+  row.event.reason = std::move(reason);
+  row.event.time = absl::FromUnixMicros(absl::ToUnixMicros(now_()));
+}
+
 std::string MemoryRunStore::NewId() {
   const uint64_t a = ids_();
   const uint64_t b = ids_();
@@ -154,6 +181,7 @@ absl::StatusOr<CreatedSweep> MemoryRunStore::CreateSweep(const NewSweep& sweep) 
     run.memory_bytes = spec.resources().memory_bytes();
     run.gpu_memory_bytes = spec.resources().gpu_memory_bytes();
     row.run_ids.push_back(run.run.run_id());
+    AddEvent(run, v1::RUN_STATE_UNSPECIFIED, run.run.attempt(), "submitted");
     runs_.emplace(run.run.run_id(), std::move(run));
   }
   if (!row.idempotency_key.empty()) {
@@ -215,6 +243,8 @@ absl::StatusOr<CancelResult> MemoryRunStore::CancelSweep(const std::string& swee
     if (run.state() == v1::RUN_STATE_PENDING) {
       run.set_state(v1::RUN_STATE_CANCELLED);
       *run.mutable_end_time() = ToProtoTime(now);
+      AddEvent(runs_.at(run_id), v1::RUN_STATE_PENDING, run.attempt(),
+               reason.empty() ? "cancelled" : reason);
       ++result.cancelled_runs;
     } else if ((run.state() == v1::RUN_STATE_LEASED || run.state() == v1::RUN_STATE_RUNNING) &&
                !run.cancel_requested()) {
@@ -222,7 +252,6 @@ absl::StatusOr<CancelResult> MemoryRunStore::CancelSweep(const std::string& swee
       ++result.cancelled_runs;
     }
   }
-  (void)reason;  // PostgreSQL writes it into the events, which this store does not keep
   EndSweepIfDone(sweep);
   result.sweep = RenderSweep(sweep);
   return result;
@@ -238,6 +267,8 @@ absl::StatusOr<uint32_t> MemoryRunStore::DeleteSweep(const std::string& sweep_id
   }
   const uint32_t runs = static_cast<uint32_t>(it->second.run_ids.size());
   for (const std::string& run_id : it->second.run_ids) runs_.erase(run_id);
+  // Their events go with them (runs_deleted_with_records).
+  std::erase_if(events_, [&](const auto& event) { return event.second.sweep_id == sweep_id; });
   if (!it->second.idempotency_key.empty()) {
     sweep_by_key_.erase({it->second.owner, it->second.idempotency_key});
   }

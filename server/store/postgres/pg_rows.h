@@ -14,8 +14,8 @@
 
 namespace parity::server::pg {
 
-v1::Run RunFromRow(const pqxx::row& row);             // kRunColumns
-v1::Sweep SweepFromRow(const pqxx::row& row);         // kSweepSelect
+v1::Run RunFromRow(const pqxx::row& row);             // {{run_columns}}
+v1::Sweep SweepFromRow(const pqxx::row& row);         // {{sweep_select}}
 RunEvent EventFromRow(const pqxx::row& row);          // sweep_events / run_events
 v1::MetricPoint MetricFromRow(const pqxx::row& row);  // list_metrics
 v1::ResultRow ResultFromRow(const pqxx::row& row);    // SELECT * FROM results

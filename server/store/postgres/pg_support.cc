@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/proto_time.h"
 #include "google/rpc/error_details.pb.h"
+#include "server/store/read_models.h"
 #include "spdlog/spdlog.h"
 
 namespace parity::server::pg {
@@ -111,21 +112,7 @@ v1::RunRole RoleFromText(absl::string_view text) {
   return role;
 }
 
-std::string LayoutText(const v1::ModelSpec& model) {
-  if (model.architecture() != v1::ARCHITECTURE_MOE) return "dense";
-  switch (model.moe().layout()) {
-    case v1::MOE_LAYOUT_ALL_MOE:
-      return "all-moe";
-    case v1::MOE_LAYOUT_INTERLEAVED:
-      return "interleaved";
-    default:
-      return "1dense+SE";  // the default layout (docs/domain.md)
-  }
-}
-
-std::string Micros(absl::string_view column) {
-  return absl::StrCat("(extract(epoch FROM ", column, ") * 1000000)::bigint AS ", column, "_us");
-}
+std::string LayoutText(const v1::ModelSpec& model) { return ResultsLayout(model); }
 
 google::protobuf::Timestamp TimestampFromMicros(int64_t micros) {
   return ToProtoTime(absl::FromUnixMicros(micros));

@@ -82,7 +82,6 @@ v1::RunRole RoleFromText(absl::string_view text);
 std::string LayoutText(const v1::ModelSpec& model);
 
 // SQL expression giving microseconds since the epoch of a timestamptz column (NULL stays NULL).
-std::string Micros(absl::string_view column);
 google::protobuf::Timestamp TimestampFromMicros(int64_t micros);
 absl::Time TimeFromMicros(int64_t micros);
 // Sets `*out` from a nullable micros field; leaves it unset when NULL.

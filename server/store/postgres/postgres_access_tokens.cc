@@ -1,12 +1,13 @@
 // PostgresRunStore's AccessTokens (access_tokens, server_keys: migration 0012) and the owner load
-// read that the per-identity limits check at submission. Not on the
-// lease path: the API caches what FindToken returns (server/api/access_control.h), so these are
-// plain parameterised statements, not prepared ones.
+// read that the per-identity limits check at submission. Not on the lease path: the API caches
+// what FindToken returns (server/api/access_control.h), so their statements
+// (server/sql/statements/access_tokens.sql, count_owner_load in sweeps.sql) run unprepared.
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
+#include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
 #include "server/store/postgres/postgres_run_store.h"
 
@@ -14,11 +15,6 @@ namespace parity::server {
 namespace {
 
 using pg::WithTransaction;
-
-std::string TokenColumns() {
-  return absl::StrCat("token_id::text, name, role, created_by, ", pg::Micros("created_at"), ", ",
-                      pg::Micros("expires_at"), ", ", pg::Micros("revoked_at"));
-}
 
 StoredAccessToken TokenFromRow(const pqxx::row& row) {
   StoredAccessToken token;
@@ -42,12 +38,8 @@ std::optional<int64_t> MicrosOf(const std::optional<absl::Time>& time) {
 absl::StatusOr<StoredAccessToken> PostgresRunStore::CreateToken(const NewAccessToken& token) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<StoredAccessToken> {
     const pqxx::result rows = tx.exec_params(
-        absl::StrCat("INSERT INTO access_tokens (name, role, secret_sha256, created_by, "
-                     "expires_at) VALUES ($1, $2, $3, $4, to_timestamp($5::float8 / 1e6)) "
-                     "ON CONFLICT (secret_sha256) DO NOTHING RETURNING ",
-                     TokenColumns()),
-        token.name, TokenRoleName(token.role), pg::Bytes(token.secret_sha256), token.created_by,
-        MicrosOf(token.expires_at));
+        pg::Statement("create_token"), token.name, TokenRoleName(token.role),
+        pg::Bytes(token.secret_sha256), token.created_by, MicrosOf(token.expires_at));
     if (rows.empty()) return absl::AlreadyExistsError("a token with this secret exists");
     return TokenFromRow(rows[0]);
   });
@@ -57,9 +49,8 @@ absl::StatusOr<std::optional<StoredAccessToken>> PostgresRunStore::FindToken(
     const std::string& secret_sha256) {
   return WithTransaction(
       *pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<StoredAccessToken>> {
-        const pqxx::result rows = tx.exec_params(
-            absl::StrCat("SELECT ", TokenColumns(), " FROM access_tokens WHERE secret_sha256 = $1"),
-            pg::Bytes(secret_sha256));
+        const pqxx::result rows =
+            tx.exec_params(pg::Statement("find_token"), pg::Bytes(secret_sha256));
         if (rows.empty()) return std::optional<StoredAccessToken>();
         return std::optional<StoredAccessToken>(TokenFromRow(rows[0]));
       });
@@ -81,14 +72,9 @@ absl::StatusOr<Page<StoredAccessToken>> PostgresRunStore::ListTokens(bool includ
     after_id = parts[1];
   }
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<StoredAccessToken>> {
-    const pqxx::result rows = tx.exec_params(
-        absl::StrCat("SELECT ", TokenColumns(),
-                     " FROM access_tokens WHERE ($1 OR (revoked_at IS NULL AND "
-                     "(expires_at IS NULL OR expires_at > now()))) AND ($2::bigint IS NULL OR "
-                     "((extract(epoch FROM created_at) * 1000000)::bigint, token_id::text) < "
-                     "($2::bigint, $3)) ",
-                     "ORDER BY created_at DESC, token_id::text DESC LIMIT $4"),
-        include_inactive, after_micros, after_id, static_cast<int>(page.page_size) + 1);
+    const pqxx::result rows =
+        tx.exec_params(pg::Statement("list_tokens"), include_inactive, after_micros, after_id,
+                       static_cast<int>(page.page_size) + 1);
     Page<StoredAccessToken> result;
     for (const pqxx::row& row : rows) {
       if (result.items.size() == page.page_size) {
@@ -106,33 +92,24 @@ absl::StatusOr<Page<StoredAccessToken>> PostgresRunStore::ListTokens(bool includ
 absl::StatusOr<uint32_t> PostgresRunStore::RevokeTokens(const TokenRevocation& which) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<uint32_t> {
     const pqxx::result rows =
-        which.token_id.empty() ? tx.exec_params(
-                                     "UPDATE access_tokens SET revoked_at = now() "
-                                     "WHERE name = $1 AND revoked_at IS NULL RETURNING 1",
-                                     which.name)
-                               : tx.exec_params(
-                                     "UPDATE access_tokens SET revoked_at = now() "
-                                     "WHERE token_id = $1::uuid AND revoked_at IS NULL RETURNING 1",
-                                     which.token_id);
+        which.token_id.empty()
+            ? tx.exec_params(pg::Statement("revoke_tokens_by_name"), which.name)
+            : tx.exec_params(pg::Statement("revoke_token_by_id"), which.token_id);
     return static_cast<uint32_t>(rows.size());
   });
 }
 
 absl::StatusOr<bool> PostgresRunStore::HasLiveAdmin() {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-    return !tx.exec(
-                  "SELECT 1 FROM access_tokens WHERE role = 'admin' AND revoked_at IS NULL "
-                  "AND (expires_at IS NULL OR expires_at > now()) LIMIT 1")
-                .empty();
+    return !tx.exec(pg::Statement("has_live_admin")).empty();
   });
 }
 
 absl::StatusOr<std::string> PostgresRunStore::GetOrCreateServerKey(const std::string& name,
                                                                    const std::string& candidate) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::string> {
-    tx.exec_params("INSERT INTO server_keys (name, key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                   name, pg::Bytes(candidate));
-    const pqxx::result rows = tx.exec_params("SELECT key FROM server_keys WHERE name = $1", name);
+    tx.exec_params(pg::Statement("insert_server_key"), name, pg::Bytes(candidate));
+    const pqxx::result rows = tx.exec_params(pg::Statement("server_key"), name);
     if (rows.empty()) return absl::InternalError(absl::StrCat("server key ", name, " vanished"));
     return pg::BytesOf(rows[0][0]);
   });
@@ -140,11 +117,7 @@ absl::StatusOr<std::string> PostgresRunStore::GetOrCreateServerKey(const std::st
 
 absl::StatusOr<OwnerLoad> PostgresRunStore::CountOwnerLoad(const std::string& owner) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<OwnerLoad> {
-    const pqxx::result rows = tx.exec_params(
-        "SELECT count(DISTINCT s.sweep_id), count(r.run_id) FROM sweeps s "
-        "LEFT JOIN runs r ON r.sweep_id = s.sweep_id AND r.state IN ('PENDING', 'LEASED', "
-        "'RUNNING') WHERE s.owner = $1 AND s.state = 'ACTIVE'",
-        owner);
+    const pqxx::result rows = tx.exec_params(pg::Statement("count_owner_load"), owner);
     OwnerLoad load;
     load.open_sweeps = rows[0][0].as<uint32_t>();
     load.queued_runs = rows[0][1].as<uint64_t>();

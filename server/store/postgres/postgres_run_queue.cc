@@ -1,13 +1,15 @@
 // PostgresRunStore's RunQueue: workers, heartbeats, metrics, failed completions and the reaper
 // (leases and successes go in batches: postgres_run_queue_batches.cc).
 // Every worker write locks the run row and checks the fencing token first; a mismatch returns
-// FAILED_PRECONDITION before anything is written, and the transaction rolls back.
+// FAILED_PRECONDITION (CheckLeaseEpoch, store_errors.h) before anything is written, and the
+// transaction rolls back.
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
@@ -67,10 +69,18 @@ void EndSweepIfDone(pqxx::work& tx, const std::string& sweep_id) {
   tx.exec_prepared("refresh_sweep_state", sweep_id);
 }
 
-// The errors append_metric_arrays (server/sql/) raises: P0002 for an unknown run, PR001
-// for a stale or lost lease (its message says which). OK for any other error (rethrown).
-absl::Status FencingError(const pqxx::sql_error& e, const std::string& run_id) {
+// The errors append_metric_arrays (server/sql/) raises: P0002 for an unknown run, PR002 for a
+// stale epoch (its message is the current one: CheckLeaseEpoch words the refusal), PR001 for a
+// lost lease or an ended run (its message says which). OK for any other error (rethrown).
+absl::Status FencingError(const pqxx::sql_error& e, const std::string& run_id,
+                          int64_t lease_epoch) {
   if (e.sqlstate() == "P0002") return pg::NotFoundError("run", run_id);
+  int64_t current = 0;
+  if (e.sqlstate() == "PR002" && absl::SimpleAtoi(pg::PrimaryMessage(e), &current)) {
+    if (absl::Status stale = CheckLeaseEpoch(run_id, lease_epoch, current); !stale.ok()) {
+      return stale;
+    }
+  }
   if (e.sqlstate() == "PR001") return pg::LeaseEpochError(run_id, pg::PrimaryMessage(e));
   return absl::OkStatus();
 }
@@ -171,11 +181,7 @@ absl::StatusOr<Page<v1::Worker>> PostgresRunStore::ListWorkers(const WorkersQuer
 absl::StatusOr<HeartbeatResult> PostgresRunStore::Heartbeat(const HeartbeatUpdate& update) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<HeartbeatResult> {
     PARITY_ASSIGN_OR_RETURN(const LockedRun run, LockRun(tx, update.run_id));
-    if (run.lease_epoch != update.lease_epoch) {
-      return pg::LeaseEpochError(
-          update.run_id, absl::StrCat("lease epoch ", update.lease_epoch, " is stale; current is ",
-                                      run.lease_epoch));
-    }
+    PARITY_RETURN_IF_ERROR(CheckLeaseEpoch(update.run_id, update.lease_epoch, run.lease_epoch));
     // Cancelled at an earlier heartbeat of this same lease: say so again (idempotent).
     if (run.state == v1::RUN_STATE_CANCELLED) return HeartbeatResult{absl::Now(), true};
     if (!IsLive(run.state) || run.lease_owner != update.worker_id) {
@@ -214,7 +220,9 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
                                     a.aux_loss, a.z_loss, a.tokens_per_second, a.flops_per_second,
                                     a.flops, a.expert_load, a.eval_bpc, a.logged_us);
         } catch (const pqxx::sql_error& e) {
-          if (absl::Status status = FencingError(e, run_id); !status.ok()) return status;
+          if (absl::Status status = FencingError(e, run_id, lease_epoch); !status.ok()) {
+            return status;
+          }
           throw;
         }
         MetricsAppendResult result;
@@ -229,11 +237,8 @@ absl::StatusOr<MetricsAppendResult> PostgresRunStore::AppendMetrics(
 absl::StatusOr<CompletionResult> PostgresRunStore::CompleteRunFailed(const Completion& completion) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<CompletionResult> {
     PARITY_ASSIGN_OR_RETURN(const LockedRun run, LockRun(tx, completion.run_id));
-    if (run.lease_epoch != completion.lease_epoch) {
-      return pg::LeaseEpochError(completion.run_id,
-                                 absl::StrCat("lease epoch ", completion.lease_epoch,
-                                              " is stale; current is ", run.lease_epoch));
-    }
+    PARITY_RETURN_IF_ERROR(
+        CheckLeaseEpoch(completion.run_id, completion.lease_epoch, run.lease_epoch));
     CompletionResult result;
     if (IsLive(run.state)) {
       if (run.attempt != completion.decided_at_attempt) {

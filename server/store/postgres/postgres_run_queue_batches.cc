@@ -12,6 +12,7 @@
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_support.h"
 #include "server/store/postgres/postgres_run_store.h"
+#include "server/store/store_errors.h"
 #include "server/store/uuid.h"
 
 namespace parity::server {
@@ -119,9 +120,8 @@ void CompleteSuccesses(PgConnectionPool& pool, const std::vector<const Completio
       if (outcome == "not_found") {
         results[i] = pg::NotFoundError("run", c.run_id);
       } else if (outcome == "stale") {
-        results[i] = pg::LeaseEpochError(
-            c.run_id, absl::StrCat("lease epoch ", c.lease_epoch, " is stale; current is ",
-                                   row["lease_epoch"].as<int64_t>()));
+        // The statement found another epoch current (row: the run as it is); never OK here.
+        results[i] = CheckLeaseEpoch(c.run_id, c.lease_epoch, row["lease_epoch"].as<int64_t>());
       } else {
         CompletionResult result;
         result.run = pg::RunFromRow(row);

@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "server/store/deterministic_bytes.h"
@@ -224,11 +225,8 @@ absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const Results
   }
   std::vector<std::string> state_texts;
   for (v1::RunState state : query.states) state_texts.push_back(pg::RunStateText(state));
-  const std::string sql = absl::StrCat(
-      "SELECT * FROM results WHERE ($1 = '' OR sweep_id = $1::uuid) AND "
-      "(cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND ($3 = '' OR layout = $3) "
-      "AND ($4 = 0 OR activation_rate >= $4) AND ($5 = 0 OR activation_rate <= $5) ORDER BY ",
-      order_sql, " LIMIT $6 OFFSET $7");
+  const std::string sql =
+      absl::StrReplaceAll(pg::Statement("query_results"), {{"{{order_by}}", order_sql}});
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::ResultRow>> {
     const pqxx::result rows =
         tx.exec_params(sql, query.sweep_id, pg::TextArrayLiteral(state_texts), query.layout,

@@ -1,0 +1,372 @@
+// MemoryRunStore's ReadModels: what PostgreSQL computes for watchers and dashboards, from the
+// rows in memory. Results are the results view's rows (server/sql/results.view.sql: ΔBPC against
+// the first SUCCEEDED 1C dense baseline in grid order, per evaluation set too) filtered, ordered
+// and paged as PostgresRunStore::QueryResults does (order_by checked against
+// kResultsOrderColumns, NULLs last, offset page tokens); events come with a commit watermark
+// (event ids: one mutex orders commits); samples follow the SQL of postgres_metric_sampling.cc.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/store/memory/memory_run_store.h"
+
+namespace parity::server {
+namespace {
+
+std::string Suffix(const std::string& name, size_t prefix) { return name.substr(prefix); }
+std::string StateText(v1::RunState state) {
+  return Suffix(v1::RunState_Name(state), sizeof("RUN_STATE_") - 1);
+}
+std::string RoleText(v1::RunRole role) {
+  return Suffix(v1::RunRole_Name(role), sizeof("RUN_ROLE_") - 1);
+}
+
+// Whether `baseline` is the 1C dense baseline of `run`'s group: its own group (the columns), or
+// one it also serves (RunSpec.also_serves). The view matches the latter by JSON containment on
+// the spec's proto JSON, which leaves out empty strings: an empty label never matches there.
+bool ServesAsBaseline(const v1::RunSpec& baseline, const v1::RunSpec& run) {
+  if (baseline.training().seed() != run.training().seed()) return false;
+  if (baseline.role() == v1::RUN_ROLE_DENSE_BASELINE && baseline.compute_multiple() == 1 &&
+      baseline.compute_budget() == run.compute_budget() &&
+      baseline.data_variant() == run.data_variant()) {
+    return true;
+  }
+  if (run.compute_budget().empty() || run.data_variant().empty()) return false;
+  return std::any_of(
+      baseline.also_serves().begin(), baseline.also_serves().end(), [&](const v1::GroupRef& group) {
+        return group.role() == v1::RUN_ROLE_DENSE_BASELINE && group.compute_multiple() == 1 &&
+               group.compute_budget() == run.compute_budget() &&
+               group.data_variant() == run.data_variant();
+      });
+}
+
+v1::ResultRow PlannedRow(const v1::Run& run) {
+  const v1::RunSpec& spec = run.spec();
+  const v1::Accounting& a = spec.accounting();
+  v1::ResultRow row;
+  row.set_run_id(run.run_id());
+  row.set_sweep_id(run.sweep_id());
+  row.set_name(spec.name());
+  row.set_role(spec.role());
+  row.set_layout(ResultsLayout(spec.model()));
+  row.set_state(run.state());
+  row.set_d_model(spec.model().d_model());
+  row.set_num_layers(spec.model().num_layers());
+  row.set_num_experts(spec.model().moe().num_experts());
+  row.set_top_k(spec.model().moe().top_k());
+  row.set_expert_hidden(spec.model().moe().expert_hidden());
+  row.set_params(a.params());
+  row.set_active_params(a.active_params());
+  row.set_activation_rate(a.activation_rate());
+  row.set_flops_per_token(a.flops_per_token());
+  row.set_compute_flops(a.compute_flops());
+  row.set_tokens(a.tokens());
+  row.set_unique_tokens(a.unique_tokens());
+  row.set_epochs(a.epochs());
+  row.set_compute_budget(spec.compute_budget());
+  row.set_compute_multiple(spec.compute_multiple());
+  row.set_data_variant(spec.data_variant());
+  row.set_predicted_efficiency_leverage(spec.predicted_efficiency_leverage());
+  row.set_seed(spec.training().seed());
+  return row;
+}
+
+// One value of an order_by column as the view holds it: NULL, a number or text (bytewise).
+struct OrderKey {
+  bool null = false;
+  bool is_text = false;
+  double number = 0;
+  std::string text;
+};
+OrderKey Text(std::string text) { return {false, true, 0, std::move(text)}; }
+OrderKey Number(double number, bool null = false) { return {null, false, number, ""}; }
+
+// PostgreSQL's order of float8: NaN equals NaN and sorts above every number.
+int CompareNumbers(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) - std::isnan(b);
+  return a < b ? -1 : (a > b ? 1 : 0);
+}
+
+// Each column of kResultsOrderColumns as the view holds it; NULL where the view's is.
+using Row = MemoryResultRow;
+const std::map<std::string_view, OrderKey (*)(const Row&)>& OrderKeys() {
+  static const auto* keys = new std::map<std::string_view, OrderKey (*)(const Row&)>{
+      {"name", [](const Row& r) { return Text(r.row.name()); }},
+      {"role", [](const Row& r) { return Text(RoleText(r.row.role())); }},
+      {"layout", [](const Row& r) { return Text(r.row.layout()); }},
+      {"state", [](const Row& r) { return Text(StateText(r.row.state())); }},
+      {"d_model", [](const Row& r) { return Number(r.row.d_model()); }},
+      {"num_layers", [](const Row& r) { return Number(r.row.num_layers()); }},
+      {"num_experts", [](const Row& r) { return Number(r.row.num_experts()); }},
+      {"top_k", [](const Row& r) { return Number(r.row.top_k()); }},
+      {"expert_hidden", [](const Row& r) { return Number(r.row.expert_hidden()); }},
+      {"params", [](const Row& r) { return Number(static_cast<double>(r.row.params())); }},
+      {"active_params",
+       [](const Row& r) { return Number(static_cast<double>(r.row.active_params())); }},
+      {"activation_rate", [](const Row& r) { return Number(r.row.activation_rate()); }},
+      {"flops_per_token", [](const Row& r) { return Number(r.row.flops_per_token()); }},
+      {"measured_flops_per_token",
+       [](const Row& r) { return Number(r.row.measured_flops_per_token(), !r.finished); }},
+      {"compute_flops", [](const Row& r) { return Number(r.row.compute_flops()); }},
+      {"tokens", [](const Row& r) { return Number(static_cast<double>(r.row.tokens())); }},
+      {"unique_tokens",
+       [](const Row& r) { return Number(static_cast<double>(r.row.unique_tokens())); }},
+      {"epochs", [](const Row& r) { return Number(r.row.epochs()); }},
+      {"final_val_bpc", [](const Row& r) { return Number(r.row.final_val_bpc(), !r.finished); }},
+      {"wall_seconds", [](const Row& r) { return Number(r.row.wall_seconds(), !r.finished); }},
+      {"compute_budget", [](const Row& r) { return Text(r.row.compute_budget()); }},
+      {"compute_multiple", [](const Row& r) { return Number(r.row.compute_multiple()); }},
+      {"data_variant", [](const Row& r) { return Text(r.row.data_variant()); }},
+      {"predicted_efficiency_leverage",
+       [](const Row& r) { return Number(r.row.predicted_efficiency_leverage()); }},
+      {"delta_bpc_vs_dense",
+       [](const Row& r) { return Number(r.row.delta_bpc_vs_dense(), !r.has_delta); }},
+      // A bigint column: a seed past 2^63 is negative there.
+      {"seed",
+       [](const Row& r) {
+         return Number(static_cast<double>(static_cast<int64_t>(r.row.seed())));
+       }},
+  };
+  return *keys;
+}
+
+// ORDER BY column [DESC] NULLS LAST: -1, 0 or 1 for a before, tied with or after b.
+int CompareKeys(const OrderKey& a, const OrderKey& b, bool descending) {
+  if (a.null || b.null) return static_cast<int>(a.null) - static_cast<int>(b.null);
+  const int order = a.is_text ? a.text.compare(b.text) : CompareNumbers(a.number, b.number);
+  const int sign = order < 0 ? -1 : (order > 0 ? 1 : 0);
+  return descending ? -sign : sign;
+}
+
+// "column" or "column desc" of kResultsOrderColumns, as PostgresRunStore accepts it.
+absl::Status ParseOrderBy(const std::string& order_by, std::string& column, bool& descending) {
+  if (order_by.empty()) return absl::OkStatus();
+  std::vector<std::string> words = absl::StrSplit(order_by, ' ', absl::SkipEmpty());
+  descending = words.size() == 2 && absl::AsciiStrToLower(words[1]) == "desc";
+  const bool known = !words.empty() &&
+                     std::any_of(std::begin(kResultsOrderColumns), std::end(kResultsOrderColumns),
+                                 [&](std::string_view c) { return words[0] == c; });
+  if (!known || words.size() > 2 || (words.size() == 2 && !descending)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("order_by '", order_by, "' is not a results field [desc]"));
+  }
+  column = words[0];
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<MemoryResultRow> MemoryRunStore::ResultsOfSweep(const SweepRow& sweep) const {
+  std::vector<const RunRow*> succeeded;  // the baselines' candidates, in grid order
+  for (const std::string& run_id : sweep.run_ids) {
+    const RunRow& run = runs_.at(run_id);
+    if (run.run.state() == v1::RUN_STATE_SUCCEEDED) succeeded.push_back(&run);
+  }
+  std::vector<MemoryResultRow> records;
+  records.reserve(sweep.run_ids.size());
+  for (const std::string& run_id : sweep.run_ids) {
+    const v1::Run& run = runs_.at(run_id).run;
+    MemoryResultRow& record = records.emplace_back();
+    record.row = PlannedRow(run);
+    if (!run.has_summary()) continue;  // the columns a success writes are NULL
+    const v1::RunSummary& summary = run.summary();
+    record.finished = true;
+    record.row.set_measured_flops_per_token(summary.measured_flops_per_token());
+    record.row.set_final_val_bpc(summary.final_val_bpc());
+    record.row.set_wall_seconds(
+        absl::ToDoubleSeconds(absl::Seconds(summary.wall_time().seconds()) +
+                              absl::Nanoseconds(summary.wall_time().nanos())));
+    *record.row.mutable_final_eval_bpc() = summary.final_eval_bpc();
+    record.row.set_dataset_digest(summary.dataset_digest());
+    auto baseline = std::find_if(succeeded.begin(), succeeded.end(), [&](const RunRow* d) {
+      return ServesAsBaseline(d->run.spec(), run.spec());
+    });
+    if (baseline == succeeded.end()) continue;
+    const v1::RunSummary& base = (*baseline)->run.summary();
+    record.has_delta = true;
+    record.row.set_delta_bpc_vs_dense(summary.final_val_bpc() - base.final_val_bpc());
+    for (const auto& [set, bpc] : summary.final_eval_bpc()) {
+      auto other = base.final_eval_bpc().find(set);
+      if (other != base.final_eval_bpc().end()) {
+        (*record.row.mutable_delta_eval_bpc_vs_dense())[set] = bpc - other->second;
+      }
+    }
+  }
+  return records;
+}
+
+absl::StatusOr<Page<v1::ResultRow>> MemoryRunStore::QueryResults(const ResultsQuery& query) {
+  std::string column;
+  bool descending = false;
+  if (absl::Status order = ParseOrderBy(query.order_by, column, descending); !order.ok()) {
+    return order;
+  }
+  int64_t offset = 0;
+  if (!query.page.page_token.empty()) {
+    absl::StatusOr<std::string> text = DecodePageToken(query.page.page_token);
+    if (!text.ok()) return text.status();
+    if (!absl::SimpleAtoi(*text, &offset) || offset < 0) return BadPageToken();
+  }
+  absl::MutexLock lock(&mu_);
+  // Grid order is (sweep_id, ordinal): sweeps_ is keyed by id, whose text order is the uuid's.
+  std::vector<MemoryResultRow> rows;
+  for (const auto& [sweep_id, sweep] : sweeps_) {
+    if (!query.sweep_id.empty() && sweep_id != query.sweep_id) continue;
+    for (MemoryResultRow& record : ResultsOfSweep(sweep)) {
+      const v1::ResultRow& row = record.row;
+      if (!query.states.empty() &&
+          std::find(query.states.begin(), query.states.end(), row.state()) == query.states.end()) {
+        continue;
+      }
+      if (!query.layout.empty() && row.layout() != query.layout) continue;
+      if (query.min_activation_rate != 0 && !(row.activation_rate() >= query.min_activation_rate))
+        continue;
+      if (query.max_activation_rate != 0 && !(row.activation_rate() <= query.max_activation_rate))
+        continue;
+      rows.push_back(std::move(record));
+    }
+  }
+  if (!column.empty()) {
+    std::vector<std::pair<OrderKey, MemoryResultRow*>> keyed;
+    for (MemoryResultRow& record : rows) {
+      keyed.emplace_back(OrderKeys().at(column)(record), &record);
+    }
+    std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+      const int order = CompareKeys(a.first, b.first, descending);
+      return order != 0 ? order < 0 : a.second->row.run_id() < b.second->row.run_id();
+    });
+    std::vector<MemoryResultRow> sorted;
+    sorted.reserve(rows.size());
+    for (auto& [key, record] : keyed) sorted.push_back(std::move(*record));
+    rows = std::move(sorted);
+  }
+  Page<v1::ResultRow> page;
+  const uint64_t size = query.page.page_size;
+  const uint64_t first = static_cast<uint64_t>(offset);
+  for (uint64_t i = first; i < rows.size() && i < first + size; ++i) {
+    page.items.push_back(std::move(rows[i].row));
+  }
+  if (rows.size() > first + size)
+    page.next_page_token = EncodePageToken(absl::StrCat(first + size));
+  return page;
+}
+
+absl::StatusOr<SweepEventPage> MemoryRunStore::ListSweepEvents(const std::string& sweep_id,
+                                                               uint64_t horizon) {
+  absl::MutexLock lock(&mu_);
+  SweepEventPage page;
+  page.next_horizon = static_cast<uint64_t>(next_event_id_);
+  if (horizon == 0) return page;
+  for (auto it = events_.lower_bound(static_cast<int64_t>(std::min<uint64_t>(horizon, INT64_MAX)));
+       it != events_.end(); ++it) {
+    if (it->second.sweep_id == sweep_id) page.events.push_back(it->second.event);
+  }
+  return page;
+}
+
+absl::StatusOr<std::vector<RunEvent>> MemoryRunStore::ListRunEvents(const std::string& run_id,
+                                                                    int64_t after_event_id,
+                                                                    int limit) {
+  absl::MutexLock lock(&mu_);
+  std::vector<RunEvent> events;
+  for (auto it = events_.upper_bound(after_event_id);
+       it != events_.end() && static_cast<int64_t>(events.size()) < limit; ++it) {
+    if (it->second.event.run_id == run_id) events.push_back(it->second.event);
+  }
+  return events;
+}
+
+absl::StatusOr<RunCounts> MemoryRunStore::CountRunsByState(const RunCountsQuery& query) {
+  if (query.max_sweeps < 0) return absl::InvalidArgumentError("max_sweeps must not be negative");
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = now_();
+  // The unfinished sweeps shown one by one: newest first, at most max_sweeps.
+  std::vector<const SweepRow*> open;
+  for (const auto& [id, sweep] : sweeps_) {
+    if (!sweep.ended) open.push_back(&sweep);
+  }
+  std::sort(open.begin(), open.end(),
+            [](const SweepRow* a, const SweepRow* b) { return a->created_seq > b->created_seq; });
+  if (open.size() > static_cast<size_t>(query.max_sweeps)) open.resize(query.max_sweeps);
+  const std::set<const SweepRow*> shown(open.begin(), open.end());
+  std::map<std::tuple<std::string, std::string, v1::RunState>, int64_t> groups;
+  RunCounts counts;
+  for (const auto& [id, sweep] : sweeps_) {
+    const bool own_row = shown.contains(&sweep);
+    for (const std::string& run_id : sweep.run_ids) {
+      const RunRow& run = runs_.at(run_id);
+      ++groups[{own_row ? id : "", own_row ? sweep.spec.name() : "", run.run.state()}];
+      counts.ready_to_lease +=
+          !sweep.ended && run.run.state() == v1::RUN_STATE_PENDING && run.not_before <= now;
+    }
+  }
+  for (const auto& [key, runs] : groups) {
+    counts.by_sweep.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), runs});
+  }
+  for (const auto& [id, worker] : workers_) {
+    counts.live_workers += worker.last_seen >= now - query.live_worker_window;
+  }
+  return counts;
+}
+
+absl::StatusOr<std::vector<v1::MetricPoint>> MemoryRunStore::ListMetrics(const std::string& run_id,
+                                                                         uint64_t from_step,
+                                                                         int limit) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::MetricPoint> points;
+  auto run = runs_.find(run_id);
+  if (run == runs_.end()) return points;
+  const auto& metrics = run->second.metrics;
+  for (auto it = metrics.lower_bound(from_step);
+       it != metrics.end() && static_cast<int64_t>(points.size()) < limit; ++it) {
+    points.push_back(it->second.first);
+    points.back().set_run_id(run_id);
+  }
+  return points;
+}
+
+absl::StatusOr<std::vector<v1::MetricPoint>> MemoryRunStore::SampleMetrics(
+    const std::vector<std::string>& run_ids, const MetricSampling& sampling) {
+  const uint64_t max_points = static_cast<uint64_t>(std::max(1, sampling.max_points_per_run));
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::MetricPoint> out;
+  // By run (the SQL orders by run_id, each named once), then step.
+  for (const std::string& run_id : std::set<std::string>(run_ids.begin(), run_ids.end())) {
+    auto run = runs_.find(run_id);
+    if (run == runs_.end()) continue;
+    std::map<uint64_t, const v1::MetricPoint*> eligible;
+    for (const auto& [step, stored] : run->second.metrics) {
+      if (!sampling.validation_only || stored.first.has_val_bpc()) eligible[step] = &stored.first;
+    }
+    if (eligible.empty()) continue;
+    // The first point at or after each of 0, s, 2s, ... up to the run's latest step
+    // (s = ceil((latest + 1) / max_points)), and the last point.
+    const uint64_t latest = run->second.run.latest_step();
+    const uint64_t step_size = latest / max_points + 1;  // (latest + max) / max, no overflow
+    std::set<uint64_t> picked = {eligible.rbegin()->first};
+    for (uint64_t target = 0; target <= latest;) {
+      auto it = eligible.lower_bound(target);
+      if (it != eligible.end()) picked.insert(it->first);
+      if (latest - target < step_size) break;
+      target += step_size;
+    }
+    for (const uint64_t step : picked) {
+      v1::MetricPoint point = *eligible.at(step);
+      point.set_run_id(run_id);
+      if (!sampling.expert_load_summaries) {
+        point.clear_expert_load();
+      } else {
+        for (v1::ExpertLoadStats& load : *point.mutable_expert_load()) load.clear_shares();
+      }
+      out.push_back(std::move(point));
+    }
+  }
+  return out;
+}
+
+}  // namespace parity::server
