@@ -5,9 +5,12 @@
 -- p_dataset_digest: the dataset trained on). Checked per run under its
 -- row lock (locked in run_id order, so two batches cannot deadlock), without aborting the
 -- batch: one row per request with outcome
---   'completed'  this call ended the run (SUCCEEDED, one event);
---   'unchanged'  the epoch matches but the run is not live (already completed by this lease,
---                cancelled, or requeued by the reaper): the run as it is;
+--   'completed'  this call ended the run (SUCCEEDED, one event). Also when the reaper had
+--                requeued the run (PENDING) and no one leased it since (the epoch still
+--                matches): the work is done and checked against the plan, so it is recorded
+--                rather than trained again (the holder was slow to report, not dead);
+--   'unchanged'  the epoch matches but the run has ended (already completed by this lease,
+--                cancelled, or failed by the reaper): the run as it is;
 --   'invalid'    the summary disagrees with the run's plan (reason says how, as
 --                core::SummaryMismatch words it): nothing is written, the run stays leased for
 --                the scheduler to fail as INVALID_RESULT. The plan: steps and tokens equal to
@@ -52,7 +55,7 @@ BEGIN
            coalesce((r.spec_json->'training'->>'steps')::bigint, 0) AS planned_steps,
            coalesce(r.checkpoint_step, 0) AS resumed_from
     FROM input q JOIN runs r ON r.run_id = q.run_id AND r.lease_epoch = q.epoch
-    WHERE r.state IN ('LEASED', 'RUNNING') ORDER BY q.run_id, q.i),
+    WHERE r.state IN ('LEASED', 'RUNNING', 'PENDING') ORDER BY q.run_id, q.i),
   checked AS (
     SELECT p.*, concat_ws('; ',
       CASE WHEN p.planned_steps > 0 AND p.steps IS DISTINCT FROM p.planned_steps THEN
@@ -99,7 +102,8 @@ BEGIN
       state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END
     WHERE s.sweep_id IN (SELECT e.sweep_id FROM ending e) AND s.ended_at IS NULL
       AND NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id
-        AND state = 'PENDING' ORDER BY ordinal DESC LIMIT 1) last_pending)
+        AND state = 'PENDING' AND run_id NOT IN (SELECT e.run_id FROM ending e)
+        ORDER BY ordinal DESC LIMIT 1) last_pending)
       AND NOT EXISTS (SELECT 1 FROM runs l WHERE l.sweep_id = s.sweep_id
         AND l.state IN ('LEASED', 'RUNNING') AND l.run_id NOT IN (SELECT e.run_id FROM ending e)))
   SELECT q.i::integer,

@@ -24,17 +24,31 @@ SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
         WHERE b.final_eval_bpc ? k) AS delta_eval_bpc_vs_dense,
        r.dataset_digest
 FROM runs r
+-- The baseline is looked up per row, so each branch below must be one index probe (migration
+-- 0019's partial indexes), not a walk over the sweep: an OR of the two conditions, or the jsonb
+-- containment alone, kept every index out and made the view quadratic in the sweep's size
+-- (166 ms a row at 100,000 runs; bench/load).
 LEFT JOIN LATERAL (
-  SELECT d.final_val_bpc, d.final_eval_bpc
-  FROM runs d
-  WHERE d.sweep_id = r.sweep_id AND d.seed = r.seed AND d.state = 'SUCCEEDED'
-    AND ((d.role = 'DENSE_BASELINE' AND d.compute_multiple = 1
-          AND d.compute_budget = r.compute_budget AND d.data_variant = r.data_variant)
-         -- a run planned once for several groups (RunSpec.also_serves) is the 1C baseline of
-         -- every group it serves as one, e.g. dense 2C of C1 = dense 1C of C2
-         OR d.spec_json -> 'also_serves' @> jsonb_build_array(jsonb_build_object(
-              'compute_budget', r.compute_budget, 'data_variant', r.data_variant,
-              'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1)))
-  ORDER BY d.ordinal
+  SELECT c.final_val_bpc, c.final_eval_bpc
+  FROM ((SELECT d.ordinal, d.final_val_bpc, d.final_eval_bpc
+         FROM runs d
+         WHERE d.sweep_id = r.sweep_id AND d.seed = r.seed AND d.state = 'SUCCEEDED'
+           AND d.role = 'DENSE_BASELINE' AND d.compute_multiple = 1
+           AND d.compute_budget = r.compute_budget AND d.data_variant = r.data_variant
+         ORDER BY d.ordinal
+         LIMIT 1)
+        UNION ALL
+        -- a run planned once for several groups (RunSpec.also_serves) is the 1C baseline of
+        -- every group it serves as one, e.g. dense 2C of C1 = dense 1C of C2
+        (SELECT d.ordinal, d.final_val_bpc, d.final_eval_bpc
+         FROM runs d
+         WHERE d.sweep_id = r.sweep_id AND d.seed = r.seed AND d.state = 'SUCCEEDED'
+           AND d.spec_json ? 'also_serves'
+           AND d.spec_json -> 'also_serves' @> jsonb_build_array(jsonb_build_object(
+                 'compute_budget', r.compute_budget, 'data_variant', r.data_variant,
+                 'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1))
+         ORDER BY d.ordinal
+         LIMIT 1)) c
+  ORDER BY c.ordinal
   LIMIT 1
 ) b ON true;

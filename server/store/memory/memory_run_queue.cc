@@ -283,8 +283,12 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
   }
   CompletionResult result;
   const absl::Time now = now_();
-  // Not live: this epoch already completed (or was cancelled): the run as it is.
-  if (IsLive(run.run.state())) {
+  // A success for a run the reaper requeued that no one leased since (the epoch still matches)
+  // is recorded, as complete_runs_success does: the holder was slow to report, not dead.
+  const bool requeued_success =
+      completion.success.has_value() && run.run.state() == v1::RUN_STATE_PENDING;
+  // Otherwise, not live: this epoch already completed (or was cancelled): the run as it is.
+  if (IsLive(run.run.state()) || requeued_success) {
     const v1::RunState from = run.run.state();
     if (completion.success) {
       const uint64_t resumed_from = run.run.has_checkpoint() ? run.run.checkpoint().step() : 0;
