@@ -164,10 +164,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
   }
-  // The start-up pass, outage grace included, before any call is served: it must extend only the
-  // leases whose workers had no scheduler to heartbeat to, never one this instance grants. With
-  // the database away it fails, and the reaper thread's first pass that succeeds gives the grace.
-  server->ReapAndLog();
+  // The start-up pass, before any call is served: it records the outage that a start is (so the
+  // grace's windows begin before any worker can renew a lease here). With the database away it
+  // fails, and the reaper thread's first pass that succeeds records it.
+  server->ReapAndLog(Scheduler::ReapPass::kStartUp);
   server->sweep_service_ =
       std::make_unique<SweepServiceImpl>(*server->scheduler_, *server->access_, server->stopping_);
   server->worker_service_ =
@@ -278,19 +278,21 @@ void SchedulerServer::RetainAndLog() {
   }
 }
 
-void SchedulerServer::ReapAndLog() {
-  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
+void SchedulerServer::ReapAndLog(Scheduler::ReapPass pass) {
+  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases(pass);
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;
   }
-  if (reaped->extended > 0) {
-    spdlog::info("event=lease_grace extended={} ttl={}", reaped->extended,
-                 absl::FormatDuration(options_.scheduler.lease_ttl));
+  if (reaped->liveness.outage) {
+    const absl::Time now = clock_->Now();
+    spdlog::info("event=outage_grace reap_in={} uncharged_lapses_for={}",
+                 absl::FormatDuration(reaped->liveness.reap_from - now),
+                 absl::FormatDuration(reaped->liveness.charge_from - now));
   }
-  if (reaped->requeued + reaped->failed + reaped->cancelled > 0) {
-    spdlog::info("event=leases_reaped requeued={} failed={} cancelled={}", reaped->requeued,
-                 reaped->failed, reaped->cancelled);
+  if (reaped->requeued + reaped->failed + reaped->cancelled + reaped->outage_requeued > 0) {
+    spdlog::info("event=leases_reaped requeued={} failed={} cancelled={} requeued_after_outage={}",
+                 reaped->requeued, reaped->failed, reaped->cancelled, reaped->outage_requeued);
   }
 }
 

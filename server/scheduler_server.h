@@ -125,8 +125,8 @@ class SchedulerServer {
  private:
   SchedulerServer() = default;
   void ReapLoop();
-  // One reaper pass (outage grace first where it is due), logged.
-  void ReapAndLog();
+  // One reaper pass (recording an outage where there was one), logged.
+  void ReapAndLog(Scheduler::ReapPass pass = Scheduler::ReapPass::kRegular);
   // One telemetry retention pass, logged.
   void RetainAndLog();
 

@@ -70,6 +70,11 @@ struct SchedulerOptions {
   // The highest SweepSpec.priority a non-admin may submit.
   int32_t max_priority = 100;
   int reap_batch = 500;
+  // Outages (ReapExpiredLeases, RunQueue::RecordReaperPass): a silence of the reaper longer than
+  // outage_silence (0 = lease_ttl / 3) proves one; after one nothing is reaped for outage_grace
+  // (0 = 2 × lease_ttl: a TTL for the holders' next heartbeat, another for their reconnects).
+  absl::Duration outage_silence = absl::ZeroDuration();
+  absl::Duration outage_grace = absl::ZeroDuration();
   // What a failed attempt does to its run (retry_policy.h).
   RetryPolicy retry_policy;
 };
@@ -188,11 +193,15 @@ class Scheduler {
                                                       const Caller& caller = Caller::InProcess());
 
   // --- housekeeping ---
-  // Returns expired leases to the queue until none is left (called by the reaper thread). The
-  // first pass after the scheduler starts, and the first after a pass failed (the database was
-  // away), first extends every live lease by one TTL: their holders could not heartbeat through
-  // the outage, which is no sign that they died.
-  absl::StatusOr<ReapResult> ReapExpiredLeases();
+  // Returns expired leases to the queue until none is left (called by the reaper thread). Each
+  // pass first renews the reaper's liveness record in the store, which every replica shares; an
+  // outage — this pass is the start-up pass, the previous one failed (the database was away), or
+  // no replica recorded a pass for outage_silence — begins a grace: nothing is reaped for
+  // outage_grace, and a lease that lapses before its holder could renew it after the outage goes
+  // back to the queue without spending an attempt (their holders could not heartbeat, which is
+  // no fault of the run).
+  enum class ReapPass { kRegular, kStartUp };
+  absl::StatusOr<ReapResult> ReapExpiredLeases(ReapPass pass = ReapPass::kRegular);
 
  private:
   // The key lease secrets are signed with: loaded from (or first stored in) the store once.
@@ -237,8 +246,8 @@ class Scheduler {
   const Clock& clock_;
   const Planner planner_;
   const SchedulerOptions options_;
-  // Set until a reaper pass has extended the live leases after a start or an outage.
-  std::atomic<bool> leases_need_grace_{true};
+  // Set when a reaper pass failed, until a pass has recorded the outage in the store.
+  std::atomic<bool> outage_known_{false};
   SchedulerObserver* const observer_;  // may be null
   struct KnownOwner {
     std::string owner;

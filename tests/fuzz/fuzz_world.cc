@@ -238,8 +238,9 @@ std::vector<absl::StatusOr<server::CompletionResult>> FuzzRunStore::CompleteRuns
 absl::StatusOr<server::ReapResult> FuzzRunStore::ReapExpiredLeases(int limit) {
   return memory_->ReapExpiredLeases(limit);
 }
-absl::StatusOr<int> FuzzRunStore::ExtendLiveLeases(absl::Duration ttl) {
-  return memory_->ExtendLiveLeases(ttl);
+absl::StatusOr<server::ServiceLiveness> FuzzRunStore::RecordReaperPass(
+    const server::ReaperPass& pass) {
+  return memory_->RecordReaperPass(pass);
 }
 absl::StatusOr<server::RetentionResult> FuzzRunStore::ApplyRetention(
     const server::RetentionPolicy& policy) {

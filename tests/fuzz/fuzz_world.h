@@ -63,7 +63,7 @@ class FuzzRunStore final : public server::RunStore {
   std::vector<absl::StatusOr<server::CompletionResult>> CompleteRuns(
       const std::vector<const server::Completion*>& completions) override;
   absl::StatusOr<server::ReapResult> ReapExpiredLeases(int limit) override;
-  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
+  absl::StatusOr<server::ServiceLiveness> RecordReaperPass(const server::ReaperPass& pass) override;
   absl::StatusOr<server::RetentionResult> ApplyRetention(
       const server::RetentionPolicy& policy) override;
   absl::StatusOr<server::OwnerLoad> CountOwnerLoad(const std::string& owner) override;

@@ -23,6 +23,7 @@ class MemoryHarness {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, StoreContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, AccessContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, OutageContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

@@ -275,7 +275,7 @@ TEST_F(SchedulerMetricsTest, CountsCompletionsByClassAndReaperOutcomes) {
   options_.lease_ttl = absl::Milliseconds(500);
   scheduler_ =
       std::make_unique<Scheduler>(*store_, signal_, clock_, &StubPlanner, options_, metrics_.get());
-  ASSERT_TRUE(scheduler_->ReapExpiredLeases().ok());  // start-up pass: spends the outage grace
+  ASSERT_TRUE(scheduler_->ReapExpiredLeases().ok());  // records the liveness, no outage
   Submit(MakeSweepSpec("retries", 2));
   const std::string worker = Register();
   absl::StatusOr<v1::LeaseRunResponse> failing = LeaseNow(worker);

@@ -67,7 +67,7 @@ class MemoryRunStore final : public SweepCatalog,
   std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
-  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
+  absl::StatusOr<ServiceLiveness> RecordReaperPass(const ReaperPass& pass) override;
 
   // TelemetryRetention.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
@@ -147,6 +147,9 @@ class MemoryRunStore final : public SweepCatalog,
   std::map<std::string, WorkerRow> workers_ ABSL_GUARDED_BY(mu_);
   std::vector<TokenRow> tokens_ ABSL_GUARDED_BY(mu_);  // creation order
   std::map<std::string, std::string> server_keys_ ABSL_GUARDED_BY(mu_);
+  // The reaper's liveness record (reaper_liveness in PostgreSQL); nullopt before the first pass.
+  std::optional<absl::Time> last_reaper_pass_ ABSL_GUARDED_BY(mu_);
+  ServiceLiveness liveness_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace parity::server
