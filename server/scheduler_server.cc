@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/exposer.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -157,9 +158,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   }
   server->listener_ = std::make_unique<PgListener>(
       options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
+  SchedulerOptions scheduling = options.scheduler;
+  if (scheduling.outage_silence <= absl::ZeroDuration()) {
+    // A third of the TTL, but never under three reaper intervals: a silence is an outage only
+    // when passes stopped, not when the reaper is merely slow (or nothing would ever be reaped).
+    scheduling.outage_silence = std::max(scheduling.lease_ttl / 3, 3 * options.reap_interval);
+  }
   server->scheduler_ =
       std::make_unique<Scheduler>(*server->store_, server->work_signal_, *server->clock_,
-                                  std::move(planner), options.scheduler, observer);
+                                  std::move(planner), scheduling, observer);
   {
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
