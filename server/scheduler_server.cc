@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/exposer.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -119,10 +120,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
   }
-  // The start-up pass, outage grace included, before any call is served: it must extend only the
-  // leases whose workers had no scheduler to heartbeat to, never one this instance grants. With
-  // the database away it fails, and the reaper thread's first pass that succeeds gives the grace.
-  server->ReapAndLog();
+  // The start-up pass, before any call is served: it records the outage that a start is (so the
+  // grace's windows begin before any worker can renew a lease here). With the database away it
+  // fails, and the reaper thread's first pass that succeeds records it.
+  server->ReapAndLog(Upkeep::ReapPass::kStartUp);
   PARITY_RETURN_IF_ERROR(server->StartGrpc());
   PARITY_RETURN_IF_ERROR(server->StartHttp());
   server->reaper_ = std::thread([s = server.get()] { s->ReapLoop(); });
@@ -166,7 +167,13 @@ void SchedulerServer::MakeServices(Planner planner, SchedulerObserver* observer)
   leases_ = std::make_unique<LeasesService>(
       store, [&store](const std::string& run_id) { return store.GetRun(run_id); }, *lease_secrets_,
       work_signal_, *clock_, options_.scheduler, observer);
-  upkeep_ = std::make_unique<Upkeep>(store, store, work_signal_, options_.scheduler, observer);
+  SchedulerOptions upkeep = options_.scheduler;
+  if (upkeep.outage_silence <= absl::ZeroDuration()) {
+    // A third of the TTL, but never under three reaper intervals: a silence is an outage only
+    // when passes stopped, not when the reaper is merely slow (or nothing would ever be reaped).
+    upkeep.outage_silence = std::max(upkeep.lease_ttl / 3, 3 * options_.reap_interval);
+  }
+  upkeep_ = std::make_unique<Upkeep>(store, store, work_signal_, upkeep, observer);
   sweep_service_ = std::make_unique<SweepServiceImpl>(*sweeps_, *access_, stopping_);
   worker_service_ = std::make_unique<WorkerServiceImpl>(*leases_, *access_, stopping_,
                                                         !options_.tls.client_ca_file.empty());
@@ -258,19 +265,21 @@ void SchedulerServer::RetainAndLog() {
   }
 }
 
-void SchedulerServer::ReapAndLog() {
-  absl::StatusOr<ReapResult> reaped = upkeep_->ReapExpiredLeases();
+void SchedulerServer::ReapAndLog(Upkeep::ReapPass pass) {
+  absl::StatusOr<ReapResult> reaped = upkeep_->ReapExpiredLeases(pass);
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;
   }
-  if (reaped->extended > 0) {
-    spdlog::info("event=lease_grace extended={} ttl={}", reaped->extended,
-                 absl::FormatDuration(options_.scheduler.lease_ttl));
+  if (reaped->liveness.outage) {
+    const absl::Time now = clock_->Now();
+    spdlog::info("event=outage_grace reap_in={} uncharged_lapses_for={}",
+                 absl::FormatDuration(reaped->liveness.reap_from - now),
+                 absl::FormatDuration(reaped->liveness.charge_from - now));
   }
-  if (reaped->requeued + reaped->failed + reaped->cancelled > 0) {
-    spdlog::info("event=leases_reaped requeued={} failed={} cancelled={}", reaped->requeued,
-                 reaped->failed, reaped->cancelled);
+  if (reaped->requeued + reaped->failed + reaped->cancelled + reaped->outage_requeued > 0) {
+    spdlog::info("event=leases_reaped requeued={} failed={} cancelled={} requeued_after_outage={}",
+                 reaped->requeued, reaped->failed, reaped->cancelled, reaped->outage_requeued);
   }
 }
 

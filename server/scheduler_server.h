@@ -81,8 +81,8 @@ class SchedulerServer {
   // The web port, when http_listen is set.
   absl::Status StartHttp();
   void ReapLoop();
-  // One reaper pass (outage grace first where it is due), logged.
-  void ReapAndLog();
+  // One reaper pass (recording an outage where there was one), logged.
+  void ReapAndLog(Upkeep::ReapPass pass = Upkeep::ReapPass::kRegular);
   // One telemetry retention pass, logged.
   void RetainAndLog();
 

@@ -503,8 +503,10 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
       if (LeaseGone(h)) return RunOutcome::kLeaseLost;
       next_heartbeat = absl::Now() + options_.heartbeat_interval;
     }
-    absl::SleepFor(
-        std::min(backoff.NextDelay(), std::max(absl::ZeroDuration(), deadline - absl::Now())));
+    // At most a heartbeat interval between tries, however long the outage was: the scheduler
+    // gives the lease only a grace after it is back, and the backoff has grown to its maximum.
+    absl::SleepFor(std::min({backoff.NextDelay(), options_.heartbeat_interval,
+                             std::max(absl::ZeroDuration(), deadline - absl::Now())}));
   }
   spdlog::error("run {}: scheduler unreachable for {}; leaving the run to the lease reaper",
                 run_.run_id(),

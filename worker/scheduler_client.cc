@@ -143,7 +143,12 @@ absl::StatusOr<std::unique_ptr<SchedulerClient>> MakeGrpcSchedulerClient(
   // Reconnect quickly after a scheduler restart (the default backoff grows to 120 s).
   channel.args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   channel.args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  channel.args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  // gRPC's "min reconnect backoff" is the least time one connection attempt may take (its
+  // deadline is the later of the next attempt's time and now + this). At 200 ms, a scheduler
+  // that had just started on a busy host could not finish the handshake in time: the chaos soak
+  // saw `tcp handshaker shutdown` for ≈ 3.5 s after it served, longer than a 3 s lease TTL. A
+  // refused connection still fails at once and is retried on the backoff above.
+  channel.args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   // A scheduler that vanished without closing the connection (a partition, a dead host) is
   // noticed within 40 s even by a long poll in flight; the server allows a ping every 10 s.
   channel.args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);

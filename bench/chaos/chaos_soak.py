@@ -20,9 +20,12 @@ after each), retries, steps lost per kill against the checkpoint interval, wall 
 See bench/chaos/README.md. Standard library only; reuses tests/faults/parity_stack.py.
 """
 import argparse
+import hashlib
+import json
 import os
 import random
 import re
+import shutil
 import socket
 import sys
 import tempfile
@@ -36,6 +39,10 @@ from parity_stack import (Postgres, Stack, compare_with_reference, log, read_ref
                           sh, stored_points, sweep_yaml, train_reference)
 
 KINDS = ("worker_kill", "scheduler_restart", "postgres_restart")
+# How long after a scheduler or PostgreSQL restart a worker kill is in that outage's shadow: the
+# scheduler's outage grace (two lease TTLs of 3 s), in which workers reconnect and record the
+# checkpoints they wrote while it was away.
+OUTAGE_SHADOW_S = 6.0
 
 
 def free_port():
@@ -132,7 +139,7 @@ class Driver:
         time.sleep(1.0)  # let what the worker had already sent land; it can send nothing more
         for run_id, epoch in held:
             self.kills.append({"run_id": run_id, "epoch": int(epoch), "worker": index,
-                               "progress": self._furthest(run_id, int(epoch))})
+                               "progress": self._furthest(run_id, int(epoch)), "at": at})
         self.faults.append({"kind": "worker_kill", "at": at,
                             "detail": f"worker-{index} holding {len(held)} run(s)"})
         time.sleep(self.rng.uniform(0.0, 2.0))
@@ -161,7 +168,7 @@ class Driver:
         down = self.rng.uniform(0.5, 2.0)
         time.sleep(down)
         self.stack.start_scheduler()
-        self.faults.append({"kind": "scheduler_restart", "at": at,
+        self.faults.append({"kind": "scheduler_restart", "at": at, "ended": time.monotonic(),
                             "detail": f"kill -9, down {down:.1f} s"})
         log(f"fault: kill -9 scheduler, restarted after {down:.1f} s")
 
@@ -171,7 +178,7 @@ class Driver:
         down = self.rng.uniform(2.0, 5.0)
         time.sleep(down)
         self.stack.pg.start()
-        self.faults.append({"kind": "postgres_restart", "at": at,
+        self.faults.append({"kind": "postgres_restart", "at": at, "ended": time.monotonic(),
                             "detail": f"stop -m immediate, down {down:.1f} s"})
         log(f"fault: PostgreSQL crashed (stop -m immediate), restarted after {down:.1f} s")
 
@@ -198,9 +205,34 @@ def worker_log_lines(stack):
                 yield from f
 
 
-def run_references(stack, runs, parallel, root):
-    """Trains every run's spec undisturbed, `parallel` at a time; returns run_id -> directory."""
+def reference_key(stack, spec_file, root):
+    """What an undisturbed run's output depends on: the spec (as canonical JSON: proto JSON maps
+    such as the labels come in any order; the scratch directory, which names the corpus file,
+    taken out), the corpus and the engine binary, hashed."""
+    digest = hashlib.sha256()
+    with open(spec_file) as f:
+        spec = json.dumps(json.load(f), sort_keys=True, separators=(",", ":"))
+    digest.update(spec.replace(root, "<scratch>").encode())
+    for path in (os.path.join(root, "corpus", "kjv.txt"), stack.bin["engine"]):
+        with open(path, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
+def run_references(stack, runs, parallel, root, cache=None):
+    """Trains every run's spec undisturbed, `parallel` at a time; returns run_id -> directory.
+    With `cache`, a reference trained before for the same key (reference_key) is taken from it
+    instead, and each new one is stored there."""
     dirs = {r["run_id"]: os.path.join(root, "reference", r["run_id"]) for r in runs}
+    keys = {}
+    if cache:
+        for r in runs:
+            keys[r["run_id"]] = reference_key(stack, stack.run_spec_file(r["run_id"]), root)
+            cached = os.path.join(cache, keys[r["run_id"]])
+            if os.path.exists(os.path.join(cached, "metrics.jsonl")):
+                dirs[r["run_id"]] = cached
+        runs = [r for r in runs if not dirs[r["run_id"]].startswith(cache)]
+        log(f"reference cache {cache}: {len(dirs) - len(runs)} reused, {len(runs)} to train")
     queue = list(runs)
     active = []
     failed = []
@@ -218,6 +250,10 @@ def run_references(stack, runs, parallel, root):
                     failed.append(item[0]["name"])
     if failed:
         raise RuntimeError(f"reference parity-train failed for {failed}")
+    for r in runs if cache else []:
+        read_reference(dirs[r["run_id"]])  # only a finished reference is kept
+        shutil.copytree(dirs[r["run_id"]], os.path.join(cache, keys[r["run_id"]]),
+                        ignore=shutil.ignore_patterns("ckpt"), dirs_exist_ok=True)
     return dirs
 
 
@@ -234,6 +270,9 @@ def main():
     parser.add_argument("--sweep-timeout", type=float, default=420.0)
     parser.add_argument("--parallel-references", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--reference-cache", metavar="DIR",
+                        help="reuse undisturbed references trained before for the same spec, "
+                        "corpus and engine binary (and keep new ones there)")
     args = parser.parse_args()
     if args.runs % 4:
         raise SystemExit("--runs must be a multiple of 4 (4 activation rates x seeds)")
@@ -295,7 +334,7 @@ def main():
         # Curves and final BPC against the undisturbed runs.
         t_ref = time.monotonic()
         ref_dirs = run_references(stack, [r for r in runs if r["state"] == "SUCCEEDED"],
-                                  args.parallel_references, root)
+                                  args.parallel_references, root, args.reference_cache)
         reference_s = time.monotonic() - t_ref
         identical = 0
         for r in runs:
@@ -305,15 +344,23 @@ def main():
             failures += [f"{r['name']}: {p}" for p in problems]
             identical += not problems
 
-        # Steps lost per kill.
+        # Steps lost per kill. A kill in an outage's shadow (while the scheduler or PostgreSQL
+        # was away, or within the grace after, OUTAGE_SHADOW_S) is not held to the interval: no
+        # checkpoint can be recorded while they are away (a checkpoint counts once its points
+        # are stored), so such a kill loses what the engine trained meanwhile too; its run's
+        # curve is still checked above, bit for bit, for holes and extras.
         resumed = resume_steps(stack)
-        losses = []
+        losses, shadow_losses = [], []
+        outages = [f for f in driver.faults if "ended" in f]
         for k in driver.kills:
             later = sorted(e for (run, e) in resumed if run == k["run_id"] and e > k["epoch"])
             if not later:
                 continue  # the attempt had finished before the kill took it
             resume_step = resumed[(k["run_id"], later[0])]
             lost = k["progress"] - resume_step
+            if any(f["at"] <= k["at"] <= f["ended"] + OUTAGE_SHADOW_S for f in outages):
+                shadow_losses.append(lost)
+                continue
             losses.append(lost)
             if lost > args.checkpoint_every:
                 failures.append(f"run {k['run_id']}: the kill of worker-{k['worker']} lost "
@@ -324,8 +371,9 @@ def main():
         # Figures.
         retry_rows = pg.query(
             f"SELECT count(*) FILTER (WHERE from_state IS NOT NULL AND to_state = 'PENDING'), "
-            f"count(*) FILTER (WHERE reason = 'lease expired') FROM events WHERE sweep_id = "
-            f"'{sweep}'")[0]
+            f"count(*) FILTER (WHERE reason = 'lease expired'), "
+            f"count(*) FILTER (WHERE reason = 'lease expired during an outage') FROM events "
+            f"WHERE sweep_id = '{sweep}'")[0]
         attempts = [int(r["attempt"]) for r in runs]
         by_kind = {k: [f for f in driver.faults if f["kind"] == k] for k in KINDS}
         survived = [f for f in driver.faults if f.get("recovered_s") is not None]
@@ -347,12 +395,18 @@ def main():
               + f"; survived: {len(survived)} (sweep progressed again within "
               f"{max(recov, default=0):.1f} s at most, {sum(recov) / max(1, len(recov)):.1f} s "
               "mean)")
-        print(f"worker kills hitting a training run: {len(losses)}; steps lost per kill: max "
-              f"{max(losses, default=0)}, mean {sum(losses) / max(1, len(losses)):.0f} (checkpoint "
-              f"interval {args.checkpoint_every} steps; lost = furthest known step - resume step)")
+        print(f"worker kills hitting a training run: {len(losses) + len(shadow_losses)}; steps "
+              f"lost per kill: max {max(losses, default=0)}, mean "
+              f"{sum(losses) / max(1, len(losses)):.0f} over the {len(losses)} outside an "
+              f"outage's shadow (checkpoint interval {args.checkpoint_every} steps; lost = "
+              f"furthest known step - resume step); {len(shadow_losses)} in an outage's shadow "
+              f"(within {OUTAGE_SHADOW_S:g} s of a scheduler or PostgreSQL restart): max "
+              f"{max(shadow_losses, default=0)}, mean "
+              f"{sum(shadow_losses) / max(1, len(shadow_losses)):.0f}")
         print(f"retries: {sum(a - 1 for a in attempts)} extra attempts over "
               f"{sum(a > 1 for a in attempts)} runs; requeue events {retry_rows[0]}, "
-              f"lease-expired events {retry_rows[1]}")
+              f"lease-expired events {retry_rows[1]} (an attempt spent each), outage requeues "
+              f"{retry_rows[2]} (leases lapsed during an outage or its grace: no attempt spent)")
         # A resume that found the recorded checkpoint gone (pruned by an engine that trained on
         # after its lease lapsed) starts over: shown here, beside the per-kill losses above.
         over = [l for l in worker_log_lines(stack) if "is missing" in l]

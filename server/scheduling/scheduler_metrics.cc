@@ -218,7 +218,8 @@ SchedulerMetrics::SchedulerMetrics(ReadModels& reads, const Clock& clock,
       reaped_(prometheus::BuildCounter()
                   .Name("parity_scheduler_reaped_leases_total")
                   .Help("Expired leases handled by the reaper: requeued, failed (past "
-                        "max_attempts) or cancelled (count)")
+                        "max_attempts), cancelled, or requeued_after_outage (lapsed during an "
+                        "outage, no attempt spent) (count)")
                   .Register(*registry_)),
       reaper_errors_(prometheus::BuildCounter()
                          .Name("parity_scheduler_reaper_errors_total")
@@ -227,8 +228,9 @@ SchedulerMetrics::SchedulerMetrics(ReadModels& reads, const Clock& clock,
                          .Add({})),
       lease_grace_(prometheus::BuildCounter()
                        .Name("parity_scheduler_lease_grace_total")
-                       .Help("Live leases extended by one TTL because the scheduler started or "
-                             "the database came back: their workers could not heartbeat (count)")
+                       .Help("Outages the reaper found (the scheduler started, a pass failed, or "
+                             "no replica reaped for a while), each beginning a grace in which no "
+                             "lease is reaped and lapses spend no attempt (count)")
                        .Register(*registry_)
                        .Add({})),
       retention_deleted_(prometheus::BuildCounter()
@@ -240,7 +242,7 @@ SchedulerMetrics::SchedulerMetrics(ReadModels& reads, const Clock& clock,
   // Series that exist from the start, so rate() and alerts see a 0 rather than nothing.
   sweeps_submitted_.Add({{"deduplicated", "false"}});
   sweeps_submitted_.Add({{"deduplicated", "true"}});
-  for (const char* outcome : {"requeued", "failed", "cancelled"}) {
+  for (const char* outcome : {"requeued", "failed", "cancelled", "requeued_after_outage"}) {
     reaped_.Add({{"outcome", outcome}});
   }
   for (const char* kind : {"metric_points", "events", "workers"}) {
@@ -300,7 +302,8 @@ void SchedulerMetrics::OnLeasesReaped(const ReapResult& result) {
   reaped_.Add({{"outcome", "requeued"}}).Increment(result.requeued);
   reaped_.Add({{"outcome", "failed"}}).Increment(result.failed);
   reaped_.Add({{"outcome", "cancelled"}}).Increment(result.cancelled);
-  lease_grace_.Increment(result.extended);
+  reaped_.Add({{"outcome", "requeued_after_outage"}}).Increment(result.outage_requeued);
+  if (result.liveness.outage) lease_grace_.Increment();
 }
 
 void SchedulerMetrics::OnReapFailed(const absl::Status&) { reaper_errors_.Increment(); }

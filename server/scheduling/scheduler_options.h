@@ -55,6 +55,12 @@ struct SchedulerOptions {
   int32_t max_priority = 100;
   // --- Upkeep ---
   int reap_batch = 500;
+  // Outages (Upkeep::ReapExpiredLeases, RunQueue::RecordReaperPass): a silence of the reaper
+  // longer than outage_silence (0 = lease_ttl / 3; the server takes at least 3 reaper intervals)
+  // proves one; after one nothing is reaped for outage_grace (0 = 2 × lease_ttl: a TTL for the
+  // holders' next heartbeat, another for their reconnects).
+  absl::Duration outage_silence = absl::ZeroDuration();
+  absl::Duration outage_grace = absl::ZeroDuration();
   // --- LeasesService: what a failed attempt does to its run (retry_policy.h) ---
   RetryPolicy retry_policy;
 };

@@ -20,30 +20,39 @@ absl::StatusOr<RetentionResult> Upkeep::ApplyRetention(const RetentionPolicy& po
   return result;
 }
 
-absl::StatusOr<ReapResult> Upkeep::ReapExpiredLeases() {
+absl::StatusOr<ReapResult> Upkeep::ReapExpiredLeases(ReapPass pass) {
   ReapResult total;
   const auto failed = [&](const absl::Status& status) {
-    leases_need_grace_.store(true);
+    outage_known_.store(true);  // the next pass that succeeds begins the grace
     if (observer_ != nullptr) observer_->OnReapFailed(status);
     return status;
   };
-  if (leases_need_grace_.load()) {
-    absl::StatusOr<int> extended = queue_.ExtendLiveLeases(options_.lease_ttl);
-    if (!extended.ok()) return failed(extended.status());
-    total.extended = *extended;
-    leases_need_grace_.store(false);
-  }
+  const absl::Duration ttl = options_.lease_ttl;
+  absl::StatusOr<ServiceLiveness> liveness = queue_.RecordReaperPass(
+      {.outage = pass == ReapPass::kStartUp || outage_known_.load(),
+       .max_silence =
+           options_.outage_silence > absl::ZeroDuration() ? options_.outage_silence : ttl / 3,
+       .lease_ttl = ttl,
+       .grace = options_.outage_grace > absl::ZeroDuration() ? options_.outage_grace : 2 * ttl});
+  if (!liveness.ok()) return failed(liveness.status());
+  outage_known_.store(false);
+  total.liveness = *liveness;
   while (true) {
     absl::StatusOr<ReapResult> batch = queue_.ReapExpiredLeases(options_.reap_batch);
     if (!batch.ok()) return failed(batch.status());
     total.requeued += batch->requeued;
     total.failed += batch->failed;
     total.cancelled += batch->cancelled;
-    if (batch->requeued + batch->failed + batch->cancelled < options_.reap_batch) break;
+    total.outage_requeued += batch->outage_requeued;
+    if (batch->requeued + batch->failed + batch->cancelled + batch->outage_requeued <
+        options_.reap_batch) {
+      break;
+    }
   }
-  if (total.requeued > 0) work_signal_.Notify();
+  if (total.requeued + total.outage_requeued > 0) work_signal_.Notify();
   if (observer_ != nullptr &&
-      (total.requeued + total.failed + total.cancelled + total.extended) > 0) {
+      (total.requeued + total.failed + total.cancelled + total.outage_requeued > 0 ||
+       total.liveness.outage)) {
     observer_->OnLeasesReaped(total);
   }
   return total;

@@ -23,11 +23,15 @@ class Upkeep {
   Upkeep(RunQueue& queue, TelemetryRetention& retention, WorkSignal& work_signal,
          SchedulerOptions options, SchedulerObserver* observer = nullptr);
 
-  // Returns expired leases to the queue until none is left (called by the reaper thread). The
-  // first pass after the scheduler starts, and the first after a pass failed (the database was
-  // away), first extends every live lease by one TTL: their holders could not heartbeat through
-  // the outage, which is no sign that they died.
-  absl::StatusOr<ReapResult> ReapExpiredLeases();
+  // Returns expired leases to the queue until none is left (called by the reaper thread). Each
+  // pass first renews the reaper's liveness record in the store, which every replica shares; an
+  // outage — this pass is the start-up pass, the previous one failed (the database was away), or
+  // no replica recorded a pass for outage_silence — begins a grace: nothing is reaped for
+  // outage_grace, and a lease that lapses before its holder could renew it after the outage goes
+  // back to the queue without spending an attempt (their holders could not heartbeat, which is
+  // no fault of the run).
+  enum class ReapPass { kRegular, kStartUp };
+  absl::StatusOr<ReapResult> ReapExpiredLeases(ReapPass pass = ReapPass::kRegular);
   // One telemetry retention pass (store/telemetry_retention.h); the server runs it periodically.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy);
 
@@ -37,8 +41,8 @@ class Upkeep {
   WorkSignal& work_signal_;
   const SchedulerOptions options_;
   SchedulerObserver* const observer_;  // may be null
-  // Set until a reaper pass has extended the live leases after a start or an outage.
-  std::atomic<bool> leases_need_grace_{true};
+  // Set when a reaper pass failed, until a pass has recorded the outage in the store.
+  std::atomic<bool> outage_known_{false};
 };
 
 }  // namespace parity::server

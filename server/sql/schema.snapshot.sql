@@ -409,6 +409,31 @@ BEGIN
   RETURN NULL;
 END $$;
 
+CREATE FUNCTION public.record_reaper_pass(p_outage boolean, p_max_silence_s double precision, p_lease_ttl_s double precision, p_grace_s double precision) RETURNS TABLE(outage boolean, up_since timestamp with time zone, charge_from timestamp with time zone, reap_from timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_last timestamptz;
+  v_outage boolean;
+BEGIN
+  SELECT l.last_pass_at INTO v_last FROM reaper_liveness l WHERE l.singleton FOR UPDATE;
+  v_outage := p_outage OR (v_last IS NOT NULL
+                           AND now() - v_last > make_interval(secs => p_max_silence_s));
+  INSERT INTO reaper_liveness AS l (singleton, last_pass_at, up_since, charge_from, reap_from)
+  VALUES (true, now(), '-infinity', '-infinity', '-infinity')
+  ON CONFLICT (singleton) DO UPDATE SET last_pass_at = now();
+  IF v_outage THEN
+    UPDATE reaper_liveness l SET
+      up_since = now(),
+      charge_from = greatest(l.charge_from, now() + make_interval(secs => p_lease_ttl_s)),
+      reap_from = greatest(l.reap_from, now() + make_interval(secs => p_grace_s))
+    WHERE l.singleton;
+  END IF;
+  RETURN QUERY SELECT v_outage, l.up_since, l.charge_from, l.reap_from
+    FROM reaper_liveness l WHERE l.singleton;
+END;
+$$;
+
 CREATE TABLE public.access_tokens (
     token_id uuid DEFAULT gen_random_uuid() NOT NULL,
     name text NOT NULL,
@@ -838,6 +863,15 @@ CREATE TABLE public.metrics_p15 (
     eval_bpc jsonb
 );
 
+CREATE TABLE public.reaper_liveness (
+    singleton boolean DEFAULT true NOT NULL,
+    last_pass_at timestamp with time zone NOT NULL,
+    up_since timestamp with time zone NOT NULL,
+    charge_from timestamp with time zone NOT NULL,
+    reap_from timestamp with time zone NOT NULL,
+    CONSTRAINT reaper_liveness_singleton_check CHECK (singleton)
+);
+
 CREATE VIEW public.results AS
  SELECT r.run_id,
     r.sweep_id,
@@ -1025,6 +1059,9 @@ ALTER TABLE ONLY public.metrics_p14
 
 ALTER TABLE ONLY public.metrics_p15
     ADD CONSTRAINT metrics_p15_pkey PRIMARY KEY (run_id, step);
+
+ALTER TABLE ONLY public.reaper_liveness
+    ADD CONSTRAINT reaper_liveness_pkey PRIMARY KEY (singleton);
 
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (run_id);

@@ -127,12 +127,45 @@ struct RunHolding {
   bool held = false;
 };
 
+// One reaper pass, as the scheduler tells the store (RunQueue::RecordReaperPass).
+struct ReaperPass {
+  // The caller knows of an outage the record cannot show: it has just started (a restart
+  // shorter than max_silence), or its previous pass failed (the database was away).
+  bool outage = false;
+  // A longer silence since the last pass any replica recorded is an outage: the reaper, and so
+  // the scheduler or the database, was away.
+  absl::Duration max_silence = absl::Seconds(5);
+  // A lease its holder renewed after the outage lapses no sooner than this after it.
+  absl::Duration lease_ttl = absl::Seconds(60);
+  // After an outage nothing is reaped for this long: the holders' time to reconnect and
+  // heartbeat (at least a TTL, plus their reconnect backoff).
+  absl::Duration grace = absl::Seconds(120);
+};
+
+// The service's liveness as the store has recorded it, after the pass.
+struct ServiceLiveness {
+  bool outage = false;                         // this pass found (or was told of) an outage
+  absl::Time up_since = absl::InfinitePast();  // the current stretch of service began
+  // Leases that lapse before charge_from are requeued without charge; none is reaped before
+  // reap_from. InfinitePast: no outage recorded.
+  absl::Time charge_from = absl::InfinitePast();
+  absl::Time reap_from = absl::InfinitePast();
+};
+
 struct ReapResult {
   int requeued = 0;   // back to PENDING with attempt + 1
   int failed = 0;     // past max_attempts: FAILED, LEASE_EXPIRED
   int cancelled = 0;  // cancellation was pending: CANCELLED
-  int extended = 0;   // live leases given outage grace before this pass (ExtendLiveLeases)
+  // Lapsed before the outage's charge_from (their holders never renewed them after an outage):
+  // back to PENDING at the same attempt, event "lease expired during an outage".
+  int outage_requeued = 0;
+  // What the pass recorded (Scheduler::ReapExpiredLeases; the store leaves it default).
+  ServiceLiveness liveness;
 };
+
+// The failure message a run keeps when its lease lapsed during an outage (both stores).
+inline constexpr char kOutageLapseMessage[] =
+    "lease lapsed during an outage of the scheduler or its database; the attempt was not charged";
 
 class RunQueue {
  public:
@@ -176,12 +209,17 @@ class RunQueue {
   // applied on its own (a stale token fails that completion only).
   virtual std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
       const std::vector<const Completion*>& completions) = 0;
-  // Returns up to `limit` expired leases to the queue (or fails them past max_attempts).
+  // Returns up to `limit` expired leases to the queue (or fails them past max_attempts). After
+  // an outage (RecordReaperPass) it reaps nothing before the recorded reap_from, and a lease that
+  // lapsed before charge_from goes back to PENDING without spending an attempt: its holder could
+  // not heartbeat, which is no fault of the run. Without a recorded outage every lapse is charged.
   virtual absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) = 0;
-  // Outage grace: moves every live lease's expiry to at least now + `ttl`. Holders that could not
-  // heartbeat while the scheduler or the database was away get a whole TTL to report in before
-  // the reaper may count them dead. Returns how many leases it touched.
-  virtual absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) = 0;
+  // Renews the reaper's liveness record, the same for every replica (PostgreSQL: the
+  // reaper_liveness row), and begins an outage's windows when `pass.outage` says so or the last
+  // recorded pass is more than `pass.max_silence` ago: up_since = now, charge_from ≥ now + TTL,
+  // reap_from ≥ now + grace (a later outage never shortens an earlier one's). The first pass
+  // ever records no outage unless told.
+  virtual absl::StatusOr<ServiceLiveness> RecordReaperPass(const ReaperPass& pass) = 0;
 };
 
 }  // namespace parity::server

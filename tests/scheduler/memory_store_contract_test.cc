@@ -27,6 +27,7 @@ class MemoryHarness {
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, StoreContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, AccessContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, ReadModelsContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, OutageContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

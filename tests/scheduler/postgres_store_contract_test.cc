@@ -35,6 +35,7 @@ class PostgresHarness {
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, StoreContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AccessContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, ReadModelsContractTest, PostgresHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, OutageContractTest, PostgresHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

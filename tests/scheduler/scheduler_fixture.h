@@ -200,8 +200,9 @@ class SchedulerTest : public ::testing::Test {
     options_.watch_poll_interval = absl::Milliseconds(20);
     scheduler_ = std::make_unique<SchedulerUnderTest>(*store_, signal_, clock_, &StubPlanner,
                                                       options_, nullptr);
-    // The start-up reaper pass, as the server makes it: it spends the outage grace on an empty
-    // queue, so the tests' reaper passes return what expired.
+    // A first reaper pass: it records the reaper's liveness with no outage (a test that wants
+    // the server's start-up grace passes Upkeep::ReapPass::kStartUp), so the tests' passes
+    // return what expired, charged.
     ASSERT_TRUE(scheduler_->ReapExpiredLeases().ok());
   }
 

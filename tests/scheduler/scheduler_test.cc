@@ -124,29 +124,86 @@ TEST_F(SchedulerTest, ConcurrentLeasersNeverGetTheSameRun) {
 }
 
 // A scheduler that was down longer than the TTL finds every lease expired; its workers could not
-// heartbeat, which is no sign they died. Its first reaper pass gives each live lease one TTL.
-TEST_F(SchedulerTest, ARestartedSchedulerGivesLiveLeasesOneTtlBeforeReapingThem) {
-  Submit(MakeSweepSpec("restart-grace", 1));
+// heartbeat, which is no sign they died. Its start-up pass begins a grace (recorded in the
+// database, for every replica): nothing is reaped until the holders could reconnect, and a lease
+// that lapsed without being renewed after the start goes back without spending an attempt.
+TEST_F(SchedulerTest, ARestartedSchedulerRequeuesLeasesLapsedInTheOutageWithoutCharge) {
+  v1::SweepSpec spec = MakeSweepSpec("restart-grace", 2);
+  spec.set_max_attempts(1);  // any charged lapse would fail the run
+  Submit(spec);
   const std::string worker = Register();
+  const absl::StatusOr<v1::LeaseRunResponse> reconnects = LeaseNow(worker);
+  ASSERT_TRUE(reconnects.ok() && reconnects->has_lease());
   ASSERT_TRUE(LeaseNow(worker)->has_lease());
-  const std::string expire = "UPDATE runs SET lease_expires_at = now() - interval '1 s'";
-  Sql(database_url_, expire);  // the outage outlasted the lease
+  Sql(database_url_, "UPDATE runs SET lease_expires_at = now() - interval '1 s'");  // the outage
 
   SchedulerUnderTest restarted(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
-  absl::StatusOr<ReapResult> first = restarted.ReapExpiredLeases();
+  absl::StatusOr<ReapResult> first = restarted.ReapExpiredLeases(Upkeep::ReapPass::kStartUp);
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(first->extended, 1);
-  EXPECT_EQ(first->requeued, 0) << "the start-up pass reaped a lease its worker could not renew";
+  EXPECT_TRUE(first->liveness.outage);
+  EXPECT_EQ(first->requeued + first->failed + first->outage_requeued, 0)
+      << "the start-up pass reaped a lease its worker could not renew";
   EXPECT_EQ(Sql(database_url_,
-                "SELECT lease_expires_at > now() + interval '25 s' AND state = 'LEASED' FROM runs"),
+                "SELECT reap_from >= now() + interval '55 s' AND charge_from >= now() + "
+                "interval '25 s' FROM reaper_liveness"),
             "t")
-      << "the lease should run one TTL (30 s) from the start-up pass";
+      << "nothing reaped for two TTLs (60 s); lapses within a TTL (30 s) are not charged";
 
-  Sql(database_url_, expire);  // the worker really is gone: the grace is spent only once
-  absl::StatusOr<ReapResult> second = restarted.ReapExpiredLeases();
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(second->extended, 0);
-  EXPECT_EQ(second->requeued, 1);
+  v1::HeartbeatRequest heartbeat;  // one worker reconnects within the grace
+  heartbeat.set_worker_id(worker);
+  heartbeat.set_run_id(reconnects->run().run_id());
+  heartbeat.set_lease_epoch(reconnects->lease().lease_epoch());
+  heartbeat.set_lease_secret(reconnects->lease_secret());
+  ASSERT_TRUE(restarted.Heartbeat(heartbeat).ok());
+  Sql(database_url_, "UPDATE reaper_liveness SET reap_from = now() - interval '1 ms'");  // later
+  absl::StatusOr<ReapResult> after = restarted.ReapExpiredLeases();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->liveness.outage);
+  EXPECT_EQ(after->outage_requeued, 1) << "the lease no one renewed";
+  EXPECT_EQ(after->requeued + after->failed, 0);
+  EXPECT_EQ(Sql(database_url_,
+                "SELECT string_agg(state || ' ' || attempt, ',' ORDER BY state) "
+                "FROM runs"),
+            "PENDING 1,RUNNING 1");
+  EXPECT_EQ(Sql(database_url_,
+                "SELECT count(*) FROM events WHERE reason = 'lease expired during an outage' "
+                "AND to_state = 'PENDING' AND attempt = 1"),
+            "1");
+}
+
+// Replicas share the record: a silence in it (no replica reaped for a while) is an outage too,
+// whoever made the last pass; with the service up throughout, a lapse is the run's.
+TEST_F(SchedulerTest, ASilenceInTheReapersRecordIsAnOutageWhicheverReplicaReaped) {
+  v1::SweepSpec spec = MakeSweepSpec("silence", 2);
+  spec.set_max_attempts(1);
+  Submit(spec);
+  const std::string worker = Register();
+  ASSERT_TRUE(LeaseNow(worker)->has_lease());
+  const std::string expire =
+      "UPDATE runs SET lease_expires_at = now() - interval '1 s' WHERE "
+      "state IN ('LEASED', 'RUNNING')";
+  Sql(database_url_, expire);
+  absl::StatusOr<ReapResult> up = scheduler_->ReapExpiredLeases();  // passes without a gap
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_FALSE(up->liveness.outage);
+  EXPECT_EQ(up->failed, 1) << "lapsed with the service up: charged (its last attempt)";
+
+  ASSERT_TRUE(LeaseNow(worker)->has_lease());
+  Sql(database_url_, expire);
+  // The last pass, by any replica, was 20 s ago (the silence limit is TTL / 3 = 10 s).
+  Sql(database_url_, "UPDATE reaper_liveness SET last_pass_at = now() - interval '20 s'");
+  SchedulerUnderTest other_replica(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  absl::StatusOr<ReapResult> after_gap = other_replica.ReapExpiredLeases();
+  ASSERT_TRUE(after_gap.ok()) << after_gap.status();
+  EXPECT_TRUE(after_gap->liveness.outage) << "a 20 s silence";
+  EXPECT_EQ(after_gap->failed + after_gap->outage_requeued, 0) << "within the grace";
+  Sql(database_url_, "UPDATE reaper_liveness SET reap_from = now() - interval '1 ms'");
+  absl::StatusOr<ReapResult> later = other_replica.ReapExpiredLeases();
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->outage_requeued, 1);
+  EXPECT_EQ(later->failed, 0);
+  EXPECT_EQ(Sql(database_url_, "SELECT string_agg(state, ',' ORDER BY state) FROM runs"),
+            "FAILED,PENDING");
 }
 
 TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {

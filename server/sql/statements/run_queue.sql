@@ -81,38 +81,61 @@ UPDATE runs SET state = $2, attempt = $3, preemptions = $10,
 WHERE run_id = $1
 
 -- name: reap_expired
--- $1 limit. Expired leases: PENDING with attempt + 1, or FAILED (LEASE_EXPIRED) past
--- max_attempts, or CANCELLED when cancellation was pending; one event each.
-WITH expired AS (
-  SELECT run_id, state AS old_state, lease_owner AS old_owner FROM runs
-  WHERE state IN ('LEASED', 'RUNNING') AND lease_expires_at < now()
-  ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+-- $1 limit, $2 the failure message of a lapse during an outage (kOutageLapseMessage).
+-- Expired leases: PENDING with attempt + 1, or FAILED (LEASE_EXPIRED) past max_attempts, or
+-- CANCELLED when cancellation was pending; one event each. After an outage (reaper_liveness,
+-- record_reaper_pass) nothing is reaped before reap_from, and a lease that lapsed before
+-- charge_from goes back to PENDING at the same attempt (event "lease expired during an outage").
+WITH live AS (
+  SELECT coalesce(max(charge_from), '-infinity') AS charge_from,
+         coalesce(max(reap_from), '-infinity') AS reap_from
+  FROM reaper_liveness),
+expired AS (
+  SELECT r.run_id, r.state AS old_state, r.lease_owner AS old_owner,
+         r.lease_expires_at < live.charge_from AS outage
+  FROM runs r CROSS JOIN live
+  WHERE r.state IN ('LEASED', 'RUNNING') AND r.lease_expires_at < now()
+    AND now() >= live.reap_from
+  ORDER BY r.lease_expires_at LIMIT $1 FOR UPDATE OF r SKIP LOCKED),
 upd AS (
   UPDATE runs r SET
     state = CASE WHEN r.cancel_requested THEN 'CANCELLED'
-                 WHEN r.attempt >= r.max_attempts THEN 'FAILED' ELSE 'PENDING' END,
-    attempt = CASE WHEN r.cancel_requested OR r.attempt >= r.max_attempts THEN r.attempt
-                   ELSE r.attempt + 1 END,
+                 WHEN NOT e.outage AND r.attempt >= r.max_attempts THEN 'FAILED'
+                 ELSE 'PENDING' END,
+    attempt = CASE WHEN r.cancel_requested OR e.outage OR r.attempt >= r.max_attempts
+                   THEN r.attempt ELSE r.attempt + 1 END,
     failure_class = CASE WHEN r.cancel_requested THEN r.failure_class
                          ELSE 'LEASE_EXPIRED' END,
     failure_message = CASE WHEN r.cancel_requested THEN r.failure_message
+                           WHEN e.outage THEN $2
                            ELSE 'lease expired without a heartbeat' END,
-    ended_at = CASE WHEN r.cancel_requested OR r.attempt >= r.max_attempts THEN now()
-                    ELSE NULL END,
+    ended_at = CASE WHEN r.cancel_requested OR (NOT e.outage AND r.attempt >= r.max_attempts)
+                    THEN now() ELSE NULL END,
     cancel_requested = false, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
   FROM expired e WHERE r.run_id = e.run_id
-  RETURNING r.run_id, r.sweep_id, r.state, r.attempt, r.lease_epoch, e.old_state, e.old_owner),
+  RETURNING r.run_id, r.sweep_id, r.state, r.attempt, r.lease_epoch, e.old_state, e.old_owner,
+            e.outage),
 ev AS (
   INSERT INTO events (run_id, sweep_id, from_state, to_state, attempt, lease_epoch, worker_id,
                       reason)
-  SELECT run_id, sweep_id, old_state, state, attempt, lease_epoch, old_owner, 'lease expired'
+  SELECT run_id, sweep_id, old_state, state, attempt, lease_epoch, old_owner,
+         CASE WHEN outage AND state = 'PENDING' THEN 'lease expired during an outage'
+              ELSE 'lease expired' END
   FROM upd)
-SELECT sweep_id::text, state FROM upd
+SELECT sweep_id::text, state, outage FROM upd
 
--- name: extend_live_leases
--- $1 seconds. Outage grace (RunQueue::ExtendLiveLeases); never shortens a lease.
-UPDATE runs SET lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $1))
-WHERE state IN ('LEASED', 'RUNNING')
+-- name: record_reaper_pass
+-- $1 caller knows of an outage, $2 max silence s, $3 lease TTL s, $4 grace s
+-- (RunQueue::RecordReaperPass; server/sql/record_reaper_pass.sql). Times in microseconds, NULL
+-- for ±infinity (which no bigint holds).
+SELECT outage,
+       CASE WHEN isfinite(up_since) THEN (extract(epoch FROM up_since) * 1000000)::bigint END
+         AS up_since_us,
+       CASE WHEN isfinite(charge_from) THEN (extract(epoch FROM charge_from) * 1000000)::bigint
+         END AS charge_from_us,
+       CASE WHEN isfinite(reap_from) THEN (extract(epoch FROM reap_from) * 1000000)::bigint END
+         AS reap_from_us
+FROM record_reaper_pass($1::boolean, $2::float8, $3::float8, $4::float8)
 
 -- name: apply_telemetry_retention
 -- $1 metrics age s, $2 points kept per run, $3 events age s, $4 workers age s, $5 sweeps per

@@ -351,6 +351,8 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
 absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = now_();
+  ReapResult result;
+  if (now < liveness_.reap_from) return result;  // an outage's holders may still reconnect
   std::vector<RunRow*> expired;
   for (auto& [run_id, run] : runs_) {
     if (IsLive(run.run.state()) && run.lease_expires < now) expired.push_back(&run);
@@ -358,17 +360,21 @@ absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
   std::sort(expired.begin(), expired.end(),
             [](const RunRow* a, const RunRow* b) { return a->lease_expires < b->lease_expires; });
   if (static_cast<int>(expired.size()) > limit) expired.resize(limit);
-  ReapResult result;
   for (RunRow* row : expired) {
     v1::Run& run = row->run;
     const v1::RunState from = run.state();
+    const bool outage = row->lease_expires < liveness_.charge_from;
     if (run.cancel_requested()) {
       run.set_state(v1::RUN_STATE_CANCELLED);
       ++result.cancelled;
     } else {
       run.set_failure_class(v1::FAILURE_CLASS_LEASE_EXPIRED);
-      run.mutable_failure()->set_message("lease expired without a heartbeat");
-      if (run.attempt() >= run.max_attempts()) {
+      run.mutable_failure()->set_message(outage ? kOutageLapseMessage
+                                                : "lease expired without a heartbeat");
+      if (outage) {
+        run.set_state(v1::RUN_STATE_PENDING);
+        ++result.outage_requeued;
+      } else if (run.attempt() >= run.max_attempts()) {
         run.set_state(v1::RUN_STATE_FAILED);
         ++result.failed;
       } else {
@@ -387,16 +393,18 @@ absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
   return result;
 }
 
-absl::StatusOr<int> MemoryRunStore::ExtendLiveLeases(absl::Duration ttl) {
+absl::StatusOr<ServiceLiveness> MemoryRunStore::RecordReaperPass(const ReaperPass& pass) {
   absl::MutexLock lock(&mu_);
-  const absl::Time until = now_() + ttl;
-  int extended = 0;
-  for (auto& [run_id, run] : runs_) {
-    if (!IsLive(run.run.state())) continue;
-    run.lease_expires = std::max(run.lease_expires, until);
-    ++extended;
+  const absl::Time now = now_();
+  liveness_.outage =
+      pass.outage || (last_reaper_pass_ && now - *last_reaper_pass_ > pass.max_silence);
+  last_reaper_pass_ = now;
+  if (liveness_.outage) {  // as record_reaper_pass (server/sql/)
+    liveness_.up_since = now;
+    liveness_.charge_from = std::max(liveness_.charge_from, now + pass.lease_ttl);
+    liveness_.reap_from = std::max(liveness_.reap_from, now + pass.grace);
   }
-  return extended;
+  return liveness_;
 }
 
 }  // namespace parity::server

@@ -80,7 +80,7 @@ class MemoryRunStore final : public RunStore {
   std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
-  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
+  absl::StatusOr<ServiceLiveness> RecordReaperPass(const ReaperPass& pass) override;
 
   // ReadModels (memory_read_models.cc).
   absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
@@ -187,6 +187,9 @@ class MemoryRunStore final : public RunStore {
   std::map<std::string, std::string> server_keys_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, EventRow> events_ ABSL_GUARDED_BY(mu_);  // by event id
   int64_t next_event_id_ ABSL_GUARDED_BY(mu_) = 1;           // 0 is "no watermark"
+  // The reaper's liveness record (reaper_liveness in PostgreSQL); nullopt before the first pass.
+  std::optional<absl::Time> last_reaper_pass_ ABSL_GUARDED_BY(mu_);
+  ServiceLiveness liveness_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace parity::server

@@ -274,10 +274,10 @@ absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<ReapResult> {
     ReapResult result;
     std::vector<std::string> ended_sweeps;
-    for (const auto& row : tx.exec_prepared("reap_expired", limit)) {
+    for (const auto& row : tx.exec_prepared("reap_expired", limit, kOutageLapseMessage)) {
       const v1::RunState state = pg::RunStateFromText(row[1].c_str());
       if (state == v1::RUN_STATE_PENDING) {
-        ++result.requeued;
+        row[2].as<bool>() ? ++result.outage_requeued : ++result.requeued;
         continue;
       }
       state == v1::RUN_STATE_FAILED ? ++result.failed : ++result.cancelled;
@@ -291,10 +291,19 @@ absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit) {
   });
 }
 
-absl::StatusOr<int> PostgresRunStore::ExtendLiveLeases(absl::Duration ttl) {
-  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<int> {
-    return static_cast<int>(
-        tx.exec_prepared("extend_live_leases", absl::ToDoubleSeconds(ttl)).affected_rows());
+absl::StatusOr<ServiceLiveness> PostgresRunStore::RecordReaperPass(const ReaperPass& pass) {
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<ServiceLiveness> {
+    const pqxx::row row = tx.exec_prepared(
+        "record_reaper_pass", pass.outage, absl::ToDoubleSeconds(pass.max_silence),
+        absl::ToDoubleSeconds(pass.lease_ttl), absl::ToDoubleSeconds(pass.grace))[0];
+    const auto time = [&](const char* column) {
+      return row[column].is_null() ? absl::InfinitePast()
+                                   : absl::FromUnixMicros(row[column].as<int64_t>());
+    };
+    return ServiceLiveness{.outage = row["outage"].as<bool>(),
+                           .up_since = time("up_since_us"),
+                           .charge_from = time("charge_from_us"),
+                           .reap_from = time("reap_from_us")};
   });
 }
 

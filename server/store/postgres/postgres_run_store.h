@@ -57,7 +57,7 @@ class PostgresRunStore final : public RunStore {
   std::vector<absl::StatusOr<CompletionResult>> CompleteRuns(
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
-  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
+  absl::StatusOr<ServiceLiveness> RecordReaperPass(const ReaperPass& pass) override;
 
   // TelemetryRetention.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
