@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   std::string lease_ttl = "60s";
   std::string heartbeat_interval = "15s";
   std::string reap_interval = "1s";
+  std::string leader_ttl = "10s", replica_id;  // several replicas: one leads the upkeep
   std::string statement_timeout = "60s";
   std::string retention_interval = "1h", metrics_retention = "720h", events_retention = "2160h",
               workers_retention = "168h";
@@ -130,6 +131,13 @@ int main(int argc, char** argv) {
       ->envname("PARITY_HEARTBEAT_INTERVAL");
   app.add_option("--reap-interval", reap_interval, "how often expired leases are requeued")
       ->envname("PARITY_REAP_INTERVAL");
+  app.add_option("--leader-ttl", leader_ttl,
+                 "the upkeep leader's lease (renewed every third of it); another replica takes "
+                 "over within about this long after the leader dies")
+      ->envname("PARITY_LEADER_TTL");
+  app.add_option("--replica-id", replica_id,
+                 "this replica's name in the leader election (default hostname:pid)")
+      ->envname("PARITY_REPLICA_ID");
   app.add_option("--retention-interval", retention_interval,
                  "how often the telemetry retention runs (first at start-up)")
       ->envname("PARITY_RETENTION_INTERVAL");
@@ -208,6 +216,8 @@ int main(int argc, char** argv) {
   options.migrate_on_start = !no_migrate;
   options.reap_interval = ParseDurationFlag(reap_interval, "reap-interval");
   options.retention_interval = ParseDurationFlag(retention_interval, "retention-interval");
+  options.leader_ttl = ParseDurationFlag(leader_ttl, "leader-ttl");
+  options.replica_id = replica_id;
   options.statement_timeout = ParseDurationFlag(statement_timeout, "statement-timeout");
   options.retention.metrics_full = ParseDurationFlag(metrics_retention, "metrics-retention");
   options.retention.thinned_points = thinned_points;
@@ -216,6 +226,7 @@ int main(int argc, char** argv) {
   for (const auto& [name, value] :
        {std::pair{"http-request-deadline", options.http_limits.request_deadline},
         {"retention-interval", options.retention_interval},
+        {"leader-ttl", options.leader_ttl},
         {"statement-timeout", options.statement_timeout},
         {"metrics-retention", options.retention.metrics_full},
         {"events-retention", options.retention.events},

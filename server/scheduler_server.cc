@@ -19,10 +19,12 @@
 #include "server/api/http_server.h"
 #include "server/api/rpc_metrics_interceptor.h"
 #include "server/bootstrap_token.h"
+#include "server/leadership/leadership_metrics.h"
 #include "server/scheduling/scheduler_metrics.h"
 #include "server/scheduling/secrets.h"
 #include "server/store/postgres/migrations.h"
 #include "server/store/postgres/pg_listener.h"
+#include "server/store/postgres/postgres_leader_leases.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "spdlog/spdlog.h"
 
@@ -136,6 +138,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
         SchedulerMetricsOptions{.counts = {.live_worker_window = options.scheduler.lease_ttl}});
     observer = server->metrics_.get();
   }
+  server->leadership_metrics_ = std::make_unique<LeadershipMetrics>([server = server.get()] {
+    return server->elector_ != nullptr && server->elector_->is_leader();
+  });
   if (!options.metrics_listen.empty()) {
     if (server->metrics_ == nullptr) {
       return absl::InvalidArgumentError(
@@ -145,6 +150,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
         server->metrics_->Expose(options.metrics_listen);
     if (!exposer.ok()) return exposer.status();
     server->exposer_ = std::move(*exposer);
+    for (const auto& collectable : server->leadership_metrics_->collectables()) {
+      server->exposer_->RegisterCollectable(collectable);
+    }
     // The metrics port is civetweb's (prometheus-cpp), which knows only basic auth: any user
     // name, a token of a reading role as the password.
     server->exposer_->RegisterAuth(
@@ -164,10 +172,12 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
   }
+  server->StartElection();
   // The start-up pass, outage grace included, before any call is served: it must extend only the
   // leases whose workers had no scheduler to heartbeat to, never one this instance grants. With
   // the database away it fails, and the reaper thread's first pass that succeeds gives the grace.
-  server->ReapAndLog();
+  // Only the leader reaps; a replica that leads later gives the grace at its first pass.
+  if (std::optional<LeaderFence> fence = server->elector_->fence()) server->ReapAndLog(*fence);
   server->sweep_service_ =
       std::make_unique<SweepServiceImpl>(*server->scheduler_, *server->access_, server->stopping_);
   server->worker_service_ =
@@ -227,7 +237,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                            .limits = options.http_limits,
                            .sessions = {}};
     if (server->metrics_ != nullptr) {
-      http.metrics_text = [metrics = server->metrics_.get()] { return metrics->Render(); };
+      http.metrics_text = [metrics = server->metrics_.get(),
+                           leadership = server->leadership_metrics_.get()] {
+        return metrics->Render() + leadership->Render();
+      };
     }
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(std::move(http), *server->scheduler_, *server->store_, *server->access_);
@@ -244,6 +257,21 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 
 SchedulerServer::~SchedulerServer() { Shutdown(); }
 
+void SchedulerServer::StartElection() {
+  leader_leases_ = std::make_unique<PostgresLeaderLeases>(PostgresLeaderLeasesOptions{
+      options_.database_url, std::max(options_.leader_ttl / 3, absl::Milliseconds(100))});
+  ElectorOptions election{
+      .name = "upkeep",
+      .leader_id = options_.replica_id.empty() ? DefaultReplicaId() : options_.replica_id,
+      .ttl = options_.leader_ttl,
+      .margin = absl::ZeroDuration()};
+  elector_ =
+      std::make_unique<Elector>(*leader_leases_, std::move(election), leadership_metrics_.get());
+  elector_->Start();
+  leadership_listener_ = std::make_unique<PgListener>(
+      options_.database_url, [elector = elector_.get()] { elector->Wake(); }, kLeadershipChannel);
+}
+
 void SchedulerServer::ReapLoop() {
   absl::Time next_retention = clock_->Now();
   while (true) {
@@ -255,16 +283,19 @@ void SchedulerServer::ReapLoop() {
         return;
       }
     }
-    ReapAndLog();
+    // Upkeep is the leader's: the other replicas serve calls and wait for their turn.
+    const std::optional<LeaderFence> fence = elector_->fence();
+    if (!fence.has_value()) continue;
+    ReapAndLog(*fence);
     if (clock_->Now() >= next_retention) {
-      RetainAndLog();
+      RetainAndLog(*fence);
       next_retention = clock_->Now() + options_.retention_interval;
     }
   }
 }
 
-void SchedulerServer::RetainAndLog() {
-  absl::StatusOr<RetentionResult> retained = scheduler_->ApplyRetention(options_.retention);
+void SchedulerServer::RetainAndLog(const LeaderFence& fence) {
+  absl::StatusOr<RetentionResult> retained = scheduler_->ApplyRetention(options_.retention, fence);
   if (!retained.ok()) {  // the next pass tries again; nothing is half-done (one transaction)
     spdlog::warn("event=retention_failed error=\"{}\"", retained.status().ToString());
     return;
@@ -278,8 +309,8 @@ void SchedulerServer::RetainAndLog() {
   }
 }
 
-void SchedulerServer::ReapAndLog() {
-  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
+void SchedulerServer::ReapAndLog(const LeaderFence& fence) {
+  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases(fence);
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;
@@ -310,6 +341,9 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
       stop_reaper_ = true;
     }
     if (reaper_.joinable()) reaper_.join();
+    // After the last upkeep pass: resigning wakes another replica to take over at once.
+    leadership_listener_.reset();
+    if (elector_ != nullptr) elector_->Stop();
     stop_exposer.join();
     listener_.reset();
     shut_down_.Notify();

@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "server/api/access_control.h"
 #include "server/api/microhttpd_server.h"
+#include "server/leadership/elector.h"
 #include "server/scheduling/scheduler.h"
 
 namespace grpc {
@@ -31,6 +32,8 @@ class PostgresRunStore;
 class PgListener;
 class HttpServer;
 class SchedulerMetrics;
+class PostgresLeaderLeases;
+class LeadershipMetrics;
 class SweepServiceImpl;
 class TokenServiceImpl;
 class WorkerServiceImpl;
@@ -90,6 +93,10 @@ struct ServerOptions {
   std::string http_listen;
   // The web port's deadlines and connection caps (server/api/microhttpd_server.h).
   HttpLimits http_limits;
+  // Several replicas may serve one database; the upkeep (reaper, outage grace, retention, sweep
+  // finalisation) runs only on the elected leader, under its term (server/leadership/).
+  absl::Duration leader_ttl = absl::Seconds(10);
+  std::string replica_id;  // empty: hostname:pid
 };
 
 class SchedulerServer {
@@ -111,6 +118,8 @@ class SchedulerServer {
   // The built-in metrics; null when Start() was given an observer. Render() gives /metrics.
   SchedulerMetrics* metrics() { return metrics_.get(); }
   AccessControl& access() { return *access_; }
+  // This replica's candidacy for the upkeep leadership.
+  Elector& elector() { return *elector_; }
   // The port of the metrics endpoint; 0 when metrics_listen was empty.
   int metrics_port() const { return metrics_port_; }
   // The bound port of the web dashboard; 0 when http_listen was empty.
@@ -125,10 +134,12 @@ class SchedulerServer {
  private:
   SchedulerServer() = default;
   void ReapLoop();
-  // One reaper pass (outage grace first where it is due), logged.
-  void ReapAndLog();
-  // One telemetry retention pass, logged.
-  void RetainAndLog();
+  // One reaper pass (outage grace first where it is due) under `fence`, logged.
+  void ReapAndLog(const LeaderFence& fence);
+  // One telemetry retention pass under `fence`, logged.
+  void RetainAndLog(const LeaderFence& fence);
+  // Starts the elector (one attempt now) and its resignation listener (scheduler_server.cc).
+  void StartElection();
 
   ServerOptions options_;
   RealClock real_clock_;
@@ -142,6 +153,10 @@ class SchedulerServer {
   std::unique_ptr<prometheus::Exposer> exposer_;  // reset in Shutdown(): frees the port
   int metrics_port_ = 0;
   std::unique_ptr<PgListener> listener_;
+  std::unique_ptr<PostgresLeaderLeases> leader_leases_;
+  std::unique_ptr<LeadershipMetrics> leadership_metrics_;
+  std::unique_ptr<Elector> elector_;
+  std::unique_ptr<PgListener> leadership_listener_;  // resignations wake the elector
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<SweepServiceImpl> sweep_service_;

@@ -264,8 +264,11 @@ absl::StatusOr<v1::DeleteSweepResponse> Scheduler::DeleteSweep(
   return response;
 }
 
-absl::StatusOr<RetentionResult> Scheduler::ApplyRetention(const RetentionPolicy& policy) {
-  PARITY_ASSIGN_OR_RETURN(const RetentionResult result, store_.ApplyRetention(policy));
+absl::StatusOr<RetentionResult> Scheduler::ApplyRetention(const RetentionPolicy& policy,
+                                                          const std::optional<LeaderFence>& fence) {
+  PARITY_ASSIGN_OR_RETURN(const RetentionResult result, fence
+                                                            ? store_.ApplyRetention(policy, *fence)
+                                                            : store_.ApplyRetention(policy));
   if (observer_ != nullptr) observer_->OnRetentionApplied(result);
   return result;
 }
@@ -691,7 +694,7 @@ absl::StatusOr<v1::CompleteRunResponse> Scheduler::CompleteRun(
       [&](auto done) { CompleteRun(request, std::move(done), caller); });
 }
 
-absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases() {
+absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases(const std::optional<LeaderFence>& fence) {
   ReapResult total;
   const auto failed = [&](const absl::Status& status) {
     leases_need_grace_.store(true);
@@ -699,13 +702,15 @@ absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases() {
     return status;
   };
   if (leases_need_grace_.load()) {
-    absl::StatusOr<int> extended = store_.ExtendLiveLeases(options_.lease_ttl);
+    absl::StatusOr<int> extended = fence ? store_.ExtendLiveLeases(options_.lease_ttl, *fence)
+                                         : store_.ExtendLiveLeases(options_.lease_ttl);
     if (!extended.ok()) return failed(extended.status());
     total.extended = *extended;
     leases_need_grace_.store(false);
   }
   while (true) {
-    absl::StatusOr<ReapResult> batch = store_.ReapExpiredLeases(options_.reap_batch);
+    absl::StatusOr<ReapResult> batch = fence ? store_.ReapExpiredLeases(options_.reap_batch, *fence)
+                                             : store_.ReapExpiredLeases(options_.reap_batch);
     if (!batch.ok()) return failed(batch.status());
     total.requeued += batch->requeued;
     total.failed += batch->failed;

@@ -177,7 +177,9 @@ class Scheduler {
   absl::StatusOr<v1::CheckpointRetentionResponse> CheckpointRetention(
       const v1::CheckpointRetentionRequest& request, const Caller& caller = Caller::InProcess());
   // One telemetry retention pass (store/telemetry_retention.h); the server runs it periodically.
-  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy);
+  // With a fence (the elected leader's term, server/leadership/), refused once the term is over.
+  absl::StatusOr<RetentionResult> ApplyRetention(
+      const RetentionPolicy& policy, const std::optional<LeaderFence>& fence = std::nullopt);
   absl::StatusOr<v1::ReportMetricsResponse> ReportMetrics(
       const v1::ReportMetricsRequest& request, const Caller& caller = Caller::InProcess());
   // Records success or failure in the next completion batch; `done` as for LeaseRun.
@@ -192,7 +194,9 @@ class Scheduler {
   // first pass after the scheduler starts, and the first after a pass failed (the database was
   // away), first extends every live lease by one TTL: their holders could not heartbeat through
   // the outage, which is no sign that they died.
-  absl::StatusOr<ReapResult> ReapExpiredLeases();
+  // With a fence, every write is checked against the leader's term (LeaderEpochError when over).
+  absl::StatusOr<ReapResult> ReapExpiredLeases(
+      const std::optional<LeaderFence>& fence = std::nullopt);
 
  private:
   // The key lease secrets are signed with: loaded from (or first stored in) the store once.

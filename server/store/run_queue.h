@@ -17,6 +17,7 @@
 #include "google/rpc/status.pb.h"
 #include "parity/v1/run.pb.h"
 #include "parity/v1/worker.pb.h"
+#include "server/store/leader_leases.h"
 
 namespace parity::server {
 
@@ -182,6 +183,17 @@ class RunQueue {
   // heartbeat while the scheduler or the database was away get a whole TTL to report in before
   // the reaper may count them dead. Returns how many leases it touched.
   virtual absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) = 0;
+  // The same two under a leader's term (leader_leases.h): checked in the same transaction, and
+  // refused with LeaderEpochError, nothing written, once the term is over. What the elected
+  // leader's reaper calls; a store that cannot check a term says UNIMPLEMENTED.
+  virtual absl::StatusOr<ReapResult> ReapExpiredLeases(int /*limit*/,
+                                                       const LeaderFence& /*fence*/) {
+    return absl::UnimplementedError("this store cannot fence upkeep by a leader's term");
+  }
+  virtual absl::StatusOr<int> ExtendLiveLeases(absl::Duration /*ttl*/,
+                                               const LeaderFence& /*fence*/) {
+    return absl::UnimplementedError("this store cannot fence upkeep by a leader's term");
+  }
 };
 
 }  // namespace parity::server

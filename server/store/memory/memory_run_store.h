@@ -9,6 +9,7 @@
 // time instead of sleeping. Not for production: nothing is durable.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/store/access_tokens.h"
+#include "server/store/memory/memory_leader_leases.h"
 #include "server/store/run_queue.h"
 #include "server/store/sweep_catalog.h"
 #include "server/store/telemetry_retention.h"
@@ -71,6 +73,14 @@ class MemoryRunStore final : public SweepCatalog,
 
   // TelemetryRetention.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
+  // Upkeep under a leader's term, checked against the leases given to SetLeaderLeases (none:
+  // every term is over) while they hold their lock (memory_fenced_upkeep.cc).
+  absl::StatusOr<ReapResult> ReapExpiredLeases(int limit, const LeaderFence& fence) override;
+  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl, const LeaderFence& fence) override;
+  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy,
+                                                 const LeaderFence& fence) override;
+  // The leases whose terms fence the upkeep calls above; must outlive this store.
+  void SetLeaderLeases(MemoryLeaderLeases* leases) { leader_leases_ = leases; }
 
   // AccessTokens (memory_access_tokens.cc).
   absl::StatusOr<StoredAccessToken> CreateToken(const NewAccessToken& token) override;
@@ -84,6 +94,7 @@ class MemoryRunStore final : public SweepCatalog,
                                                    const std::string& candidate) override;
 
  private:
+  std::atomic<MemoryLeaderLeases*> leader_leases_{nullptr};
   struct TokenRow {
     StoredAccessToken token;
     std::string secret_sha256;

@@ -58,6 +58,11 @@ class PostgresRunStore final : public RunStore {
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
+  // Under a leader's term (postgres_fenced_upkeep.cc).
+  absl::StatusOr<ReapResult> ReapExpiredLeases(int limit, const LeaderFence& fence) override;
+  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl, const LeaderFence& fence) override;
+  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy,
+                                                 const LeaderFence& fence) override;
 
   // TelemetryRetention.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
