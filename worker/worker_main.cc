@@ -1,5 +1,6 @@
 // parity-worker: the worker daemon. Flags (each with an environment fallback where noted):
-//   --scheduler HOST:PORT    (PARITY_SCHEDULER, default localhost:50051)
+//   --scheduler HOST:PORT    (PARITY_SCHEDULER, default localhost:50051); several replicas:
+//                            a,b list or gRPC's target syntax (clients/cpp/scheduler_target.h)
 //   --token-file FILE        the worker's bearer token, role worker (PARITY_TOKEN_FILE; or
 //                            --token / PARITY_TOKEN, which the engines do not inherit)
 //   --tls-ca FILE            TLS to the scheduler, verified against this CA (PARITY_TLS_CA);
@@ -122,7 +123,9 @@ int main(int argc, char** argv) {
   bool list_devices = false;
   double kill_grace_s = 30, lease_wait_s = 20, progress_timeout_s = 300, startup_timeout_s = 1800,
          checkpoint_retention_s = 600;
-  app.add_option("--scheduler", scheduler, "Scheduler address host:port (env PARITY_SCHEDULER)");
+  app.add_option("--scheduler", scheduler,
+                 "Scheduler address host:port; several replicas: host:port,host:port or gRPC's "
+                 "target syntax, e.g. dns:///name:port (env PARITY_SCHEDULER)");
   parity::clients::SchedulerChannelOptions channel;
   std::string token_file;
   parity::clients::AddSchedulerChannelFlags(app, channel, token_file);
