@@ -65,8 +65,9 @@ bool IsIpv6(const std::string& host) {
   return inet_pton(AF_INET6, host.c_str(), &addr) == 1;
 }
 
-// The addresses `host` resolves to, IPv4 first: "a.b.c.d" or "v6" (no brackets).
-absl::StatusOr<std::vector<std::string>> Resolve(const HostPort& entry, int family) {
+// The addresses of `family` that `entry`'s host resolves to ("a.b.c.d" or "v6", no brackets);
+// none when it does not resolve.
+std::vector<std::string> Resolve(const HostPort& entry, int family) {
   addrinfo hints{};
   hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;
@@ -120,12 +121,12 @@ absl::StatusOr<SchedulerTarget> ResolveSchedulerTarget(const std::string& addres
       if (!IsIpv4(entry.host) && !IsIpv6(entry.host) && out.server_name.empty()) {
         out.server_name = entry.host;  // TLS checks the first name given
       }
-      absl::StatusOr<std::vector<std::string>> resolved = Resolve(entry, family);
-      if (!resolved.ok() || resolved->empty()) {
+      const std::vector<std::string> resolved = Resolve(entry, family);
+      if (resolved.empty()) {
         complete = false;
         break;
       }
-      for (const std::string& ip : *resolved) {
+      for (const std::string& ip : resolved) {
         addresses.push_back(family == AF_INET ? absl::StrCat(ip, ":", entry.port)
                                               : absl::StrCat("[", ip, "]:", entry.port));
       }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/scheduler_target.h"
 #include "core/spec_loader.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -249,6 +250,35 @@ TEST_F(ReplicasE2ETest, SweepCompletesWhenTheLeadingReplicaIsKilledMidSweep) {
     ASSERT_TRUE(last.ok() && !last->empty());
     EXPECT_EQ(std::stoull((*last)[0]), run.summary().steps()) << run.spec().name();
   }
+}
+
+// The address forms the C++ clients (CLI, worker) accept for several replicas.
+TEST(SchedulerTargetTest, ListsBecomeOneTargetAndGrpcSyntaxPassesThrough) {
+  for (const char* same : {"localhost:50051", "dns:///scheduler.parity:50051",
+                           "ipv4:127.0.0.1:1,127.0.0.1:2", "ipv6:[::1]:1", "unix:/run/s.sock"}) {
+    absl::StatusOr<clients::SchedulerTarget> target = clients::ResolveSchedulerTarget(same);
+    ASSERT_TRUE(target.ok()) << same << ": " << target.status();
+    EXPECT_EQ(target->target, same);
+  }
+  absl::StatusOr<clients::SchedulerTarget> v4 =
+      clients::ResolveSchedulerTarget("127.0.0.1:5001, 127.0.0.2:5002");
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(v4->target, "ipv4:127.0.0.1:5001,127.0.0.2:5002");
+  absl::StatusOr<clients::SchedulerTarget> v6 =
+      clients::ResolveSchedulerTarget("[::1]:5001,[::1]:5002");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->target, "ipv6:[::1]:5001,[::1]:5002");
+  absl::StatusOr<clients::SchedulerTarget> named =
+      clients::ResolveSchedulerTarget("localhost:5001,127.0.0.1:5002");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->target.rfind("ipv4:127.0.0.1:5001", 0), 0u) << named->target;
+  EXPECT_EQ(named->server_name, "localhost");
+  EXPECT_EQ(clients::ResolveSchedulerTarget("127.0.0.1:1,").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(clients::ResolveSchedulerTarget("127.0.0.1,127.0.0.2:2").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(clients::ResolveSchedulerTarget("nowhere.invalid:1,127.0.0.1:2").status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
