@@ -266,9 +266,9 @@ absl::StatusOr<v1::DeleteSweepResponse> Scheduler::DeleteSweep(
 
 absl::StatusOr<RetentionResult> Scheduler::ApplyRetention(const RetentionPolicy& policy,
                                                           const std::optional<LeaderFence>& fence) {
-  PARITY_ASSIGN_OR_RETURN(const RetentionResult result, fence
-                                                            ? store_.ApplyRetention(policy, *fence)
-                                                            : store_.ApplyRetention(policy));
+  PARITY_ASSIGN_OR_RETURN(
+      const RetentionResult result,
+      fence ? store_.ApplyRetentionFenced(policy, *fence) : store_.ApplyRetention(policy));
   if (observer_ != nullptr) observer_->OnRetentionApplied(result);
   return result;
 }
@@ -702,15 +702,16 @@ absl::StatusOr<ReapResult> Scheduler::ReapExpiredLeases(const std::optional<Lead
     return status;
   };
   if (leases_need_grace_.load()) {
-    absl::StatusOr<int> extended = fence ? store_.ExtendLiveLeases(options_.lease_ttl, *fence)
+    absl::StatusOr<int> extended = fence ? store_.ExtendLiveLeasesFenced(options_.lease_ttl, *fence)
                                          : store_.ExtendLiveLeases(options_.lease_ttl);
     if (!extended.ok()) return failed(extended.status());
     total.extended = *extended;
     leases_need_grace_.store(false);
   }
   while (true) {
-    absl::StatusOr<ReapResult> batch = fence ? store_.ReapExpiredLeases(options_.reap_batch, *fence)
-                                             : store_.ReapExpiredLeases(options_.reap_batch);
+    absl::StatusOr<ReapResult> batch =
+        fence ? store_.ReapExpiredLeasesFenced(options_.reap_batch, *fence)
+              : store_.ReapExpiredLeases(options_.reap_batch);
     if (!batch.ok()) return failed(batch.status());
     total.requeued += batch->requeued;
     total.failed += batch->failed;

@@ -22,8 +22,8 @@
 
 namespace parity::server {
 
-// The term an upkeep write was decided under (RunQueue::ReapExpiredLeases and the other upkeep
-// calls that take one).
+// The term an upkeep write was decided under (RunQueue::ReapExpiredLeasesFenced,
+// ExtendLiveLeasesFenced and TelemetryRetention::ApplyRetentionFenced).
 struct LeaderFence {
   std::string name;
   int64_t epoch = 0;

@@ -186,12 +186,12 @@ class RunQueue {
   // The same two under a leader's term (leader_leases.h): checked in the same transaction, and
   // refused with LeaderEpochError, nothing written, once the term is over. What the elected
   // leader's reaper calls; a store that cannot check a term says UNIMPLEMENTED.
-  virtual absl::StatusOr<ReapResult> ReapExpiredLeases(int /*limit*/,
-                                                       const LeaderFence& /*fence*/) {
+  virtual absl::StatusOr<ReapResult> ReapExpiredLeasesFenced(int /*limit*/,
+                                                             const LeaderFence& /*fence*/) {
     return absl::UnimplementedError("this store cannot fence upkeep by a leader's term");
   }
-  virtual absl::StatusOr<int> ExtendLiveLeases(absl::Duration /*ttl*/,
-                                               const LeaderFence& /*fence*/) {
+  virtual absl::StatusOr<int> ExtendLiveLeasesFenced(absl::Duration /*ttl*/,
+                                                     const LeaderFence& /*fence*/) {
     return absl::UnimplementedError("this store cannot fence upkeep by a leader's term");
   }
 };

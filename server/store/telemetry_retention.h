@@ -39,8 +39,8 @@ class TelemetryRetention {
   virtual absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) = 0;
   // The same under a leader's term (leader_leases.h): refused with LeaderEpochError, nothing
   // written, once the term is over.
-  virtual absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& /*policy*/,
-                                                         const LeaderFence& /*fence*/) {
+  virtual absl::StatusOr<RetentionResult> ApplyRetentionFenced(const RetentionPolicy& /*policy*/,
+                                                               const LeaderFence& /*fence*/) {
     return absl::UnimplementedError("this store cannot fence upkeep by a leader's term");
   }
 };

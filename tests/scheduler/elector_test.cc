@@ -278,14 +278,15 @@ TYPED_TEST(ElectorTest, DeposedLeadersFencedWriteIsRefused) {
   a.Start();
   const std::optional<LeaderFence> old_term = a.fence();
   ASSERT_TRUE(old_term.has_value());
-  EXPECT_TRUE(this->election_.queue().ReapExpiredLeases(10, *old_term).ok());
+  EXPECT_TRUE(this->election_.queue().ReapExpiredLeasesFenced(10, *old_term).ok());
   Elector& b = this->NewElector("replica-b");
   b.Start();
   cuttable.Cut();  // a's renewals stop arriving; it will not hear that it was deposed
   ASSERT_TRUE(this->WaitFor([&] { return b.is_leader(); }, 3 * kTtl));
-  absl::StatusOr<ReapResult> refused = this->election_.queue().ReapExpiredLeases(10, *old_term);
+  absl::StatusOr<ReapResult> refused =
+      this->election_.queue().ReapExpiredLeasesFenced(10, *old_term);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
-  EXPECT_TRUE(this->election_.queue().ReapExpiredLeases(10, *b.fence()).ok());
+  EXPECT_TRUE(this->election_.queue().ReapExpiredLeasesFenced(10, *b.fence()).ok());
 }
 
 TYPED_TEST(ElectorTest, StartStopStressNeverTwoLeadersNorARepeatedTerm) {

@@ -191,34 +191,38 @@ TYPED_TEST_P(LeaderLeasesContractTest, DeposedLeadersUpkeepWritesAreRefused) {
   ASSERT_TRUE(b.held);
   const LeaderFence old_term{"upkeep", a.epoch}, new_term{"upkeep", b.epoch};
 
-  absl::StatusOr<ReapResult> refused = this->harness_.queue().ReapExpiredLeases(10, old_term);
+  absl::StatusOr<ReapResult> refused = this->harness_.queue().ReapExpiredLeasesFenced(10, old_term);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
   EXPECT_EQ(this->ViolationType(refused.status()), "LEADER_EPOCH");
   absl::StatusOr<v1::Run> run = this->harness_.catalog().GetRun(run_id);
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->state(), v1::RUN_STATE_LEASED) << "a refused pass changes nothing";
   EXPECT_EQ(run->attempt(), 1u);
-  EXPECT_EQ(this->harness_.queue().ExtendLiveLeases(absl::Seconds(60), old_term).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(this->harness_.retention().ApplyRetention(RetentionPolicy{}, old_term).status().code(),
-            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(
-      this->harness_.queue().ReapExpiredLeases(10, LeaderFence{"other", b.epoch}).status().code(),
-      absl::StatusCode::kFailedPrecondition)
+      this->harness_.queue().ExtendLiveLeasesFenced(absl::Seconds(60), old_term).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      this->harness_.retention().ApplyRetentionFenced(RetentionPolicy{}, old_term).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(this->harness_.queue()
+                .ReapExpiredLeasesFenced(10, LeaderFence{"other", b.epoch})
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition)
       << "a term of another leadership is no term of this one";
 
-  absl::StatusOr<ReapResult> reaped = this->harness_.queue().ReapExpiredLeases(10, new_term);
+  absl::StatusOr<ReapResult> reaped = this->harness_.queue().ReapExpiredLeasesFenced(10, new_term);
   ASSERT_TRUE(reaped.ok()) << reaped.status();
   EXPECT_EQ(reaped->requeued, 1);
-  EXPECT_TRUE(this->harness_.retention().ApplyRetention(RetentionPolicy{}, new_term).ok());
-  EXPECT_TRUE(this->harness_.queue().ExtendLiveLeases(absl::Seconds(60), new_term).ok());
+  EXPECT_TRUE(this->harness_.retention().ApplyRetentionFenced(RetentionPolicy{}, new_term).ok());
+  EXPECT_TRUE(this->harness_.queue().ExtendLiveLeasesFenced(absl::Seconds(60), new_term).ok());
 }
 
 TYPED_TEST_P(LeaderLeasesContractTest, ExpiredTermFencesEvenWithoutASuccessor) {
   const LeaderLease a = this->Acquire("replica-a");
   this->harness_.LetTimePass(absl::Milliseconds(1200));
   absl::StatusOr<ReapResult> refused =
-      this->harness_.queue().ReapExpiredLeases(10, LeaderFence{"upkeep", a.epoch});
+      this->harness_.queue().ReapExpiredLeasesFenced(10, LeaderFence{"upkeep", a.epoch});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
 }
 

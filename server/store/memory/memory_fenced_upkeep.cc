@@ -20,16 +20,18 @@ absl::StatusOr<T> Fenced(MemoryLeaderLeases* leases, const LeaderFence& fence, C
 
 }  // namespace
 
-absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit, const LeaderFence& fence) {
+absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeasesFenced(int limit,
+                                                                   const LeaderFence& fence) {
   return Fenced<ReapResult>(leader_leases_.load(), fence, [&] { return ReapExpiredLeases(limit); });
 }
 
-absl::StatusOr<int> MemoryRunStore::ExtendLiveLeases(absl::Duration ttl, const LeaderFence& fence) {
+absl::StatusOr<int> MemoryRunStore::ExtendLiveLeasesFenced(absl::Duration ttl,
+                                                           const LeaderFence& fence) {
   return Fenced<int>(leader_leases_.load(), fence, [&] { return ExtendLiveLeases(ttl); });
 }
 
-absl::StatusOr<RetentionResult> MemoryRunStore::ApplyRetention(const RetentionPolicy& policy,
-                                                               const LeaderFence& fence) {
+absl::StatusOr<RetentionResult> MemoryRunStore::ApplyRetentionFenced(const RetentionPolicy& policy,
+                                                                     const LeaderFence& fence) {
   return Fenced<RetentionResult>(leader_leases_.load(), fence,
                                  [&] { return ApplyRetention(policy); });
 }

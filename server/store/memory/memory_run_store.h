@@ -75,10 +75,10 @@ class MemoryRunStore final : public SweepCatalog,
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
   // Upkeep under a leader's term, checked against the leases given to SetLeaderLeases (none:
   // every term is over) while they hold their lock (memory_fenced_upkeep.cc).
-  absl::StatusOr<ReapResult> ReapExpiredLeases(int limit, const LeaderFence& fence) override;
-  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl, const LeaderFence& fence) override;
-  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy,
-                                                 const LeaderFence& fence) override;
+  absl::StatusOr<ReapResult> ReapExpiredLeasesFenced(int limit, const LeaderFence& fence) override;
+  absl::StatusOr<int> ExtendLiveLeasesFenced(absl::Duration ttl, const LeaderFence& fence) override;
+  absl::StatusOr<RetentionResult> ApplyRetentionFenced(const RetentionPolicy& policy,
+                                                       const LeaderFence& fence) override;
   // The leases whose terms fence the upkeep calls above; must outlive this store.
   void SetLeaderLeases(MemoryLeaderLeases* leases) { leader_leases_ = leases; }
 

@@ -37,20 +37,20 @@ absl::Status CheckUpkeepFence(pqxx::work& tx, const LeaderFence& fence) {
 
 }  // namespace pg
 
-absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeases(int limit,
-                                                               const LeaderFence& fence) {
+absl::StatusOr<ReapResult> PostgresRunStore::ReapExpiredLeasesFenced(int limit,
+                                                                     const LeaderFence& fence) {
   UpkeepFenceScope scope(fence);
   return ReapExpiredLeases(limit);
 }
 
-absl::StatusOr<int> PostgresRunStore::ExtendLiveLeases(absl::Duration ttl,
-                                                       const LeaderFence& fence) {
+absl::StatusOr<int> PostgresRunStore::ExtendLiveLeasesFenced(absl::Duration ttl,
+                                                             const LeaderFence& fence) {
   UpkeepFenceScope scope(fence);
   return ExtendLiveLeases(ttl);
 }
 
-absl::StatusOr<RetentionResult> PostgresRunStore::ApplyRetention(const RetentionPolicy& policy,
-                                                                 const LeaderFence& fence) {
+absl::StatusOr<RetentionResult> PostgresRunStore::ApplyRetentionFenced(
+    const RetentionPolicy& policy, const LeaderFence& fence) {
   UpkeepFenceScope scope(fence);
   return ApplyRetention(policy);
 }

@@ -59,10 +59,10 @@ class PostgresRunStore final : public RunStore {
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl) override;
   // Under a leader's term (postgres_fenced_upkeep.cc).
-  absl::StatusOr<ReapResult> ReapExpiredLeases(int limit, const LeaderFence& fence) override;
-  absl::StatusOr<int> ExtendLiveLeases(absl::Duration ttl, const LeaderFence& fence) override;
-  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy,
-                                                 const LeaderFence& fence) override;
+  absl::StatusOr<ReapResult> ReapExpiredLeasesFenced(int limit, const LeaderFence& fence) override;
+  absl::StatusOr<int> ExtendLiveLeasesFenced(absl::Duration ttl, const LeaderFence& fence) override;
+  absl::StatusOr<RetentionResult> ApplyRetentionFenced(const RetentionPolicy& policy,
+                                                       const LeaderFence& fence) override;
 
   // TelemetryRetention.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
