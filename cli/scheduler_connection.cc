@@ -11,7 +11,10 @@
 namespace parity::cli {
 
 void AddSchedulerOptions(CLI::App& command, SchedulerOptions& options) {
-  command.add_option("--scheduler", options.address, "Scheduler address host:port")
+  command
+      .add_option("--scheduler", options.address,
+                  "Scheduler address host:port; several replicas: host:port,host:port or "
+                  "gRPC's target syntax, e.g. dns:///name:port")
       ->envname("PARITY_SCHEDULER")
       ->capture_default_str();
   command.add_option("--timeout", options.timeout_seconds, "Deadline of each call (seconds)")

@@ -19,10 +19,12 @@
 #include "server/api/http_server.h"
 #include "server/api/rpc_metrics_interceptor.h"
 #include "server/bootstrap_token.h"
+#include "server/leadership/leadership_metrics.h"
 #include "server/scheduling/scheduler_metrics.h"
 #include "server/scheduling/secrets.h"
 #include "server/store/postgres/migrations.h"
 #include "server/store/postgres/pg_listener.h"
+#include "server/store/postgres/postgres_leader_leases.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "spdlog/spdlog.h"
 
@@ -112,6 +114,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       PostgresRunStoreOptions{options.database_url, options.pool_size, options.statement_timeout});
   server->access_ =
       std::make_unique<AccessControl>(*server->store_, *server->clock_, options.access);
+  server->leadership_metrics_ = std::make_unique<LeadershipMetrics>([server = server.get()] {
+    return server->elector_ != nullptr && server->elector_->is_leader();
+  });
   PARITY_RETURN_IF_ERROR(server->StartMetrics(observer));
   server->listener_ = std::make_unique<PgListener>(
       options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
@@ -120,10 +125,15 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
   }
+  server->StartElection();
   // The start-up pass, before any call is served: it records the outage that a start is (so the
   // grace's windows begin before any worker can renew a lease here). With the database away it
-  // fails, and the reaper thread's first pass that succeeds records it.
-  server->ReapAndLog(Upkeep::ReapPass::kStartUp);
+  // fails, and the reaper thread's first pass that succeeds records it. Only the leader reaps; a
+  // replica that leads later records the outage at its first pass of the term (ReapLoop).
+  if (std::optional<LeaderFence> fence = server->elector_->fence()) {
+    server->ReapAndLog(*fence, Upkeep::ReapPass::kStartUp);
+    server->reaped_in_term_ = fence->epoch;
+  }
   PARITY_RETURN_IF_ERROR(server->StartGrpc());
   PARITY_RETURN_IF_ERROR(server->StartHttp());
   server->reaper_ = std::thread([s = server.get()] { s->ReapLoop(); });
@@ -146,6 +156,9 @@ absl::Status SchedulerServer::StartMetrics(SchedulerObserver*& observer) {
     return absl::InvalidArgumentError("metrics_listen needs the built-in metrics, not an observer");
   }
   PARITY_ASSIGN_OR_RETURN(exposer_, metrics_->Expose(options_.metrics_listen));
+  for (const auto& collectable : leadership_metrics_->collectables()) {
+    exposer_->RegisterCollectable(collectable);
+  }
   // The metrics port is civetweb's (prometheus-cpp), which knows only basic auth: any user
   // name, a token of a reading role as the password.
   exposer_->RegisterAuth(
@@ -221,7 +234,9 @@ absl::Status SchedulerServer::StartHttp() {
                          .limits = options_.http_limits,
                          .sessions = {}};
   if (metrics_ != nullptr) {
-    http.metrics_text = [metrics = metrics_.get()] { return metrics->Render(); };
+    http.metrics_text = [metrics = metrics_.get(), leadership = leadership_metrics_.get()] {
+      return metrics->Render() + leadership->Render();
+    };
   }
   PARITY_ASSIGN_OR_RETURN(http_server_,
                           HttpServer::Start(std::move(http), *sweeps_, *store_, *access_));
@@ -230,6 +245,21 @@ absl::Status SchedulerServer::StartHttp() {
 }
 
 SchedulerServer::~SchedulerServer() { Shutdown(); }
+
+void SchedulerServer::StartElection() {
+  leader_leases_ = std::make_unique<PostgresLeaderLeases>(PostgresLeaderLeasesOptions{
+      options_.database_url, std::max(options_.leader_ttl / 3, absl::Milliseconds(100))});
+  ElectorOptions election{
+      .name = "upkeep",
+      .leader_id = options_.replica_id.empty() ? DefaultReplicaId() : options_.replica_id,
+      .ttl = options_.leader_ttl,
+      .margin = absl::ZeroDuration()};
+  elector_ =
+      std::make_unique<Elector>(*leader_leases_, std::move(election), leadership_metrics_.get());
+  elector_->Start();
+  leadership_listener_ = std::make_unique<PgListener>(
+      options_.database_url, [elector = elector_.get()] { elector->Wake(); }, kLeadershipChannel);
+}
 
 void SchedulerServer::ReapLoop() {
   absl::Time next_retention = clock_->Now();
@@ -242,16 +272,22 @@ void SchedulerServer::ReapLoop() {
         return;
       }
     }
-    ReapAndLog();
+    // Upkeep is the leader's: the other replicas serve calls and wait for their turn.
+    const std::optional<LeaderFence> fence = elector_->fence();
+    if (!fence.has_value()) continue;
+    // A new term's first pass records an outage: the old leader's passes stopped with it.
+    ReapAndLog(*fence, fence->epoch != reaped_in_term_ ? Upkeep::ReapPass::kStartUp
+                                                       : Upkeep::ReapPass::kRegular);
+    reaped_in_term_ = fence->epoch;
     if (clock_->Now() >= next_retention) {
-      RetainAndLog();
+      RetainAndLog(*fence);
       next_retention = clock_->Now() + options_.retention_interval;
     }
   }
 }
 
-void SchedulerServer::RetainAndLog() {
-  absl::StatusOr<RetentionResult> retained = upkeep_->ApplyRetention(options_.retention);
+void SchedulerServer::RetainAndLog(const LeaderFence& fence) {
+  absl::StatusOr<RetentionResult> retained = upkeep_->ApplyRetention(options_.retention, fence);
   if (!retained.ok()) {  // the next pass tries again; nothing is half-done (one transaction)
     spdlog::warn("event=retention_failed error=\"{}\"", retained.status().ToString());
     return;
@@ -265,8 +301,8 @@ void SchedulerServer::RetainAndLog() {
   }
 }
 
-void SchedulerServer::ReapAndLog(Upkeep::ReapPass pass) {
-  absl::StatusOr<ReapResult> reaped = upkeep_->ReapExpiredLeases(pass);
+void SchedulerServer::ReapAndLog(const LeaderFence& fence, Upkeep::ReapPass pass) {
+  absl::StatusOr<ReapResult> reaped = upkeep_->ReapExpiredLeases(pass, fence);
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;
@@ -299,6 +335,9 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
       stop_reaper_ = true;
     }
     if (reaper_.joinable()) reaper_.join();
+    // After the last upkeep pass: resigning wakes another replica to take over at once.
+    leadership_listener_.reset();
+    if (elector_ != nullptr) elector_->Stop();
     stop_exposer.join();
     listener_.reset();
     shut_down_.Notify();

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/api/access_control.h"
+#include "server/leadership/elector.h"
 #include "server/scheduling/lease_secrets.h"
 #include "server/scheduling/leases_service.h"
 #include "server/scheduling/sweeps_service.h"
@@ -35,6 +36,8 @@ class PostgresRunStore;
 class PgListener;
 class HttpServer;
 class SchedulerMetrics;
+class PostgresLeaderLeases;
+class LeadershipMetrics;
 class SweepServiceImpl;
 class TokenServiceImpl;
 class WorkerServiceImpl;
@@ -59,6 +62,8 @@ class SchedulerServer {
   // The built-in metrics; null when Start() was given an observer. Render() gives /metrics.
   SchedulerMetrics* metrics() { return metrics_.get(); }
   AccessControl& access() { return *access_; }
+  // This replica's candidacy for the upkeep leadership.
+  Elector& elector() { return *elector_; }
   // The port of the metrics endpoint; 0 when metrics_listen was empty.
   int metrics_port() const { return metrics_port_; }
   // The bound port of the web dashboard; 0 when http_listen was empty.
@@ -81,10 +86,12 @@ class SchedulerServer {
   // The web port, when http_listen is set.
   absl::Status StartHttp();
   void ReapLoop();
-  // One reaper pass (recording an outage where there was one), logged.
-  void ReapAndLog(Upkeep::ReapPass pass = Upkeep::ReapPass::kRegular);
-  // One telemetry retention pass, logged.
-  void RetainAndLog();
+  // One reaper pass under `fence` (recording an outage where there was one: `pass`), logged.
+  void ReapAndLog(const LeaderFence& fence, Upkeep::ReapPass pass = Upkeep::ReapPass::kRegular);
+  // One telemetry retention pass under `fence`, logged.
+  void RetainAndLog(const LeaderFence& fence);
+  // Starts the elector (one attempt now) and its resignation listener (scheduler_server.cc).
+  void StartElection();
 
   ServerOptions options_;
   RealClock real_clock_;
@@ -103,6 +110,13 @@ class SchedulerServer {
   std::unique_ptr<SweepsService> sweeps_;
   std::unique_ptr<LeasesService> leases_;
   std::unique_ptr<Upkeep> upkeep_;
+  std::unique_ptr<PostgresLeaderLeases> leader_leases_;
+  std::unique_ptr<LeadershipMetrics> leadership_metrics_;
+  std::unique_ptr<Elector> elector_;
+  std::unique_ptr<PgListener> leadership_listener_;  // resignations wake the elector
+  // The term the reaper last ran under: its first pass in a new term is a start-up pass (the
+  // outage grace), since the old leader's passes stopped when it died.
+  int64_t reaped_in_term_ = 0;
   std::unique_ptr<AccessControl> access_;
   std::unique_ptr<SweepServiceImpl> sweep_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

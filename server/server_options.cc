@@ -151,6 +151,13 @@ void AddStoreFlags(CLI::App& app, ServerOptions& o) {
   AddDurationFlag(app, "--statement-timeout", o.statement_timeout,
                   "every database statement of the API is cancelled after this")
       ->envname("PARITY_STATEMENT_TIMEOUT");
+  AddDurationFlag(app, "--leader-ttl", o.leader_ttl,
+                  "the upkeep leader's lease (renewed every third of it); another replica takes "
+                  "over within about this long after the leader dies")
+      ->envname("PARITY_LEADER_TTL");
+  app.add_option("--replica-id", o.replica_id,
+                 "this replica's name in the leader election (default hostname:pid)")
+      ->envname("PARITY_REPLICA_ID");
   app.add_option("--db-pool-size", o.pool_size, "database connections")
       ->envname("PARITY_DB_POOL_SIZE");
   app.add_flag_callback(
@@ -178,6 +185,7 @@ absl::Status ServerOptions::Validate() const {
   for (const auto& [flag, value] :
        {std::pair{"--http-request-deadline", http_limits.request_deadline},
         {"--retention-interval", retention_interval},
+        {"--leader-ttl", leader_ttl},
         {"--statement-timeout", statement_timeout},
         {"--metrics-retention", retention.metrics_full},
         {"--events-retention", retention.events},

@@ -54,6 +54,10 @@ struct ServerOptions {
   absl::Duration statement_timeout = absl::Seconds(60);
   bool migrate_on_start = true;
   absl::Duration reap_interval = absl::Seconds(1);
+  // Several replicas may serve one database; the upkeep (reaper, outage grace, retention, sweep
+  // finalisation) runs only on the elected leader, under its term (server/leadership/).
+  absl::Duration leader_ttl = absl::Seconds(10);
+  std::string replica_id;  // empty: hostname:pid
   // How often the telemetry retention runs (on the reaper thread, first at start), and its policy.
   absl::Duration retention_interval = absl::Hours(1);
   RetentionPolicy retention;

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "clients/cpp/loopback_address.h"
+#include "clients/cpp/scheduler_target.h"
 #include "grpcpp/support/client_interceptor.h"
 
 namespace parity::clients {
@@ -64,11 +65,12 @@ absl::StatusOr<bool> EnvFlag(const char* name) {
 }
 
 // A token goes in plaintext only to loopback, unless the caller said otherwise.
-absl::Status CheckPlaintextTarget(const SchedulerChannelOptions& options) {
+absl::Status CheckPlaintextTarget(const SchedulerChannelOptions& options,
+                                  const std::string& target) {
   if (options.token.empty() || !options.tls_ca_file.empty() || options.insecure_plaintext) {
     return absl::OkStatus();
   }
-  absl::StatusOr<bool> loopback = ResolvesOnlyToLoopback(options.address);
+  absl::StatusOr<bool> loopback = ResolvesOnlyToLoopback(target);
   if (loopback.ok() && *loopback) return absl::OkStatus();
   const std::string why =
       loopback.ok() ? "it is not a loopback address" : std::string(loopback.status().message());
@@ -131,9 +133,15 @@ absl::Status ResolveFromEnvironment(SchedulerChannelOptions& options,
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSchedulerChannel(
     const SchedulerChannelOptions& options) {
-  if (absl::Status plaintext = CheckPlaintextTarget(options); !plaintext.ok()) return plaintext;
+  // Several replicas: a list becomes one target, balanced and retried (scheduler_target.h).
+  absl::StatusOr<SchedulerTarget> target = ResolveSchedulerTarget(options.address);
+  if (!target.ok()) return target.status();
+  if (absl::Status plaintext = CheckPlaintextTarget(options, target->target); !plaintext.ok()) {
+    return plaintext;
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   grpc::ChannelArguments args = options.args;
+  AddSchedulerServiceConfig(args);
   if (options.tls_ca_file.empty()) {
     credentials = grpc::InsecureChannelCredentials();
   } else {
@@ -151,12 +159,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSchedulerChannel(
       ssl.pem_private_key = *key;
     }
     credentials = grpc::SslCredentials(ssl);
-    if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
+    const std::string& server_name =
+        options.tls_server_name.empty() ? target->server_name : options.tls_server_name;
+    if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> creators;
   if (!options.token.empty())
     creators.push_back(std::make_unique<BearerTokenFactory>(options.token));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(options.address, credentials, args,
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target->target, credentials, args,
                                                                  std::move(creators));
 }
 

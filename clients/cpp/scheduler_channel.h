@@ -29,8 +29,10 @@
 namespace parity::clients {
 
 struct SchedulerChannelOptions {
-  std::string address;  // host:port
-  std::string token;    // empty = none (only the health check works without one)
+  // host:port, a comma-separated list of them, or gRPC's own target syntax (dns:///name:port,
+  // ipv4:a:p,b:p): several scheduler replicas (clients/cpp/scheduler_target.h).
+  std::string address;
+  std::string token;  // empty = none (only the health check works without one)
   std::string tls_ca_file;
   std::string tls_client_cert_file;
   std::string tls_client_key_file;

@@ -14,13 +14,17 @@ Upkeep::Upkeep(RunQueue& queue, TelemetryRetention& retention, WorkSignal& work_
       options_(std::move(options)),
       observer_(observer) {}
 
-absl::StatusOr<RetentionResult> Upkeep::ApplyRetention(const RetentionPolicy& policy) {
-  PARITY_ASSIGN_OR_RETURN(const RetentionResult result, retention_.ApplyRetention(policy));
+absl::StatusOr<RetentionResult> Upkeep::ApplyRetention(const RetentionPolicy& policy,
+                                                       const std::optional<LeaderFence>& fence) {
+  PARITY_ASSIGN_OR_RETURN(
+      const RetentionResult result,
+      fence ? retention_.ApplyRetentionFenced(policy, *fence) : retention_.ApplyRetention(policy));
   if (observer_ != nullptr) observer_->OnRetentionApplied(result);
   return result;
 }
 
-absl::StatusOr<ReapResult> Upkeep::ReapExpiredLeases(ReapPass pass) {
+absl::StatusOr<ReapResult> Upkeep::ReapExpiredLeases(ReapPass pass,
+                                                     const std::optional<LeaderFence>& fence) {
   ReapResult total;
   const auto failed = [&](const absl::Status& status) {
     outage_known_.store(true);  // the next pass that succeeds begins the grace
@@ -28,17 +32,21 @@ absl::StatusOr<ReapResult> Upkeep::ReapExpiredLeases(ReapPass pass) {
     return status;
   };
   const absl::Duration ttl = options_.lease_ttl;
-  absl::StatusOr<ServiceLiveness> liveness = queue_.RecordReaperPass(
-      {.outage = pass == ReapPass::kStartUp || outage_known_.load(),
-       .max_silence =
-           options_.outage_silence > absl::ZeroDuration() ? options_.outage_silence : ttl / 3,
-       .lease_ttl = ttl,
-       .grace = options_.outage_grace > absl::ZeroDuration() ? options_.outage_grace : 2 * ttl});
+  const ReaperPass record{
+      .outage = pass == ReapPass::kStartUp || outage_known_.load(),
+      .max_silence =
+          options_.outage_silence > absl::ZeroDuration() ? options_.outage_silence : ttl / 3,
+      .lease_ttl = ttl,
+      .grace = options_.outage_grace > absl::ZeroDuration() ? options_.outage_grace : 2 * ttl};
+  absl::StatusOr<ServiceLiveness> liveness =
+      fence ? queue_.RecordReaperPassFenced(record, *fence) : queue_.RecordReaperPass(record);
   if (!liveness.ok()) return failed(liveness.status());
   outage_known_.store(false);
   total.liveness = *liveness;
   while (true) {
-    absl::StatusOr<ReapResult> batch = queue_.ReapExpiredLeases(options_.reap_batch);
+    absl::StatusOr<ReapResult> batch =
+        fence ? queue_.ReapExpiredLeasesFenced(options_.reap_batch, *fence)
+              : queue_.ReapExpiredLeases(options_.reap_batch);
     if (!batch.ok()) return failed(batch.status());
     total.requeued += batch->requeued;
     total.failed += batch->failed;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "server/scheduling/scheduler_observer.h"
@@ -31,9 +32,13 @@ class Upkeep {
   // back to the queue without spending an attempt (their holders could not heartbeat, which is
   // no fault of the run).
   enum class ReapPass { kRegular, kStartUp };
-  absl::StatusOr<ReapResult> ReapExpiredLeases(ReapPass pass = ReapPass::kRegular);
+  // With a fence (the elected leader's term, server/leadership/), every write is checked against
+  // the term in its transaction and refused (LeaderEpochError, nothing written) once it is over.
+  absl::StatusOr<ReapResult> ReapExpiredLeases(
+      ReapPass pass = ReapPass::kRegular, const std::optional<LeaderFence>& fence = std::nullopt);
   // One telemetry retention pass (store/telemetry_retention.h); the server runs it periodically.
-  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy);
+  absl::StatusOr<RetentionResult> ApplyRetention(
+      const RetentionPolicy& policy, const std::optional<LeaderFence>& fence = std::nullopt);
 
  private:
   RunQueue& queue_;

@@ -295,6 +295,49 @@ BEGIN
   RETURN NULL;
 END $$;
 
+CREATE FUNCTION public.leader_fence_holds(p_name text, p_epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  PERFORM 1 FROM leader_leases
+  WHERE name = p_name AND epoch = p_epoch AND leader_id <> '' AND expires_at > clock_timestamp()
+  FOR SHARE;
+  RETURN FOUND;
+END $$;
+
+CREATE FUNCTION public.leader_lease_acquire(p_name text, p_leader text, p_ttl double precision) RETURNS TABLE(holder text, term bigint, expires timestamp with time zone, remaining double precision)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  INSERT INTO leader_leases AS l (name, leader_id, epoch, elected_at, expires_at)
+  VALUES (p_name, p_leader, 1, now(), now() + make_interval(secs => p_ttl))
+  ON CONFLICT (name) DO UPDATE
+    SET epoch = CASE WHEN l.leader_id = p_leader AND l.expires_at > now() THEN l.epoch
+                     ELSE l.epoch + 1 END,
+        elected_at = CASE WHEN l.leader_id = p_leader AND l.expires_at > now() THEN l.elected_at
+                          ELSE now() END,
+        leader_id = p_leader,
+        expires_at = now() + make_interval(secs => p_ttl)
+    WHERE l.expires_at <= now() OR l.leader_id = p_leader;
+  RETURN QUERY
+    SELECT CASE WHEN l.expires_at > now() THEN l.leader_id ELSE '' END, l.epoch, l.expires_at,
+           greatest(extract(epoch FROM l.expires_at - now()), 0)::double precision
+    FROM leader_leases l WHERE l.name = p_name;
+END $$;
+
+CREATE FUNCTION public.leader_lease_resign(p_name text, p_leader text, p_epoch bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  UPDATE leader_leases SET leader_id = '', expires_at = now()
+  WHERE name = p_name AND leader_id = p_leader AND epoch = p_epoch AND expires_at > now();
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pg_notify('parity_leadership', p_name);
+  RETURN true;
+END $$;
+
 CREATE FUNCTION public.lease_runs(p_workers uuid[], p_cpu_devices integer[], p_gpu_indices text[], p_cpu_threads integer, p_host_memory bigint, p_gpu_memory bigint[], p_ttl_seconds double precision) RETURNS TABLE(request integer, run public.runs)
     LANGUAGE plpgsql
     SET enable_bitmapscan TO 'off'
@@ -470,6 +513,15 @@ CREATE SEQUENCE public.events_event_id_seq
     CACHE 1;
 
 ALTER SEQUENCE public.events_event_id_seq OWNED BY public.events.event_id;
+
+CREATE TABLE public.leader_leases (
+    name text NOT NULL,
+    leader_id text NOT NULL,
+    epoch bigint NOT NULL,
+    elected_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT leader_leases_epoch_check CHECK ((epoch > 0))
+);
 
 CREATE TABLE public.metrics (
     run_id uuid NOT NULL,
@@ -1008,6 +1060,9 @@ ALTER TABLE ONLY public.access_tokens
 
 ALTER TABLE ONLY public.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (event_id);
+
+ALTER TABLE ONLY public.leader_leases
+    ADD CONSTRAINT leader_leases_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY public.metrics
     ADD CONSTRAINT metrics_pkey PRIMARY KEY (run_id, step);

@@ -17,6 +17,7 @@
 #include "google/rpc/status.pb.h"
 #include "parity/v1/run.pb.h"
 #include "parity/v1/worker.pb.h"
+#include "server/store/leader_leases.h"
 
 namespace parity::server {
 
@@ -220,6 +221,13 @@ class RunQueue {
   // reap_from ≥ now + grace (a later outage never shortens an earlier one's). The first pass
   // ever records no outage unless told.
   virtual absl::StatusOr<ServiceLiveness> RecordReaperPass(const ReaperPass& pass) = 0;
+  // The same two under a leader's term (leader_leases.h): checked in the same transaction, and
+  // refused with LeaderEpochError, nothing written, once the term is over. What the elected
+  // leader's reaper calls.
+  virtual absl::StatusOr<ReapResult> ReapExpiredLeasesFenced(int limit,
+                                                             const LeaderFence& fence) = 0;
+  virtual absl::StatusOr<ServiceLiveness> RecordReaperPassFenced(const ReaperPass& pass,
+                                                                 const LeaderFence& fence) = 0;
 };
 
 }  // namespace parity::server

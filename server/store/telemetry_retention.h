@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/store/leader_leases.h"
 
 namespace parity::server {
 
@@ -36,6 +37,10 @@ class TelemetryRetention {
  public:
   virtual ~TelemetryRetention() = default;
   virtual absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) = 0;
+  // The same under a leader's term (leader_leases.h): refused with LeaderEpochError, nothing
+  // written, once the term is over.
+  virtual absl::StatusOr<RetentionResult> ApplyRetentionFenced(const RetentionPolicy& policy,
+                                                               const LeaderFence& fence) = 0;
 };
 
 }  // namespace parity::server

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/support/test_certificates.h"
@@ -95,7 +96,8 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
       new LocalStack(std::move(options), std::move(database_url), std::move(root)));
   fs::create_directories(fs::path(s->root_) / "corpus");
   std::ofstream(fs::path(s->root_) / "corpus" / "kjv.txt") << SyntheticCorpus(2 << 20);
-  s->port_ = FreePort();
+  for (int i = 0; i < std::max(s->options_.replicas, 1); ++i) s->ports_.push_back(FreePort());
+  s->schedulers_.resize(s->ports_.size());
   absl::StatusOr<std::vector<std::string>> dir = s->Query("SHOW data_directory");
   absl::StatusOr<std::vector<std::string>> sock = s->Query("SHOW unix_socket_directories");
   absl::StatusOr<std::vector<std::string>> port = s->Query("SHOW port");
@@ -116,9 +118,11 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
       return made;
     }
   }
-  if (absl::Status st = s->StartScheduler(); !st.ok()) return st;
+  for (size_t i = 0; i < s->ports_.size(); ++i) {
+    if (absl::Status st = s->StartReplica(static_cast<int>(i)); !st.ok()) return st;
+  }
   clients::SchedulerChannelOptions channel_options;
-  channel_options.address = s->address();
+  channel_options.address = s->addresses();
   channel_options.token = parity::testing::kTestAdminToken;
   if (s->options_.tls) channel_options.tls_ca_file = s->tls_ca_file();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
@@ -133,19 +137,33 @@ LocalStack::~LocalStack() {
   for (auto& w : workers_) {
     if (w) w->Terminate(absl::Seconds(10));
   }
-  if (scheduler_) scheduler_->Terminate(absl::Seconds(10));
+  for (auto& scheduler : schedulers_) {
+    if (scheduler) scheduler->Terminate(absl::Seconds(10));
+  }
 }
 
-std::string LocalStack::address() const { return absl::StrCat("127.0.0.1:", port_); }
+std::string LocalStack::replica_address(int index) const {
+  return absl::StrCat("127.0.0.1:", ports_.at(static_cast<size_t>(index)));
+}
 
-absl::Status LocalStack::StartScheduler() {
+std::string LocalStack::addresses() const {
+  std::vector<std::string> all;
+  for (size_t i = 0; i < ports_.size(); ++i) all.push_back(replica_address(static_cast<int>(i)));
+  return absl::StrJoin(all, ",");
+}
+
+absl::Status LocalStack::StartReplica(int index) {
+  const int port = ports_.at(static_cast<size_t>(index));
+  const std::string log = index == 0 ? "scheduler.log" : absl::StrCat("scheduler-", index, ".log");
   std::vector<std::pair<std::string, std::string>> tls_env;
   if (options_.tls) {
     tls_env = {{"PARITY_TLS_CERT", root_ + "/tls/server.pem"},
                {"PARITY_TLS_KEY", root_ + "/tls/server.key"}};
   }
   std::vector<std::pair<std::string, std::string>> env = {
-      {"PARITY_LISTEN", absl::StrCat("127.0.0.1:", port_)},
+      {"PARITY_LISTEN", absl::StrCat("127.0.0.1:", port)},
+      {"PARITY_LEADER_TTL", options_.leader_ttl},
+      {"PARITY_REPLICA_ID", absl::StrCat("replica-", index)},
       {"PARITY_DATABASE_URL", database_url_},
       {"PARITY_LEASE_TTL", options_.lease_ttl},
       {"PARITY_HEARTBEAT_INTERVAL", options_.heartbeat_interval},
@@ -160,26 +178,36 @@ absl::Status LocalStack::StartScheduler() {
       .argv = {options_.scheduler_bin, "serve"},
       .env = env,
       .working_dir = root_,
-      .log_path = root_ + "/scheduler.log",
+      .log_path = root_ + "/" + log,
       .output_fd = 3,  // unused: stdout and stderr both go to the log
   });
   if (!c.ok()) return c.status();
-  scheduler_ = std::move(*c);
+  auto& scheduler = schedulers_.at(static_cast<size_t>(index));
+  scheduler = std::move(*c);
   clients::SchedulerChannelOptions target;
-  target.address = absl::StrCat("127.0.0.1:", port_);
+  target.address = absl::StrCat("127.0.0.1:", port);
   if (options_.tls) target.tls_ca_file = tls_ca_file();
   for (int i = 0; i < 150; ++i) {
     if (worker::ProbeSchedulerHealth(target, absl::Milliseconds(200)).ok()) return absl::OkStatus();
-    if (scheduler_->TryWait().has_value()) break;
+    if (scheduler->TryWait().has_value()) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
-  return absl::UnavailableError(
-      absl::StrCat("scheduler not healthy; log:\n", LogTail("scheduler.log")));
+  return absl::UnavailableError(absl::StrCat("scheduler not healthy; log:\n", LogTail(log)));
 }
 
 void LocalStack::StopScheduler() {
-  if (scheduler_) scheduler_->Terminate(absl::Seconds(15));
-  scheduler_.reset();
+  for (auto& scheduler : schedulers_) {
+    if (scheduler) scheduler->Terminate(absl::Seconds(15));
+    scheduler.reset();
+  }
+}
+
+void LocalStack::KillReplica(int index) {
+  auto& scheduler = schedulers_.at(static_cast<size_t>(index));
+  if (!scheduler) return;
+  (void)scheduler->SignalGroup(SIGKILL);
+  scheduler->WaitFor(absl::Seconds(10));
+  scheduler.reset();
 }
 
 absl::Status LocalStack::StartWorker(int index, const std::string& token_file) {
@@ -187,7 +215,7 @@ absl::Status LocalStack::StartWorker(int index, const std::string& token_file) {
   const std::string work = absl::StrCat(root_, "/work-", index);
   std::vector<std::string> argv = {options_.worker_bin,
                                    "--scheduler",
-                                   absl::StrCat("127.0.0.1:", port_),
+                                   addresses(),
                                    "--checkpoint-dir",
                                    root_ + "/checkpoints",
                                    "--work-dir",

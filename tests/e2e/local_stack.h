@@ -29,6 +29,10 @@ struct StackOptions {
   // TLS on the scheduler's ports, with a CA and certificate made in root/tls (openssl); the
   // stack's own channel and the workers verify against root/tls/ca.pem.
   bool tls = false;
+  // Scheduler replicas on one database (issue #25): each on its own port, named replica-N,
+  // electing one leader for upkeep with this lease; workers and the stack's channel get them all.
+  int replicas = 1;
+  std::string leader_ttl = "2s";
 };
 
 // Not thread-safe: one test thread drives it.
@@ -40,9 +44,13 @@ class LocalStack {
                                                            std::string root);
   ~LocalStack();
 
-  absl::Status StartScheduler();
-  // SIGTERM and wait (the scheduler drains in-flight calls).
+  absl::Status StartScheduler() { return StartReplica(0); }
+  // SIGTERM and wait (the scheduler drains in-flight calls), every replica.
   void StopScheduler();
+  // Replica `index` (0 = the first, which StartScheduler starts; its log is scheduler.log, the
+  // others' scheduler-N.log), and kill -9 of one.
+  absl::Status StartReplica(int index);
+  void KillReplica(int index);
   // The worker authenticates with the admin token (root/admin.token) unless `token_file` names
   // another.
   absl::Status StartWorker(int index, const std::string& token_file = "");
@@ -56,8 +64,11 @@ class LocalStack {
 
   parity::v1::SweepService::Stub& sweeps() { return *sweeps_; }
   const std::string& root() const { return root_; }
-  // 127.0.0.1:PORT of the scheduler's gRPC port.
-  std::string address() const;
+  // 127.0.0.1:PORT of the (first) scheduler's gRPC port, of replica `index`, and every
+  // replica's as a comma-separated list (what the workers and sweeps() are given).
+  std::string address() const { return replica_address(0); }
+  std::string replica_address(int index) const;
+  std::string addresses() const;
   // The admin token's file, and the CA of the scheduler's certificate (with tls).
   std::string admin_token_file() const { return root_ + "/admin.token"; }
   std::string tls_ca_file() const { return root_ + "/tls/ca.pem"; }
@@ -75,9 +86,9 @@ class LocalStack {
   StackOptions options_;
   std::string database_url_;
   std::string root_;
-  int port_ = 0;
+  std::vector<int> ports_;  // one per replica
   std::string pg_data_dir_, pg_socket_dir_, pg_port_;
-  std::unique_ptr<worker::ChildProcess> scheduler_;
+  std::vector<std::unique_ptr<worker::ChildProcess>> schedulers_;  // one per replica
   std::vector<std::unique_ptr<worker::ChildProcess>> workers_;
   std::unique_ptr<parity::v1::SweepService::Stub> sweeps_;
 };

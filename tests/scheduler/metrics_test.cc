@@ -174,6 +174,12 @@ TEST_F(MetricsEndpointTest, ScrapeShowsWhatTheApiDid) {
   EXPECT_THAT(m.Value("parity_scheduler_rpc_duration_seconds_bucket",
                       {{"method", "LeaseRun"}, {"le", "+Inf"}}),
               Optional(2.0));
+  // A lone replica leads the upkeep from its start (server/leadership/).
+  EXPECT_THAT(m.Value("parity_scheduler_is_leader"), Optional(1.0));
+  EXPECT_THAT(m.Value("parity_scheduler_leadership_changes_total", {{"change", "gained"}}),
+              Optional(1.0));
+  EXPECT_THAT(m.Value("parity_scheduler_leadership_changes_total", {{"change", "lost"}}),
+              Optional(0.0));
 
   // The scrape and the HTTP server's hook render the same families.
   const Exposition rendered = ParseExposition(server_->metrics()->Render());

@@ -36,6 +36,7 @@ from .resolve import is_uuid, resolve_run, resolve_sweep, sweep_key
 from .rows import (MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, dict_frame,
                    to_frame)
 from .spec import load_spec
+from .targets import CHANNEL_OPTIONS, scheduler_target
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 
@@ -146,8 +147,15 @@ class Client:
         token = token or _token_from(token_file)
         self._has_token = bool(token)
         tls_ca = tls_ca or os.environ.get("PARITY_TLS_CA")
+        # Several replicas: "a:p,b:p" or gRPC's own target syntax (targets.py).
+        try:
+            target, server_name = scheduler_target(self.address)
+        except ValueError as e:
+            raise ParityError(grpc.StatusCode.INVALID_ARGUMENT, str(e),
+                              remedy="give host:port, host:port,host:port or "
+                                     "dns:///name:port") from None
         if token and not tls_ca and not insecure_plaintext:
-            _check_plaintext_target(self.address)
+            _check_plaintext_target(target)
         tls_client_cert = tls_client_cert or os.environ.get("PARITY_TLS_CLIENT_CERT")
         tls_client_key = tls_client_key or os.environ.get("PARITY_TLS_CLIENT_KEY")
         if tls_ca:
@@ -155,13 +163,13 @@ class Client:
                 root_certificates=_read(tls_ca),
                 private_key=_read(tls_client_key) if tls_client_key else None,
                 certificate_chain=_read(tls_client_cert) if tls_client_cert else None)
-            options = []
-            if os.environ.get("PARITY_TLS_SERVER_NAME"):
-                options.append(("grpc.ssl_target_name_override",
-                                os.environ["PARITY_TLS_SERVER_NAME"]))
-            channel = grpc.secure_channel(self.address, credentials, options)
+            options = list(CHANNEL_OPTIONS)
+            server_name = os.environ.get("PARITY_TLS_SERVER_NAME") or server_name
+            if server_name:
+                options.append(("grpc.ssl_target_name_override", server_name))
+            channel = grpc.secure_channel(target, credentials, options)
         else:
-            channel = grpc.insecure_channel(self.address)
+            channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._channel = grpc.intercept_channel(channel, _BearerToken(token)) if token else channel
         self._raw_channel = channel
         self._stub = sweep_service_pb2_grpc.SweepServiceStub(self._channel)

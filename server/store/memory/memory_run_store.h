@@ -16,6 +16,7 @@
 // time instead of sleeping. Not for production: nothing is durable.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/store/memory/memory_leader_leases.h"
 #include "server/store/run_store.h"
 
 namespace parity::server {
@@ -96,6 +98,15 @@ class MemoryRunStore final : public RunStore {
 
   // TelemetryRetention (memory_retention.cc).
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
+  // Upkeep under a leader's term, checked against the leases given to SetLeaderLeases (none:
+  // every term is over) while they hold their lock (memory_fenced_upkeep.cc).
+  absl::StatusOr<ReapResult> ReapExpiredLeasesFenced(int limit, const LeaderFence& fence) override;
+  absl::StatusOr<ServiceLiveness> RecordReaperPassFenced(const ReaperPass& pass,
+                                                         const LeaderFence& fence) override;
+  absl::StatusOr<RetentionResult> ApplyRetentionFenced(const RetentionPolicy& policy,
+                                                       const LeaderFence& fence) override;
+  // The leases whose terms fence the upkeep calls above; must outlive this store.
+  void SetLeaderLeases(MemoryLeaderLeases* leases) { leader_leases_ = leases; }
 
   // AccessTokens (memory_access_tokens.cc).
   absl::StatusOr<StoredAccessToken> CreateToken(const NewAccessToken& token) override;
@@ -109,6 +120,7 @@ class MemoryRunStore final : public RunStore {
                                                    const std::string& candidate) override;
 
  private:
+  std::atomic<MemoryLeaderLeases*> leader_leases_{nullptr};
   struct TokenRow {
     StoredAccessToken token;
     std::string secret_sha256;

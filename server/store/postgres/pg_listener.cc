@@ -8,12 +8,11 @@
 namespace parity::server {
 namespace {
 
-constexpr char kChannel[] = "parity_runs_pending";
-
 class Receiver final : public pqxx::notification_receiver {
  public:
-  Receiver(pqxx::connection_base& connection, const std::function<void()>& on_notify)
-      : pqxx::notification_receiver(connection, kChannel), on_notify_(on_notify) {}
+  Receiver(pqxx::connection_base& connection, const std::string& channel,
+           const std::function<void()>& on_notify)
+      : pqxx::notification_receiver(connection, channel), on_notify_(on_notify) {}
   void operator()(const std::string& /*payload*/, int /*backend_pid*/) override { on_notify_(); }
 
  private:
@@ -22,9 +21,11 @@ class Receiver final : public pqxx::notification_receiver {
 
 }  // namespace
 
-PgListener::PgListener(std::string database_url, std::function<void()> on_notify)
+PgListener::PgListener(std::string database_url, std::function<void()> on_notify,
+                       std::string channel)
     : database_url_(std::move(database_url)),
       on_notify_(std::move(on_notify)),
+      channel_(std::move(channel)),
       thread_([this] { Loop(); }) {}
 
 PgListener::~PgListener() {
@@ -37,7 +38,7 @@ void PgListener::Loop() {
   while (!stop_) {
     try {
       pqxx::connection connection(database_url_);
-      Receiver receiver(connection, on_notify_);  // issues LISTEN
+      Receiver receiver(connection, channel_, on_notify_);  // issues LISTEN
       connection.get_notifs();
       listening_ = true;
       backoff = absl::Milliseconds(100);

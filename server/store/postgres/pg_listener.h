@@ -14,8 +14,10 @@ namespace parity::server {
 
 class PgListener {
  public:
-  // Starts the thread; `on_notify` is called on it, once per notification.
-  PgListener(std::string database_url, std::function<void()> on_notify);
+  // Starts the thread; `on_notify` is called on it, once per notification on `channel` (and
+  // once after every (re)connection). parity_leadership wakes the electors (elector.h).
+  PgListener(std::string database_url, std::function<void()> on_notify,
+             std::string channel = "parity_runs_pending");
   // Stops and joins the thread (within about 200 ms).
   ~PgListener();
   PgListener(const PgListener&) = delete;
@@ -29,6 +31,7 @@ class PgListener {
 
   const std::string database_url_;
   const std::function<void()> on_notify_;
+  const std::string channel_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> listening_{false};
   std::thread thread_;  // last member: starts after the others are ready

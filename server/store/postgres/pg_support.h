@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "parity/v1/run.pb.h"
+#include "server/store/leader_leases.h"
 #include "server/store/postgres/pg_connection_pool.h"
 #include "server/store/store_errors.h"
 
@@ -37,6 +38,12 @@ absl::Status DatabaseFailure(absl::StatusCode code, absl::string_view kind,
 // RAISE EXCEPTION said, without its severity and PL/pgSQL context.
 std::string PrimaryMessage(const pqxx::sql_error& e);
 
+// The leader's term that the transactions this thread runs must still hold (null: none).
+// Set by UpkeepFenceScope (postgres_fenced_upkeep.cc) around an upkeep call.
+const LeaderFence* CurrentUpkeepFence();
+// FAILED_PRECONDITION (PreconditionFailure type LEADER_EPOCH) when `fence`'s term is over.
+absl::Status CheckUpkeepFence(pqxx::work& tx, const LeaderFence& fence);
+
 // Runs `body(pqxx::work&)` → absl::StatusOr<T> (or absl::Status) in one transaction, committed
 // only when the body succeeds; any exception becomes a status.
 template <typename Body>
@@ -47,6 +54,12 @@ auto WithTransaction(PgConnectionPool& pool, Body&& body)
   try {
     pqxx::work tx(**handle);
     auto result = body(tx);
+    // Upkeep under a leader's term (UpkeepFenceScope): the term is checked last, under a lock
+    // of the leadership row held to the commit (server/sql/leader_fence_holds.sql).
+    if (result.ok() && CurrentUpkeepFence() != nullptr) {
+      absl::Status fence = CheckUpkeepFence(tx, *CurrentUpkeepFence());
+      if (!fence.ok()) return fence;
+    }
     if (result.ok()) tx.commit();
     return result;
   } catch (const std::exception& e) {

@@ -58,6 +58,12 @@ class PostgresRunStore final : public RunStore {
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<ServiceLiveness> RecordReaperPass(const ReaperPass& pass) override;
+  // Under a leader's term (postgres_fenced_upkeep.cc).
+  absl::StatusOr<ReapResult> ReapExpiredLeasesFenced(int limit, const LeaderFence& fence) override;
+  absl::StatusOr<ServiceLiveness> RecordReaperPassFenced(const ReaperPass& pass,
+                                                         const LeaderFence& fence) override;
+  absl::StatusOr<RetentionResult> ApplyRetentionFenced(const RetentionPolicy& policy,
+                                                       const LeaderFence& fence) override;
 
   // TelemetryRetention.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
