@@ -221,7 +221,7 @@ BEGIN
            coalesce((r.spec_json->'training'->>'steps')::bigint, 0) AS planned_steps,
            coalesce(r.checkpoint_step, 0) AS resumed_from
     FROM input q JOIN runs r ON r.run_id = q.run_id AND r.lease_epoch = q.epoch
-    WHERE r.state IN ('LEASED', 'RUNNING') ORDER BY q.run_id, q.i),
+    WHERE r.state IN ('LEASED', 'RUNNING', 'PENDING') ORDER BY q.run_id, q.i),
   checked AS (
     SELECT p.*, concat_ws('; ',
       CASE WHEN p.planned_steps > 0 AND p.steps IS DISTINCT FROM p.planned_steps THEN
@@ -268,7 +268,8 @@ BEGIN
       state = 'FAILED') THEN 'FAILED' ELSE 'SUCCEEDED' END
     WHERE s.sweep_id IN (SELECT e.sweep_id FROM ending e) AND s.ended_at IS NULL
       AND NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM runs WHERE sweep_id = s.sweep_id
-        AND state = 'PENDING' ORDER BY ordinal DESC LIMIT 1) last_pending)
+        AND state = 'PENDING' AND run_id NOT IN (SELECT e.run_id FROM ending e)
+        ORDER BY ordinal DESC LIMIT 1) last_pending)
       AND NOT EXISTS (SELECT 1 FROM runs l WHERE l.sweep_id = s.sweep_id
         AND l.state IN ('LEASED', 'RUNNING') AND l.run_id NOT IN (SELECT e.run_id FROM ending e)))
   SELECT q.i::integer,
@@ -963,11 +964,24 @@ CREATE VIEW public.results AS
           WHERE (b.final_eval_bpc ? k.k)) AS delta_eval_bpc_vs_dense,
     r.dataset_digest
    FROM (public.runs r
-     LEFT JOIN LATERAL ( SELECT d.final_val_bpc,
-            d.final_eval_bpc
-           FROM public.runs d
-          WHERE ((d.sweep_id = r.sweep_id) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text) AND (((d.role = 'DENSE_BASELINE'::text) AND (d.compute_multiple = (1)::double precision) AND (d.compute_budget = r.compute_budget) AND (d.data_variant = r.data_variant)) OR ((d.spec_json -> 'also_serves'::text) @> jsonb_build_array(jsonb_build_object('compute_budget', r.compute_budget, 'data_variant', r.data_variant, 'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1)))))
-          ORDER BY d.ordinal
+     LEFT JOIN LATERAL ( SELECT c.final_val_bpc,
+            c.final_eval_bpc
+           FROM (( SELECT d.ordinal,
+                    d.final_val_bpc,
+                    d.final_eval_bpc
+                   FROM public.runs d
+                  WHERE ((d.sweep_id = r.sweep_id) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text) AND (d.role = 'DENSE_BASELINE'::text) AND (d.compute_multiple = (1)::double precision) AND (d.compute_budget = r.compute_budget) AND (d.data_variant = r.data_variant))
+                  ORDER BY d.ordinal
+                 LIMIT 1)
+                UNION ALL
+                ( SELECT d.ordinal,
+                    d.final_val_bpc,
+                    d.final_eval_bpc
+                   FROM public.runs d
+                  WHERE ((d.sweep_id = r.sweep_id) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text) AND (d.spec_json ? 'also_serves'::text) AND ((d.spec_json -> 'also_serves'::text) @> jsonb_build_array(jsonb_build_object('compute_budget', r.compute_budget, 'data_variant', r.data_variant, 'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1))))
+                  ORDER BY d.ordinal
+                 LIMIT 1)) c
+          ORDER BY c.ordinal
          LIMIT 1) b ON (true));
 
 CREATE TABLE public.schema_migrations (
@@ -1155,6 +1169,10 @@ CREATE INDEX runs_live_leases ON public.runs USING btree (lease_expires_at) WHER
 CREATE INDEX runs_pending_by_sweep ON public.runs USING btree (sweep_id, ordinal) WHERE (state = 'PENDING'::text);
 
 CREATE INDEX runs_pending_queue ON public.runs USING btree (sweep_id, ((ordinal)::bigint)) WHERE (state = 'PENDING'::text);
+
+CREATE INDEX runs_succeeded_dense_1c ON public.runs USING btree (sweep_id, seed, compute_budget, data_variant, ordinal) WHERE ((state = 'SUCCEEDED'::text) AND (role = 'DENSE_BASELINE'::text) AND (compute_multiple = (1)::double precision));
+
+CREATE INDEX runs_succeeded_serving ON public.runs USING btree (sweep_id, seed, ordinal) WHERE ((state = 'SUCCEEDED'::text) AND (spec_json ? 'also_serves'::text));
 
 CREATE INDEX sweeps_active_by_owner ON public.sweeps USING btree (owner) WHERE (state = 'ACTIVE'::text);
 

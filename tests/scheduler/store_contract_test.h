@@ -566,6 +566,49 @@ TYPED_TEST_P(StoreContractTest, TheReaperRequeuesExpiredLeasesThenFailsThem) {
   EXPECT_EQ(run->failure_class(), v1::FAILURE_CLASS_LEASE_EXPIRED);
 }
 
+// A holder slow to report (its lease reaped, the run requeued, no one leased it since) still
+// finishes the work: its success is recorded, not answered OK and dropped (bench/load found the
+// run trained again). Once another lease holds the run, the old holder's success is stale.
+TYPED_TEST_P(StoreContractTest, ASuccessAfterTheReaperRequeuedTheRunIsRecordedUntilReleased) {
+  const CreatedSweep sweep = this->Sweep("late", 2);  // max_attempts 2
+  const std::string worker = this->Worker();
+  const LeasedRun slow = this->LeaseOne(worker, absl::Milliseconds(100));
+  this->harness_.LetTimePass(absl::Milliseconds(400));
+  absl::StatusOr<ReapResult> reaped = this->queue().ReapExpiredLeases(100);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  ASSERT_EQ(reaped->requeued, 1);
+
+  Completion late;
+  late.run_id = slow.run.run_id();
+  late.lease_epoch = slow.lease.lease_epoch();
+  late.success = core::PlannedSummary(slow.run.spec(), 1.5, 1.5);
+  absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(late);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED)
+      << "the requeued run's finished work should be recorded";
+  EXPECT_DOUBLE_EQ(done->run.summary().final_val_bpc(), 1.5);
+
+  // The other run: reaped, then leased again before the old holder reports.
+  const LeasedRun other = this->LeaseOne(worker, absl::Milliseconds(100));
+  this->harness_.LetTimePass(absl::Milliseconds(400));
+  ASSERT_TRUE(this->queue().ReapExpiredLeases(100).ok());
+  const LeasedRun again = this->LeaseOne(worker);
+  ASSERT_EQ(again.run.run_id(), other.run.run_id());
+  Completion stale;
+  stale.run_id = other.run.run_id();
+  stale.lease_epoch = other.lease.lease_epoch();
+  stale.success = core::PlannedSummary(other.run.spec(), 1.5, 1.5);
+  EXPECT_EQ(this->queue().CompleteRun(stale).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "a newer lease holds the run";
+  Completion current = stale;
+  current.lease_epoch = again.lease.lease_epoch();
+  absl::StatusOr<CompletionResult> ended = this->queue().CompleteRun(current);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  absl::StatusOr<v1::Sweep> after = this->catalog().GetSweep(sweep.sweep.sweep_id());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->state(), v1::SWEEP_STATE_SUCCEEDED) << "both runs ended, so did the sweep";
+}
+
 TYPED_TEST_P(StoreContractTest, CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat) {
   const CreatedSweep sweep = this->Sweep("cancel", 3);
   const std::string worker = this->Worker();
@@ -703,6 +746,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     OnlyAnEndedSweepIsDeletedAndItsRunsGoWithIt,
     RetentionThinsOldEndedCurvesOnceAndForgetsUnseenWorkers, ARetryWaitsItsDelayWithTheNextAttempt,
     TheReaperRequeuesExpiredLeasesThenFailsThem,
+    ASuccessAfterTheReaperRequeuedTheRunIsRecordedUntilReleased,
     CancellingEndsPendingRunsAndLiveOnesAtTheirHeartbeat,
     IdempotencyKeysReturnTheStoredSweepOrRefuseAnotherSpec,
     RunsPageInGridOrderAndBadTokensAreRefused, EvaluationSetsAreStoredWithPointsAndSummaries,
