@@ -275,18 +275,21 @@ absl::StatusOr<std::vector<std::string>> DashboardApi::RunsOfSweep(const std::st
                                           " runs per request"));
     return violations.ToStatus("invalid request parameters");
   }
-  // The sweep's runs bound what may be asked for: only their ids reach the SQL.
-  std::set<std::string> in_sweep;
-  PageRequest page{1000, ""};
-  do {
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, RunsPage(sweep_id, page));
-    for (const v1::Run& run : runs.items) in_sweep.insert(run.run_id());
-    page.page_token = runs.next_page_token;
-  } while (!page.page_token.empty());
+  // The sweep's runs bound what may be asked for: only their ids reach the SQL. Each id is one
+  // lookup by key (at most max_runs of them), not a listing of the sweep: a 10,000-run sweep's
+  // curves for 20 runs took 1.2-1.6 s when every run was listed (bench/load).
   std::vector<std::string> run_ids;
   Violations violations;
   for (absl::string_view id : wanted) {
-    if (in_sweep.count(std::string(id)) == 0) {
+    bool of_sweep = false;
+    if (IsUuid(id)) {
+      v1::GetRunRequest request;
+      request.set_run_id(std::string(id));
+      absl::StatusOr<v1::GetRunResponse> run = sweeps_.GetRun(request);
+      if (!run.ok() && run.status().code() != absl::StatusCode::kNotFound) return run.status();
+      of_sweep = run.ok() && run->run().sweep_id() == absl::AsciiStrToLower(sweep_id);
+    }
+    if (!of_sweep) {
       violations.Add("run_id", absl::StrCat("'", id.substr(0, 64), "' is not a run of the sweep"));
     } else {
       run_ids.emplace_back(id);

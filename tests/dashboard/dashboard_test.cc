@@ -233,6 +233,8 @@ TEST_F(DashboardTest, ApiErrorsAreJsonWithTheirHttpStatus) {
             "INVALID_ARGUMENT"},
            {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/curves?run_id=", kUnknownId), 400,
             "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/curves?run_id=not-a-uuid"), 400,
+            "INVALID_ARGUMENT"},
            {"/api/v1/nothing-here", 404, "NOT_FOUND"},
        }) {
     Reply reply = Get(c.path);
