@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/proto_time.h"
+#include "core/spec_defaults.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "server/store/deterministic_bytes.h"
@@ -163,7 +164,8 @@ absl::StatusOr<CreatedSweep> MemoryRunStore::CreateSweep(const NewSweep& sweep) 
   row.idempotency_key = sweep.idempotency_key;
   row.created_seq = next_seq_++;
   row.created = now;
-  const uint32_t max_attempts = sweep.spec.max_attempts() == 0 ? 3 : sweep.spec.max_attempts();
+  const uint32_t max_attempts =
+      sweep.spec.max_attempts() == 0 ? core::kDefaultMaxAttempts : sweep.spec.max_attempts();
   uint32_t ordinal = 0;
   for (const v1::RunSpec& spec : sweep.runs) {
     RunRow run;

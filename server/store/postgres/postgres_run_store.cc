@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/spec_defaults.h"
 #include "core/status_macros.h"
 #include "server/store/deterministic_bytes.h"
 #include "server/store/postgres/pg_rows.h"
@@ -73,7 +74,8 @@ absl::StatusOr<CreatedSweep> PostgresRunStore::CreateSweep(const NewSweep& sweep
       return created;
     }
     const std::string sweep_id = inserted[0][0].c_str();
-    const uint32_t max_attempts = sweep.spec.max_attempts() == 0 ? 3 : sweep.spec.max_attempts();
+    const uint32_t max_attempts =
+        sweep.spec.max_attempts() == 0 ? core::kDefaultMaxAttempts : sweep.spec.max_attempts();
     CreatedSweep created;
     created.run_ids.reserve(sweep.runs.size());
     int ordinal = 0;
