@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "core/eval_sets.h"
 #include "core/failure_remedy.h"
+#include "core/model_layout.h"
 #include "core/spec_names.h"
 #include "fmt/format.h"
 
@@ -279,14 +280,7 @@ ResultRow ResultRowOfRun(const Run& run) {
   row.set_sweep_id(run.sweep_id());
   row.set_name(spec.name());
   row.set_role(spec.role());
-  // As the store writes runs.layout (server/store/postgres/pg_support.cc LayoutText).
-  if (model.architecture() != parity::v1::ARCHITECTURE_MOE) {
-    row.set_layout("dense");
-  } else if (model.moe().layout() == parity::v1::MOE_LAYOUT_UNSPECIFIED) {
-    row.set_layout("1dense+SE");  // the default layout
-  } else {
-    row.set_layout(core::EnumYamlName(*parity::v1::MoeLayout_descriptor(), model.moe().layout()));
-  }
+  row.set_layout(core::ModelLayoutName(model));  // as the store writes runs.layout
   row.set_state(run.state());
   row.set_d_model(model.d_model());
   row.set_num_layers(model.num_layers());

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/model_layout.h"
 #include "parity/v1/run.pb.h"
 #include "parity/v1/sweep.pb.h"
 #include "parity/v1/sweep_service.pb.h"
@@ -44,19 +45,6 @@ inline constexpr std::string_view kResultsOrderColumns[] = {"name",
                                                             "predicted_efficiency_leverage",
                                                             "delta_bpc_vs_dense",
                                                             "seed"};
-
-// The results view's layout column: the text a run's model is stored and filtered under.
-inline std::string ResultsLayout(const v1::ModelSpec& model) {
-  if (model.architecture() != v1::ARCHITECTURE_MOE) return "dense";
-  switch (model.moe().layout()) {
-    case v1::MOE_LAYOUT_ALL_MOE:
-      return "all-moe";
-    case v1::MOE_LAYOUT_INTERLEAVED:
-      return "interleaved";
-    default:
-      return "1dense+SE";  // the default layout (docs/domain.md)
-  }
-}
 
 struct ResultsQuery {
   std::string sweep_id;  // empty = all

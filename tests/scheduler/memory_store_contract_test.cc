@@ -2,6 +2,7 @@
 // and time moves only when a test says so.
 #include "server/store/memory/memory_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 

@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 #include "tests/support/postgres_environment.h"

@@ -53,7 +53,7 @@ v1::ResultRow PlannedRow(const v1::Run& run) {
   row.set_sweep_id(run.sweep_id());
   row.set_name(spec.name());
   row.set_role(spec.role());
-  row.set_layout(ResultsLayout(spec.model()));
+  row.set_layout(core::ModelLayoutName(spec.model()));
   row.set_state(run.state());
   row.set_d_model(spec.model().d_model());
   row.set_num_layers(spec.model().num_layers());

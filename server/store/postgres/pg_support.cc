@@ -112,7 +112,7 @@ v1::RunRole RoleFromText(absl::string_view text) {
   return role;
 }
 
-std::string LayoutText(const v1::ModelSpec& model) { return ResultsLayout(model); }
+std::string LayoutText(const v1::ModelSpec& model) { return core::ModelLayoutName(model); }
 
 google::protobuf::Timestamp TimestampFromMicros(int64_t micros) {
   return ToProtoTime(absl::FromUnixMicros(micros));
