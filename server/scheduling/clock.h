@@ -33,7 +33,9 @@ class RealClock final : public Clock {
 };
 
 // Time moves only when a test calls Advance(); a waiter whose deadline has passed then wakes.
-// Thread-safe. Lock order: a waiter's mutex before this clock's own.
+// Thread-safe. Lock order: a waiter's mutex before this clock's own. A waiter's mutex may be a
+// local of the waiting call (a watch stream's sleep): AwaitWithDeadline does not return while an
+// Advance still holds a pointer to it.
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(absl::Time start = absl::UnixEpoch() + absl::Hours(24 * 365 * 50))
@@ -52,14 +54,26 @@ class FakeClock final : public Clock {
     }
     auto woken = [&] { return condition.Eval() || Now() >= deadline; };
     mu.Await(absl::Condition(&woken));
-    absl::MutexLock lock(&mu_);
-    auto [first, last] = sleepers_.equal_range(deadline);
-    for (auto it = first; it != last; ++it) {
-      if (it->second == &mu) {
-        sleepers_.erase(it);
-        break;
+    bool waking = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto [first, last] = sleepers_.equal_range(deadline);
+      for (auto it = first; it != last; ++it) {
+        if (it->second == &mu) {
+          sleepers_.erase(it);
+          break;
+        }
+      }
+      // The waiter saw the new time before an Advance that found it due had locked `mu`: let
+      // that Advance finish with `mu` (unheld meanwhile) before the caller may destroy it.
+      waking = waking_.count(&mu) > 0;
+      if (waking) {
+        mu.Unlock();
+        auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waking_.count(&mu) == 0; };
+        mu_.Await(absl::Condition(&done));
       }
     }
+    if (waking) mu.Lock();
     return condition.Eval();
   }
 
@@ -71,12 +85,17 @@ class FakeClock final : public Clock {
       now_ += d;
       for (auto it = sleepers_.begin(); it != sleepers_.end() && it->first <= now_; ++it) {
         due.insert(*it);
+        ++waking_[it->second];
       }
     }
     // Releasing a waiter's mutex makes it look at its condition again (and the new time).
     for (auto& [deadline, mu] : due) {
       mu->Lock();
       mu->Unlock();
+    }
+    absl::MutexLock lock(&mu_);
+    for (auto& [deadline, mu] : due) {
+      if (--waking_[mu] == 0) waking_.erase(mu);
     }
   }
 
@@ -94,6 +113,8 @@ class FakeClock final : public Clock {
   mutable absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   mutable std::multimap<absl::Time, absl::Mutex*> sleepers_ ABSL_GUARDED_BY(mu_);
+  // Waiters' mutexes an Advance found due and has not yet released: how many times each.
+  std::map<absl::Mutex*, int> waking_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace parity::server

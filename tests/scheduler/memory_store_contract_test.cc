@@ -4,6 +4,7 @@
 #include "tests/scheduler/access_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
+#include "tests/scheduler/run_history_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 
 namespace parity::server::testing {
@@ -29,6 +30,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, StoreContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, AccessContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, ReadModelsContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, OutageContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RunHistoryContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

@@ -7,6 +7,7 @@
 #include "tests/scheduler/access_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
+#include "tests/scheduler/run_history_contract_test.h"
 #include "tests/scheduler/store_contract_test.h"
 #include "tests/support/postgres_environment.h"
 
@@ -37,6 +38,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, StoreContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AccessContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, ReadModelsContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, OutageContractTest, PostgresHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RunHistoryContractTest, PostgresHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

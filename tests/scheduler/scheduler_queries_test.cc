@@ -1,5 +1,6 @@
-// Scheduler queries, watch streams, migrations and the real planner, against a fresh migrated
-// PostgreSQL database per test, called directly (no gRPC).
+// Scheduler queries, watch streams and the real planner, called directly (no gRPC) on the memory
+// store and the fake clock (scheduler_logic_fixture.h): a watch stream polls when the test moves
+// the clock past its poll interval, after the stream has gone to sleep.
 #include <thread>
 
 #include "core/field_violation.h"
@@ -7,40 +8,14 @@
 #include "core/spec_loader.h"
 #include "core/summary_check.h"
 #include "gmock/gmock.h"
-#include "server/store/postgres/migrations.h"
-#include "tests/scheduler/scheduler_fixture.h"
+#include "tests/scheduler/scheduler_logic_fixture.h"
 
 namespace parity::server::testing {
 namespace {
 
 using ::testing::ElementsAre;
 
-TEST(MigrationsTest, ApplyToEmptyDatabaseThenReapplyIsANoOp) {
-  PARITY_REQUIRE_POSTGRES();
-  const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
-  absl::StatusOr<MigrationReport> first = ApplyMigrations(url, EmbeddedMigrations());
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(first->applied, static_cast<int>(EmbeddedMigrations().size()));
-  absl::StatusOr<MigrationReport> second = ApplyMigrations(url, EmbeddedMigrations());
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(second->applied, 0);
-  EXPECT_EQ(second->current_version, first->current_version);
-  EXPECT_EQ(Sql(url, "SELECT count(*) FROM schema_migrations"),
-            absl::StrCat(EmbeddedMigrations().size()));
-  EXPECT_EQ(Sql(url, "SELECT count(*) FROM results"), "0");
-}
-
-TEST(MigrationsTest, ChangedMigrationIsFailedPrecondition) {
-  PARITY_REQUIRE_POSTGRES();
-  const std::string url = parity::testing::PostgresEnvironment::EmptyDatabase();
-  ASSERT_TRUE(ApplyMigrations(url, EmbeddedMigrations()).ok());
-  Migration edited = EmbeddedMigrations()[0];
-  edited.sql = "SELECT 1";
-  EXPECT_EQ(ApplyMigrations(url, {&edited, 1}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-}
-
-TEST_F(SchedulerTest, ListRunsPagesByKeyset) {
+TEST_F(SchedulerLogicTest, ListRunsPagesByKeyset) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("pages", 5));
   v1::ListRunsRequest request;
   request.set_sweep_id(submitted.sweep().sweep_id());
@@ -59,7 +34,7 @@ TEST_F(SchedulerTest, ListRunsPagesByKeyset) {
 
 // order_by names a column of the results view (kResultsOrderColumns, shared with the fuzz
 // targets' store) and optionally "desc"; anything else is refused before any SQL is built.
-TEST_F(SchedulerTest, QueryResultsOrdersByAResultsColumnAndRefusesAnythingElse) {
+TEST_F(SchedulerLogicTest, QueryResultsOrdersByAResultsColumnAndRefusesAnythingElse) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("ordered", 4));
   v1::QueryResultsRequest request;
   request.mutable_filter()->set_sweep_id(submitted.sweep().sweep_id());
@@ -81,7 +56,7 @@ TEST_F(SchedulerTest, QueryResultsOrdersByAResultsColumnAndRefusesAnythingElse) 
   }
 }
 
-TEST_F(SchedulerTest, ListSweepsPagesNewestFirst) {
+TEST_F(SchedulerLogicTest, ListSweepsPagesNewestFirst) {
   for (int i = 0; i < 3; ++i) Submit(MakeSweepSpec(absl::StrCat("s", i), 1));
   v1::ListSweepsRequest request;
   request.set_page_size(2);
@@ -97,7 +72,7 @@ TEST_F(SchedulerTest, ListSweepsPagesNewestFirst) {
   EXPECT_TRUE(second->next_page_token().empty());
 }
 
-TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
+TEST_F(SchedulerLogicTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("watch", 1));
   const std::string worker = Register();
   absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
@@ -107,35 +82,35 @@ TEST_F(SchedulerTest, WatchRunStreamsPointsFromAStepAndEndsWithTheRun) {
   metrics.set_lease_secret(leased->lease_secret());
   for (uint64_t step = 1; step <= 5; ++step) *metrics.add_points() = Point(step);
   ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
+  const v1::RunSummary summary = PlannedSummaryOf(submitted.run_ids(0), 1.5);
   std::thread finisher([&] {
-    absl::SleepFor(absl::Milliseconds(200));
+    // Once the stream has sent what is stored and gone to sleep, the run ends and time moves.
+    clock_.AwaitSleeperUntil(clock_.Now() + options_.watch_poll_interval);
     v1::CompleteRunRequest complete;
     complete.set_run_id(submitted.run_ids(0));
     complete.set_lease_epoch(1);
     complete.set_lease_secret(leased->lease_secret());
-    *complete.mutable_success() = PlannedSummaryOf(submitted.run_ids(0), 1.5);
+    *complete.mutable_success() = summary;
     EXPECT_TRUE(scheduler_->CompleteRun(complete).ok());
+    clock_.Advance(options_.watch_poll_interval);
   });
   v1::WatchRunRequest watch;
   watch.set_run_id(submitted.run_ids(0));
   watch.set_from_step(3);
   std::vector<uint64_t> steps;
   std::vector<v1::RunState> states;
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  const WatchControl control{[give_up] { return absl::Now() > give_up; }};
-  const absl::Status status =
-      scheduler_->WatchRun(watch, control, [&](const v1::WatchRunResponse& m) {
-        if (m.has_metric()) steps.push_back(m.metric().step());
-        if (m.has_state_change()) states.push_back(m.state_change().to_state());
-        return true;
-      });
+  const absl::Status status = scheduler_->WatchRun(watch, {}, [&](const v1::WatchRunResponse& m) {
+    if (m.has_metric()) steps.push_back(m.metric().step());
+    if (m.has_state_change()) states.push_back(m.state_change().to_state());
+    return true;
+  });
   finisher.join();
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_THAT(steps, ElementsAre(3u, 4u, 5u));
   EXPECT_THAT(states, ElementsAre(v1::RUN_STATE_LEASED, v1::RUN_STATE_SUCCEEDED));
 }
 
-TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
+TEST_F(SchedulerLogicTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
   // The second run is MoE (L = 4, E = 8): its points may carry expert loads.
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("exact", 2));
   const std::string worker = Register();
@@ -173,7 +148,7 @@ TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
   for (uint64_t step : {6, 7}) *batch.add_points() = point(step);  // increasing, but 6 is stored
   EXPECT_EQ(scheduler_->ReportMetrics(batch)->accepted(), 1u);
 
-  absl::StatusOr<std::vector<v1::MetricPoint>> stored = store_->ListMetrics(run, 0, 100);
+  absl::StatusOr<std::vector<v1::MetricPoint>> stored = store_.ListMetrics(run, 0, 100);
   ASSERT_TRUE(stored.ok()) << stored.status();
   ASSERT_EQ(stored->size(), 7u);
   for (size_t i = 0; i < stored->size(); ++i) {
@@ -192,17 +167,17 @@ TEST_F(SchedulerTest, StoredPointsReadBackExactlyWhateverTheBatchOrder) {
     EXPECT_EQ(got.time().seconds(), want.time().seconds());
     EXPECT_EQ(got.time().nanos(), want.time().nanos());
   }
-  EXPECT_EQ(Sql(database_url_, "SELECT latest_step FROM runs WHERE run_id = '" + run + "'"), "7");
-  EXPECT_EQ(Sql(database_url_,
-                "SELECT latest_val_bpc = 1.0/3 + 6 FROM runs WHERE run_id = '" + run + "'"),
-            "t")
+  absl::StatusOr<v1::Run> stored_run = store_.GetRun(run);
+  ASSERT_TRUE(stored_run.ok()) << stored_run.status();
+  EXPECT_EQ(stored_run->latest_step(), 7u);
+  EXPECT_EQ(stored_run->latest_val_bpc(), 1.0 / 3.0 + 6)
       << "the newest validation point stored (step 6; step 7 has none)";
 }
 
-TEST_F(SchedulerTest, RealPlannerSweepLandsInRunsWithItsAccounting) {
+TEST_F(SchedulerLogicTest, RealPlannerSweepLandsInRunsWithItsAccounting) {
   absl::StatusOr<v1::SweepSpec> spec = core::LoadSweepSpecFile("examples/micro.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  SchedulerUnderTest scheduler(*store_, signal_, clock_, &core::PlanSweep, options_, nullptr);
+  SchedulerUnderTest scheduler(store_, signal_, clock_, &core::PlanSweep, options_, nullptr);
   v1::SubmitSweepRequest request;
   *request.mutable_spec() = *spec;
   absl::StatusOr<v1::SubmitSweepResponse> submitted = scheduler.SubmitSweep(request);
@@ -230,10 +205,12 @@ TEST_F(SchedulerTest, RealPlannerSweepLandsInRunsWithItsAccounting) {
   const absl::Status invalid = scheduler.SubmitSweep(request).status();
   EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(core::FieldViolationsOf(invalid).empty());
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM sweeps"), "1");
+  absl::StatusOr<Page<v1::Sweep>> sweeps = store_.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, {});
+  ASSERT_TRUE(sweeps.ok()) << sweeps.status();
+  EXPECT_EQ(sweeps->items.size(), 1u) << "the invalid spec wrote nothing";
 }
 
-TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
+TEST_F(SchedulerLogicTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("watch-sweep", 2));
   std::vector<std::string> changes;  // "run-index:FROM>TO" of the streamed changes
   int metric_points = 0;
@@ -242,19 +219,22 @@ TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     v1::WatchSweepRequest watch;
     watch.set_sweep_id(submitted.sweep().sweep_id());
     watch.set_include_metrics(true);
-    const absl::Time give_up = absl::Now() + absl::Seconds(15);
-    status = scheduler_->WatchSweep(
-        watch, {[give_up] { return absl::Now() > give_up; }}, [&](const v1::WatchSweepResponse& m) {
-          if (m.has_metric()) ++metric_points;
-          if (m.has_state_change() && m.state_change().from_state() != 0) {
-            const int index = m.state_change().run_id() == submitted.run_ids(0) ? 0 : 1;
-            changes.push_back(absl::StrCat(index, ":", m.state_change().from_state(), ">",
-                                           m.state_change().to_state()));
-          }
-          return true;
-        });
+    status = scheduler_->WatchSweep(watch, {}, [&](const v1::WatchSweepResponse& m) {
+      if (m.has_metric()) ++metric_points;
+      if (m.has_state_change() && m.state_change().from_state() != 0) {
+        const int index = m.state_change().run_id() == submitted.run_ids(0) ? 0 : 1;
+        changes.push_back(absl::StrCat(index, ":", m.state_change().from_state(), ">",
+                                       m.state_change().to_state()));
+      }
+      return true;
+    });
   });
-  absl::SleepFor(absl::Milliseconds(100));
+  // Lets the stream's poll interval pass, then waits until it has sent what it found and sleeps.
+  auto poll = [&] {
+    clock_.Advance(options_.watch_poll_interval);
+    clock_.AwaitSleeperUntil(clock_.Now() + options_.watch_poll_interval);
+  };
+  clock_.AwaitSleeperUntil(clock_.Now() + options_.watch_poll_interval);  // the snapshot is sent
   const std::string worker = Register();
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
@@ -265,7 +245,7 @@ TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     metrics.set_lease_secret(leased->lease_secret());
     *metrics.add_points() = Point(1);
     ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
-    absl::SleepFor(absl::Milliseconds(100));  // let the watcher see the run live
+    poll();  // the watcher sees the run live
     v1::CompleteRunRequest complete;
     complete.set_run_id(leased->run().run_id());
     complete.set_lease_epoch(leased->lease().lease_epoch());
@@ -273,6 +253,7 @@ TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), 1.5, 1.5);
     ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
   }
+  clock_.Advance(options_.watch_poll_interval);  // the watcher sees the sweep end, and returns
   watcher.join();
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_THAT(changes, ElementsAre("0:1>2", "0:2>4", "1:1>2", "1:2>4"));
@@ -285,21 +266,30 @@ TEST_F(SchedulerTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
 namespace parity::server::testing {
 namespace {
 
-TEST_F(SchedulerTest, AWatchStreamEndsUnavailableAfterItsLifetimeSoThatClientsReconnect) {
+TEST_F(SchedulerLogicTest, AWatchStreamEndsUnavailableAfterItsLifetimeSoThatClientsReconnect) {
   SchedulerOptions options = options_;
   options.max_watch_duration = absl::Milliseconds(300);
-  SchedulerUnderTest scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
+  SchedulerUnderTest scheduler(store_, signal_, clock_, &StubPlanner, options, nullptr);
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("lifetime", 1));
   v1::WatchSweepRequest watch;
   watch.set_sweep_id(submitted.sweep().sweep_id());
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_.Now();
   int messages = 0;
-  const absl::Status status =
-      scheduler.WatchSweep(watch, {[start] { return absl::Now() - start > absl::Seconds(10); }},
-                           [&](const v1::WatchSweepResponse&) { return ++messages > 0; });
+  absl::Status status;
+  std::thread watcher([&] {
+    status = scheduler.WatchSweep(watch, {},
+                                  [&](const v1::WatchSweepResponse&) { return ++messages > 0; });
+  });
+  // The stream polls every 20 ms of the clock; its lifetime is 15 polls.
+  for (absl::Time t = start + options.watch_poll_interval; t <= start + absl::Milliseconds(300);
+       t += options.watch_poll_interval) {
+    clock_.AwaitSleeperUntil(t);
+    clock_.Advance(t - clock_.Now());
+  }
+  watcher.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_GT(messages, 0) << "the stream starts with the current state";
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "ended at its lifetime, not the cancel";
+  EXPECT_EQ(clock_.Now() - start, absl::Milliseconds(300)) << "ended at its lifetime";
 }
 
 }  // namespace

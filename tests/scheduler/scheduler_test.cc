@@ -1,24 +1,23 @@
-// The scheduling logic against a real PostgreSQL (fresh migrated database per test), called
-// directly: no gRPC. Each test names the exact status code it expects.
-#include <pqxx/pqxx>
+// The scheduling logic — leases, heartbeats, metrics, completions, fencing, retries, retention,
+// placement, long polls — called directly (no gRPC) on the memory store and the fake clock
+// (scheduler_logic_fixture.h): time moves only when a test moves it. The reaper's outage windows
+// are in scheduler_reaper_test.cc, the limits in scheduler_limits_test.cc. Each test names the
+// exact status code it expects.
 #include <set>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "core/field_violation.h"
-#include "core/planner.h"
-#include "core/spec_loader.h"
 #include "core/summary_check.h"
 #include "gmock/gmock.h"
-#include "server/store/postgres/migrations.h"
-#include "tests/scheduler/scheduler_fixture.h"
+#include "tests/scheduler/scheduler_logic_fixture.h"
 
 namespace parity::server::testing {
 namespace {
 
 using ::testing::ElementsAre;
 
-TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
+TEST_F(SchedulerLogicTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("lifecycle", 2));
   ASSERT_EQ(submitted.run_ids().size(), 2);
   EXPECT_EQ(submitted.sweep().state(), v1::SWEEP_STATE_ACTIVE);
@@ -87,14 +86,19 @@ TEST_F(SchedulerTest, SubmitLeaseHeartbeatMetricsCompleteReachesResults) {
       << "an honest summary counts the planned M";
   EXPECT_DOUBLE_EQ(results->rows(1).wall_seconds(), 12);
   // Every state change is an event: created, leased, running, succeeded per run.
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM events"), "8");
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "20");
+  for (const std::string& run_id : submitted.run_ids()) {
+    std::vector<v1::RunState> to;
+    for (const RunEvent& event : EventsOf(run_id)) to.push_back(event.to_state);
+    EXPECT_THAT(to, ElementsAre(v1::RUN_STATE_PENDING, v1::RUN_STATE_LEASED, v1::RUN_STATE_RUNNING,
+                                v1::RUN_STATE_SUCCEEDED));
+    EXPECT_EQ(PointsOf(run_id), 10u);
+  }
 }
 
-TEST_F(SchedulerTest, ConcurrentLeasersNeverGetTheSameRun) {
+TEST_F(SchedulerLogicTest, ConcurrentLeasersNeverGetTheSameRun) {
   constexpr int kRuns = 200;
   constexpr int kLeasers = 32;
-  Submit(MakeSweepSpec("race", kRuns));
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("race", kRuns));
   std::vector<std::string> workers;
   for (int i = 0; i < kLeasers; ++i) workers.push_back(Register());
   absl::Mutex mu;
@@ -120,103 +124,21 @@ TEST_F(SchedulerTest, ConcurrentLeasersNeverGetTheSameRun) {
   std::set<std::string> unique(leased_ids.begin(), leased_ids.end());
   EXPECT_EQ(leased_ids.size(), static_cast<size_t>(kRuns));
   EXPECT_EQ(unique.size(), static_cast<size_t>(kRuns)) << "a run was leased twice";
-  EXPECT_EQ(Sql(database_url_, "SELECT max(lease_epoch) FROM runs"), "1");
+  for (const v1::Run& run : RunsOf(submitted.sweep().sweep_id())) {
+    EXPECT_EQ(run.lease().lease_epoch(), 1) << "each run leased once: " << run.run_id();
+  }
 }
 
-// A scheduler that was down longer than the TTL finds every lease expired; its workers could not
-// heartbeat, which is no sign they died. Its start-up pass begins a grace (recorded in the
-// database, for every replica): nothing is reaped until the holders could reconnect, and a lease
-// that lapsed without being renewed after the start goes back without spending an attempt.
-TEST_F(SchedulerTest, ARestartedSchedulerRequeuesLeasesLapsedInTheOutageWithoutCharge) {
-  v1::SweepSpec spec = MakeSweepSpec("restart-grace", 2);
-  spec.set_max_attempts(1);  // any charged lapse would fail the run
-  Submit(spec);
-  const std::string worker = Register();
-  const absl::StatusOr<v1::LeaseRunResponse> reconnects = LeaseNow(worker);
-  ASSERT_TRUE(reconnects.ok() && reconnects->has_lease());
-  ASSERT_TRUE(LeaseNow(worker)->has_lease());
-  Sql(database_url_, "UPDATE runs SET lease_expires_at = now() - interval '1 s'");  // the outage
-
-  SchedulerUnderTest restarted(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
-  absl::StatusOr<ReapResult> first = restarted.ReapExpiredLeases(Upkeep::ReapPass::kStartUp);
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_TRUE(first->liveness.outage);
-  EXPECT_EQ(first->requeued + first->failed + first->outage_requeued, 0)
-      << "the start-up pass reaped a lease its worker could not renew";
-  EXPECT_EQ(Sql(database_url_,
-                "SELECT reap_from >= now() + interval '55 s' AND charge_from >= now() + "
-                "interval '25 s' FROM reaper_liveness"),
-            "t")
-      << "nothing reaped for two TTLs (60 s); lapses within a TTL (30 s) are not charged";
-
-  v1::HeartbeatRequest heartbeat;  // one worker reconnects within the grace
-  heartbeat.set_worker_id(worker);
-  heartbeat.set_run_id(reconnects->run().run_id());
-  heartbeat.set_lease_epoch(reconnects->lease().lease_epoch());
-  heartbeat.set_lease_secret(reconnects->lease_secret());
-  ASSERT_TRUE(restarted.Heartbeat(heartbeat).ok());
-  Sql(database_url_, "UPDATE reaper_liveness SET reap_from = now() - interval '1 ms'");  // later
-  absl::StatusOr<ReapResult> after = restarted.ReapExpiredLeases();
-  ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_FALSE(after->liveness.outage);
-  EXPECT_EQ(after->outage_requeued, 1) << "the lease no one renewed";
-  EXPECT_EQ(after->requeued + after->failed, 0);
-  EXPECT_EQ(Sql(database_url_,
-                "SELECT string_agg(state || ' ' || attempt, ',' ORDER BY state) "
-                "FROM runs"),
-            "PENDING 1,RUNNING 1");
-  EXPECT_EQ(Sql(database_url_,
-                "SELECT count(*) FROM events WHERE reason = 'lease expired during an outage' "
-                "AND to_state = 'PENDING' AND attempt = 1"),
-            "1");
-}
-
-// Replicas share the record: a silence in it (no replica reaped for a while) is an outage too,
-// whoever made the last pass; with the service up throughout, a lapse is the run's.
-TEST_F(SchedulerTest, ASilenceInTheReapersRecordIsAnOutageWhicheverReplicaReaped) {
-  v1::SweepSpec spec = MakeSweepSpec("silence", 2);
-  spec.set_max_attempts(1);
-  Submit(spec);
-  const std::string worker = Register();
-  ASSERT_TRUE(LeaseNow(worker)->has_lease());
-  const std::string expire =
-      "UPDATE runs SET lease_expires_at = now() - interval '1 s' WHERE "
-      "state IN ('LEASED', 'RUNNING')";
-  Sql(database_url_, expire);
-  absl::StatusOr<ReapResult> up = scheduler_->ReapExpiredLeases();  // passes without a gap
-  ASSERT_TRUE(up.ok()) << up.status();
-  EXPECT_FALSE(up->liveness.outage);
-  EXPECT_EQ(up->failed, 1) << "lapsed with the service up: charged (its last attempt)";
-
-  ASSERT_TRUE(LeaseNow(worker)->has_lease());
-  Sql(database_url_, expire);
-  // The last pass, by any replica, was 20 s ago (the silence limit is TTL / 3 = 10 s).
-  Sql(database_url_, "UPDATE reaper_liveness SET last_pass_at = now() - interval '20 s'");
-  SchedulerUnderTest other_replica(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
-  absl::StatusOr<ReapResult> after_gap = other_replica.ReapExpiredLeases();
-  ASSERT_TRUE(after_gap.ok()) << after_gap.status();
-  EXPECT_TRUE(after_gap->liveness.outage) << "a 20 s silence";
-  EXPECT_EQ(after_gap->failed + after_gap->outage_requeued, 0) << "within the grace";
-  Sql(database_url_, "UPDATE reaper_liveness SET reap_from = now() - interval '1 ms'");
-  absl::StatusOr<ReapResult> later = other_replica.ReapExpiredLeases();
-  ASSERT_TRUE(later.ok()) << later.status();
-  EXPECT_EQ(later->outage_requeued, 1);
-  EXPECT_EQ(later->failed, 0);
-  EXPECT_EQ(Sql(database_url_, "SELECT string_agg(state, ',' ORDER BY state) FROM runs"),
-            "FAILED,PENDING");
-}
-
-TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
+TEST_F(SchedulerLogicTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("fence", 1));
   const std::string worker = Register();
   const absl::StatusOr<v1::LeaseRunResponse> first = LeaseNow(worker);
   ASSERT_TRUE(first.ok() && first->has_lease());
   const std::string run_id = submitted.run_ids(0);
   // The lease expires and the run is leased again: epoch 2 now owns it.
-  Sql(database_url_, "UPDATE runs SET lease_expires_at = now() - interval '1 s'");
-  ASSERT_TRUE(scheduler_->ReapExpiredLeases().ok());
+  ASSERT_EQ(LetLeasesLapse().requeued, 1);
   ASSERT_EQ(LeaseNow(worker)->lease().lease_epoch(), 2);
-  const std::string before = Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs");
+  const std::string before = RowOf(run_id);
 
   v1::ReportMetricsRequest metrics;
   metrics.set_run_id(run_id);
@@ -242,11 +164,11 @@ TEST_F(SchedulerTest, StaleFencingTokenIsFailedPreconditionAndChangesNothing) {
   EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(stale.GetPayload("type.googleapis.com/google.rpc.PreconditionFailure").has_value());
 
-  EXPECT_EQ(Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs"), before);
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "0");
+  EXPECT_EQ(RowOf(run_id), before);
+  EXPECT_EQ(PointsOf(run_id), 0u);
 }
 
-TEST_F(SchedulerTest, AWriteWithoutTheHoldersLeaseSecretIsPermissionDeniedAndChangesNothing) {
+TEST_F(SchedulerLogicTest, AWriteWithoutTheHoldersLeaseSecretIsPermissionDeniedAndChangesNothing) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("secret", 1));
   const std::string worker = Register();
   const Caller holder{"worker-a", false};
@@ -255,7 +177,7 @@ TEST_F(SchedulerTest, AWriteWithoutTheHoldersLeaseSecretIsPermissionDeniedAndCha
   ASSERT_TRUE(leased.ok() && leased->has_lease()) << leased.status();
   ASSERT_EQ(leased->lease_secret().size(), 43u) << "a 256-bit HMAC, web-safe base64";
   const std::string run_id = submitted.run_ids(0);
-  const std::string before = Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs");
+  const std::string before = RowOf(run_id);
 
   // Right run and epoch; no secret, a made-up one, or the holder's secret from another identity.
   const Caller other{"worker-b", false};
@@ -285,9 +207,8 @@ TEST_F(SchedulerTest, AWriteWithoutTheHoldersLeaseSecretIsPermissionDeniedAndCha
     EXPECT_EQ(scheduler_->CompleteRun(complete, caller).status().code(),
               absl::StatusCode::kPermissionDenied);
   }
-  EXPECT_EQ(Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs"), before)
-      << "a refused write must change nothing";
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "0");
+  EXPECT_EQ(RowOf(run_id), before) << "a refused write must change nothing";
+  EXPECT_EQ(PointsOf(run_id), 0u);
 
   // The holder with its secret still may.
   v1::HeartbeatRequest heartbeat;
@@ -298,41 +219,7 @@ TEST_F(SchedulerTest, AWriteWithoutTheHoldersLeaseSecretIsPermissionDeniedAndCha
   EXPECT_TRUE(scheduler_->Heartbeat(heartbeat, holder).ok());
 }
 
-TEST_F(SchedulerTest, ReaperRequeuesExpiredLeaseThenFailsPastMaxAttempts) {
-  v1::SweepSpec spec = MakeSweepSpec("reap", 1);
-  spec.set_max_attempts(2);
-  const v1::SubmitSweepResponse submitted = Submit(spec);
-  const std::string worker = Register();
-  const std::string expire = "UPDATE runs SET lease_expires_at = now() - interval '1 s'";
-
-  ASSERT_TRUE(LeaseNow(worker)->has_lease());
-  Sql(database_url_, expire);
-  absl::StatusOr<ReapResult> reaped = scheduler_->ReapExpiredLeases();
-  ASSERT_TRUE(reaped.ok()) << reaped.status();
-  EXPECT_EQ(reaped->requeued, 1);
-  EXPECT_EQ(Sql(database_url_, "SELECT state || ' ' || attempt FROM runs"), "PENDING 2");
-  EXPECT_EQ(Sql(database_url_,
-                "SELECT count(*) FROM events WHERE reason = 'lease expired' AND to_state = "
-                "'PENDING' AND attempt = 2"),
-            "1");
-
-  absl::StatusOr<v1::LeaseRunResponse> second = LeaseNow(worker);
-  ASSERT_TRUE(second->has_lease());
-  EXPECT_EQ(second->run().attempt(), 2u);
-  Sql(database_url_, expire);
-  reaped = scheduler_->ReapExpiredLeases();
-  ASSERT_TRUE(reaped.ok());
-  EXPECT_EQ(reaped->failed, 1);
-  v1::GetRunRequest get;
-  get.set_run_id(submitted.run_ids(0));
-  absl::StatusOr<v1::GetRunResponse> run = scheduler_->GetRun(get);
-  ASSERT_TRUE(run.ok());
-  EXPECT_EQ(run->run().state(), v1::RUN_STATE_FAILED);
-  EXPECT_EQ(run->run().failure_class(), v1::FAILURE_CLASS_LEASE_EXPIRED);
-  EXPECT_EQ(Sql(database_url_, "SELECT state FROM sweeps"), "FAILED");
-}
-
-TEST_F(SchedulerTest, SameIdempotencyKeyReturnsSameSweepAndOtherSpecIsAlreadyExists) {
+TEST_F(SchedulerLogicTest, SameIdempotencyKeyReturnsSameSweepAndOtherSpecIsAlreadyExists) {
   const v1::SubmitSweepResponse first = Submit(MakeSweepSpec("idem", 3), "key-1");
   EXPECT_FALSE(first.deduplicated());
   const v1::SubmitSweepResponse again = Submit(MakeSweepSpec("idem", 3), "key-1");
@@ -340,7 +227,10 @@ TEST_F(SchedulerTest, SameIdempotencyKeyReturnsSameSweepAndOtherSpecIsAlreadyExi
   EXPECT_EQ(again.sweep().sweep_id(), first.sweep().sweep_id());
   EXPECT_EQ(std::vector<std::string>(again.run_ids().begin(), again.run_ids().end()),
             std::vector<std::string>(first.run_ids().begin(), first.run_ids().end()));
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM runs"), "3");
+  absl::StatusOr<Page<v1::Sweep>> sweeps = store_.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, {});
+  ASSERT_TRUE(sweeps.ok()) << sweeps.status();
+  EXPECT_EQ(sweeps->items.size(), 1u) << "one sweep of 3 runs stored";
+  EXPECT_EQ(RunsOf(first.sweep().sweep_id()).size(), 3u);
 
   v1::SubmitSweepRequest other;
   *other.mutable_spec() = MakeSweepSpec("idem-other", 3);
@@ -348,7 +238,7 @@ TEST_F(SchedulerTest, SameIdempotencyKeyReturnsSameSweepAndOtherSpecIsAlreadyExi
   EXPECT_EQ(scheduler_->SubmitSweep(other).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
-TEST_F(SchedulerTest, ResentMetricsWriteNothingTwice) {
+TEST_F(SchedulerLogicTest, ResentMetricsWriteNothingTwice) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("resend", 1));
   const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
   ASSERT_TRUE(leased.ok() && leased->has_lease());
@@ -363,13 +253,10 @@ TEST_F(SchedulerTest, ResentMetricsWriteNothingTwice) {
   ASSERT_TRUE(resent.ok()) << resent.status();
   EXPECT_EQ(resent->accepted(), 1u);
   EXPECT_EQ(resent->duplicates(), 5u);
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM metrics"), "6");
-  v1::WatchRunRequest watch;
-  watch.set_run_id(submitted.run_ids(0));
-  watch.set_from_step(3);
+  EXPECT_EQ(PointsOf(submitted.run_ids(0)), 6u);
 }
 
-TEST_F(SchedulerTest, CancellationReachesTheNextHeartbeat) {
+TEST_F(SchedulerLogicTest, CancellationReachesTheNextHeartbeat) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("cancel", 3));
   const std::string worker = Register();
   absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
@@ -391,27 +278,27 @@ TEST_F(SchedulerTest, CancellationReachesTheNextHeartbeat) {
   absl::StatusOr<v1::HeartbeatResponse> beat = scheduler_->Heartbeat(heartbeat);
   ASSERT_TRUE(beat.ok()) << beat.status();
   EXPECT_TRUE(beat->cancel_requested());
-  EXPECT_EQ(Sql(database_url_, "SELECT string_agg(DISTINCT state, ',') FROM runs"), "CANCELLED");
-  EXPECT_EQ(Sql(database_url_, "SELECT ended_at IS NOT NULL FROM sweeps"), "t");
+  for (const v1::Run& run : RunsOf(submitted.sweep().sweep_id())) {
+    EXPECT_EQ(run.state(), v1::RUN_STATE_CANCELLED) << run.run_id();
+  }
+  absl::StatusOr<v1::Sweep> sweep = store_.GetSweep(submitted.sweep().sweep_id());
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_TRUE(sweep->has_end_time()) << "the sweep has ended";
   // Cancelling again is idempotent.
   EXPECT_EQ(scheduler_->CancelSweep(cancel)->cancelled_runs(), 0u);
   // Nothing is left to lease.
   EXPECT_FALSE(LeaseNow(worker)->has_lease());
 }
 
-TEST_F(SchedulerTest, FailureClassesFollowTheirRetryPolicy) {
+TEST_F(SchedulerLogicTest, FailureClassesFollowTheirRetryPolicy) {
   v1::SweepSpec spec = MakeSweepSpec("retry", 1);
   spec.set_max_attempts(2);
   const v1::SubmitSweepResponse submitted = Submit(spec);
   const std::string worker = Register();
   auto fail = [&](v1::FailureClass failure_class) {
-    absl::StatusOr<v1::LeaseRunResponse> leased;
-    for (int i = 0; i < 100; ++i) {  // retry delays are milliseconds in this fixture
-      leased = LeaseNow(worker);
-      if (leased.ok() && leased->has_lease()) break;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    EXPECT_TRUE(leased.ok() && leased->has_lease());
+    clock_.Advance(options_.retry_policy.backoff_max);  // the longest retry delay passes
+    absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+    EXPECT_TRUE(leased.ok() && leased->has_lease()) << leased.status();
     v1::CompleteRunRequest complete;
     complete.set_run_id(submitted.run_ids(0));
     complete.set_lease_epoch(leased->lease().lease_epoch());
@@ -436,7 +323,7 @@ TEST_F(SchedulerTest, FailureClassesFollowTheirRetryPolicy) {
   EXPECT_EQ(run.failure().message(), "boom");
 }
 
-TEST_F(SchedulerTest, UserErrorFailsAtOnce) {
+TEST_F(SchedulerLogicTest, UserErrorFailsAtOnce) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("user", 1));
   absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
   v1::CompleteRunRequest complete;
@@ -449,11 +336,9 @@ TEST_F(SchedulerTest, UserErrorFailsAtOnce) {
 
 // A preempted attempt is free only up to the cap: an engine that keeps exiting "preempted"
 // spends attempts past it and ends FAILED, instead of cycling through the queue forever.
-TEST_F(SchedulerTest, PreemptionsPastTheCapSpendAttempts) {
-  scheduler_.reset();
+TEST_F(SchedulerLogicTest, PreemptionsPastTheCapSpendAttempts) {
   options_.retry_policy.max_preemptions = 2;
-  scheduler_ = std::make_unique<SchedulerUnderTest>(*store_, signal_, clock_, &StubPlanner,
-                                                    options_, nullptr);
+  Rewire(&StubPlanner);
   v1::SweepSpec spec = MakeSweepSpec("preempted", 1);
   spec.set_max_attempts(2);
   const v1::SubmitSweepResponse submitted = Submit(spec);
@@ -461,12 +346,10 @@ TEST_F(SchedulerTest, PreemptionsPastTheCapSpendAttempts) {
   std::vector<std::pair<uint32_t, uint32_t>> seen;  // (attempt, preemptions) after each
   v1::Run run;
   for (int preemption = 0; preemption < 4; ++preemption) {
-    absl::StatusOr<v1::LeaseRunResponse> leased;
-    for (int i = 0; i < 200; ++i) {  // preemption backoffs are milliseconds in this fixture
-      leased = LeaseNow(worker);
-      if (leased.ok() && leased->has_lease()) break;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
+    // The longest delay a preemption or a spent attempt waits passes.
+    clock_.Advance(
+        std::max(options_.retry_policy.preemption_backoff_max, options_.retry_policy.backoff_max));
+    absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
     ASSERT_TRUE(leased.ok() && leased->has_lease()) << "preemption " << preemption;
     v1::CompleteRunRequest complete;
     complete.set_run_id(submitted.run_ids(0));
@@ -486,7 +369,7 @@ TEST_F(SchedulerTest, PreemptionsPastTheCapSpendAttempts) {
 
 // The store refuses a success that disagrees with the plan; the scheduler fails the attempt as
 // INVALID_RESULT (never retried) and says why, so a result nobody should plot is never stored.
-TEST_F(SchedulerTest, ASuccessOffThePlanFailsAsInvalidResult) {
+TEST_F(SchedulerLogicTest, ASuccessOffThePlanFailsAsInvalidResult) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("invalid", 1));
   absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(Register());
   ASSERT_TRUE(leased.ok() && leased->has_lease());
@@ -502,24 +385,34 @@ TEST_F(SchedulerTest, ASuccessOffThePlanFailsAsInvalidResult) {
   EXPECT_EQ(done->run().failure_class(), v1::FAILURE_CLASS_INVALID_RESULT);
   EXPECT_THAT(done->run().failure().message(), ::testing::HasSubstr("tokens 500000, planned"));
   EXPECT_FALSE(done->run().has_summary()) << "the refused summary is not stored";
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM results WHERE final_val_bpc IS NOT NULL"),
-            "0");
+  v1::QueryResultsRequest results;
+  results.mutable_filter()->set_sweep_id(submitted.sweep().sweep_id());
+  absl::StatusOr<v1::QueryResultsResponse> rows = scheduler_->QueryResults(results);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->rows_size(), 1);
+  EXPECT_EQ(rows->rows(0).final_val_bpc(), 0) << "no result row carries the refused BPC";
   absl::StatusOr<v1::CompleteRunResponse> again = scheduler_->CompleteRun(complete);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->run().state(), v1::RUN_STATE_FAILED) << "a resend changes nothing";
 }
 
-// The events half of telemetry retention, which only PostgreSQL keeps: an old ended sweep's runs
-// keep only their last event, and a live sweep's history is untouched.
-TEST_F(SchedulerTest, RetentionCutsAnOldEndedSweepsEventsToEachRunsLast) {
+// The events half of telemetry retention: an old ended sweep's runs keep only their last event,
+// and a live sweep's history is untouched.
+TEST_F(SchedulerLogicTest, RetentionCutsAnOldEndedSweepsEventsToEachRunsLast) {
   const v1::SubmitSweepResponse ended = Submit(MakeSweepSpec("events-ended", 2));
   const v1::SubmitSweepResponse live = Submit(MakeSweepSpec("events-live", 1));
   FinishRuns(2);  // the older sweep's runs go first
-  const std::string count = "SELECT count(*) FROM events WHERE sweep_id = '";
-  ASSERT_EQ(Sql(database_url_, count + ended.sweep().sweep_id() + "'"), "6")
+  auto to_states = [&](const v1::SubmitSweepResponse& sweep) {
+    std::vector<v1::RunState> to;
+    for (const std::string& run_id : sweep.run_ids()) {
+      for (const RunEvent& event : EventsOf(run_id)) to.push_back(event.to_state);
+    }
+    return to;
+  };
+  ASSERT_EQ(to_states(ended).size(), 6u)
       << "expected created, leased, succeeded for each run before retention";
-  const std::string live_events = Sql(database_url_, count + live.sweep().sweep_id() + "'");
-  absl::SleepFor(absl::Milliseconds(300));
+  const std::vector<v1::RunState> live_events = to_states(live);
+  clock_.Advance(absl::Milliseconds(300));
   RetentionPolicy policy;
   policy.metrics_full = absl::Milliseconds(100);
   policy.events = absl::Milliseconds(100);
@@ -527,16 +420,12 @@ TEST_F(SchedulerTest, RetentionCutsAnOldEndedSweepsEventsToEachRunsLast) {
   ASSERT_TRUE(retained.ok()) << retained.status();
   EXPECT_EQ(retained->sweeps_pruned, 1);
   EXPECT_EQ(retained->events_deleted, 4);
-  EXPECT_EQ(Sql(database_url_,
-                "SELECT string_agg(to_state, ',' ORDER BY to_state) FROM events "
-                "WHERE sweep_id = '" +
-                    ended.sweep().sweep_id() + "'"),
-            "SUCCEEDED,SUCCEEDED")
+  EXPECT_THAT(to_states(ended), ElementsAre(v1::RUN_STATE_SUCCEEDED, v1::RUN_STATE_SUCCEEDED))
       << "each run keeps how it ended";
-  EXPECT_EQ(Sql(database_url_, count + live.sweep().sweep_id() + "'"), live_events);
+  EXPECT_EQ(to_states(live), live_events);
 }
 
-TEST_F(SchedulerTest, RunsGoOnlyToWorkersWithTheDevicesTheyNeed) {
+TEST_F(SchedulerLogicTest, RunsGoOnlyToWorkersWithTheDevicesTheyNeed) {
   Submit(MakeSweepSpec("gpu", 1, /*gpus=*/2));
   const std::string cpu_worker = Register();
   EXPECT_FALSE(LeaseNow(cpu_worker)->has_lease());
@@ -552,17 +441,14 @@ TEST_F(SchedulerTest, RunsGoOnlyToWorkersWithTheDevicesTheyNeed) {
 // A run the planner sized for a GPU (resources.gpu_memory_bytes per GPU, core/gpu_sizing.h) goes
 // only to a worker offering that many free GPUs, each with at least that much memory; the lease
 // names the GPUs that have it.
-TEST_F(SchedulerTest, GpuRunsGoOnlyToWorkersWithEnoughMemoryOnEnoughFreeGpus) {
+TEST_F(SchedulerLogicTest, GpuRunsGoOnlyToWorkersWithEnoughMemoryOnEnoughFreeGpus) {
   constexpr uint64_t kNeeds = 100ull << 30;
   constexpr uint64_t kH200 = 141'000'000'000, kA100 = 80ull << 30;
-  scheduler_ = std::make_unique<SchedulerUnderTest>(
-      *store_, signal_, clock_,
-      [](const v1::SweepSpec& spec) {
-        absl::StatusOr<std::vector<v1::RunSpec>> runs = StubPlanner(spec);
-        for (v1::RunSpec& run : *runs) run.mutable_resources()->set_gpu_memory_bytes(kNeeds);
-        return runs;
-      },
-      options_, nullptr);
+  Rewire([](const v1::SweepSpec& spec) {
+    absl::StatusOr<std::vector<v1::RunSpec>> runs = StubPlanner(spec);
+    for (v1::RunSpec& run : *runs) run.mutable_resources()->set_gpu_memory_bytes(kNeeds);
+    return runs;
+  });
   Submit(MakeSweepSpec("gpu-memory", 1, /*gpus=*/2));
   const std::string small = Register({GpuDevice(0, kA100), GpuDevice(1, kA100)});
   EXPECT_FALSE(LeaseNow(small, {GpuDevice(0, kA100), GpuDevice(1, kA100)})->has_lease())
@@ -582,7 +468,7 @@ TEST_F(SchedulerTest, GpuRunsGoOnlyToWorkersWithEnoughMemoryOnEnoughFreeGpus) {
       << "the run gets the two GPUs with enough memory, not the A100";
 }
 
-TEST_F(SchedulerTest, FairShareAlternatesBetweenSweepsOfEqualPriority) {
+TEST_F(SchedulerLogicTest, FairShareAlternatesBetweenSweepsOfEqualPriority) {
   const v1::SubmitSweepResponse a = Submit(MakeSweepSpec("fair-a", 3));
   const v1::SubmitSweepResponse b = Submit(MakeSweepSpec("fair-b", 3));
   const std::string worker = Register();
@@ -593,7 +479,7 @@ TEST_F(SchedulerTest, FairShareAlternatesBetweenSweepsOfEqualPriority) {
   EXPECT_THAT(sweeps, ElementsAre(ida, idb, ida, idb));
 }
 
-TEST_F(SchedulerTest, HigherPriorityGoesFirst) {
+TEST_F(SchedulerLogicTest, HigherPriorityGoesFirst) {
   Submit(MakeSweepSpec("low", 2));
   v1::SweepSpec urgent = MakeSweepSpec("high", 1);
   urgent.set_priority(10);
@@ -601,44 +487,51 @@ TEST_F(SchedulerTest, HigherPriorityGoesFirst) {
   EXPECT_EQ(LeaseNow(Register())->run().sweep_id(), high.sweep().sweep_id());
 }
 
-TEST_F(SchedulerTest, LongPollWakesWhenWorkArrives) {
+TEST_F(SchedulerLogicTest, LongPollWakesWhenWorkArrives) {
   const std::string worker = Register();
   options_.idle_poll_interval = absl::Seconds(30);  // only the wake-up can end the wait early
-  SchedulerUnderTest scheduler(*store_, signal_, clock_, &StubPlanner, options_, nullptr);
+  Rewire(&StubPlanner);
+  const absl::Time start = clock_.Now();
   std::thread submitter([&] {
-    absl::SleepFor(absl::Milliseconds(300));
+    clock_.AwaitSleeperUntil(start + absl::Seconds(10));  // the call is parked until its wait
     Submit(MakeSweepSpec("wake", 1));
   });
-  v1::LeaseRunRequest request;
-  request.set_worker_id(worker);
-  *request.add_free_devices() = CpuDevice();
+  v1::LeaseRunRequest request = LeaseRequestFor(worker);
   request.mutable_wait_time()->set_seconds(10);
-  const absl::Time start = absl::Now();
   absl::StatusOr<v1::LeaseRunResponse> leased =
-      scheduler.LeaseRun(request, absl::InfiniteFuture(), {});
+      scheduler_->LeaseRun(request, absl::InfiniteFuture(), {});
   submitter.join();
   ASSERT_TRUE(leased.ok()) << leased.status();
   EXPECT_TRUE(leased->has_lease());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(clock_.Now(), start) << "the submission woke the call, not its deadline";
 }
 
-TEST_F(SchedulerTest, LongPollReturnsEmptyAfterWaitTime) {
-  v1::LeaseRunRequest request;
-  request.set_worker_id(Register());
-  *request.add_free_devices() = CpuDevice();
+TEST_F(SchedulerLogicTest, LongPollReturnsEmptyAfterWaitTime) {
+  v1::LeaseRunRequest request = LeaseRequestFor(Register());
   request.mutable_wait_time()->set_nanos(200'000'000);
+  const absl::Time deadline = clock_.Now() + absl::Milliseconds(200);
+  // Idle re-tries every 50 ms until the wait is over, each woken by the clock.
+  std::thread time([&] {
+    for (absl::Time t = clock_.Now() + options_.idle_poll_interval; t <= deadline;
+         t += options_.idle_poll_interval) {
+      clock_.AwaitSleeperUntil(t);
+      clock_.Advance(t - clock_.Now());
+    }
+  });
   absl::StatusOr<v1::LeaseRunResponse> leased =
       scheduler_->LeaseRun(request, absl::InfiniteFuture(), {});
+  time.join();
   ASSERT_TRUE(leased.ok());
   EXPECT_FALSE(leased->has_lease());
+  EXPECT_EQ(clock_.Now(), deadline) << "answered empty at the end of its wait";
 }
 
-TEST_F(SchedulerTest, UnknownWorkerIsNotFound) {
+TEST_F(SchedulerLogicTest, UnknownWorkerIsNotFound) {
   EXPECT_EQ(LeaseNow("00000000-0000-0000-0000-000000000000").status().code(),
             absl::StatusCode::kNotFound);
 }
 
-TEST_F(SchedulerTest, InvalidRequestsListEveryViolation) {
+TEST_F(SchedulerLogicTest, InvalidRequestsListEveryViolation) {
   v1::HeartbeatRequest heartbeat;
   heartbeat.set_worker_id("not-a-uuid");
   const absl::Status status = scheduler_->Heartbeat(heartbeat).status();
@@ -646,82 +539,6 @@ TEST_F(SchedulerTest, InvalidRequestsListEveryViolation) {
   std::vector<std::string> fields;
   for (const core::FieldViolation& v : core::FieldViolationsOf(status)) fields.push_back(v.field);
   EXPECT_THAT(fields, ElementsAre("worker_id", "run_id", "lease_epoch"));
-}
-
-}  // namespace
-}  // namespace parity::server::testing
-
-namespace parity::server::testing {
-namespace {
-
-std::vector<std::string> FieldsOf(const absl::Status& status) {
-  std::vector<std::string> fields;
-  for (const core::FieldViolation& v : core::FieldViolationsOf(status)) fields.push_back(v.field);
-  return fields;
-}
-
-TEST_F(SchedulerTest,
-       WhatAWorkerSendsPastItsLimitsIsInvalidArgumentNamingTheFieldAndStoresNothing) {
-  v1::RegisterWorkerRequest registration;
-  registration.set_hostname("limits");
-  *registration.add_devices() = CpuDevice();
-  for (int i = 0; i < 33; ++i) registration.mutable_labels()->insert({absl::StrCat("k", i), "v"});
-  registration.set_version(std::string(65, 'v'));
-  const absl::Status refused = scheduler_->RegisterWorker(registration).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(FieldsOf(refused), ::testing::IsSupersetOf({"labels", "version"}));
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM workers"), "0");
-
-  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("limits", 1));
-  const std::string worker = Register();
-  const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
-  ASSERT_TRUE(leased.ok() && leased->has_lease());
-  const std::string before = Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs");
-  v1::HeartbeatRequest heartbeat;
-  heartbeat.set_worker_id(worker);
-  heartbeat.set_run_id(submitted.run_ids(0));
-  heartbeat.set_lease_epoch(1);
-  heartbeat.set_lease_secret(leased->lease_secret());
-  heartbeat.mutable_checkpoint()->set_uri(std::string(4097, 'c'));
-  const absl::Status beat = scheduler_->Heartbeat(heartbeat).status();
-  EXPECT_EQ(beat.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(FieldsOf(beat), ::testing::ElementsAre("checkpoint.uri"));
-  v1::CompleteRunRequest complete;
-  complete.set_run_id(submitted.run_ids(0));
-  complete.set_lease_epoch(1);
-  complete.set_lease_secret(leased->lease_secret());
-  complete.mutable_failure()->set_failure_class(v1::FAILURE_CLASS_INFRASTRUCTURE);
-  complete.mutable_failure()->mutable_status()->set_message(std::string(16385, 'm'));
-  const absl::Status failed = scheduler_->CompleteRun(complete).status();
-  EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(FieldsOf(failed), ::testing::ElementsAre("failure.status.message"));
-  EXPECT_EQ(Sql(database_url_, "SELECT row_to_json(runs)::text FROM runs"), before)
-      << "a refused write must change nothing";
-}
-
-}  // namespace
-}  // namespace parity::server::testing
-
-namespace parity::server::testing {
-namespace {
-
-TEST_F(SchedulerTest, ASubmissionPastTheOwnersQueuedRunLimitIsResourceExhaustedAndStoresNothing) {
-  SchedulerOptions options = options_;
-  options.max_queued_runs_per_owner = 5;
-  SchedulerUnderTest scheduler(*store_, signal_, clock_, &StubPlanner, options, nullptr);
-  const Caller alice{"alice", false};
-  v1::SubmitSweepRequest request;
-  *request.mutable_spec() = MakeSweepSpec("queued", 4);
-  ASSERT_TRUE(scheduler.SubmitSweep(request, alice).ok());
-  *request.mutable_spec() = MakeSweepSpec("queued-more", 2);
-  const absl::Status refused = scheduler.SubmitSweep(request, alice).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
-  EXPECT_THAT(FieldsOf(refused), ::testing::ElementsAre("spec"));
-  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("limit of 5"));
-  EXPECT_EQ(Sql(database_url_, "SELECT count(*) FROM runs"), "4") << "nothing of it stored";
-  *request.mutable_spec() = MakeSweepSpec("queued-fits", 1);
-  EXPECT_TRUE(scheduler.SubmitSweep(request, alice).ok()) << "5 runs in all is the limit itself";
-  EXPECT_TRUE(scheduler.SubmitSweep(request, Caller{"bob", false}).ok()) << "per identity";
 }
 
 }  // namespace

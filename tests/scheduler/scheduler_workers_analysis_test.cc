@@ -1,11 +1,12 @@
-// ListWorkers, AnalyzeSweep and the ResourceInfo of NOT_FOUND, called directly on the Scheduler
-// over a fresh migrated PostgreSQL database per test. The analysis sweep (scheduler_fixture.h)
-// has a known answer: dense law 10·C^-0.05 + 0.5, MoE runs at r_a = 0.2 worth 2× compute.
+// ListWorkers, AnalyzeSweep and the ResourceInfo of NOT_FOUND, called directly on the scheduling
+// units over the memory store; workers age on the fake clock (scheduler_logic_fixture.h). The
+// analysis sweep (scheduler_specs.h) has a known answer: dense law 10·C^-0.05 + 0.5, MoE runs at
+// r_a = 0.2 worth 2× compute.
 #include <cmath>
 
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
-#include "tests/scheduler/scheduler_fixture.h"
+#include "tests/scheduler/scheduler_logic_fixture.h"
 
 namespace parity::server::testing {
 namespace {
@@ -29,20 +30,16 @@ std::optional<google::rpc::PreconditionFailure> PreconditionOf(const absl::Statu
   return failure;
 }
 
-TEST_F(SchedulerTest, ListWorkersMostRecentFirstWithActiveRunsAndPages) {
+TEST_F(SchedulerLogicTest, ListWorkersMostRecentFirstWithActiveRunsAndPages) {
   Submit(MakeSweepSpec("workers", 2));
-  const std::string idle_a = Register();
+  // Seen in this order, 10 s apart: idle_b 20 s ago, idle_a 10 s ago, busy now.
   const std::string idle_b = Register({CpuDevice(4), GpuDevice(0)});
+  clock_.Advance(absl::Seconds(10));
+  const std::string idle_a = Register();
+  clock_.Advance(absl::Seconds(10));
   const std::string busy = Register();
   ASSERT_TRUE(LeaseNow(busy).ok());
   ASSERT_TRUE(LeaseNow(busy).ok());
-  // Make the order deterministic: idle_a seen 10 s ago, idle_b 20 s ago.
-  Sql(database_url_, absl::StrCat("UPDATE workers SET last_seen_at = now() - interval '10 s' "
-                                  "WHERE worker_id = '",
-                                  idle_a, "'"));
-  Sql(database_url_, absl::StrCat("UPDATE workers SET last_seen_at = now() - interval '20 s' "
-                                  "WHERE worker_id = '",
-                                  idle_b, "'"));
 
   v1::ListWorkersRequest request;
   request.set_page_size(2);
@@ -71,12 +68,10 @@ TEST_F(SchedulerTest, ListWorkersMostRecentFirstWithActiveRunsAndPages) {
   EXPECT_THAT(active, ElementsAre(2u, 0u, 0u));
 }
 
-TEST_F(SchedulerTest, ListWorkersLeavesOutWorkersNotSeenWithinTheWindow) {
-  const std::string recent = Register();
+TEST_F(SchedulerLogicTest, ListWorkersLeavesOutWorkersNotSeenWithinTheWindow) {
   const std::string stale = Register();
-  Sql(database_url_, absl::StrCat("UPDATE workers SET last_seen_at = now() - interval '1 hour' "
-                                  "WHERE worker_id = '",
-                                  stale, "'"));
+  clock_.Advance(absl::Hours(1));
+  const std::string recent = Register();
   v1::ListWorkersRequest request;  // default window: 300 s
   absl::StatusOr<v1::ListWorkersResponse> listed = scheduler_->ListWorkers(request);
   ASSERT_TRUE(listed.ok()) << listed.status();
@@ -89,12 +84,17 @@ TEST_F(SchedulerTest, ListWorkersLeavesOutWorkersNotSeenWithinTheWindow) {
   EXPECT_EQ(listed->workers_size(), 2);
 }
 
-TEST_F(SchedulerTest, HeartbeatCountsAsSeen) {
+TEST_F(SchedulerLogicTest, HeartbeatCountsAsSeen) {
+  options_.lease_ttl = absl::Hours(2);  // the lease outlives the hour the worker is not seen
+  Rewire(&StubPlanner);
   Submit(MakeSweepSpec("heartbeat-seen", 1));
   const std::string worker = Register();
   absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
   ASSERT_TRUE(leased.ok() && leased->has_lease());
-  Sql(database_url_, "UPDATE workers SET last_seen_at = now() - interval '1 hour'");
+  clock_.Advance(absl::Hours(1));
+  absl::StatusOr<v1::ListWorkersResponse> unseen = scheduler_->ListWorkers({});
+  ASSERT_TRUE(unseen.ok()) << unseen.status();
+  EXPECT_EQ(unseen->workers_size(), 0) << "not seen for an hour";
   v1::HeartbeatRequest heartbeat;
   heartbeat.set_worker_id(worker);
   heartbeat.set_run_id(leased->run().run_id());
@@ -107,7 +107,7 @@ TEST_F(SchedulerTest, HeartbeatCountsAsSeen) {
   EXPECT_EQ(listed->workers(0).active_runs(), 1u);
 }
 
-TEST_F(SchedulerTest, ListWorkersRejectsBadPageTokenAndSize) {
+TEST_F(SchedulerLogicTest, ListWorkersRejectsBadPageTokenAndSize) {
   v1::ListWorkersRequest request;
   request.set_page_token("%%%");
   EXPECT_EQ(scheduler_->ListWorkers(request).status().code(), absl::StatusCode::kInvalidArgument);
@@ -119,7 +119,7 @@ TEST_F(SchedulerTest, ListWorkersRejectsBadPageTokenAndSize) {
   EXPECT_EQ(core::FieldViolationsOf(status)[0].field, "page_size");
 }
 
-TEST_F(SchedulerTest, AnalyzeSweepRecoversAKnownLawLeverageAndOptimum) {
+TEST_F(SchedulerLogicTest, AnalyzeSweepRecoversAKnownLawLeverageAndOptimum) {
   const v1::SubmitSweepResponse submitted = Submit(AnalysisSweepSpec("analysis"));
   ASSERT_EQ(submitted.run_ids_size(), kAnalysisSweepRuns);
   FinishRuns(kAnalysisSweepRuns);
@@ -234,7 +234,7 @@ TEST_F(SchedulerTest, AnalyzeSweepRecoversAKnownLawLeverageAndOptimum) {
   EXPECT_FALSE(analysis->grid_points(0).has_frontier_leverage()) << "a dense point has no EL";
 }
 
-TEST_F(SchedulerTest, AnalyzeSweepSaysWhatItCannotFitYet) {
+TEST_F(SchedulerLogicTest, AnalyzeSweepSaysWhatItCannotFitYet) {
   const v1::SubmitSweepResponse submitted = Submit(AnalysisSweepSpec("too-early"));
   v1::AnalyzeSweepRequest request;
   request.set_sweep_id(submitted.sweep().sweep_id());
@@ -255,7 +255,7 @@ TEST_F(SchedulerTest, AnalyzeSweepSaysWhatItCannotFitYet) {
   EXPECT_EQ(analysis->grid_points_size(), 2);
 }
 
-TEST_F(SchedulerTest, AnalyzeSweepUnknownIsNotFoundWithResourceInfo) {
+TEST_F(SchedulerLogicTest, AnalyzeSweepUnknownIsNotFoundWithResourceInfo) {
   v1::AnalyzeSweepRequest request;
   request.set_sweep_id("00000000-0000-0000-0000-000000000042");
   const absl::Status status = scheduler_->AnalyzeSweep(request).status();

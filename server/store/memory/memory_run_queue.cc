@@ -385,7 +385,11 @@ absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
     }
     if (run.state() != v1::RUN_STATE_PENDING) *run.mutable_end_time() = ToProtoTime(now);
     run.set_cancel_requested(false);
-    AddEvent(*row, from, run.attempt(), "lease expired", row->lease_owner);
+    // As reap_expired: only a lapse the outage excuses is worded so in the run's history.
+    AddEvent(*row, from, run.attempt(),
+             outage && run.state() == v1::RUN_STATE_PENDING ? "lease expired during an outage"
+                                                            : "lease expired",
+             row->lease_owner);
     row->lease_owner.clear();
   }
   // As finalize_sweeps: every open sweep with no unfinished run ends here.

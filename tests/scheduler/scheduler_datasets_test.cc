@@ -1,11 +1,11 @@
-// Every worker trains on the same data (issue #24), on the scheduler over PostgreSQL: SubmitSweep
-// pins the one digest the live workers hold (workers.datasets, migration 0016) into the sweep and
-// every run, refuses a dataset held in several copies unless one is pinned, warns when no live
-// worker holds it; RegisterWorker checks what a worker says it holds; a run's result keeps the
-// digest of the dataset it trained on. (The holdings' storage is in the store contract, on both
-// stores.)
+// Every worker trains on the same data (issue #24), on the scheduling units over the memory store
+// and the fake clock (scheduler_logic_fixture.h): SubmitSweep pins the one digest the live
+// workers hold (workers.datasets, migration 0016) into the sweep and every run, refuses a dataset
+// held in several copies unless one is pinned, warns when no live worker holds it;
+// RegisterWorker checks what a worker says it holds; a run's result keeps the digest of the
+// dataset it trained on. (The holdings' storage is in the store contract, on both stores.)
 #include "gmock/gmock.h"
-#include "tests/scheduler/scheduler_fixture.h"
+#include "tests/scheduler/scheduler_logic_fixture.h"
 
 namespace parity::server::testing {
 namespace {
@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 const std::string kDigestA(64, 'a');
 const std::string kDigestB(64, 'b');
 
-class SchedulerDatasetsTest : public SchedulerTest {
+class SchedulerDatasetsTest : public SchedulerLogicTest {
  protected:
   std::string RegisterHolding(const std::vector<std::pair<std::string, std::string>>& held) {
     v1::RegisterWorkerRequest request;
@@ -121,7 +121,7 @@ TEST_F(SchedulerDatasetsTest, ADatasetNoLiveWorkerHoldsIsAcceptedWithAWarning) {
   EXPECT_EQ(planned->warnings(0).field(), "data.corpus");
 
   // A worker not seen for over 5 minutes is not live: its holdings pin nothing.
-  Sql(database_url_, "UPDATE workers SET last_seen_at = now() - interval '10 minutes'");
+  clock_.Advance(absl::Minutes(10));
   absl::StatusOr<v1::SubmitSweepResponse> stale =
       scheduler_->SubmitSweep(Request("stale", "other"));
   ASSERT_TRUE(stale.ok()) << stale.status();
