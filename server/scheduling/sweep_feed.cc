@@ -443,6 +443,22 @@ void SweepFeeds::Wake(const std::string& sweep_id) {
   if (it != feeds_.end()) it->second->Wake();
 }
 
+absl::StatusOr<Page<v1::Run>> SweepFeeds::ListRunsPage(const std::string& sweep_id,
+                                                       const PageRequest& page) {
+  {
+    absl::MutexLock lock(&snapshot_mu_);
+    auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_) {
+      return snapshot_reads_ < std::max(options_.snapshot_reads, 1);
+    };
+    snapshot_mu_.Await(absl::Condition(&free));
+    ++snapshot_reads_;
+  }
+  absl::StatusOr<Page<v1::Run>> runs = catalog_.ListRuns(sweep_id, {}, page);
+  absl::MutexLock lock(&snapshot_mu_);
+  --snapshot_reads_;
+  return runs;
+}
+
 size_t SweepFeeds::running_feeds() const {
   absl::MutexLock lock(&mu_);
   size_t running = 0;

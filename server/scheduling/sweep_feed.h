@@ -56,6 +56,10 @@ struct SweepFeedOptions {
   size_t buffer_messages = 50000;  // how far behind a subscriber may fall before it is cut
   absl::Duration linger = absl::Seconds(10);
   absl::Duration give_up_after = absl::Seconds(10);  // of transient store errors in a row
+  // Pages of opening snapshots read at once on this replica (SweepFeeds::ListRunsPage): 200
+  // streams opening together on a 10,000-run sweep would otherwise take the whole connection
+  // pool from the workers' calls for their 2,000 pages.
+  int snapshot_reads = 4;
 };
 
 class SweepFeed;  // sweep_feed.cc
@@ -113,6 +117,10 @@ class SweepFeeds {
   // lock but this object's and a feed's.
   void Wake(const std::string& sweep_id);
 
+  // A page of a sweep's runs for a stream's opening snapshot (SweepCatalog::ListRuns), at most
+  // options.snapshot_reads at once on this replica; the others wait their turn.
+  absl::StatusOr<Page<v1::Run>> ListRunsPage(const std::string& sweep_id, const PageRequest& page);
+
   // Feeds whose thread still runs, with or without subscribers (tests).
   size_t running_feeds() const;
 
@@ -127,6 +135,8 @@ class SweepFeeds {
   const SweepFeedOptions options_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<SweepFeed>> feeds_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex snapshot_mu_;
+  int snapshot_reads_ ABSL_GUARDED_BY(snapshot_mu_) = 0;  // ListRunsPage calls in flight
 };
 
 }  // namespace parity::server

@@ -178,14 +178,14 @@ absl::Status SweepsService::WatchSweep(
   uint64_t seen_polls = 0;  // the feed's polls before the snapshot (a batch tells it; 0 is safe)
 
   // The opening snapshot: the sweep, then every run's current state, a page per store call (no
-  // connection is held while a slow client drains it).
+  // connection is held while a slow client drains it; a few pages at once per replica).
   v1::WatchSweepResponse opening;
   *opening.mutable_sweep() = sweep;
   if (!write(opening)) return absl::CancelledError("the client went away");
   std::map<std::string, uint64_t> next_step;  // each run's metric cursor, with metrics
   PageRequest page{1000, ""};
   do {
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, catalog_.ListRuns(sweep_id, {}, page));
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, feeds_->ListRunsPage(sweep_id, page));
     for (const v1::Run& run : runs.items) {
       if (metrics) next_step[run.run_id()] = run.latest_step() + 1;
       v1::WatchSweepResponse message;
