@@ -79,14 +79,41 @@ class SweepFeed {
 
   // A new subscriber, its cursor at the end of the buffer; 0 when this feed has ended (the
   // registry then starts another).
-  int64_t Join(bool metrics) ABSL_LOCKS_EXCLUDED(mu_) {
+  int64_t Join(bool metrics, uint64_t& polls) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (stopping_ || ended_ || !failed_.ok()) return 0;
+    polls = polls_;
+    ++snapshotting_;
     const int64_t id = next_id_++;
     subscribers_[id] = Subscriber{.cursor = end_seq(), .metrics = metrics};
     if (metrics) ++metric_subscribers_;
     if (metrics && !metrics_ready_) wake_ = true;  // its cursors are needed now
     return id;
+  }
+
+  // A page read at or after `polls` completed polls, or null (SweepSubscription::SnapshotPage).
+  std::shared_ptr<const Page<v1::Run>> CachedPage(const std::string& token, uint64_t polls)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = pages_.find(token);
+    if (it == pages_.end() || it->second.first < polls) return nullptr;
+    return it->second.second;
+  }
+  uint64_t polls() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return polls_;
+  }
+  void KeepPage(const std::string& token, uint64_t read_at_polls,
+                std::shared_ptr<const Page<v1::Run>> page) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (snapshotting_ == 0) return;
+    auto& kept = pages_[token];
+    if (kept.second == nullptr || kept.first <= read_at_polls) kept = {read_at_polls, page};
+  }
+  // A subscriber has read its snapshot: the pages go once nobody reads one.
+  void SnapshotDone() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (--snapshotting_ == 0) pages_.clear();
   }
 
   void Leave(int64_t id) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -197,6 +224,10 @@ class SweepFeed {
   std::map<int64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int metric_subscribers_ ABSL_GUARDED_BY(mu_) = 0;
+  int snapshotting_ ABSL_GUARDED_BY(mu_) = 0;  // subscribers still reading their snapshot
+  // Page token → (completed polls when its read began, the page), while snapshotting_ > 0.
+  std::map<std::string, std::pair<uint64_t, std::shared_ptr<const Page<v1::Run>>>> pages_
+      ABSL_GUARDED_BY(mu_);
   std::deque<Message> buffer_ ABSL_GUARDED_BY(mu_);
   uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;      // the sequence number of buffer_.front()
   uint64_t polls_ ABSL_GUARDED_BY(mu_) = 0;          // polls completed
@@ -375,12 +406,25 @@ void SweepFeed::Trim() {
   }
 }
 
-SweepSubscription::SweepSubscription(SweepFeeds& feeds, std::shared_ptr<SweepFeed> feed, int64_t id)
-    : feeds_(feeds), feed_(std::move(feed)), id_(id) {}
+SweepSubscription::SweepSubscription(SweepFeeds& feeds, std::shared_ptr<SweepFeed> feed, int64_t id,
+                                     std::string sweep_id, uint64_t joined_at_polls)
+    : feeds_(feeds),
+      feed_(std::move(feed)),
+      id_(id),
+      sweep_id_(std::move(sweep_id)),
+      joined_at_polls_(joined_at_polls) {}
 
 SweepSubscription::~SweepSubscription() {
+  if (snapshotting_) feed_->SnapshotDone();
   feed_->Leave(id_);
   feeds_.Tidy();
+}
+
+absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> SweepSubscription::SnapshotPage(
+    const PageRequest& page) {
+  const std::string key = absl::StrCat(page.page_size, "/", page.page_token);
+  if (auto kept = feed_->CachedPage(key, joined_at_polls_)) return kept;
+  return feeds_.ReadPage(*feed_, sweep_id_, key, joined_at_polls_, page);
 }
 
 absl::StatusOr<SweepSubscription::Batch> SweepSubscription::Next(uint64_t seen_polls,
@@ -388,7 +432,11 @@ absl::StatusOr<SweepSubscription::Batch> SweepSubscription::Next(uint64_t seen_p
   return feed_->Next(id_, seen_polls, deadline, max);
 }
 
-void SweepSubscription::RequestPoll() { feed_->Wake(); }
+void SweepSubscription::RequestPoll() {
+  if (snapshotting_) feed_->SnapshotDone();
+  snapshotting_ = false;
+  feed_->Wake();
+}
 
 SweepFeeds::SweepFeeds(SweepCatalog& catalog, ReadModels& reads, const Clock& clock,
                        SweepFeedOptions options)
@@ -408,11 +456,12 @@ absl::StatusOr<std::unique_ptr<SweepSubscription>> SweepFeeds::Subscribe(
   std::shared_ptr<SweepFeed> feed;
   std::shared_ptr<SweepFeed> ended;
   int64_t id = 0;
+  uint64_t joined_at_polls = 0;
   {
     absl::MutexLock lock(&mu_);
     auto it = feeds_.find(sweep_id);
     if (it != feeds_.end()) {
-      id = it->second->Join(metrics);
+      id = it->second->Join(metrics, joined_at_polls);
       if (id != 0) {
         feed = it->second;
       } else {
@@ -422,13 +471,14 @@ absl::StatusOr<std::unique_ptr<SweepSubscription>> SweepFeeds::Subscribe(
     }
     if (feed == nullptr) {
       feed = std::make_shared<SweepFeed>(sweep_id, catalog_, reads_, clock_, options_);
-      id = feed->Join(metrics);
+      id = feed->Join(metrics, joined_at_polls);
       feed->Start();
       feeds_[sweep_id] = feed;
     }
   }
   if (ended != nullptr) ended->Stop();  // joins its (finished) thread, outside the lock
-  std::unique_ptr<SweepSubscription> subscription(new SweepSubscription(*this, feed, id));
+  std::unique_ptr<SweepSubscription> subscription(
+      new SweepSubscription(*this, feed, id, sweep_id, joined_at_polls));
   PARITY_RETURN_IF_ERROR(feed->AwaitReady(id, cancelled));
   return subscription;
 }
@@ -443,8 +493,9 @@ void SweepFeeds::Wake(const std::string& sweep_id) {
   if (it != feeds_.end()) it->second->Wake();
 }
 
-absl::StatusOr<Page<v1::Run>> SweepFeeds::ListRunsPage(const std::string& sweep_id,
-                                                       const PageRequest& page) {
+absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> SweepFeeds::ReadPage(
+    SweepFeed& feed, const std::string& sweep_id, const std::string& key, uint64_t joined_at_polls,
+    const PageRequest& page) {
   {
     absl::MutexLock lock(&snapshot_mu_);
     auto free = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_) {
@@ -453,10 +504,20 @@ absl::StatusOr<Page<v1::Run>> SweepFeeds::ListRunsPage(const std::string& sweep_
     snapshot_mu_.Await(absl::Condition(&free));
     ++snapshot_reads_;
   }
-  absl::StatusOr<Page<v1::Run>> runs = catalog_.ListRuns(sweep_id, {}, page);
-  absl::MutexLock lock(&snapshot_mu_);
-  --snapshot_reads_;
-  return runs;
+  // Another stream may have read it while this one waited its turn.
+  std::shared_ptr<const Page<v1::Run>> kept = feed.CachedPage(key, joined_at_polls);
+  absl::StatusOr<Page<v1::Run>> runs;
+  const uint64_t read_at_polls = feed.polls();
+  if (kept == nullptr) runs = catalog_.ListRuns(sweep_id, {}, page);
+  {
+    absl::MutexLock lock(&snapshot_mu_);
+    --snapshot_reads_;
+  }
+  if (kept != nullptr) return kept;
+  if (!runs.ok()) return runs.status();
+  auto shared = std::make_shared<const Page<v1::Run>>(*std::move(runs));
+  feed.KeepPage(key, read_at_polls, shared);
+  return shared;
 }
 
 size_t SweepFeeds::running_feeds() const {

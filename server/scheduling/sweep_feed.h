@@ -56,7 +56,7 @@ struct SweepFeedOptions {
   size_t buffer_messages = 50000;  // how far behind a subscriber may fall before it is cut
   absl::Duration linger = absl::Seconds(10);
   absl::Duration give_up_after = absl::Seconds(10);  // of transient store errors in a row
-  // Pages of opening snapshots read at once on this replica (SweepFeeds::ListRunsPage): 200
+  // Pages of opening snapshots read at once on this replica (SweepFeeds::ReadPage): 200
   // streams opening together on a 10,000-run sweep would otherwise take the whole connection
   // pool from the workers' calls for their 2,000 pages.
   int snapshot_reads = 4;
@@ -81,17 +81,26 @@ class SweepSubscription {
   // this subscriber fell more than buffer_messages behind or the server is stopping; the feed's
   // error when it failed.
   absl::StatusOr<Batch> Next(uint64_t seen_polls, absl::Time deadline, size_t max = 1024);
-  // Asks the feed to poll now (subject to min_poll_gap).
+  // A page of the sweep's runs for this subscriber's opening snapshot. Streams that open
+  // together share pages: a page read after this subscriber joined is as good as its own read
+  // (the feed streams it every change from a horizon taken before either), so the feed keeps
+  // the latest read of each page while some subscriber is still reading its snapshot.
+  absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> SnapshotPage(const PageRequest& page);
+  // Asks the feed to poll now (subject to min_poll_gap); ends this subscriber's snapshot.
   void RequestPoll();
 
  private:
   friend class SweepFeeds;
-  SweepSubscription(class SweepFeeds& feeds, std::shared_ptr<SweepFeed> feed, int64_t id);
+  SweepSubscription(class SweepFeeds& feeds, std::shared_ptr<SweepFeed> feed, int64_t id,
+                    std::string sweep_id, uint64_t joined_at_polls);
 
   SweepFeeds& feeds_;
   // Shared: the registry may drop a failed or idle feed while this subscriber still reads it.
   const std::shared_ptr<SweepFeed> feed_;
   const int64_t id_;
+  const std::string sweep_id_;
+  uint64_t joined_at_polls_ = 0;  // the feed's completed polls when it joined
+  bool snapshotting_ = true;
 };
 
 class SweepFeeds {
@@ -117,10 +126,6 @@ class SweepFeeds {
   // lock but this object's and a feed's.
   void Wake(const std::string& sweep_id);
 
-  // A page of a sweep's runs for a stream's opening snapshot (SweepCatalog::ListRuns), at most
-  // options.snapshot_reads at once on this replica; the others wait their turn.
-  absl::StatusOr<Page<v1::Run>> ListRunsPage(const std::string& sweep_id, const PageRequest& page);
-
   // Feeds whose thread still runs, with or without subscribers (tests).
   size_t running_feeds() const;
 
@@ -128,6 +133,13 @@ class SweepFeeds {
   friend class SweepSubscription;
   // A subscription left: drops ended feeds and idle ones past kMaxIdleFeeds.
   void Tidy();
+  // A page of `sweep_id`'s runs for SweepSubscription::SnapshotPage: kept in `feed` for the other
+  // streams reading their snapshot; at most options.snapshot_reads read at once on this replica.
+  absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> ReadPage(SweepFeed& feed,
+                                                                const std::string& sweep_id,
+                                                                const std::string& key,
+                                                                uint64_t joined_at_polls,
+                                                                const PageRequest& page);
 
   SweepCatalog& catalog_;
   ReadModels& reads_;
@@ -136,7 +148,7 @@ class SweepFeeds {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<SweepFeed>> feeds_ ABSL_GUARDED_BY(mu_);
   absl::Mutex snapshot_mu_;
-  int snapshot_reads_ ABSL_GUARDED_BY(snapshot_mu_) = 0;  // ListRunsPage calls in flight
+  int snapshot_reads_ ABSL_GUARDED_BY(snapshot_mu_) = 0;  // ReadPage calls in flight
 };
 
 }  // namespace parity::server

@@ -178,21 +178,22 @@ absl::Status SweepsService::WatchSweep(
   uint64_t seen_polls = 0;  // the feed's polls before the snapshot (a batch tells it; 0 is safe)
 
   // The opening snapshot: the sweep, then every run's current state, a page per store call (no
-  // connection is held while a slow client drains it; a few pages at once per replica).
+  // connection is held while a slow client drains it; a few pages at once per replica, shared by
+  // the streams that open together).
   v1::WatchSweepResponse opening;
   *opening.mutable_sweep() = sweep;
   if (!write(opening)) return absl::CancelledError("the client went away");
   std::map<std::string, uint64_t> next_step;  // each run's metric cursor, with metrics
   PageRequest page{1000, ""};
   do {
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, feeds_->ListRunsPage(sweep_id, page));
-    for (const v1::Run& run : runs.items) {
+    PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const Page<v1::Run>> runs, feed->SnapshotPage(page));
+    for (const v1::Run& run : runs->items) {
       if (metrics) next_step[run.run_id()] = run.latest_step() + 1;
       v1::WatchSweepResponse message;
       *message.mutable_state_change() = SnapshotOf(run);
       if (!write(message)) return absl::CancelledError("the client went away");
     }
-    page.page_token = runs.next_page_token;
+    page.page_token = runs->next_page_token;
   } while (!page.page_token.empty());
 
   auto counts_live = [](const v1::RunCounts& c) { return c.pending() + c.leased() + c.running(); };

@@ -184,6 +184,36 @@ TEST_F(SweepFeedTest, AFeedEndsAfterItsLingerAndANewOneStartsOnTheNextSubscriber
   EXPECT_GT(counting_.list_sweep_events.load(), before) << "a new feed reads a new horizon";
 }
 
+TEST_F(SweepFeedTest, StreamsOpeningTogetherShareSnapshotPagesReadAfterTheyJoined) {
+  std::unique_ptr<SweepFeeds> feeds = Feeds(Options());
+  const CreatedSweep sweep = MakeSweep(store_, "snapshots", 5);
+  const std::string worker = MakeWorker(store_);
+  const PageRequest first_page{2, ""};
+  std::vector<std::unique_ptr<SweepSubscription>> opening;
+  uint64_t seen = 0;
+  for (int i = 0; i < 10; ++i) {
+    opening.push_back(Subscribe(*feeds, sweep.sweep.sweep_id(), false));
+    if (i == 0) Drain(*opening[0], seen);  // the poll after the horizon, before the others join
+  }
+  for (auto& subscriber : opening) {
+    absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> page =
+        subscriber->SnapshotPage(first_page);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_EQ((*page)->items.size(), 2u);
+  }
+  EXPECT_EQ(counting_.list_runs.load(), 1) << "ten streams that joined before the read share it";
+
+  // A stream that joins after a poll (here a lease's) may not use a page read before that poll:
+  // the poll's events are behind its cursor, and the page would not show them.
+  LeaseOne(store_, worker);
+  Drain(*opening[0], seen);
+  std::unique_ptr<SweepSubscription> late = Subscribe(*feeds, sweep.sweep.sweep_id(), false);
+  absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> page = late->SnapshotPage(first_page);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(counting_.list_runs.load(), 2) << "read again, after the poll";
+  EXPECT_EQ((*page)->items[0].state(), v1::RUN_STATE_LEASED) << "and it shows the lease";
+}
+
 // A WatchSweep stream run on a thread of its own, keeping what it was sent.
 struct Stream {
   Stream(SweepsService& sweeps, const std::string& sweep_id, bool metrics) {
