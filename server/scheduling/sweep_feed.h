@@ -18,6 +18,9 @@
 // outlives its last subscriber by `linger` (a reconnecting stream finds it warm), after which its
 // thread ends; at most kMaxIdleFeeds idle feeds are kept at once.
 //
+// Streams that open together also share the pages of their opening snapshots
+// (SweepSubscription::SnapshotPage), read at most snapshot_reads at once per replica.
+//
 // What a subscriber may count on: every event committed after Subscribe() returned, in commit
 // order, no gap (so a snapshot read after Subscribe() loses nothing; a change racing it may be
 // streamed twice); with metrics, every point stored after its run's latest step as read after
