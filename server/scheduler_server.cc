@@ -121,6 +121,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->listener_ = std::make_unique<PgListener>(
       options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
   server->MakeServices(std::move(planner), observer);
+  // Any replica's run events wake this replica's watch feeds of their sweep (sweep_feed.h).
+  server->sweep_events_listener_ = std::make_unique<PgListener>(
+      options.database_url,
+      [sweeps = server->sweeps_.get()](const std::string& sweep_id) {
+        sweeps->WakeWatchers(sweep_id);
+      },
+      kSweepEventsChannel);
   {
     PARITY_ASSIGN_OR_RETURN(const std::string token, BootstrapToken(options, *server->access_));
     if (!token.empty()) PARITY_RETURN_IF_ERROR(server->access_->Bootstrap(token));
@@ -340,6 +347,7 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
     if (elector_ != nullptr) elector_->Stop();
     stop_exposer.join();
     listener_.reset();
+    sweep_events_listener_.reset();
     shut_down_.Notify();
     spdlog::info("event=stopped");
   });

@@ -1,4 +1,4 @@
-// SchedulerServer: the assembled scheduler process — store, LISTEN thread, the scheduling units
+// SchedulerServer: the assembled scheduler process — store, LISTEN threads, the scheduling units
 // (SweepsService, LeasesService with its LeaseSecrets, Upkeep on the reaper thread), the gRPC
 // server with health checking and reflection, and Prometheus metrics (SchedulerMetrics, optionally
 // served on their own port), and the web dashboard with its JSON API (HttpServer, when http_listen
@@ -108,6 +108,8 @@ class SchedulerServer {
   // The scheduling units, each over the store interfaces it needs (server/README.md).
   std::unique_ptr<LeaseSecrets> lease_secrets_;
   std::unique_ptr<SweepsService> sweeps_;
+  // Wakes sweeps_' watch feeds on any replica's run events (after sweeps_: destroyed first).
+  std::unique_ptr<PgListener> sweep_events_listener_;
   std::unique_ptr<LeasesService> leases_;
   std::unique_ptr<Upkeep> upkeep_;
   std::unique_ptr<PostgresLeaderLeases> leader_leases_;

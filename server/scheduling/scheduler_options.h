@@ -26,13 +26,20 @@ struct SchedulerOptions {
   // delay running out).
   absl::Duration idle_poll_interval = absl::Seconds(1);
   // --- SweepsService's watch streams ---
-  // Watch streams poll the database this often, and end UNAVAILABLE ("reconnect") after this
-  // long: a server-side deadline, so that no stream holds a thread and a watch slot for ever.
+  // Watch feeds poll the database at least this often, and streams end UNAVAILABLE
+  // ("reconnect") after this long: a server-side deadline, so that no stream holds a thread and
+  // a watch slot for ever.
   absl::Duration watch_poll_interval = absl::Milliseconds(200);
   absl::Duration max_watch_duration = absl::Hours(1);
   // Watch streams ask WatchControl::authorized this often, so that a stream whose token was
   // revoked (or expired) ends UNAUTHENTICATED within about this long, not at its lifetime.
   absl::Duration watch_reauth_interval = absl::Seconds(2);
+  // A sweep's watch streams share one poller per replica (sweep_feed.h), which polls every
+  // watch_poll_interval or sooner when woken by a run event (NOTIFY parity_sweep_events). A
+  // stream further behind its feed than this many messages ends UNAVAILABLE ("reconnect"); a
+  // feed stays this long after its last stream left, for a reconnect to find it warm.
+  size_t watch_buffer_messages = 50000;
+  absl::Duration watch_feed_linger = absl::Seconds(10);
   // --- LeasesService ---
   // How long a worker id's owner (the token name that registered it) is remembered here: the
   // ownership never changes while the worker is known, so this only bounds how long a worker

@@ -1,5 +1,6 @@
 #include "server/scheduling/sweeps_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +19,19 @@ SweepsService::SweepsService(SweepCatalog& catalog, ReadModels& reads, WorkSigna
       clock_(clock),
       planner_(std::move(planner)),
       options_(std::move(options)),
-      observer_(observer) {}
+      observer_(observer),
+      feeds_(std::make_unique<SweepFeeds>(
+          catalog, reads, clock,
+          SweepFeedOptions{
+              .poll_interval = options_.watch_poll_interval,
+              .min_poll_gap = options_.watch_poll_interval / 4,
+              .buffer_messages = options_.watch_buffer_messages,
+              .linger = options_.watch_feed_linger,
+              .give_up_after = std::max(options_.watch_poll_interval * 50, absl::Seconds(10))})) {}
+
+SweepsService::~SweepsService() = default;
+
+void SweepsService::WakeWatchers(const std::string& sweep_id) { feeds_->Wake(sweep_id); }
 
 absl::StatusOr<v1::PlanSweepResponse> SweepsService::PlanSweep(
     const v1::PlanSweepRequest& request) {

@@ -8,12 +8,14 @@
 // convert and call it. What workers drive is LeasesService's (leases_service.h).
 //
 // Takes the API's request/response messages (plain protobuf, no gRPC types) so adapters stay
-// one line per call. Thread-safe and stateless: all durable state is in the store; many RPC
-// threads call at once, and a watch stream holds its caller's thread until it ends.
+// one line per call. Thread-safe; all durable state is in the store. Many RPC threads call at
+// once, and a watch stream holds its caller's thread until it ends. The watch streams of a sweep
+// share one poller per replica (SweepFeeds, sweep_feed.h), the only state kept here.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "server/scheduling/clock.h"
 #include "server/scheduling/scheduler_observer.h"
 #include "server/scheduling/scheduler_options.h"
+#include "server/scheduling/sweep_feed.h"
 #include "server/scheduling/watch_control.h"
 #include "server/scheduling/work_signal.h"
 #include "server/store/read_models.h"
@@ -38,6 +41,10 @@ class SweepsService {
   SweepsService(SweepCatalog& catalog, ReadModels& reads, WorkSignal& work_signal,
                 const Clock& clock, Planner planner, SchedulerOptions options,
                 SchedulerObserver* observer = nullptr);
+  // Stops the watch feeds; no watch stream may still run.
+  ~SweepsService();
+  SweepsService(const SweepsService&) = delete;
+  SweepsService& operator=(const SweepsService&) = delete;
 
   absl::StatusOr<v1::PlanSweepResponse> PlanSweep(const v1::PlanSweepRequest& request);
   // The sweep's owner is the caller's name (an admin may name another in request.owner);
@@ -68,6 +75,11 @@ class SweepsService {
                           const std::function<bool(const v1::WatchSweepResponse&)>& write);
   absl::Status WatchRun(const v1::WatchRunRequest& request, const WatchControl& control,
                         const std::function<bool(const v1::WatchRunResponse&)>& write);
+  // A run event of `sweep_id` was stored (empty: of any sweep, e.g. after a listener
+  // reconnected): its watch streams' feed polls now instead of at its next interval. Quick and
+  // lock-light (sweep_feed.h): the server calls it from the LISTEN thread of
+  // parity_sweep_events, the memory store from under its own lock.
+  void WakeWatchers(const std::string& sweep_id);
 
  private:
   // PERMISSION_DENIED unless `caller` owns the sweep or is an admin; `action` names the call.
@@ -88,6 +100,8 @@ class SweepsService {
   const Planner planner_;
   const SchedulerOptions options_;
   SchedulerObserver* const observer_;  // may be null
+  // The watch streams' shared pollers. Last: stopped before anything they read goes.
+  const std::unique_ptr<SweepFeeds> feeds_;
 };
 
 }  // namespace parity::server

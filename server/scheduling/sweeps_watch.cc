@@ -1,8 +1,16 @@
-// SweepsService::WatchSweep and WatchRun, the watch streams. They poll the store every
-// watch_poll_interval: events (state changes) by event id, metric points by step. Polling keeps
-// replicas stateless (any replica serves any stream) at the cost of ≤ one interval of latency.
+// SweepsService::WatchSweep and WatchRun, the watch streams. WatchSweep reads through its sweep's
+// feed (sweep_feed.h): one poller per watched sweep per replica reads the new events, metric
+// points and counts once and fans them out to every stream of the sweep, woken by any replica's
+// run events (NOTIFY parity_sweep_events) or at the latest every watch_poll_interval; each
+// stream reads its own opening snapshot (the sweep, then every run's state, a page per store
+// call) after joining the feed, and ends when the sweep has ended and a poll after its last
+// message brought nothing more. WatchRun (one run, from a step) still polls the store on its own
+// every watch_poll_interval: events by event id, metric points by step. Replicas stay stateless
+// (any replica serves any stream; a feed is only a cache of the store's feed).
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -161,79 +169,72 @@ absl::Status SweepsService::WatchSweep(
     return status;
   }
   const std::string& sweep_id = request.sweep_id();
+  const bool metrics = request.include_metrics();
+  // Join the feed before the snapshot: what the feed streams from here on starts at a commit
+  // watermark taken before the snapshot, so a change racing it may be streamed twice, never lost.
+  PARITY_ASSIGN_OR_RETURN(std::unique_ptr<SweepSubscription> feed,
+                          feeds_->Subscribe(sweep_id, metrics, control.cancelled));
   PARITY_ASSIGN_OR_RETURN(v1::Sweep sweep, catalog_.GetSweep(sweep_id));
-  // Take the commit watermark before the snapshot: a change racing the snapshot may then be
-  // streamed twice, never lost.
-  PARITY_ASSIGN_OR_RETURN(SweepEventPage start, reads_.ListSweepEvents(sweep_id, 0));
-  uint64_t horizon = start.next_horizon;
+  uint64_t seen_polls = 0;  // the feed's polls before the snapshot (a batch tells it; 0 is safe)
 
-  // The opening snapshot: the sweep, then every run's current state.
+  // The opening snapshot: the sweep, then every run's current state, a page per store call (no
+  // connection is held while a slow client drains it; a few pages at once per replica, shared by
+  // the streams that open together).
   v1::WatchSweepResponse opening;
   *opening.mutable_sweep() = sweep;
   if (!write(opening)) return absl::CancelledError("the client went away");
-  std::map<std::string, v1::RunState> states;
-  std::map<std::string, uint64_t> next_step;  // metric cursor of each run
+  std::map<std::string, uint64_t> next_step;  // each run's metric cursor, with metrics
   PageRequest page{1000, ""};
   do {
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, catalog_.ListRuns(sweep_id, {}, page));
-    for (const v1::Run& run : runs.items) {
-      states[run.run_id()] = run.state();
-      next_step[run.run_id()] = run.latest_step() + 1;
+    PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const Page<v1::Run>> runs, feed->SnapshotPage(page));
+    for (const v1::Run& run : runs->items) {
+      if (metrics) next_step[run.run_id()] = run.latest_step() + 1;
       v1::WatchSweepResponse message;
       *message.mutable_state_change() = SnapshotOf(run);
       if (!write(message)) return absl::CancelledError("the client went away");
     }
-    page.page_token = runs.next_page_token;
+    page.page_token = runs->next_page_token;
   } while (!page.page_token.empty());
 
   auto counts_live = [](const v1::RunCounts& c) { return c.pending() + c.leased() + c.running(); };
   bool ended = counts_live(sweep.counts()) == 0;
+  // The feed's polls when this stream last got something (or first asked): a later poll with
+  // nothing for it, once the sweep has ended, means all that was stored before the end is out.
+  std::optional<uint64_t> quiet_from;
+  if (control.cancelled && control.cancelled()) {
+    return absl::CancelledError("the watch was cancelled");
+  }
+  feed->RequestPoll();  // as a stream of its own would: the first poll right after the snapshot
   const absl::Time give_up = clock_.Now() + options_.max_watch_duration;
   Reauthorizer reauthorize(clock_, control, options_.watch_reauth_interval);
   while (true) {
     PARITY_RETURN_IF_ERROR(reauthorize.Check());
-    bool progressed = false;
-    PARITY_ASSIGN_OR_RETURN(SweepEventPage page, reads_.ListSweepEvents(sweep_id, horizon));
-    horizon = page.next_horizon;
-    const std::vector<RunEvent>* events = &page.events;
-    std::vector<std::string> just_ended;
-    for (const RunEvent& event : *events) {
-      states[event.run_id] = event.to_state;
-      if (IsFinal(event.to_state)) just_ended.push_back(event.run_id);
-      v1::WatchSweepResponse message;
-      *message.mutable_state_change() = ChangeOf(event);
-      if (!write(message)) return absl::CancelledError("the client went away");
-      progressed = true;
-    }
-    if (request.include_metrics()) {
-      for (auto& [run_id, state] : states) {
-        const bool live = state == v1::RUN_STATE_LEASED || state == v1::RUN_STATE_RUNNING;
-        if (!live && std::find(just_ended.begin(), just_ended.end(), run_id) == just_ended.end()) {
-          continue;
-        }
-        PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,
-                                reads_.ListMetrics(run_id, next_step[run_id], kMetricBatch));
-        for (v1::MetricPoint& point : points) {
-          next_step[run_id] = point.step() + 1;
-          v1::WatchSweepResponse message;
-          *message.mutable_metric() = std::move(point);
-          if (!write(message)) return absl::CancelledError("the client went away");
-          progressed = true;
-        }
-      }
-    }
-    if (!events->empty()) {
-      PARITY_ASSIGN_OR_RETURN(v1::Sweep now, catalog_.GetSweep(sweep_id));
-      v1::WatchSweepResponse message;
-      *message.mutable_sweep() = now;
-      if (!write(message)) return absl::CancelledError("the client went away");
-      ended = counts_live(now.counts()) == 0;
-    }
-    if (ended && !progressed) return absl::OkStatus();
-    if (clock_.Now() >= give_up) return StreamLifetimeReached(options_.max_watch_duration);
-    if (!progressed && !SleepUnlessCancelled(clock_, control, options_.watch_poll_interval)) {
+    if (control.cancelled && control.cancelled()) {
       return absl::CancelledError("the watch was cancelled");
     }
+    const absl::Time now = clock_.Now();
+    if (now >= give_up) return StreamLifetimeReached(options_.max_watch_duration);
+    // Short waits: the cancellation is polled (it is gRPC's state, not a condition of ours).
+    PARITY_ASSIGN_OR_RETURN(
+        SweepSubscription::Batch batch,
+        feed->Next(seen_polls, std::min(give_up, now + absl::Milliseconds(50))));
+    if (!quiet_from.has_value()) quiet_from = batch.polls;
+    seen_polls = batch.polls;
+    for (const std::shared_ptr<const v1::WatchSweepResponse>& message : batch.messages) {
+      if (message->has_metric()) {
+        if (!metrics) continue;
+        // The feed may hold points this stream's snapshot already passed: each run's cursor.
+        auto cursor = next_step.find(message->metric().run_id());
+        if (cursor != next_step.end()) {
+          if (message->metric().step() < cursor->second) continue;
+          cursor->second = message->metric().step() + 1;
+        }
+      }
+      if (message->has_sweep()) ended = counts_live(message->sweep().counts()) == 0;
+      if (!write(*message)) return absl::CancelledError("the client went away");
+      quiet_from = batch.polls;
+    }
+    if (ended && batch.polls > *quiet_from) return absl::OkStatus();
   }
 }
 

@@ -107,6 +107,12 @@ class MemoryRunStore final : public RunStore {
                                                        const LeaderFence& fence) override;
   // The leases whose terms fence the upkeep calls above; must outlive this store.
   void SetLeaderLeases(MemoryLeaderLeases* leases) { leader_leases_ = leases; }
+  // Called with the sweep id of every run event stored, as PostgreSQL's trigger
+  // events_notify_sweep sends NOTIFY parity_sweep_events (a test wires it to
+  // SweepsService::WakeWatchers or SweepFeeds::Wake). Called under the store's lock, so that it
+  // follows the write like a notification its commit: it must be quick and must not call this
+  // store. nullptr: none.
+  void SetEventListener(std::function<void(const std::string& sweep_id)> listener);
 
   // AccessTokens (memory_access_tokens.cc).
   absl::StatusOr<StoredAccessToken> CreateToken(const NewAccessToken& token) override;
@@ -198,7 +204,8 @@ class MemoryRunStore final : public RunStore {
   std::vector<TokenRow> tokens_ ABSL_GUARDED_BY(mu_);  // creation order
   std::map<std::string, std::string> server_keys_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, EventRow> events_ ABSL_GUARDED_BY(mu_);  // by event id
-  int64_t next_event_id_ ABSL_GUARDED_BY(mu_) = 1;           // 0 is "no watermark"
+  std::function<void(const std::string&)> event_listener_ ABSL_GUARDED_BY(mu_);
+  int64_t next_event_id_ ABSL_GUARDED_BY(mu_) = 1;  // 0 is "no watermark"
   // The reaper's liveness record (reaper_liveness in PostgreSQL); nullopt before the first pass.
   std::optional<absl::Time> last_reaper_pass_ ABSL_GUARDED_BY(mu_);
   ServiceLiveness liveness_ ABSL_GUARDED_BY(mu_);

@@ -54,6 +54,12 @@ void MemoryRunStore::AddEvent(const RunRow& run, v1::RunState from, uint32_t att
   row.event.attempt = attempt;
   row.event.reason = std::move(reason);
   row.event.time = absl::FromUnixMicros(absl::ToUnixMicros(now_()));
+  if (event_listener_) event_listener_(row.sweep_id);
+}
+
+void MemoryRunStore::SetEventListener(std::function<void(const std::string& sweep_id)> listener) {
+  absl::MutexLock lock(&mu_);
+  event_listener_ = std::move(listener);
 }
 
 std::string MemoryRunStore::NewId() {

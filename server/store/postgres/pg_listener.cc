@@ -11,17 +11,25 @@ namespace {
 class Receiver final : public pqxx::notification_receiver {
  public:
   Receiver(pqxx::connection_base& connection, const std::string& channel,
-           const std::function<void()>& on_notify)
+           const std::function<void(const std::string&)>& on_notify)
       : pqxx::notification_receiver(connection, channel), on_notify_(on_notify) {}
-  void operator()(const std::string& /*payload*/, int /*backend_pid*/) override { on_notify_(); }
+  void operator()(const std::string& payload, int /*backend_pid*/) override { on_notify_(payload); }
 
  private:
-  const std::function<void()>& on_notify_;
+  const std::function<void(const std::string&)>& on_notify_;
 };
 
 }  // namespace
 
 PgListener::PgListener(std::string database_url, std::function<void()> on_notify,
+                       std::string channel)
+    : PgListener(
+          std::move(database_url),
+          [on_notify = std::move(on_notify)](const std::string& /*payload*/) { on_notify(); },
+          std::move(channel)) {}
+
+PgListener::PgListener(std::string database_url,
+                       std::function<void(const std::string& payload)> on_notify,
                        std::string channel)
     : database_url_(std::move(database_url)),
       on_notify_(std::move(on_notify)),
@@ -43,7 +51,7 @@ void PgListener::Loop() {
       listening_ = true;
       backoff = absl::Milliseconds(100);
       // Something may have become pending while we were not listening.
-      on_notify_();
+      on_notify_("");
       while (!stop_) connection.await_notification(0, 200000);  // 200 ms, then check stop_
     } catch (const std::exception& e) {
       listening_ = false;

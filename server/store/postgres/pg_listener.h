@@ -1,8 +1,10 @@
-// PgListener: a thread holding one dedicated connection that LISTENs on "parity_runs_pending"
-// (sent by a trigger whenever a run becomes PENDING) and turns each notification into
-// a call of `on_notify` (the server wires it to WorkSignal::Notify(), waking idle LeaseRun long
-// polls on this replica). It reconnects with
-// backoff when the connection drops; while it is down, long polls fall back to polling.
+// PgListener: a thread holding one dedicated connection that LISTENs on one channel and turns
+// each notification into a call of `on_notify`: "parity_runs_pending" (sent by a trigger whenever
+// a run becomes PENDING; the server wires it to WorkSignal::Notify(), waking idle LeaseRun long
+// polls on this replica), "parity_leadership" (the electors), "parity_sweep_events" (a run event
+// was inserted, the payload its sweep id; the server wires it to SweepsService::WakeWatchers).
+// It reconnects with backoff when the connection drops; while it is down, long polls and watch
+// feeds fall back to polling.
 #pragma once
 
 #include <atomic>
@@ -12,12 +14,20 @@
 
 namespace parity::server {
 
+// Sent by trigger events_notify_sweep (server/sql/), payload the sweep id, once per sweep per
+// inserting statement.
+inline constexpr char kSweepEventsChannel[] = "parity_sweep_events";
+
 class PgListener {
  public:
   // Starts the thread; `on_notify` is called on it, once per notification on `channel` (and
   // once after every (re)connection). parity_leadership wakes the electors (elector.h).
   PgListener(std::string database_url, std::function<void()> on_notify,
              std::string channel = "parity_runs_pending");
+  // The same with each notification's payload; "" after every (re)connection (anything may have
+  // happened while nobody listened).
+  PgListener(std::string database_url, std::function<void(const std::string& payload)> on_notify,
+             std::string channel);
   // Stops and joins the thread (within about 200 ms).
   ~PgListener();
   PgListener(const PgListener&) = delete;
@@ -30,7 +40,7 @@ class PgListener {
   void Loop();
 
   const std::string database_url_;
-  const std::function<void()> on_notify_;
+  const std::function<void(const std::string&)> on_notify_;
   const std::string channel_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> listening_{false};
