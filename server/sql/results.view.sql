@@ -22,15 +22,17 @@ SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
                                    - (b.final_eval_bpc ->> k)::float8)
         FROM jsonb_object_keys(r.final_eval_bpc) AS k
         WHERE b.final_eval_bpc ? k) AS delta_eval_bpc_vs_dense,
-       r.dataset_digest
+       r.dataset_digest,
+       -- when the run and its baseline ended: QueryResults orders ΔBPC as of a walk's start
+       r.ended_at, b.ended_at AS baseline_ended_at
 FROM runs r
 -- The baseline is looked up per row, so each branch below must be one index probe (migration
 -- 0019's partial indexes), not a walk over the sweep: an OR of the two conditions, or the jsonb
 -- containment alone, kept every index out and made the view quadratic in the sweep's size
 -- (166 ms a row at 100,000 runs; bench/load).
 LEFT JOIN LATERAL (
-  SELECT c.final_val_bpc, c.final_eval_bpc
-  FROM ((SELECT d.ordinal, d.final_val_bpc, d.final_eval_bpc
+  SELECT c.final_val_bpc, c.final_eval_bpc, c.ended_at
+  FROM ((SELECT d.ordinal, d.final_val_bpc, d.final_eval_bpc, d.ended_at
          FROM runs d
          WHERE d.sweep_id = r.sweep_id AND d.seed = r.seed AND d.state = 'SUCCEEDED'
            AND d.role = 'DENSE_BASELINE' AND d.compute_multiple = 1
@@ -40,7 +42,7 @@ LEFT JOIN LATERAL (
         UNION ALL
         -- a run planned once for several groups (RunSpec.also_serves) is the 1C baseline of
         -- every group it serves as one, e.g. dense 2C of C1 = dense 1C of C2
-        (SELECT d.ordinal, d.final_val_bpc, d.final_eval_bpc
+        (SELECT d.ordinal, d.final_val_bpc, d.final_eval_bpc, d.ended_at
          FROM runs d
          WHERE d.sweep_id = r.sweep_id AND d.seed = r.seed AND d.state = 'SUCCEEDED'
            AND d.spec_json ? 'also_serves'

@@ -1,19 +1,91 @@
 -- ReadModels' statements: results, event feeds, counts, metric listings and samples
 -- (postgres_run_store.cc, postgres_run_counts.cc, postgres_metric_sampling.cc).
 
--- name: query_results
--- unprepared: {{order_by}} is filled in per call with a column of kResultsOrderColumns
--- (read_models.h; checked before, never pasted from a request unchecked) and "NULLS LAST,
--- run_id", or "sweep_id, ordinal" for grid order. $1 sweep ('' = all), $2 states text[] ('{}' =
--- all), $3 layout ('' = all), $4 least activation rate (0 = none), $5 greatest (0 = none), $6
--- limit, $7 offset (the page token). The rates are cast: "$4 = 0" alone would make them
--- integers, and a bound of 0.25 an error.
-SELECT * FROM results
-WHERE ($1 = '' OR sweep_id = $1::uuid)
+-- fragment: results_filter
+-- QueryResults' filter, on runs or the results view (the same column names): $1 sweep ('' =
+-- all), $2 states text[] ('{}' = all), $3 layout ('' = all), $4 least activation rate (0 =
+-- none), $5 greatest (0 = none). The rates are cast: "$4 = 0" alone would make them integers,
+-- and a bound of 0.25 an error.
+($1 = '' OR sweep_id = $1::uuid)
   AND (cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND ($3 = '' OR layout = $3)
   AND ($4::float8 = 0 OR activation_rate >= $4::float8)
   AND ($5::float8 = 0 OR activation_rate <= $5::float8)
-ORDER BY {{order_by}} LIMIT $6 OFFSET $7
+
+-- fragment: results_as_of
+-- The walk's start: $11, microseconds since the epoch in a page token, or now() on a first page.
+coalesce(timestamptz 'epoch' + $11::bigint * interval '1 microsecond', now())
+
+-- name: query_results_in_grid_order
+-- unprepared: planned per call with its values, so that the sweep's index is used. Keyset
+-- paging in grid order (sweep, ordinal): the filter's $1-$5, $6 limit, $7 whether a cursor
+-- follows, $8 its sweep, $9 its ordinal (a valid uuid and 0 when none). Costs a probe of
+-- runs_sweep_id_ordinal_key and one baseline lookup per row served, however deep the page.
+SELECT *, '' AS page_key, 0::bigint AS page_as_of FROM results
+WHERE {{results_filter}}
+  AND (NOT $7::boolean OR (sweep_id, ordinal) > ($8::uuid, $9::integer))
+ORDER BY sweep_id, ordinal
+LIMIT $6
+
+-- fragment: results_page_by_key
+-- The rest of a query_results_by_* statement after its `keyed (run_id, k)`: the page after the
+-- cursor in the order of k, NULLs last, ties by run id, then the results view's rows of that
+-- page only (one baseline lookup per row served). $6 limit, $7 whether a cursor follows, $8
+-- whether its key is NULL, $9 its key (typed as k), $10 its run id (a valid uuid when none),
+-- $11 the walk's start (results_as_of). {{after}} (> or <) and {{direction}} (ASC or DESC) are
+-- the order's, filled in per call.
+page AS (
+  SELECT run_id, k FROM keyed
+  WHERE NOT $7::boolean
+     OR CASE WHEN $8::boolean THEN k IS NULL AND run_id > $10::uuid
+        ELSE k {{after}} $9 OR (k = $9 AND run_id > $10::uuid) OR k IS NULL END
+  ORDER BY k {{direction}} NULLS LAST, run_id
+  LIMIT $6)
+SELECT res.*, p.k::text AS page_key,
+       (extract(epoch FROM {{results_as_of}}) * 1000000)::bigint AS page_as_of
+FROM page p JOIN results res USING (run_id)
+ORDER BY p.k {{direction}} NULLS LAST, p.run_id
+
+-- name: query_results_by_column
+-- unprepared: {{column}} is a column of runs no run's progress changes (a planned column of
+-- kResultsOrderColumns in read_models.h, checked; never pasted from a request unchecked). The
+-- parameters of results_filter and results_page_by_key. Sorts the matching runs' keys (no
+-- baseline lookups), so a page costs a scan of the sweep's runs, not of the view.
+WITH keyed AS (SELECT run_id, {{column}} AS k FROM runs WHERE {{results_filter}}),
+{{results_page_by_key}}
+
+-- name: query_results_by_outcome
+-- unprepared: {{column}} is a column a success writes (measured_flops_per_token,
+-- final_val_bpc, wall_seconds; checked), ordered as it was at the walk's start: NULL unless
+-- the run had ended by then (ended_at is set once, with the success). Else as
+-- query_results_by_column.
+WITH keyed AS (
+  SELECT run_id, CASE WHEN ended_at <= {{results_as_of}} THEN {{column}} END AS k
+  FROM runs WHERE {{results_filter}}),
+{{results_page_by_key}}
+
+-- name: query_results_by_state
+-- unprepared: {{after}} and {{direction}} filled in. Each run's state at the walk's start: its
+-- state when it has not changed since, else its last event's by then (NULL for a run created
+-- since). Else as query_results_by_column.
+WITH keyed AS (
+  SELECT r.run_id,
+         CASE WHEN r.updated_at <= {{results_as_of}} THEN r.state
+         ELSE (SELECT e.to_state FROM events e
+               WHERE e.run_id = r.run_id AND e.created_at <= {{results_as_of}}
+               ORDER BY e.event_id DESC LIMIT 1) END AS k
+  FROM runs r WHERE {{results_filter}}),
+{{results_page_by_key}}
+
+-- name: query_results_by_delta
+-- unprepared: {{after}} and {{direction}} filled in. ΔBPC at the walk's start: NULL unless
+-- the run and its baseline had both succeeded by then. The key is the view's, so each page
+-- looks up the baseline of every matching run (cost linear in the sweep, per page).
+WITH keyed AS (
+  SELECT run_id,
+         CASE WHEN ended_at <= {{results_as_of}} AND baseline_ended_at <= {{results_as_of}}
+              THEN delta_bpc_vs_dense END AS k
+  FROM results WHERE {{results_filter}}),
+{{results_page_by_key}}
 
 -- fragment: event_columns
 SELECT event_id, run_id::text, coalesce(from_state, '') AS from_state, to_state, attempt,
