@@ -215,6 +215,9 @@ absl::StatusOr<std::string> DashboardApi::QueryResults(const std::string& sweep_
   ParamReader reader(params);
   v1::QueryResultsRequest request;
   request.mutable_filter()->set_sweep_id(sweep_id);
+  // The same filters as QueryResults: ?state=SUCCEEDED,FAILED (as /runs) and ?layout=all-moe.
+  for (v1::RunState state : reader.RunStates("state")) request.mutable_filter()->add_states(state);
+  request.mutable_filter()->set_layout(reader.Text("layout"));
   request.set_order_by(reader.Text("order_by"));
   request.set_page_size(static_cast<uint32_t>(reader.Integer("page_size", 0, 0, 10000)));
   request.set_page_token(reader.Text("page_token"));

@@ -133,27 +133,39 @@ FROM metrics WHERE run_id = $1 AND step >= $2 ORDER BY step LIMIT $3
 
 -- name: sample_metrics
 -- unprepared: runs only when a dashboard page asks. $1 runs (uuid[]), $2 points per run, $3
--- evaluations only, $4 expert load summaries. The sample is chosen by step, with one index
--- lookup per wanted point (the metrics primary key is (run_id, step)): a 100k-point run costs
--- the same as a 1k-point one. `picked` is each target step's first point at or after it, plus
--- the last point; shares are stripped from the expert load here so they never leave the
--- database.
-WITH target AS (
+-- evaluations only, $4 expert load summaries. `picked` is, per run, the first point at or after
+-- each target step 0, s, 2s, ... up to the run's latest step (s = its stride), plus its last
+-- point. `walk` finds them by skipping: from a found point p the next target is the first
+-- multiple of s past p (targets between map to p), so each index lookup (the metrics primary key
+-- is (run_id, step)) finds a new point: a page costs at most min(points, the run's points) + 2
+-- lookups per run, never a scan of the run's history or of the table; a run without points costs
+-- two. The rows are then fetched by key (LIMIT 1 keeps that a lookup per point: a plain join was
+-- planned as a hash join over every partition of metrics). Shares are stripped from the expert
+-- load here so they never leave the database.
+WITH RECURSIVE target AS (
   SELECT run_id, latest_step, (latest_step + $2::bigint) / $2::bigint AS stride
   FROM runs WHERE run_id = ANY($1::uuid[])),
+walk AS (
+  SELECT t.run_id, t.stride, t.latest_step,
+         (SELECT m.step FROM metrics m
+          WHERE m.run_id = t.run_id AND (NOT $3::boolean OR m.val_bpc IS NOT NULL)
+          ORDER BY m.step LIMIT 1) AS step
+  FROM target t
+  UNION ALL
+  SELECT w.run_id, w.stride, w.latest_step,
+         (SELECT m.step FROM metrics m
+          WHERE m.run_id = w.run_id AND m.step >= (w.step / w.stride + 1) * w.stride
+            AND (NOT $3::boolean OR m.val_bpc IS NOT NULL)
+          ORDER BY m.step LIMIT 1)
+  FROM walk w
+  WHERE w.step IS NOT NULL AND (w.step / w.stride + 1) * w.stride <= w.latest_step),
 picked AS (
-  SELECT t.run_id, m.step FROM target t
-  CROSS JOIN LATERAL generate_series(0::bigint, t.latest_step, t.stride) AS s(from_step)
-  CROSS JOIN LATERAL (
-    SELECT step FROM metrics
-    WHERE run_id = t.run_id AND step >= s.from_step AND (NOT $3::boolean OR val_bpc IS NOT NULL)
-    ORDER BY step LIMIT 1) m
+  SELECT run_id, step FROM walk WHERE step IS NOT NULL
   UNION
-  SELECT t.run_id, m.step FROM target t
-  CROSS JOIN LATERAL (
-    SELECT step FROM metrics
-    WHERE run_id = t.run_id AND (NOT $3::boolean OR val_bpc IS NOT NULL)
-    ORDER BY step DESC LIMIT 1) m)
+  SELECT t.run_id, (SELECT m.step FROM metrics m
+                    WHERE m.run_id = t.run_id AND (NOT $3::boolean OR m.val_bpc IS NOT NULL)
+                    ORDER BY m.step DESC LIMIT 1)
+  FROM target t)
 SELECT m.run_id::text AS run_id, m.step, m.attempt, m.tokens, m.unique_tokens, m.epoch,
        m.train_bpc, m.val_bpc, m.learning_rate, m.grad_norm, m.aux_loss, m.z_loss,
        m.tokens_per_second, m.flops_per_second, m.flops,
@@ -162,5 +174,7 @@ SELECT m.run_id::text AS run_id, m.step, m.attempt, m.tokens, m.unique_tokens, m
           FROM jsonb_array_elements(m.expert_load) WITH ORDINALITY AS e(load, position))::text
        END AS expert_load, m.eval_bpc::text AS eval_bpc,
        (extract(epoch FROM m.logged_at) * 1000000)::bigint AS logged_us
-FROM picked p JOIN metrics m ON m.run_id = p.run_id AND m.step = p.step
+FROM picked p
+CROSS JOIN LATERAL (SELECT * FROM metrics x WHERE x.run_id = p.run_id AND x.step = p.step
+                    LIMIT 1) m
 ORDER BY m.run_id, m.step

@@ -42,7 +42,8 @@ PostgresRunStore::PostgresRunStore(PostgresRunStoreOptions options)
           [timeout_ms = absl::ToInt64Milliseconds(options_.statement_timeout)](
               pqxx::connection& connection) {
             pqxx::nontransaction tx(connection);
-            tx.exec("SET statement_timeout = " + std::to_string(timeout_ms));
+            tx.exec_params(pg::Statement("set_session_statement_timeout"),
+                           std::to_string(timeout_ms));
             tx.commit();
             pg::PrepareStatements(connection);
           })) {}
