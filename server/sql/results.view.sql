@@ -1,10 +1,11 @@
--- results: one row per run, read by QueryResults and AnalyzeSweep: the accounting, planned vs
--- measured FLOPs/token, final BPC and ΔBPC against the 1C dense baseline of the same sweep,
--- compute budget, data variant and seed (the first such baseline in grid order that SUCCEEDED,
--- its own group or one it also serves; NULL when there is none). Per evaluation set (migration
--- 0015): the final BPC of every set (final_eval_bpc) and each set's ΔBPC against the same
--- baseline's value on that set (delta_eval_bpc_vs_dense, only sets both report). CREATE OR REPLACE VIEW can only
--- add columns at the end: to drop, rename or retype one, see README.md.
+-- results: one row per run, read by QueryResults (AnalyzeSweep reads the runs themselves): the
+-- accounting, planned vs measured FLOPs/token, final BPC and ΔBPC against the 1C dense baseline
+-- of the same sweep, compute budget, data variant and seed (the first such baseline in grid order
+-- that SUCCEEDED, its own group or one it also serves; NULL when there is none). Per evaluation
+-- set (migration 0015): the final BPC of every set (final_eval_bpc) and each set's ΔBPC against
+-- the same baseline's value on that set (delta_eval_bpc_vs_dense, only sets both report). Last,
+-- when the run and its baseline ended (QueryResults orders ΔBPC as of a walk's start). CREATE OR
+-- REPLACE VIEW can only add columns at the end: to drop, rename or retype one, see README.md.
 CREATE OR REPLACE VIEW results AS
 SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
        r.d_model, r.num_layers, r.num_experts, r.top_k, r.expert_hidden,
@@ -23,7 +24,6 @@ SELECT r.run_id, r.sweep_id, r.ordinal, r.name, r.role, r.layout, r.state,
         FROM jsonb_object_keys(r.final_eval_bpc) AS k
         WHERE b.final_eval_bpc ? k) AS delta_eval_bpc_vs_dense,
        r.dataset_digest,
-       -- when the run and its baseline ended: QueryResults orders ΔBPC as of a walk's start
        r.ended_at, b.ended_at AS baseline_ended_at
 FROM runs r
 -- The baseline is looked up per row, so each branch below must be one index probe (migration

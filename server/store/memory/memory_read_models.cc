@@ -146,6 +146,43 @@ int CompareKeys(const OrderKey& a, const OrderKey& b, bool descending) {
   return descending ? -sign : sign;
 }
 
+// Whether `row` passes the query's filter (the view's WHERE).
+bool Matches(const ResultsQuery& query, const v1::ResultRow& row) {
+  if (!query.states.empty() &&
+      std::find(query.states.begin(), query.states.end(), row.state()) == query.states.end()) {
+    return false;
+  }
+  if (!query.layout.empty() && row.layout() != query.layout) return false;
+  if (query.min_activation_rate != 0 && !(row.activation_rate() >= query.min_activation_rate)) {
+    return false;
+  }
+  return query.max_activation_rate == 0 || row.activation_rate() <= query.max_activation_rate;
+}
+
+// The row's key in `order` as of a walk's start, given each run's state then (`state_as_of`,
+// filled for keys runs change): a success's columns and ΔBPC are NULL unless the run (and its
+// baseline) had succeeded by then. Unused in grid order.
+OrderKey KeyAsOf(const ResultsOrder& order, const MemoryResultRow& record,
+                 const std::map<std::string, v1::RunState>& state_as_of) {
+  auto succeeded_then = [&](const std::string& run_id) {
+    auto it = state_as_of.find(run_id);
+    return it != state_as_of.end() && it->second == v1::RUN_STATE_SUCCEEDED;
+  };
+  const v1::ResultRow& row = record.row;
+  if (order.grid()) return OrderKey();
+  if (order.column == "state") {
+    auto then = state_as_of.find(row.run_id());
+    return then == state_as_of.end() ? Number(0, /*null=*/true) : Text(StateText(then->second));
+  }
+  if (order.column == "delta_bpc_vs_dense") {
+    return Number(row.delta_bpc_vs_dense(), !record.has_delta || !succeeded_then(row.run_id()) ||
+                                                !succeeded_then(record.baseline_run_id));
+  }
+  OrderKey key = OrderKeys().at(order.column)(record);
+  if (order.mutable_key() && !succeeded_then(row.run_id())) key.null = true;
+  return key;
+}
+
 }  // namespace
 
 std::vector<MemoryResultRow> MemoryRunStore::ResultsOfSweep(const SweepRow& sweep) const {
@@ -203,10 +240,6 @@ absl::StatusOr<Page<v1::ResultRow>> MemoryRunStore::QueryResults(const ResultsQu
       state_as_of[it->second.event.run_id] = it->second.event.to_state;
     }
   }
-  auto succeeded_then = [&](const std::string& run_id) {
-    auto it = state_as_of.find(run_id);
-    return it != state_as_of.end() && it->second == v1::RUN_STATE_SUCCEEDED;
-  };
   struct Keyed {
     OrderKey key;
     MemoryResultRow record;
@@ -215,27 +248,8 @@ absl::StatusOr<Page<v1::ResultRow>> MemoryRunStore::QueryResults(const ResultsQu
   for (const auto& [sweep_id, sweep] : sweeps_) {
     if (!query.sweep_id.empty() && sweep_id != query.sweep_id) continue;
     for (MemoryResultRow& record : ResultsOfSweep(sweep)) {
-      const v1::ResultRow& row = record.row;
-      if (!query.states.empty() &&
-          std::find(query.states.begin(), query.states.end(), row.state()) == query.states.end()) {
-        continue;
-      }
-      if (!query.layout.empty() && row.layout() != query.layout) continue;
-      if (query.min_activation_rate != 0 && !(row.activation_rate() >= query.min_activation_rate))
-        continue;
-      if (query.max_activation_rate != 0 && !(row.activation_rate() <= query.max_activation_rate))
-        continue;
-      OrderKey key;
-      if (order->column == "state") {
-        auto then = state_as_of.find(row.run_id());
-        key = then == state_as_of.end() ? Number(0, /*null=*/true) : Text(StateText(then->second));
-      } else if (order->column == "delta_bpc_vs_dense") {
-        key = Number(row.delta_bpc_vs_dense(), !record.has_delta || !succeeded_then(row.run_id()) ||
-                                                   !succeeded_then(record.baseline_run_id));
-      } else if (!order->grid()) {
-        key = OrderKeys().at(order->column)(record);
-        if (order->mutable_key() && !succeeded_then(row.run_id())) key.null = true;
-      }
+      if (!Matches(query, record.row)) continue;
+      OrderKey key = KeyAsOf(*order, record, state_as_of);
       rows.push_back({std::move(key), std::move(record)});
     }
   }
