@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -47,6 +48,14 @@ inline ResultsKeyKind ResultsColumnKind(std::string_view column) {
     if (column == integer) return ResultsKeyKind::kInteger;
   }
   return ResultsKeyKind::kReal;
+}
+
+// The integer columns stored as bigint; the others are integer (32 bits).
+inline bool Is64BitColumn(std::string_view column) {
+  for (std::string_view wide : {"params", "active_params", "tokens", "unique_tokens", "seed"}) {
+    if (column == wide) return true;
+  }
+  return false;
 }
 
 struct ResultsOrder {
@@ -100,6 +109,33 @@ inline std::string Fingerprint(const ResultsQuery& query, const ResultsOrder& or
   return absl::StrFormat("%016x", hash);
 }
 
+// Whether a text key can reach a query: well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF) without NUL, as PostgreSQL's text accepts.
+inline bool IsQueryableText(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == 0) return false;
+    const size_t length = byte < 0x80                   ? 1
+                          : byte >= 0xC2 && byte < 0xE0 ? 2
+                          : byte >= 0xE0 && byte < 0xF0 ? 3
+                          : byte >= 0xF0 && byte < 0xF5 ? 4
+                                                        : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    uint32_t code = length == 1 ? byte : byte & (0x7F >> length);
+    for (size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3F);
+    }
+    if ((length == 3 && (code < 0x800 || (code >= 0xD800 && code < 0xE000))) ||
+        (length == 4 && (code < 0x10000 || code > 0x10FFFF))) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 inline absl::Status Refused(absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("page_token is not valid: ", why,
@@ -146,10 +182,14 @@ inline absl::StatusOr<std::optional<ResultsCursor>> DecodeResultsCursor(const Re
          ordinal >= 0;
   } else {
     ok = IsUuid(cursor.tie) && (cursor.key_null ? cursor.key.empty() : true);
-    if (ok && !cursor.key_null && ResultsColumnKind(order.column) == ResultsKeyKind::kInteger) {
+    const ResultsKeyKind kind = ResultsColumnKind(order.column);
+    if (ok && !cursor.key_null && kind == ResultsKeyKind::kText) {
+      ok = in::IsQueryableText(cursor.key);
+    } else if (ok && !cursor.key_null && kind == ResultsKeyKind::kInteger) {
       int64_t value = 0;
-      ok = absl::SimpleAtoi(cursor.key, &value);
-    } else if (ok && !cursor.key_null && ResultsColumnKind(order.column) == ResultsKeyKind::kReal) {
+      ok = absl::SimpleAtoi(cursor.key, &value) &&
+           (Is64BitColumn(order.column) || (value >= INT32_MIN && value <= INT32_MAX));
+    } else if (ok && !cursor.key_null && kind == ResultsKeyKind::kReal) {
       double value = 0;
       ok = absl::SimpleAtod(cursor.key, &value);
     }

@@ -73,6 +73,22 @@ TYPED_TEST_P(ReadModelsContractTest, ResultsRefuseGarbledForgedAndForeignPageTok
   ResultsQuery other_sweep = query;
   other_sweep.sweep_id = "7a1c3f6e-0000-4000-8000-0000000000dd";
   refused(other_sweep, token, "another sweep");
+  // A key forged into a token of the right query: each must still be of the column's kind.
+  auto forged_key = [&](const std::string& order, const std::string& key) {
+    ResultsQuery asked = this->OfSweep(grid, order);
+    asked.page.page_size = 2;
+    absl::StatusOr<Page<v1::ResultRow>> page = this->reads().QueryResults(asked);
+    EXPECT_TRUE(page.ok()) << page.status();
+    std::string text;
+    EXPECT_TRUE(page.ok() && absl::WebSafeBase64Unescape(page->next_page_token, &text));
+    refused(asked, absl::WebSafeBase64Escape(text.substr(0, text.rfind('|') + 1) + key),
+            order + " with key '" + key + "'");
+  };
+  forged_key("name", "\xff\xfe");
+  forged_key("name", std::string("a\0b", 3));
+  forged_key("d_model", "99999999999");
+  forged_key("seed", "1.5");
+  forged_key("final_val_bpc", "not a number");
   query.page.page_token = token;
   EXPECT_TRUE(this->reads().QueryResults(query).ok()) << "the token itself still works";
 }
