@@ -1,8 +1,9 @@
 // load_queries: the read paths at a lab's scale, timed through the public APIs on one sweep
 // (run.sh --queries grows the loaded sweep to 100,000 runs first, seed_copies.sh):
 //   grpc ListRuns        first page, then every page (page_size 1000)
-//   grpc QueryResults    first page, then every page (page_size 1000)
-//   http runs/results    the dashboard's first page (page_size 100)
+//   grpc QueryResults    first page, then every page (page_size 10, 100, 1000; grid order, then
+//                        1000 a page by final_val_bpc desc, name and delta_bpc_vs_dense)
+//   http runs/results    the dashboard's first page (page_size 100), then every page (1000)
 //   http curves          the first curves page (points=200), then every page
 // A walk through every page stops after --budget seconds and says how far it got, so one slow
 // path cannot hold the run for hours; the rate it reached gives the projected total.
@@ -100,10 +101,11 @@ int main(int argc, char** argv) {
     const grpc::Status status = sweeps->ListRuns(&context, request, &response);
     return PageResult{response.runs_size(), response.next_page_token(), GrpcError(status)};
   });
-  auto results = [&](uint32_t page_size) {
-    return [&, page_size](const std::string& page_token) {
+  auto results = [&](uint32_t page_size, const std::string& order_by) {
+    return [&, page_size, order_by](const std::string& page_token) {
       v1::QueryResultsRequest request;
       request.mutable_filter()->set_sweep_id(sweep_id);
+      request.set_order_by(order_by);
       request.set_page_size(page_size);
       request.set_page_token(page_token);
       v1::QueryResultsResponse response;
@@ -113,20 +115,14 @@ int main(int argc, char** argv) {
       return PageResult{response.rows_size(), response.next_page_token(), GrpcError(status)};
     };
   };
-  // The first page at 10 and 100 rows (one page only: the cost per row shows), then every page.
-  Walk("grpc_results_p10", absl::ZeroDuration(), results(10));
-  Walk("grpc_results_p100", absl::ZeroDuration(), results(100));
-  Walk("grpc_results", budget, [&](const std::string& page_token) {
-    v1::QueryResultsRequest request;
-    request.mutable_filter()->set_sweep_id(sweep_id);
-    request.set_page_size(1000);
-    request.set_page_token(page_token);
-    v1::QueryResultsResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + budget));
-    const grpc::Status status = sweeps->QueryResults(&context, request, &response);
-    return PageResult{response.rows_size(), response.next_page_token(), GrpcError(status)};
-  });
+  // Every page at 10, 100 and 1,000 rows in grid order (keyset: a page costs its rows), then in
+  // two orders of a column runs change (sorted per page over the sweep's runs, or its view).
+  Walk("grpc_results_p10", budget, results(10, ""));
+  Walk("grpc_results_p100", budget, results(100, ""));
+  Walk("grpc_results", budget, results(1000, ""));
+  Walk("grpc_results_bpc", budget, results(1000, "final_val_bpc desc"));
+  Walk("grpc_results_name", budget, results(1000, "name"));
+  Walk("grpc_results_delta", budget, results(1000, "delta_bpc_vs_dense"));
 
   httplib::Client http("127.0.0.1", http_port);
   http.set_bearer_token_auth(*token);
@@ -156,8 +152,10 @@ int main(int argc, char** argv) {
     };
   };
   Walk("http_runs_page", absl::ZeroDuration(), http_pages(base + "/runs?page_size=100", "runs"));
+  Walk("http_runs", budget, http_pages(base + "/runs?page_size=1000", "runs"));
   Walk("http_results_page", absl::ZeroDuration(),
        http_pages(base + "/results?page_size=100", "rows"));
+  Walk("http_results", budget, http_pages(base + "/results?page_size=1000", "rows"));
   Walk("http_curves", budget, http_pages(base + "/curves?points=200", "runs"));
   return 0;
 }

@@ -974,13 +974,17 @@ CREATE VIEW public.results AS
     ( SELECT jsonb_object_agg(k.k, (((r.final_eval_bpc ->> k.k))::double precision - ((b.final_eval_bpc ->> k.k))::double precision)) AS jsonb_object_agg
            FROM jsonb_object_keys(r.final_eval_bpc) k(k)
           WHERE (b.final_eval_bpc ? k.k)) AS delta_eval_bpc_vs_dense,
-    r.dataset_digest
+    r.dataset_digest,
+    r.ended_at,
+    b.ended_at AS baseline_ended_at
    FROM (public.runs r
      LEFT JOIN LATERAL ( SELECT c.final_val_bpc,
-            c.final_eval_bpc
+            c.final_eval_bpc,
+            c.ended_at
            FROM (( SELECT d.ordinal,
                     d.final_val_bpc,
-                    d.final_eval_bpc
+                    d.final_eval_bpc,
+                    d.ended_at
                    FROM public.runs d
                   WHERE ((d.sweep_id = r.sweep_id) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text) AND (d.role = 'DENSE_BASELINE'::text) AND (d.compute_multiple = (1)::double precision) AND (d.compute_budget = r.compute_budget) AND (d.data_variant = r.data_variant))
                   ORDER BY d.ordinal
@@ -988,7 +992,8 @@ CREATE VIEW public.results AS
                 UNION ALL
                 ( SELECT d.ordinal,
                     d.final_val_bpc,
-                    d.final_eval_bpc
+                    d.final_eval_bpc,
+                    d.ended_at
                    FROM public.runs d
                   WHERE ((d.sweep_id = r.sweep_id) AND (d.seed = r.seed) AND (d.state = 'SUCCEEDED'::text) AND (d.spec_json ? 'also_serves'::text) AND ((d.spec_json -> 'also_serves'::text) @> jsonb_build_array(jsonb_build_object('compute_budget', r.compute_budget, 'data_variant', r.data_variant, 'role', 'RUN_ROLE_DENSE_BASELINE', 'compute_multiple', 1))))
                   ORDER BY d.ordinal

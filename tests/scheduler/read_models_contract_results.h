@@ -193,7 +193,8 @@ TYPED_TEST_P(ReadModelsContractTest, ResultsFilterBySweepStateLayoutAndActivatio
   EXPECT_EQ(this->Names(unknown), Names{}) << "an unknown sweep has no rows";
 }
 
-// Offset tokens, in grid order and in a custom order alike; a malformed token is refused.
+// Page tokens, in grid order and in a custom order alike; a malformed token is refused (more in
+// read_models_contract_paging.h).
 TYPED_TEST_P(ReadModelsContractTest, ResultsPageInEitherOrderAndRefuseBadTokens) {
   const auto grid = this->ResultsGrid("results-pages");
   for (const std::string order : {"", "final_val_bpc desc"}) {

@@ -1,9 +1,9 @@
 // The ReadModels contract (server/store/read_models.h), on every store: the results view's rows
 // (every field, ΔBPC against the 1C dense baseline, per evaluation set too), their order, filters
-// and pages; sweep events by commit watermark and run events by id; the counts behind the metrics
-// endpoint; metric listings and samples. PostgreSQL computes these in SQL
-// (server/sql/results.view.sql, postgres_metric_sampling.cc); the memory store must give the same
-// answers. The harness is StoreContractTest's plus ReadModels& reads().
+// and keyset pages (read_models_contract_paging.h); sweep events by commit watermark and run events
+// by id; the counts behind the metrics endpoint; metric listings and samples. PostgreSQL computes
+// these in SQL (server/sql/results.view.sql, postgres_metric_sampling.cc); the memory store must
+// give the same answers. The harness is StoreContractTest's plus ReadModels& reads().
 #pragma once
 
 #include "server/store/read_models.h"
@@ -180,6 +180,7 @@ TYPED_TEST_SUITE_P(ReadModelsContractTest);
 }  // namespace parity::server::testing
 
 #include "tests/scheduler/read_models_contract_counts.h"   // IWYU pragma: keep
+#include "tests/scheduler/read_models_contract_paging.h"   // IWYU pragma: keep
 #include "tests/scheduler/read_models_contract_results.h"  // IWYU pragma: keep
 
 namespace parity::server::testing {
@@ -188,8 +189,9 @@ REGISTER_TYPED_TEST_SUITE_P(
     ReadModelsContractTest, ResultsCarryEveryFieldAndTheDeltaAgainstTheDenseBaseline,
     ResultsOrderByAColumnWithNullsLastAndRefuseAnythingElse,
     ResultsFilterBySweepStateLayoutAndActivationRate, ResultsPageInEitherOrderAndRefuseBadTokens,
-    SweepEventsComeOnceSinceAWatermarkInCommitOrder, RunEventsListEveryTransitionAfterAnId,
-    CountsShowTheNewestOpenSweepsTheQueueAndLiveWorkers,
+    ResultsPagesAddUpInEveryOrderAndPageSize, ResultsRefuseGarbledForgedAndForeignPageTokens,
+    AWalkWhileRunsChangeStateReturnsEveryRowOnce, SweepEventsComeOnceSinceAWatermarkInCommitOrder,
+    RunEventsListEveryTransitionAfterAnId, CountsShowTheNewestOpenSweepsTheQueueAndLiveWorkers,
     ARetryingRunIsNotReadyToLeaseUntilItsDelayPasses, MetricsAreListedFromAStepAsTheyWereSent,
     SamplesPickTheSqlsPointsByRunThenStep);
 

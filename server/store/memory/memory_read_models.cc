@@ -2,7 +2,8 @@
 // rows in memory. Results are the results view's rows (server/sql/results.view.sql: ΔBPC against
 // the first SUCCEEDED 1C dense baseline in grid order, per evaluation set too) filtered, ordered
 // and paged as PostgresRunStore::QueryResults does (order_by checked against
-// kResultsOrderColumns, NULLs last, offset page tokens); events come with a commit watermark
+// kResultsOrderColumns, NULLs last, keyset page tokens of results_paging.h, keys that change
+// ordered as of the walk's start: here an event-id watermark); events come with a commit watermark
 // (event ids: one mutex orders commits); samples follow the SQL of postgres_metric_sampling.cc.
 #include <algorithm>
 #include <cmath>
@@ -12,8 +13,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "server/store/memory/memory_run_store.h"
+#include "server/store/results_paging.h"
 
 namespace parity::server {
 namespace {
@@ -143,20 +146,41 @@ int CompareKeys(const OrderKey& a, const OrderKey& b, bool descending) {
   return descending ? -sign : sign;
 }
 
-// "column" or "column desc" of kResultsOrderColumns, as PostgresRunStore accepts it.
-absl::Status ParseOrderBy(const std::string& order_by, std::string& column, bool& descending) {
-  if (order_by.empty()) return absl::OkStatus();
-  std::vector<std::string> words = absl::StrSplit(order_by, ' ', absl::SkipEmpty());
-  descending = words.size() == 2 && absl::AsciiStrToLower(words[1]) == "desc";
-  const bool known = !words.empty() &&
-                     std::any_of(std::begin(kResultsOrderColumns), std::end(kResultsOrderColumns),
-                                 [&](std::string_view c) { return words[0] == c; });
-  if (!known || words.size() > 2 || (words.size() == 2 && !descending)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("order_by '", order_by, "' is not a results field [desc]"));
+// Whether `row` passes the query's filter (the view's WHERE).
+bool Matches(const ResultsQuery& query, const v1::ResultRow& row) {
+  if (!query.states.empty() &&
+      std::find(query.states.begin(), query.states.end(), row.state()) == query.states.end()) {
+    return false;
   }
-  column = words[0];
-  return absl::OkStatus();
+  if (!query.layout.empty() && row.layout() != query.layout) return false;
+  if (query.min_activation_rate != 0 && !(row.activation_rate() >= query.min_activation_rate)) {
+    return false;
+  }
+  return query.max_activation_rate == 0 || row.activation_rate() <= query.max_activation_rate;
+}
+
+// The row's key in `order` as of a walk's start, given each run's state then (`state_as_of`,
+// filled for keys runs change): a success's columns and ΔBPC are NULL unless the run (and its
+// baseline) had succeeded by then. Unused in grid order.
+OrderKey KeyAsOf(const ResultsOrder& order, const MemoryResultRow& record,
+                 const std::map<std::string, v1::RunState>& state_as_of) {
+  auto succeeded_then = [&](const std::string& run_id) {
+    auto it = state_as_of.find(run_id);
+    return it != state_as_of.end() && it->second == v1::RUN_STATE_SUCCEEDED;
+  };
+  const v1::ResultRow& row = record.row;
+  if (order.grid()) return OrderKey();
+  if (order.column == "state") {
+    auto then = state_as_of.find(row.run_id());
+    return then == state_as_of.end() ? Number(0, /*null=*/true) : Text(StateText(then->second));
+  }
+  if (order.column == "delta_bpc_vs_dense") {
+    return Number(row.delta_bpc_vs_dense(), !record.has_delta || !succeeded_then(row.run_id()) ||
+                                                !succeeded_then(record.baseline_run_id));
+  }
+  OrderKey key = OrderKeys().at(order.column)(record);
+  if (order.mutable_key() && !succeeded_then(row.run_id())) key.null = true;
+  return key;
 }
 
 }  // namespace
@@ -173,6 +197,7 @@ std::vector<MemoryResultRow> MemoryRunStore::ResultsOfSweep(const SweepRow& swee
     const v1::Run& run = runs_.at(run_id).run;
     MemoryResultRow& record = records.emplace_back();
     record.row = PlannedRow(run);
+    record.ordinal = runs_.at(run_id).ordinal;
     if (!run.has_summary()) continue;  // the columns a success writes are NULL
     const v1::RunSummary& summary = run.summary();
     record.finished = true;
@@ -189,6 +214,7 @@ std::vector<MemoryResultRow> MemoryRunStore::ResultsOfSweep(const SweepRow& swee
     if (baseline == succeeded.end()) continue;
     const v1::RunSummary& base = (*baseline)->run.summary();
     record.has_delta = true;
+    record.baseline_run_id = (*baseline)->run.run_id();
     record.row.set_delta_bpc_vs_dense(summary.final_val_bpc() - base.final_val_bpc());
     for (const auto& [set, bpc] : summary.final_eval_bpc()) {
       auto other = base.final_eval_bpc().find(set);
@@ -201,58 +227,78 @@ std::vector<MemoryResultRow> MemoryRunStore::ResultsOfSweep(const SweepRow& swee
 }
 
 absl::StatusOr<Page<v1::ResultRow>> MemoryRunStore::QueryResults(const ResultsQuery& query) {
-  std::string column;
-  bool descending = false;
-  if (absl::Status order = ParseOrderBy(query.order_by, column, descending); !order.ok()) {
-    return order;
-  }
-  int64_t offset = 0;
-  if (!query.page.page_token.empty()) {
-    absl::StatusOr<std::string> text = DecodePageToken(query.page.page_token);
-    if (!text.ok()) return text.status();
-    if (!absl::SimpleAtoi(*text, &offset) || offset < 0) return BadPageToken();
-  }
+  absl::StatusOr<ResultsOrder> order = ParseResultsOrder(query.order_by);
+  if (!order.ok()) return order.status();
+  absl::StatusOr<std::optional<ResultsCursor>> cursor = DecodeResultsCursor(query, *order);
+  if (!cursor.ok()) return cursor.status();
   absl::MutexLock lock(&mu_);
-  // Grid order is (sweep_id, ordinal): sweeps_ is keyed by id, whose text order is the uuid's.
-  std::vector<MemoryResultRow> rows;
+  // The walk's start: the events committed before its first page (one mutex orders commits).
+  const int64_t as_of = cursor->has_value() ? (*cursor)->as_of : next_event_id_;
+  std::map<std::string, v1::RunState> state_as_of;  // for keys that change: as of the start
+  if (order->mutable_key()) {
+    for (auto it = events_.begin(); it != events_.end() && it->first < as_of; ++it) {
+      state_as_of[it->second.event.run_id] = it->second.event.to_state;
+    }
+  }
+  struct Keyed {
+    OrderKey key;
+    MemoryResultRow record;
+  };
+  std::vector<Keyed> rows;  // in grid order: sweeps_ is keyed by id, whose text order is the uuid's
   for (const auto& [sweep_id, sweep] : sweeps_) {
     if (!query.sweep_id.empty() && sweep_id != query.sweep_id) continue;
     for (MemoryResultRow& record : ResultsOfSweep(sweep)) {
-      const v1::ResultRow& row = record.row;
-      if (!query.states.empty() &&
-          std::find(query.states.begin(), query.states.end(), row.state()) == query.states.end()) {
-        continue;
-      }
-      if (!query.layout.empty() && row.layout() != query.layout) continue;
-      if (query.min_activation_rate != 0 && !(row.activation_rate() >= query.min_activation_rate))
-        continue;
-      if (query.max_activation_rate != 0 && !(row.activation_rate() <= query.max_activation_rate))
-        continue;
-      rows.push_back(std::move(record));
+      if (!Matches(query, record.row)) continue;
+      OrderKey key = KeyAsOf(*order, record, state_as_of);
+      rows.push_back({std::move(key), std::move(record)});
     }
   }
-  if (!column.empty()) {
-    std::vector<std::pair<OrderKey, MemoryResultRow*>> keyed;
-    for (MemoryResultRow& record : rows) {
-      keyed.emplace_back(OrderKeys().at(column)(record), &record);
-    }
-    std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
-      const int order = CompareKeys(a.first, b.first, descending);
-      return order != 0 ? order < 0 : a.second->row.run_id() < b.second->row.run_id();
+  // -1, 0 or 1 for a row before, at or after the cursor (or another row) in the walk's order.
+  auto compare = [&](const OrderKey& key, const std::string& run_id, const OrderKey& other_key,
+                     const std::string& other_id) {
+    const int by_key = CompareKeys(key, other_key, order->descending);
+    if (by_key != 0) return by_key;
+    return run_id < other_id ? -1 : (run_id > other_id ? 1 : 0);
+  };
+  if (!order->grid()) {
+    std::sort(rows.begin(), rows.end(), [&](const Keyed& a, const Keyed& b) {
+      return compare(a.key, a.record.row.run_id(), b.key, b.record.row.run_id()) < 0;
     });
-    std::vector<MemoryResultRow> sorted;
-    sorted.reserve(rows.size());
-    for (auto& [key, record] : keyed) sorted.push_back(std::move(*record));
-    rows = std::move(sorted);
   }
+  auto after_cursor = [&](const Keyed& keyed) {
+    if (!cursor->has_value()) return true;
+    const ResultsCursor& at = **cursor;
+    const v1::ResultRow& row = keyed.record.row;
+    if (order->grid()) {
+      if (row.sweep_id() != at.key) return row.sweep_id() > at.key;
+      return keyed.record.ordinal > static_cast<uint32_t>(std::stoul(at.tie));
+    }
+    OrderKey at_key = at.key_null ? Number(0, /*null=*/true)
+                      : ResultsColumnKind(order->column) == ResultsKeyKind::kText
+                          ? Text(at.key)
+                          : Number(std::stod(at.key));
+    return compare(keyed.key, row.run_id(), at_key, at.tie) > 0;
+  };
   Page<v1::ResultRow> page;
-  const uint64_t size = query.page.page_size;
-  const uint64_t first = static_cast<uint64_t>(offset);
-  for (uint64_t i = first; i < rows.size() && i < first + size; ++i) {
-    page.items.push_back(std::move(rows[i].row));
+  auto it = std::find_if(rows.begin(), rows.end(), after_cursor);
+  for (; it != rows.end() && page.items.size() < query.page.page_size; ++it) {
+    page.items.push_back(it->record.row);
+    if (page.items.size() == query.page.page_size && std::next(it) != rows.end()) {
+      ResultsCursor next;
+      next.as_of = as_of;
+      next.key_null = it->key.null;
+      if (order->grid()) {
+        next.key = it->record.row.sweep_id();
+        next.tie = absl::StrCat(it->record.ordinal);
+      } else {
+        next.tie = it->record.row.run_id();
+        if (!it->key.null) {
+          next.key = it->key.is_text ? it->key.text : absl::StrFormat("%.17g", it->key.number);
+        }
+      }
+      page.next_page_token = EncodeResultsCursor(query, *order, next);
+    }
   }
-  if (rows.size() > first + size)
-    page.next_page_token = EncodePageToken(absl::StrCat(first + size));
   return page;
 }
 

@@ -41,6 +41,8 @@ struct MemoryResultRow {
   v1::ResultRow row;
   bool finished = false;
   bool has_delta = false;
+  uint32_t ordinal = 0;         // the run's place in its sweep's grid order
+  std::string baseline_run_id;  // the run delta_bpc_vs_dense is against; empty = none
 };
 
 class MemoryRunStore final : public RunStore {

@@ -31,7 +31,7 @@ const LeaderFence* CurrentUpkeepFence() { return upkeep_fence; }
 
 absl::Status CheckUpkeepFence(pqxx::work& tx, const LeaderFence& fence) {
   const bool holds =
-      tx.exec_params("SELECT leader_fence_holds($1, $2)", fence.name, fence.epoch)[0][0].as<bool>();
+      tx.exec_prepared("leader_fence_holds", fence.name, fence.epoch)[0][0].as<bool>();
   return holds ? absl::OkStatus() : LeaderEpochError(fence);
 }
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/store/postgres/pg_connection_pool.h"
+#include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
 
 namespace parity::server {
@@ -18,12 +19,6 @@ LeaderLease LeaseFromRow(const std::string& name, const pqxx::row& row) {
   return lease;
 }
 
-constexpr char kCurrent[] =
-    "SELECT CASE WHEN expires_at > now() THEN leader_id ELSE '' END AS holder, epoch AS term, "
-    "(extract(epoch FROM expires_at) * 1000000)::bigint AS expires_us, greatest(extract(epoch FROM "
-    "expires_at - now()), 0)::float8 AS "
-    "remaining FROM leader_leases WHERE name = $1";
-
 }  // namespace
 
 PostgresLeaderLeases::PostgresLeaderLeases(PostgresLeaderLeasesOptions options)
@@ -31,10 +26,10 @@ PostgresLeaderLeases::PostgresLeaderLeases(PostgresLeaderLeasesOptions options)
       pool_(std::make_unique<PgConnectionPool>(
           options_.database_url, 2, [timeout = options_.statement_timeout](pqxx::connection& c) {
             pqxx::nontransaction tx(c);
-            tx.exec(absl::StrCat("SET statement_timeout = ",
-                                 std::max<int64_t>(absl::ToInt64Milliseconds(timeout), 1)));
-            tx.exec(absl::StrCat("SET lock_timeout = ",
-                                 std::max<int64_t>(absl::ToInt64Milliseconds(timeout), 1)));
+            const std::string ms =
+                absl::StrCat(std::max<int64_t>(absl::ToInt64Milliseconds(timeout), 1));
+            tx.exec_params(pg::Statement("set_session_statement_timeout"), ms);
+            tx.exec_params(pg::Statement("set_session_lock_timeout"), ms);
           })) {}
 
 PostgresLeaderLeases::~PostgresLeaderLeases() = default;
@@ -48,10 +43,8 @@ absl::StatusOr<LeaderLease> PostgresLeaderLeases::AcquireOrRenew(const std::stri
   }
   return pg::WithSingleStatement(
       *pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<LeaderLease> {
-        const pqxx::result rows = tx.exec_params(
-            "SELECT holder, term, (extract(epoch FROM expires) * 1000000)::bigint AS expires_us, "
-            "remaining FROM leader_lease_acquire($1, $2, $3)",
-            name, leader_id, absl::ToDoubleSeconds(ttl));
+        const pqxx::result rows = tx.exec_params(pg::Statement("leader_lease_acquire"), name,
+                                                 leader_id, absl::ToDoubleSeconds(ttl));
         if (rows.empty()) return absl::InternalError("leader_lease_acquire returned no row");
         LeaderLease lease = LeaseFromRow(name, rows[0]);
         lease.held = lease.leader_id == leader_id;
@@ -62,22 +55,22 @@ absl::StatusOr<LeaderLease> PostgresLeaderLeases::AcquireOrRenew(const std::stri
 absl::StatusOr<bool> PostgresLeaderLeases::Resign(const std::string& name,
                                                   const std::string& leader_id, int64_t epoch) {
   return pg::WithSingleStatement(*pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<bool> {
-    return tx.exec_params("SELECT leader_lease_resign($1, $2, $3)", name, leader_id, epoch)[0][0]
+    return tx.exec_params(pg::Statement("leader_lease_resign"), name, leader_id, epoch)[0][0]
         .as<bool>();
   });
 }
 
 absl::StatusOr<LeaderLease> PostgresLeaderLeases::Current(const std::string& name) {
-  return pg::WithSingleStatement(*pool_,
-                                 [&](pqxx::nontransaction& tx) -> absl::StatusOr<LeaderLease> {
-                                   const pqxx::result rows = tx.exec_params(kCurrent, name);
-                                   if (rows.empty()) {
-                                     LeaderLease never;
-                                     never.name = name;
-                                     return never;
-                                   }
-                                   return LeaseFromRow(name, rows[0]);
-                                 });
+  return pg::WithSingleStatement(
+      *pool_, [&](pqxx::nontransaction& tx) -> absl::StatusOr<LeaderLease> {
+        const pqxx::result rows = tx.exec_params(pg::Statement("leader_lease_current"), name);
+        if (rows.empty()) {
+          LeaderLease never;
+          never.name = name;
+          return never;
+        }
+        return LeaseFromRow(name, rows[0]);
+      });
 }
 
 }  // namespace parity::server

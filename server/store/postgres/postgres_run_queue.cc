@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "server/store/postgres/pg_rows.h"
+#include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "server/store/store_errors.h"
@@ -309,7 +310,8 @@ absl::StatusOr<ServiceLiveness> PostgresRunStore::RecordReaperPass(const ReaperP
 
 absl::StatusOr<RetentionResult> PostgresRunStore::ApplyRetention(const RetentionPolicy& policy) {
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<RetentionResult> {
-    tx.exec("SET LOCAL statement_timeout = '10min'");  // many rows in one pass, rarely
+    // many rows in one pass, rarely
+    tx.exec_params(pg::Statement("set_transaction_statement_timeout"), "10min");
     const pqxx::row row =
         tx.exec_prepared("apply_telemetry_retention", absl::ToDoubleSeconds(policy.metrics_full),
                          static_cast<int>(std::max<uint32_t>(policy.thinned_points, 1)),

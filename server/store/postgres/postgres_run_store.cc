@@ -16,6 +16,7 @@
 #include "server/store/postgres/pg_rows.h"
 #include "server/store/postgres/pg_statements.h"
 #include "server/store/postgres/pg_support.h"
+#include "server/store/results_paging.h"
 #include "server/store/store_errors.h"
 
 namespace parity::server {
@@ -41,7 +42,8 @@ PostgresRunStore::PostgresRunStore(PostgresRunStoreOptions options)
           [timeout_ms = absl::ToInt64Milliseconds(options_.statement_timeout)](
               pqxx::connection& connection) {
             pqxx::nontransaction tx(connection);
-            tx.exec("SET statement_timeout = " + std::to_string(timeout_ms));
+            tx.exec_params(pg::Statement("set_session_statement_timeout"),
+                           std::to_string(timeout_ms));
             tx.commit();
             pg::PrepareStatements(connection);
           })) {}
@@ -202,44 +204,54 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
 }
 
 absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const ResultsQuery& query) {
-  // Grid order pages by keyset (sweep, ordinal); a custom order pages by offset (the order
-  // column is checked against the view's columns, kResultsOrderColumns in read_models.h, never
-  // pasted from the request unchecked).
-  std::string order_sql = "sweep_id, ordinal";
-  if (!query.order_by.empty()) {
-    std::vector<std::string> words = absl::StrSplit(query.order_by, ' ', absl::SkipEmpty());
-    bool known = false;
-    for (std::string_view column : kResultsOrderColumns) {
-      known |= !words.empty() && words[0] == column;
-    }
-    const bool descending = words.size() == 2 && absl::AsciiStrToLower(words[1]) == "desc";
-    if (!known || words.size() > 2 || (words.size() == 2 && !descending)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("order_by '", query.order_by, "' is not a results field [desc]"));
-    }
-    const std::string column = words[0] == "flops_per_token" ? "planned_flops_per_token" : words[0];
-    order_sql = absl::StrCat(column, descending ? " DESC" : "", " NULLS LAST, run_id");
-  }
-  int64_t offset = 0;
-  if (!query.page.page_token.empty()) {
-    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodePageToken(query.page.page_token));
-    if (!absl::SimpleAtoi(text, &offset) || offset < 0) return BadPageToken();
-  }
+  // Keyset pages (results_paging.h): grid order by (sweep, ordinal), any other order by
+  // (column, run id) with the column as it was at the walk's start where runs change it. The
+  // column is one of kResultsOrderColumns (checked), never pasted from the request unchecked.
+  PARITY_ASSIGN_OR_RETURN(const ResultsOrder order, ParseResultsOrder(query.order_by));
+  PARITY_ASSIGN_OR_RETURN(const std::optional<ResultsCursor> cursor,
+                          DecodeResultsCursor(query, order));
   std::vector<std::string> state_texts;
   for (v1::RunState state : query.states) state_texts.push_back(pg::RunStateText(state));
+  constexpr char kNoRun[] = "00000000-0000-0000-0000-000000000000";
+  std::string name = "query_results_by_column";
+  if (order.column == "state") name = "query_results_by_state";
+  if (order.column == "delta_bpc_vs_dense") name = "query_results_by_delta";
+  if (order.mutable_key() && name == "query_results_by_column") name = "query_results_by_outcome";
   const std::string sql =
-      absl::StrReplaceAll(pg::Statement("query_results"), {{"{{order_by}}", order_sql}});
+      order.grid() ? pg::Statement("query_results_in_grid_order")
+                   : absl::StrReplaceAll(pg::Statement(name),
+                                         {{"{{column}}", order.column},
+                                          {"{{after}}", order.descending ? "<" : ">"},
+                                          {"{{direction}}", order.descending ? "DESC" : "ASC"}});
+  const int64_t limit = static_cast<int64_t>(query.page.page_size) + 1;
   return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<v1::ResultRow>> {
     const pqxx::result rows =
-        tx.exec_params(sql, query.sweep_id, pg::TextArrayLiteral(state_texts), query.layout,
-                       query.min_activation_rate, query.max_activation_rate,
-                       static_cast<int64_t>(query.page.page_size) + 1, offset);
+        order.grid() ? tx.exec_params(sql, query.sweep_id, pg::TextArrayLiteral(state_texts),
+                                      query.layout, query.min_activation_rate,
+                                      query.max_activation_rate, limit, cursor.has_value(),
+                                      cursor ? cursor->key : kNoRun, cursor ? cursor->tie : "0")
+                     : tx.exec_params(
+                           sql, query.sweep_id, pg::TextArrayLiteral(state_texts), query.layout,
+                           query.min_activation_rate, query.max_activation_rate, limit,
+                           cursor.has_value(), cursor && cursor->key_null,
+                           cursor && !cursor->key_null ? std::optional(cursor->key) : std::nullopt,
+                           cursor ? cursor->tie : kNoRun,
+                           cursor ? std::optional(cursor->as_of) : std::nullopt);
     Page<v1::ResultRow> result;
     for (pqxx::result::size_type i = 0; i < rows.size() && i < query.page.page_size; ++i) {
       result.items.push_back(pg::ResultFromRow(rows[i]));
-    }
-    if (rows.size() > query.page.page_size) {
-      result.next_page_token = EncodePageToken(absl::StrCat(offset + query.page.page_size));
+      if (i + 1 < query.page.page_size || rows.size() <= query.page.page_size) continue;
+      ResultsCursor next;
+      next.as_of = rows[i]["page_as_of"].as<int64_t>();
+      if (order.grid()) {
+        next.key = rows[i]["sweep_id"].c_str();
+        next.tie = rows[i]["ordinal"].c_str();
+      } else {
+        next.key_null = rows[i]["page_key"].is_null();
+        next.key = next.key_null ? "" : rows[i]["page_key"].c_str();
+        next.tie = rows[i]["run_id"].c_str();
+      }
+      result.next_page_token = EncodeResultsCursor(query, order, next);
     }
     return result;
   });
