@@ -209,6 +209,7 @@ export async function largeSweep(page, shots, args) {
   await page.waitForSelector('[data-testid="analysis"]', {timeout: TIMEOUT}).catch(() => null);
   const figurePoints = await page.getAttribute('[data-chart="chart-equal-resource"]', 'data-points');
   check(Number(figurePoints) > 0, `the equal-resource figure should be drawn from the analysis: ${figurePoints} points`);
+  await page.screenshot({path: path.join(shots, 'sweep-10000-failed-runs.png'), fullPage: true});
   const elements = await page.evaluate(() => document.getElementsByTagName('*').length);
   check(elements < 20000, `the page's DOM should stay bounded: ${elements} elements`);
   await api.settled();

@@ -136,7 +136,7 @@ export function mountSweepPage(root, sweepId) {
   async function loadTable() {
     const mine = ++tableRequest;
     const doc = await getTablePage(sweepId, pager.request());
-    if (mine !== tableRequest) return;
+    if (mine !== tableRequest || destroyed) return;
     if ((doc.rows || []).length === 0 && pager.onLaterPage()) {
       pager.firstPage();  // the page emptied (runs left the filter): back to the first
       return loadTable();
@@ -145,7 +145,7 @@ export function mountSweepPage(root, sweepId) {
     pager.setPage(pageRows.length, doc.next_page_token, sweep?.counts);
     drawTable();
     await fetchCurves(pageRows.map((row) => row.run));
-    if (mine === tableRequest) drawCurves();
+    if (mine === tableRequest && !destroyed) drawCurves();
   }
 
   function drawSummary() {
@@ -184,14 +184,16 @@ export function mountSweepPage(root, sweepId) {
   }
 
   // The analysis and the figure drawn from it: read again only when more runs have succeeded,
-  // and not more often than every ANALYSIS_SPACING × its last duration (the analysis of a
-  // 10,000-run sweep takes the server seconds). It arrives in the background: the table and the
+  // and while runs train not more often than every ANALYSIS_SPACING × its last duration (the
+  // analysis of a 10,000-run sweep takes the server seconds); once nothing runs (the polls stop)
+  // the last one is read whatever the spacing. It arrives in the background: the table and the
   // polls never wait for it.
   let analysisLoad = null;  // the read in flight
-  let analysisNext = 0;  // Date.now() before which it is not read again
-  function loadAnalysis(counts) {
-    const key = String(num(counts.succeeded));
-    if (key === analysisKey || analysisLoad || Date.now() < analysisNext) return analysisLoad;
+  let analysisNext = 0;  // Date.now() before which it is not read again while runs train
+  let latest = {counts: {}, live: true};  // the sweep as the last poll saw it
+  function loadAnalysis() {
+    const key = String(num(latest.counts.succeeded));
+    if (key === analysisKey || analysisLoad || (latest.live && Date.now() < analysisNext)) return;
     const started = Date.now();
     analysisLoad = getJson(`/api/v1/sweeps/${encodeURIComponent(sweepId)}/analysis`)
         .then((doc) => [doc, null], (error) => [null, error])
@@ -215,8 +217,10 @@ export function mountSweepPage(root, sweepId) {
           analysisBody.replaceChildren(analysisView(analysis, analysisError));
           drawTable();  // the EL column, the ΔBPC baselines and the evaluation sets come from it
         })
-        .finally(() => { analysisLoad = null; });
-    return analysisLoad;
+        .finally(() => {
+          analysisLoad = null;
+          if (!destroyed && !latest.live) loadAnalysis();  // the sweep ended while it was read
+        });
   }
 
   return {
@@ -237,13 +241,15 @@ export function mountSweepPage(root, sweepId) {
       await Promise.all([
         loadTable(),
         wantSummary === summaryKey ? null : getSweepSummary(sweepId).then((s) => {
+          if (destroyed) return;
           summary = s;
           summaryKey = wantSummary;
           drawSummary();
           drawCurves();  // the line patterns follow the sweep's budgets
         }),
       ]);
-      loadAnalysis(counts);
+      latest = {counts, live};
+      loadAnalysis();
       return live;
     },
     destroy() {
