@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -183,6 +184,88 @@ std::string MetricPageJson(std::span<const v1::MetricPoint> points, bool more) {
   doc["next_after_step"] =
       more && !points.empty() ? json(std::to_string(points.back().step())) : json(nullptr);
   return Dump(doc);
+}
+
+}  // namespace parity::web
+
+namespace parity::web {
+
+v1::Run TableRun(v1::Run run) {
+  v1::RunSpec& spec = *run.mutable_spec();
+  spec.clear_data();
+  spec.clear_resources();
+  spec.clear_labels();
+  spec.clear_grid_point();
+  spec.clear_also_serves();
+  const uint64_t steps = spec.training().steps();
+  spec.clear_training();
+  spec.mutable_training()->set_steps(steps);
+  run.clear_lease();
+  run.clear_checkpoint();
+  run.clear_summary();
+  return run;
+}
+
+std::string TablePageJson(std::span<const TableRow> rows, std::string_view next_page_token) {
+  json list = json::array();
+  for (const TableRow& row : rows) {
+    list.push_back(
+        {{"run", ParsedMessage(TableRun(row.run))}, {"result", ParsedMessage(row.result)}});
+  }
+  return Dump(
+      json{{"rows", std::move(list)},
+           {"next_page_token", next_page_token.empty() ? json(nullptr) : json(next_page_token)}});
+}
+
+void SweepSummary::Add(const v1::Run& run) {
+  const v1::RunSpec& spec = run.spec();
+  ++runs_;
+  const bool dense =
+      spec.role() == v1::RUN_ROLE_DENSE_BASELINE || spec.role() == v1::RUN_ROLE_DENSE_FRONTIER;
+  ++(dense ? dense_runs_ : moe_runs_);
+  total_compute_flops_ += spec.accounting().compute_flops();
+  if (std::find(budgets_.begin(), budgets_.end(), spec.compute_budget()) == budgets_.end()) {
+    budgets_.push_back(spec.compute_budget());
+  }
+  const double multiple = spec.compute_multiple() > 0 ? spec.compute_multiple() : 1;
+  if (dense && std::find(dense_multiples_.begin(), dense_multiples_.end(), multiple) ==
+                   dense_multiples_.end()) {
+    dense_multiples_.push_back(multiple);
+  }
+  if (run.state() != v1::RUN_STATE_FAILED) return;
+  ++failed_runs_;
+  auto [it, inserted] = failure_index_.try_emplace(
+      std::make_pair(static_cast<int>(run.failure_class()), run.failure().message()),
+      failures_.size());
+  if (inserted) failures_.push_back({run.failure_class(), run.failure().message(), 0});
+  ++failures_[it->second].runs;
+}
+
+std::string SweepSummary::Json() const {
+  std::vector<Failure> failures = failures_;
+  std::stable_sort(failures.begin(), failures.end(),
+                   [](const Failure& a, const Failure& b) { return a.runs > b.runs; });
+  json list = json::array();
+  int64_t listed = 0;
+  for (size_t i = 0; i < failures.size() && i < kMaxFailures; ++i) {
+    list.push_back({{"failure_class", v1::FailureClass_Name(failures[i].failure_class)},
+                    {"message", failures[i].message},
+                    {"runs", failures[i].runs}});
+    listed += failures[i].runs;
+  }
+  std::vector<std::string> budgets = budgets_;
+  std::sort(budgets.begin(), budgets.end());
+  std::vector<double> multiples = dense_multiples_;
+  std::sort(multiples.begin(), multiples.end());
+  return Dump(json{{"runs", runs_},
+                   {"moe_runs", moe_runs_},
+                   {"dense_runs", dense_runs_},
+                   {"compute_budgets", budgets},
+                   {"dense_multiples", multiples},
+                   {"total_compute_flops", total_compute_flops_},
+                   {"failed_runs", failed_runs_},
+                   {"failures", std::move(list)},
+                   {"other_failed_runs", failed_runs_ - listed}});
 }
 
 }  // namespace parity::web

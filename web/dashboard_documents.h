@@ -8,13 +8,17 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "google/protobuf/message.h"
 #include "parity/v1/run.pb.h"
+#include "parity/v1/sweep_service.pb.h"
 
 namespace parity::web {
 
@@ -68,5 +72,51 @@ std::string HistoryJson(std::string_view run_id, std::span<const v1::MetricPoint
 // One page of raw points: {"points": [MetricPoint JSON], "next_after_step": "N" | null}.
 // `more` says whether the page was full (the caller asked for one point more than it returns).
 std::string MetricPageJson(std::span<const v1::MetricPoint> points, bool more);
+
+// One row of the sweep page's runs table: the run (state, failure, progress, latest BPC) and its
+// row of the results view (final BPC, ΔBPC, per evaluation set).
+struct TableRow {
+  v1::Run run;
+  v1::ResultRow result;
+};
+
+// One page of the runs table, in the order the results view gave it:
+//   {"rows": [{"run": Run JSON, "result": ResultRow JSON}], "next_page_token": "..." | null}
+// Each run is cut to what the table and the curves draw (TableRun), a quarter of its bytes.
+std::string TablePageJson(std::span<const TableRow> rows, std::string_view next_page_token);
+
+// `run` without what a row of the runs table does not show: its spec's data, resources, labels,
+// grid point, groups served and training settings but the step count; its lease, checkpoint and
+// summary (the row's ResultRow holds the final figures). The run page reads the whole run.
+v1::Run TableRun(v1::Run run);
+
+// What the sweep page's header says of ALL of a sweep's runs, folded run by run so the server
+// never holds the sweep: how many runs by role, the compute budgets and dense multiples, the
+// total planned compute, and the distinct failures of the FAILED runs (most runs first, at most
+// kMaxFailures of them; the rest are counted in other_failed_runs).
+class SweepSummary {
+ public:
+  static constexpr size_t kMaxFailures = 20;
+
+  void Add(const v1::Run& run);
+  //   {"runs": N, "moe_runs": N, "dense_runs": N, "compute_budgets": ["C1", ..],
+  //    "dense_multiples": [1, 2], "total_compute_flops": C, "failed_runs": N,
+  //    "failures": [{"failure_class": "FAILURE_CLASS_…", "message": "...", "runs": N}],
+  //    "other_failed_runs": N}
+  std::string Json() const;
+
+ private:
+  struct Failure {
+    v1::FailureClass failure_class;
+    std::string message;
+    int64_t runs = 0;
+  };
+  int64_t runs_ = 0, moe_runs_ = 0, dense_runs_ = 0, failed_runs_ = 0;
+  double total_compute_flops_ = 0;
+  std::vector<std::string> budgets_;  // in grid order of first appearance
+  std::vector<double> dense_multiples_;
+  std::vector<Failure> failures_;  // distinct (class, message), in order of first appearance
+  std::map<std::pair<int, std::string>, size_t> failure_index_;  // (class, message) → failures_
+};
 
 }  // namespace parity::web

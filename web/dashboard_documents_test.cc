@@ -112,6 +112,84 @@ TEST(MetricPageJson, NextCursorOnlyWhenThePageWasFull) {
   EXPECT_TRUE(json::parse(MetricPageJson(points, false))["next_after_step"].is_null());
 }
 
+v1::Run FailedRun(const std::string& id, v1::FailureClass failure_class,
+                  const std::string& message) {
+  v1::Run run;
+  run.set_run_id(id);
+  run.set_state(v1::RUN_STATE_FAILED);
+  run.set_failure_class(failure_class);
+  run.mutable_failure()->set_message(message);
+  run.mutable_spec()->set_role(v1::RUN_ROLE_MOE);
+  run.mutable_spec()->set_compute_budget("C2");
+  run.mutable_spec()->mutable_accounting()->set_compute_flops(1e10);
+  return run;
+}
+
+TEST(TablePageJson, RowsPairTheTrimmedRunWithItsResult) {
+  v1::Run run = FailedRun("r1", v1::FAILURE_CLASS_DIVERGED, "NaN");
+  run.mutable_spec()->set_name("moe-ra25");
+  run.mutable_spec()->mutable_training()->set_steps(500);
+  run.mutable_spec()->mutable_training()->set_learning_rate(3e-4);
+  run.mutable_spec()->mutable_data()->set_corpus("kjv");
+  run.mutable_summary()->set_final_val_bpc(2.0);
+  run.set_latest_step(120);
+  v1::ResultRow result;
+  result.set_run_id("r1");
+  result.set_final_val_bpc(2.0);
+  const TableRow rows[] = {{.run = run, .result = result}};
+  const json page = json::parse(TablePageJson(rows, "tok"));
+  ASSERT_EQ(page["rows"].size(), 1u);
+  const json& shown = page["rows"][0]["run"];
+  EXPECT_EQ(shown["spec"]["name"], "moe-ra25");
+  EXPECT_EQ(shown["spec"]["training"]["steps"], "500") << "the progress column's denominator";
+  EXPECT_EQ(shown["spec"]["training"]["learning_rate"], 0) << "not drawn by the table";
+  EXPECT_FALSE(shown["spec"].contains("data")) << shown.dump();
+  EXPECT_FALSE(shown.contains("summary")) << "the result holds the finals";
+  EXPECT_EQ(shown["failure"]["message"], "NaN");
+  EXPECT_EQ(shown["latest_step"], "120");
+  EXPECT_EQ(page["rows"][0]["result"]["final_val_bpc"], 2.0);
+  EXPECT_EQ(page["next_page_token"], "tok");
+  EXPECT_TRUE(json::parse(TablePageJson({}, ""))["next_page_token"].is_null());
+}
+
+TEST(SweepSummary, FoldsRolesBudgetsComputeAndDistinctFailures) {
+  SweepSummary summary;
+  for (int i = 0; i < 3; ++i) summary.Add(FailedRun("a", v1::FAILURE_CLASS_OUT_OF_MEMORY, "OOM"));
+  summary.Add(FailedRun("b", v1::FAILURE_CLASS_DIVERGED, "NaN"));
+  v1::Run dense;
+  dense.set_state(v1::RUN_STATE_SUCCEEDED);
+  dense.mutable_spec()->set_role(v1::RUN_ROLE_DENSE_BASELINE);
+  dense.mutable_spec()->set_compute_budget("C1");
+  dense.mutable_spec()->set_compute_multiple(2);
+  dense.mutable_spec()->mutable_accounting()->set_compute_flops(2e10);
+  summary.Add(dense);
+  const json doc = json::parse(summary.Json());
+  EXPECT_EQ(doc["runs"], 5);
+  EXPECT_EQ(doc["moe_runs"], 4);
+  EXPECT_EQ(doc["dense_runs"], 1);
+  EXPECT_EQ(doc["compute_budgets"], json::array({"C1", "C2"}));
+  EXPECT_EQ(doc["dense_multiples"], json::array({2.0}));
+  EXPECT_DOUBLE_EQ(doc["total_compute_flops"].get<double>(), 6e10);
+  EXPECT_EQ(doc["failed_runs"], 4);
+  ASSERT_EQ(doc["failures"].size(), 2u);
+  EXPECT_EQ(doc["failures"][0]["failure_class"], "FAILURE_CLASS_OUT_OF_MEMORY")
+      << "most runs first";
+  EXPECT_EQ(doc["failures"][0]["runs"], 3);
+  EXPECT_EQ(doc["failures"][1]["message"], "NaN");
+  EXPECT_EQ(doc["other_failed_runs"], 0);
+}
+
+TEST(SweepSummary, ListsAtMostMaxFailuresAndCountsTheRest) {
+  SweepSummary summary;
+  const size_t distinct = SweepSummary::kMaxFailures + 5;
+  for (size_t i = 0; i < distinct; ++i) {
+    summary.Add(FailedRun("r", v1::FAILURE_CLASS_INFRASTRUCTURE, "crash " + std::to_string(i)));
+  }
+  const json doc = json::parse(summary.Json());
+  EXPECT_EQ(doc["failures"].size(), SweepSummary::kMaxFailures);
+  EXPECT_EQ(doc["other_failed_runs"], 5);
+}
+
 TEST(MessageJson, ProtoFieldNamesAndZeros) {
   v1::ExpertLoadStats load;
   const json doc = json::parse(MessageJson(load));

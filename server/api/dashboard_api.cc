@@ -169,6 +169,8 @@ HttpReply DashboardApi::Get(absl::string_view path, const QueryParams& params) {
     if (n == 3 && parts[2] == "results") body = QueryResults(parts[1], params);
     if (n == 3 && parts[2] == "analysis") body = AnalyzeSweep(parts[1], params);
     if (n == 3 && parts[2] == "curves") body = SweepCurves(parts[1], params);
+    if (n == 3 && parts[2] == "table") body = SweepTable(parts[1], params);
+    if (n == 3 && parts[2] == "summary") body = SweepSummary(parts[1]);
   } else if (n >= 2 && parts[0] == "runs") {
     if (n == 2) body = GetRun(parts[1]);
     if (n == 3 && parts[2] == "history") body = RunHistory(parts[1], params);
@@ -387,6 +389,52 @@ absl::StatusOr<std::string> DashboardApi::ListWorkers(const QueryParams& params)
   request.set_page_token(reader.Text("page_token"));
   PARITY_RETURN_IF_ERROR(reader.Check());
   return AsJson(sweeps_.ListWorkers(request));
+}
+
+// The sweep page's runs table, one page at a time: a 10,000-run sweep's page costs one page of
+// the results view (sorted and filtered in SQL, paged by its page_token) and one lookup by key
+// per row for the run's state, failure and progress, never a listing of the sweep.
+absl::StatusOr<std::string> DashboardApi::SweepTable(const std::string& sweep_id,
+                                                     const QueryParams& params) {
+  constexpr int kDefaultTableRows = 100;
+  constexpr int kMaxTableRows = 200;
+  ParamReader reader(params);
+  v1::QueryResultsRequest request;
+  request.mutable_filter()->set_sweep_id(sweep_id);
+  for (v1::RunState state : reader.RunStates("state")) request.mutable_filter()->add_states(state);
+  request.set_order_by(reader.Text("order_by"));
+  request.set_page_size(
+      static_cast<uint32_t>(reader.Integer("page_size", kDefaultTableRows, 1, kMaxTableRows)));
+  request.set_page_token(reader.Text("page_token"));
+  PARITY_RETURN_IF_ERROR(reader.Check());
+  if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
+  PARITY_ASSIGN_OR_RETURN(v1::QueryResultsResponse results, sweeps_.QueryResults(request));
+  std::vector<web::TableRow> rows;
+  rows.reserve(results.rows_size());
+  for (v1::ResultRow& result : *results.mutable_rows()) {
+    v1::GetRunRequest run_request;
+    run_request.set_run_id(result.run_id());
+    absl::StatusOr<v1::GetRunResponse> run = sweeps_.GetRun(run_request);
+    // A run deleted between the two reads leaves the page; any other error is the page's.
+    if (!run.ok() && run.status().code() == absl::StatusCode::kNotFound) continue;
+    if (!run.ok()) return run.status();
+    rows.push_back({.run = std::move(*run->mutable_run()), .result = std::move(result)});
+  }
+  return web::TablePageJson(rows, results.next_page_token());
+}
+
+// Folded page by page (ListRuns, 1000 runs a page) so that the browser gets a few hundred bytes
+// instead of every run; the page asks for it again only when runs end.
+absl::StatusOr<std::string> DashboardApi::SweepSummary(const std::string& sweep_id) {
+  if (absl::StatusOr<std::string> sweep = GetSweep(sweep_id); !sweep.ok()) return sweep.status();
+  web::SweepSummary summary;
+  std::string token;
+  do {
+    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, RunsPage(sweep_id, {1000, token}));
+    for (const v1::Run& run : runs.items) summary.Add(run);
+    token = std::move(runs.next_page_token);
+  } while (!token.empty());
+  return summary.Json();
 }
 
 }  // namespace parity::server

@@ -21,6 +21,11 @@
 //                              a page stops early past 200,000 values (a point counts 1 plus
 //                              its expert shares), next_after_step says where to go on
 //   workers                    ListWorkers     ?seen_within_seconds=&page_size=&page_token=
+//   sweeps/ID/table            one page of the sweep page's runs table: QueryResults rows, each
+//                              with its Run (by key) ?state=A,B&order_by=&page_size= (1..200,
+//                              default 100)&page_token=
+//   sweeps/ID/summary          what the sweep page's header says of all the runs: runs by role,
+//                              budgets, total compute, distinct failures (web::SweepSummary)
 //
 // Errors are {"error": {...}} with the HTTP status of the absl code (HttpStatusOf). Thread-safe:
 // stateless over a thread-safe SweepsService and ReadModels.
@@ -78,6 +83,10 @@ class DashboardApi {
   absl::StatusOr<std::string> ListWorkers(const QueryParams& params);
   // One page of a sweep's runs in grid order, through SweepsService::ListRuns.
   absl::StatusOr<Page<v1::Run>> RunsPage(const std::string& sweep_id, const PageRequest& page);
+
+  // The sweep page at 10,000 runs: one table page and a summary folded on the server.
+  absl::StatusOr<std::string> SweepTable(const std::string& sweep_id, const QueryParams& params);
+  absl::StatusOr<std::string> SweepSummary(const std::string& sweep_id);
 
   SweepsService& sweeps_;
   ReadModels& reads_;

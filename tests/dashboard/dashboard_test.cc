@@ -235,6 +235,14 @@ TEST_F(DashboardTest, ApiErrorsAreJsonWithTheirHttpStatus) {
             "INVALID_ARGUMENT"},
            {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/curves?run_id=not-a-uuid"), 400,
             "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/sweeps/", kUnknownId, "/table"), 404, "NOT_FOUND"},
+           {absl::StrCat("/api/v1/sweeps/", kUnknownId, "/summary"), 404, "NOT_FOUND"},
+           {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/table?page_size=201"), 400,
+            "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/table?state=BOGUS"), 400,
+            "INVALID_ARGUMENT"},
+           {absl::StrCat("/api/v1/sweeps/", study_.sweep_id, "/table?order_by=no_such_field"), 400,
+            "INVALID_ARGUMENT"},
            {"/api/v1/nothing-here", 404, "NOT_FOUND"},
        }) {
     Reply reply = Get(c.path);

@@ -1,7 +1,7 @@
 // Why a run failed, in the words the CLI uses: the class in lowercase YAML spelling
 // ("user_error") and what to do about it. The remedies are core/failure_remedy.cc's table, word
 // for word (web_test checks that every C++ remedy is in the bundled app.js).
-import {h, stateName} from './format.js';
+import {h} from './format.js';
 
 // One line each, so that the bundle holds every sentence whole (web_test looks for them).
 /* eslint-disable max-len */
@@ -43,19 +43,13 @@ export function failureText(run) {
   return message ? `${name}: ${message}` : name;
 }
 
-// The distinct failures of the FAILED runs, most runs first: [{className, message, remedy, runs}].
-export function distinctFailures(runs) {
-  const byKey = new Map();
-  for (const run of runs) {
-    if (stateName(run.state) !== 'FAILED') continue;
-    const text = failureText(run) || '(no reason recorded)';
-    const entry = byKey.get(text) || {className: failureClassName(run.failure_class),
-                                      message: run.failure?.message || '(no reason recorded)',
-                                      remedy: failureRemedy(run.failure_class), runs: 0};
-    entry.runs++;
-    byKey.set(text, entry);
-  }
-  return [...byKey.values()].sort((a, b) => b.runs - a.runs);
+// The distinct failures of a sweep's FAILED runs, most runs first: [{className, message, remedy,
+// runs}], from its summary (/sweeps/ID/summary: the server folded every FAILED run into its
+// distinct failures, so a 10,000-run sweep's banner needs no run list).
+export function summaryFailures(summary) {
+  return (summary?.failures || []).map((f) => ({
+    className: failureClassName(f.failure_class), message: f.message || '(no reason recorded)',
+    remedy: failureRemedy(f.failure_class), runs: Number(f.runs)}));
 }
 
 // One failure, as the run page and the sweep page's banner show it.

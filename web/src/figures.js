@@ -69,11 +69,12 @@ export function moeRateRange(specs) {
   return rates.length ? [Math.min(...rates), Math.max(...rates)] : [0.1, 1];
 }
 
-// The sweep's validation curves, one line per run: x = "tokens" or "flops".
-export function curveDatasets(runs, curves, xKey) {
+// Validation curves, one line per run: x = "tokens" or "flops"; `sweepBudgets` (the sweep's
+// compute budgets, sorted) keeps each budget's line pattern the same on every page of runs.
+export function curveDatasets(runs, curves, xKey, sweepBudgets = null) {
   const byId = new Map(runs.map((run) => [run.run_id, run]));
   const range = moeRateRange(runs.map((run) => run.spec));
-  const budgets = budgetNames(runs.map((run) => run.spec));
+  const budgets = sweepBudgets || budgetNames(runs.map((run) => run.spec));
   const datasets = [];
   for (const curve of curves.runs || []) {
     const run = byId.get(curve.run_id);
@@ -93,41 +94,36 @@ export function curveDatasets(runs, curves, xKey) {
   return datasets.sort((a, b) => a.order - b.order || a.label.localeCompare(b.label));
 }
 
-function mean(values) {
-  return values.reduce((sum, v) => sum + v, 0) / values.length;
+// Mean over seeds of grid points that share a key (a grid with hyperparameter axes has several
+// grid points at one r_a), weighted by their seeds: {key → {sum, seeds}}.
+function addWeighted(map, key, point) {
+  const entry = map.get(key) || {sum: 0, seeds: 0};
+  const seeds = num(point.seeds) || 1;
+  entry.sum += seeds * num(point.bpc_mean);
+  entry.seeds += seeds;
+  map.set(key, entry);
 }
 
-// The equal-resource figure: final validation BPC against r_a, one series per (compute budget,
-// data variant) averaged over seeds, and each group's dense baselines (1C, 2C; one line per size
-// when a group measured several) as horizontal lines; with the analysis, each group's region
-// (the best grid point and those not significantly above it) as shaded discs on its points, and
-// the point optimum as a star where the analysis gives one.
-export function equalResourceDatasets(results, analysis) {
-  const finished = results.filter((row) => row.state === 'RUN_STATE_SUCCEEDED' &&
-                                           num(row.final_val_bpc) > 0);
-  const groups = new Map();  // "C1 · unique" → {moe: Map(rate → [bpc]), dense: Map(mult → [bpc])}
-  const groupOf = (row) => {
-    const key = `${row.compute_budget} · ${row.data_variant}`;
-    if (!groups.has(key)) groups.set(key, {moe: new Map(), dense: new Map(), budget: row.compute_budget,
-                                          variant: row.data_variant});
-    return groups.get(key);
-  };
-  // Every group gets its colour from the full results so colours do not shift as runs finish.
-  [...new Set(results.map((row) => `${row.compute_budget} · ${row.data_variant}`))].sort()
-      .forEach((key) => groups.set(key, {moe: new Map(), dense: new Map()}));
+// The equal-resource figure, from the analysis alone (its grid points: mean final BPC over
+// seeds, computed by the server over every finished run, so a 10,000-run sweep sends its grid,
+// not its rows): one series per (compute budget, data variant), each group's dense baselines
+// (1C, 2C; one line per size when a group measured several) as horizontal lines, each group's
+// region (the best grid point and those not significantly above it) as shaded discs on its
+// points, and the point optimum as a star where the analysis gives one.
+export function equalResourceDatasets(analysis) {
+  const points = (analysis?.grid_points || []).filter((p) => num(p.bpc_mean) > 0);
+  const groups = new Map();  // "C1 · unique" → {moe: Map(rate → mean), dense: Map("mult|N" → mean)}
+  const keyOf = (p) => `${p.compute_budget} · ${p.data_variant}`;
+  [...new Set(points.map(keyOf))].sort().forEach((key) => groups.set(key, {moe: new Map(), dense: new Map()}));
   const moeRates = [];
-  for (const row of finished) {
-    const group = groupOf(row);
-    const bpc = num(row.final_val_bpc);
-    if (isDense(row.role)) {
-      const key = `${num(row.compute_multiple) || 1}|${num(row.params)}`;
-      if (!group.dense.has(key)) group.dense.set(key, []);
-      group.dense.get(key).push(bpc);
+  for (const point of points) {
+    const group = groups.get(keyOf(point));
+    if (isDense(point.role)) {
+      addWeighted(group.dense, `${num(point.compute_multiple) || 1}|${num(point.params)}`, point);
     } else {
-      const rate = Number(num(row.activation_rate).toPrecision(4));
+      const rate = Number(num(point.activation_rate).toPrecision(4));
       moeRates.push(rate);
-      if (!group.moe.has(rate)) group.moe.set(rate, []);
-      group.moe.get(rate).push(bpc);
+      addWeighted(group.moe, rate, point);
     }
   }
   const xMin = moeRates.length ? Math.min(...moeRates) * 0.85 : 0.05;
@@ -137,17 +133,16 @@ export function equalResourceDatasets(results, analysis) {
     const colour = SERIES_PALETTE[index % SERIES_PALETTE.length];
     if (group.moe.size > 0) {
       const points = [...group.moe.entries()].sort((a, b) => a[0] - b[0])
-                         .map(([rate, values]) => ({x: rate, y: mean(values), n: values.length}));
+                         .map(([rate, {sum, seeds}]) => ({x: rate, y: sum / seeds, n: seeds}));
       datasets.push({type: 'line', label: `MoE · ${key}`, group: `MoE · ${key}`, borderColor: colour,
                      backgroundColor: colour, borderWidth: 2, pointRadius: 4, pointHoverRadius: 6,
                      data: points});
     }
-    const dense = [...group.dense.entries()].map(([k, values]) => {
+    const dense = [...group.dense.entries()].map(([k, {sum, seeds}]) => {
       const [multiple, params] = k.split('|').map(Number);
-      return {multiple, params, values};
+      return {multiple, params, y: sum / seeds};
     }).sort((a, b) => a.multiple - b.multiple || a.params - b.params);
-    for (const {multiple, params, values} of dense) {
-      const y = mean(values);
+    for (const {multiple, params, y} of dense) {
       const sizes = dense.filter((d) => d.multiple === multiple).length;
       const size = sizes > 1 ? ` N ${count(params)}` : '';
       const label = `dense ${multipleLabel(multiple)}${size} · ${key}`;

@@ -1,6 +1,11 @@
 // A sortable table: click a header to sort by it, again to reverse. Rows are re-rendered from
 // data on every update (a few hundred rows at most), keeping the chosen order.
 //
+// Sorted by the server instead (the sweep page's runs table, one page of a 10,000-run sweep):
+// pass onSort(sort) and give the columns the server can sort a `sortField`; a click then only
+// records the order and calls onSort, which fetches the page in that order and setRows() it as
+// given. Columns without a sortField get no sort button.
+//
 //   const table = new SortableTable(container, {columns, rowKey: (row) => row.id,
 //                                               sort: {key: 'name', descending: false}});
 //   table.setRows(rows);
@@ -19,12 +24,13 @@ function compare(a, b) {
 
 export class SortableTable {
   constructor(container, {columns, rowKey, sort = null, emptyText = 'No rows.', testId = null,
-                          filter = null}) {
+                          filter = null, onSort = null}) {
     this.columns = columns;
     this.rowKey = rowKey;
     this.sort = sort;
     this.emptyText = emptyText;
     this.filter = filter;  // optional (row) → bool
+    this.onSort = onSort;  // set: the rows come sorted by the server
     this.rows = [];
     this.table = h('table', {class: 'data-table', 'data-testid': testId});
     this.head = h('thead');
@@ -55,7 +61,8 @@ export class SortableTable {
     const descending = this.sort && this.sort.key === key ? !this.sort.descending : false;
     this.sort = {key, descending};
     this.renderHead();
-    this.renderBody();
+    if (this.onSort) this.onSort(this.sort);
+    else this.renderBody();
   }
 
   renderHead() {
@@ -64,18 +71,20 @@ export class SortableTable {
       const sorted = this.sort && this.sort.key === column.key;
       const ariaSort = sorted ? (this.sort.descending ? 'descending' : 'ascending') : 'none';
       const arrow = sorted ? (this.sort.descending ? '▼' : '▲') : '';
-      row.append(h('th', {class: column.numeric ? 'numeric' : null, 'aria-sort': ariaSort,
+      const sortable = !this.onSort || column.sortField;
+      row.append(h('th', {class: column.numeric ? 'numeric' : null, 'aria-sort': sortable ? ariaSort : null,
                           title: column.title || null, 'data-key': column.key},
-                   h('button', {type: 'button', class: 'sort-button',
-                                onclick: () => this.sortBy(column.key)},
-                     column.label, h('span', {class: 'sort-arrow'}, arrow))));
+                   sortable ? h('button', {type: 'button', class: 'sort-button',
+                                           onclick: () => this.sortBy(column.key)},
+                                column.label, h('span', {class: 'sort-arrow'}, arrow))
+                            : h('span', {class: 'sort-label'}, column.label)));
     }
     this.head.replaceChildren(row);
   }
 
   renderBody() {
     let rows = this.filter ? this.rows.filter(this.filter) : [...this.rows];
-    if (this.sort) {
+    if (this.sort && !this.onSort) {
       const column = this.columns.find((c) => c.key === this.sort.key);
       if (column) {
         const sign = this.sort.descending ? -1 : 1;

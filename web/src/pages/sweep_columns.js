@@ -51,14 +51,24 @@ function evalSetColumns(sets) {
   ]);
 }
 
-// The evaluation sets of a sweep's results beyond the primary ("validation"), by name: the
-// sets that get columns of their own.
-export function extraEvalSets(results) {
-  const sets = new Set();
+// The evaluation sets beyond the primary ("validation"), by name: the sets that get columns of
+// their own. From the analysis (every set the sweep's finished runs report) and the rows shown,
+// so that the columns do not change from one page to the next.
+export function extraEvalSets(results, analysisSets = []) {
+  const sets = new Set(analysisSets);
   for (const row of results) for (const set of Object.keys(row.final_eval_bpc || {})) sets.add(set);
   sets.delete('validation');
   return [...sets].sort();
 }
+
+// The results-view field (ResultRow, QueryResultsRequest.order_by) each column is sorted by on
+// the server; a column missing here (failure, progress, EL, per-set BPC) is not sortable. The
+// "Val BPC" column sorts by the FINAL BPC: runs still training (their latest BPC in italics)
+// sort with the unfinished, last in either direction.
+const SORT_FIELDS = {name: 'name', layout: 'layout', budget: 'compute_budget', data: 'data_variant',
+                     r_a: 'activation_rate', N: 'params', N_a: 'active_params', C: 'compute_flops',
+                     D: 'tokens', D_hat: 'unique_tokens', epochs: 'epochs', state: 'state',
+                     val_bpc: 'final_val_bpc', delta: 'delta_bpc_vs_dense'};
 
 export function runColumns(extraSets = []) {
   const acc = (row) => row.run.spec?.accounting || {};
@@ -135,5 +145,6 @@ export function runColumns(extraSets = []) {
                 `${fixed(row.leverage.efficiency_leverage, 2)}×`);
      }},
   ];
-  return columns.concat(evalSetColumns(extraSets));
+  return columns.concat(evalSetColumns(extraSets))
+      .map((column) => ({...column, sortField: SORT_FIELDS[column.key] || null}));
 }
