@@ -252,10 +252,13 @@ def print_figures(args, stack, sweep, runs, ref_dirs, driver, found):
           f"lease-expired events {retry_rows[1]} (an attempt spent each), outage requeues "
           f"{retry_rows[2]} (leases lapsed during an outage or its grace: no attempt spent)")
     print(f"requeues at a cost: {found['charged']}, each of a lease held by a killed worker "
-          f"({len(driver.killed_leases)} such leases); requeued free: {found['free']}")
+          f"({len(driver.killed_leases)} such leases); requeued free: {len(found['free'])} "
+          f"({sum(found['free'])} of them a killed worker's lease)")
     if args.replicas > 1:
         checks.print_replica_figures(driver, found["led"], stack)
-    print(f"watcher (`parity watch`, every address): {checks.watcher_retries(stack)} reconnects")
+    print(f"watcher (`parity watch`, every address): found no scheduler answering "
+          f"{checks.watcher_retries(stack)} times ('scheduler unavailable, retrying'; a broken "
+          "stream reopened at once is not counted)")
     # A resume that found the recorded checkpoint gone (pruned by an engine that trained on
     # after its lease lapsed) starts over: shown here, beside the per-kill losses above.
     over = [line for line in checks.worker_log_lines(stack) if "is missing" in line]

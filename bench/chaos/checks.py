@@ -3,6 +3,7 @@ chaos_soak.py): steps lost per worker kill, that every attempt a run was charged
 worker's, that the upkeep went on after each leader kill, and the watcher's end. Each returns
 (failures, figures) or prints; see bench/chaos/README.md for the rules and why.
 """
+import collections
 import os
 import re
 
@@ -62,7 +63,7 @@ def kill_losses(stack, driver, checkpoint_every):
 
 
 def charged_requeues(pg, sweep, driver):
-    """(failures, charged, free): every lease that went back to the queue at a cost (an attempt
+    """(failures, charged, free: for each free requeue whether a killed worker held it): every lease that went back to the queue at a cost (an attempt
     spent: any requeue but "lease expired during an outage") must have been held by a worker the
     driver killed. Anything else was charged for what the service did: a replica kill, a
     failover, a restart."""
@@ -71,10 +72,10 @@ def charged_requeues(pg, sweep, driver):
         "to_char(created_at, 'HH24:MI:SS.MS') FROM events WHERE "
         f"sweep_id = '{sweep}' AND from_state IS NOT NULL AND to_state IN ('PENDING', 'FAILED') "
         "ORDER BY event_id")
-    failures, charged, free = [], 0, 0
+    failures, charged, free = [], 0, []
     for run_id, epoch, reason, from_state, worker, when in rows:
         if reason == "lease expired during an outage":
-            free += 1
+            free.append((run_id, int(epoch)) in driver.killed_leases)
             continue
         charged += 1
         if (run_id, int(epoch)) not in driver.killed_leases:
@@ -122,6 +123,22 @@ def watcher_retries(stack):
         return 0
 
 
+def leadership_events(stack):
+    """(terms gained, [why of each loss by a replica that lived on]) from the replicas' logs
+    (server/leadership/elector.cc: event=leadership_gained / leadership_lost)."""
+    gained, lost = 0, []
+    logs = os.path.join(stack.root, "logs")
+    for name in sorted(os.listdir(logs)):
+        if name.startswith("scheduler"):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                for line in f:
+                    gained += "event=leadership_gained" in line
+                    m = re.search(r"event=leadership_lost .*why=\"([^\"]*)\"", line)
+                    if m:
+                        lost.append(m.group(1))
+    return gained, lost
+
+
 def print_replica_figures(driver, led, stack):
     kills = [f for f in driver.faults if f["kind"] == "replica_kill"]
     by_survivor = [f for f in led if f.get("by_survivor")]
@@ -132,6 +149,12 @@ def print_replica_figures(driver, led, stack):
           f"{len(led) - len(by_survivor)}; takeover (new term elected after the kill) "
           + _spread(taken) + "; reaper's first pass after the kill " + _spread(reaped)
           + f"; upkeep terms in all: {stack.terms()}")
+    gained, lost = leadership_events(stack)
+    # Grouped by the reason's head: the error text after ':' varies.
+    whys = collections.Counter(why.split(":")[0] for why in lost)
+    print(f"leadership in the replicas' logs: gained {gained} times, lost by a replica that "
+          f"lived on {len(lost)} times" + "".join(f"; {n} x {why}" for why, n in whys.items())
+          + " (a killed leader logs nothing)")
     for f in led:
         print(f"  leader kill: {f['detail']}")
 
