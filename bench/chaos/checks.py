@@ -63,10 +63,10 @@ def kill_losses(stack, driver, checkpoint_every):
 
 
 def charged_requeues(pg, sweep, driver):
-    """(failures, charged, free: for each free requeue whether a killed worker held it): every lease that went back to the queue at a cost (an attempt
-    spent: any requeue but "lease expired during an outage") must have been held by a worker the
-    driver killed. Anything else was charged for what the service did: a replica kill, a
-    failover, a restart."""
+    """(failures, charged, free: for each free requeue whether a killed worker held it). Every
+    lease that went back to the queue at a cost (an attempt spent: any requeue but "lease expired
+    during an outage") must have been held by a worker the driver killed. Anything else was
+    charged for what the service did: a replica kill, a failover, a restart."""
     rows = pg.query(
         "SELECT run_id, lease_epoch, reason, from_state, coalesce(worker_id::text, ''), "
         "to_char(created_at, 'HH24:MI:SS.MS') FROM events WHERE "
@@ -148,7 +148,8 @@ def print_replica_figures(driver, led, stack):
           f"the surviving replica: {len(by_survivor)}, by the restarted one: "
           f"{len(led) - len(by_survivor)}; takeover (new term elected after the kill) "
           + _spread(taken) + "; reaper's first pass after the kill " + _spread(reaped)
-          + f"; upkeep terms in all: {stack.terms()}")
+          + f"; upkeep terms in all: {stack.terms()} (counted after the stack stopped: the "
+          "leader's resignation at shutdown hands one more term to the replica stopped after it)")
     gained, lost = leadership_events(stack)
     # Grouped by the reason's head: the error text after ':' varies.
     whys = collections.Counter(why.split(":")[0] for why in lost)
