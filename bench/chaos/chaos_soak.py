@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Chaos soak: a sweep of short real runs on 4 workers while a driver, each every 20-40 s (per
-kind, seeded), kill -9s a random worker's process group (restarted 1-3 s later), kill -9s and
-restarts the scheduler, and crash-restarts PostgreSQL (pg_ctl stop -m immediate, down 2-5 s).
+"""Chaos soak: a sweep of short real runs on 4 workers while a driver (bench/chaos/fault_driver.py),
+each every 20-40 s per kind (seeded), kill -9s a random worker's process group (restarted 0-2 s
+later), kill -9s and restarts the scheduler (every replica), and crash-restarts PostgreSQL
+(pg_ctl stop -m immediate, down 2-5 s); with --replicas N (N >= 2) the scheduler is N replicas
+on the one database and a fourth kind kill -9s one replica, sometimes the upkeep leader
+(restarted 2.5-5 s later). A `parity watch` of the sweep, given every address, runs throughout.
 Afterwards every run is trained again by parity-train directly from the same spec file,
 undisturbed, and the soak checks, exiting 1 when any check fails:
 
@@ -9,14 +12,14 @@ undisturbed, and the soak checks, exiting 1 when any check fails:
   - each run's stored metric steps are exactly the steps the undisturbed run logs (contiguous, none
     missing, none extra) with bit-identical train and validation BPC at each, and its final
     validation BPC equals the undisturbed run's bit for bit;
-  - no kill lost more than one checkpoint interval of a run: for each run the killed worker held,
-    lost = (the furthest the killed attempt is known to have got: its stored points, its last
-    heartbeat's step, its newest checkpoint file) - (the step the next attempt resumed from, read
-    from the --resume-from of the engine command line in the worker's log) <= the spec's
-    checkpoint_every_steps.
+  - no kill lost more than one checkpoint interval of a run (bench/chaos/checks.py kill_losses);
+  - every fault was survived (the sweep progressed again within 90 s);
+  - every attempt a run was charged was spent by a lease of a worker the driver killed;
+  - after each leader kill a new upkeep term was held and the reaper passed again;
+  - the watcher exited 0 at the sweep's end.
 
-It prints the figures: runs, faults injected by kind and survived (the sweep made progress again
-after each), retries, steps lost per kill against the checkpoint interval, wall times.
+It prints the figures: runs, faults injected by kind and survived, retries, steps lost per kill
+against the checkpoint interval, leader takeovers, wall times and load average.
 See bench/chaos/README.md. Standard library only; reuses tests/faults/parity_stack.py.
 """
 import argparse
@@ -29,22 +32,17 @@ import shutil
 import socket
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "faults"))
-from parity_stack import (Postgres, Stack, compare_with_reference, log, read_reference,  # noqa
-                          sh, stored_points, sweep_yaml, train_reference)
-
-KINDS = ("worker_kill", "scheduler_restart", "postgres_restart")
-# How long after a scheduler or PostgreSQL restart a worker kill is in that outage's shadow: the
-# scheduler's outage grace (two lease TTLs of 3 s), in which workers reconnect and record the
-# checkpoints they wrote while it was away.
-OUTAGE_SHADOW_S = 6.0
-
-
+sys.path.insert(0, HERE)
+from parity_stack import (Postgres, Process, Stack, compare_with_reference, log,  # noqa: E402
+                          read_reference, sh, stored_points, sweep_yaml, train_reference)
+from fault_driver import KINDS, Driver  # noqa: E402
+from replicas import ReplicaStack  # noqa: E402
+import checks  # noqa: E402
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -66,143 +64,6 @@ def find_binaries(build):
             raise SystemExit(f"chaos_soak: {path} missing (build it: ninja -C {build})")
         out[name] = path
     return out
-
-
-class Driver:
-    """Injects the faults from its own thread until stop(); each fault is recorded."""
-
-    def __init__(self, stack, sweep, workers, rng, interval, checkpoint_every):
-        self.stack, self.sweep, self.workers, self.rng = stack, sweep, workers, rng
-        self.interval = interval
-        self.checkpoint_every = checkpoint_every
-        self.faults = []  # dicts: kind, at, detail, recovered_s
-        self.kills = []  # dicts: run_id, epoch, progress (furthest known step), worker
-        self.error = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self.worker_ids = {}
-
-    def start(self):
-        for i in range(self.workers):
-            self.worker_ids[i] = self.stack.worker_id(i)
-        self._thread.start()
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self):
-        try:
-            now = time.monotonic()
-            due = {k: now + self.rng.uniform(*self.interval) for k in KINDS}
-            while not self._stop.is_set():
-                kind = min(due, key=due.get)
-                if self._stop.wait(max(0.0, due[kind] - time.monotonic())):
-                    break
-                if self.stack.sweep_state(self.sweep) != "ACTIVE":
-                    break
-                started = time.monotonic()
-                getattr(self, kind)()
-                self.faults[-1]["recovered_s"] = self._recovery(started)
-                due[kind] = time.monotonic() + self.rng.uniform(*self.interval)
-        except Exception as e:  # reported by the main thread; the soak then fails
-            self.error = e
-
-    def _progress(self):
-        row = self.stack.pg.query(
-            "SELECT coalesce(sum(latest_step), 0), count(*) FILTER (WHERE state = 'SUCCEEDED') "
-            f"FROM runs WHERE sweep_id = '{self.sweep}'")[0]
-        return int(row[0]), int(row[1])
-
-    def _recovery(self, started, timeout=90):
-        """Seconds from the fault's start until the sweep moved on (a step or a completion), or
-        None if it did not within `timeout` (the fault was not survived)."""
-        first = self._progress()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            now = self._progress()
-            if now[0] > first[0] or now[1] > first[1]:
-                return time.monotonic() - started
-            if self.stack.sweep_state(self.sweep) != "ACTIVE":
-                return time.monotonic() - started
-            time.sleep(0.25)
-        return None
-
-    def worker_kill(self):
-        index = self.rng.randrange(self.workers)
-        wid = self.worker_ids[index]
-        held = self.stack.pg.query(
-            f"SELECT run_id, lease_epoch FROM runs WHERE lease_owner = '{wid}' AND state IN "
-            "('LEASED', 'RUNNING')")
-        self.stack.kill_worker(index)
-        at = time.monotonic()
-        time.sleep(1.0)  # let what the worker had already sent land; it can send nothing more
-        for run_id, epoch in held:
-            self.kills.append({"run_id": run_id, "epoch": int(epoch), "worker": index,
-                               "progress": self._furthest(run_id, int(epoch)), "at": at})
-        self.faults.append({"kind": "worker_kill", "at": at,
-                            "detail": f"worker-{index} holding {len(held)} run(s)"})
-        time.sleep(self.rng.uniform(0.0, 2.0))
-        self.stack.start_worker(index)
-        log(f"fault: kill -9 worker-{index} ({len(held)} run(s) held); restarted")
-
-    def _furthest(self, run_id, epoch):
-        """The furthest step the killed attempt is known to have reached."""
-        row = self.stack.pg.query(
-            f"SELECT r.latest_step, coalesce((SELECT max(step) FROM metrics WHERE run_id = "
-            f"'{run_id}' AND lease_epoch = {epoch}), 0) FROM runs r WHERE r.run_id = '{run_id}'")
-        best = max(int(row[0][0]), int(row[0][1])) if row else 0
-        directory = os.path.join(self.stack.root, "checkpoints", run_id, f"epoch-{epoch}")
-        if os.path.isdir(directory):
-            for name in os.listdir(directory):
-                m = re.fullmatch(r"step-(\d+)\.ckpt", name)
-                if m:
-                    best = max(best, int(m.group(1)))
-        # latest_step is the run's, not the attempt's: it may be an earlier attempt's higher step
-        # only if this attempt resumed below it, which the resume step accounts for.
-        return best
-
-    def scheduler_restart(self):
-        at = time.monotonic()
-        self.stack.kill_scheduler()
-        down = self.rng.uniform(0.5, 2.0)
-        time.sleep(down)
-        self.stack.start_scheduler()
-        self.faults.append({"kind": "scheduler_restart", "at": at, "ended": time.monotonic(),
-                            "detail": f"kill -9, down {down:.1f} s"})
-        log(f"fault: kill -9 scheduler, restarted after {down:.1f} s")
-
-    def postgres_restart(self):
-        at = time.monotonic()
-        self.stack.pg.stop("immediate")
-        down = self.rng.uniform(2.0, 5.0)
-        time.sleep(down)
-        self.stack.pg.start()
-        self.faults.append({"kind": "postgres_restart", "at": at, "ended": time.monotonic(),
-                            "detail": f"stop -m immediate, down {down:.1f} s"})
-        log(f"fault: PostgreSQL crashed (stop -m immediate), restarted after {down:.1f} s")
-
-
-def resume_steps(stack):
-    """(run_id, lease epoch) -> the step the first engine of that lease resumed from (0 = from
-    the start), read from the workers' logs ("starting ... --out .../RUN/epoch-E ...")."""
-    found = {}
-    start = re.compile(r"run ([0-9a-f-]{36}): starting .* --out \S+/epoch-(\d+) ")
-    resume = re.compile(r" --resume-from \S*step-(\d+)\.ckpt")
-    for line in worker_log_lines(stack):
-        m = start.search(line)
-        if m:
-            r = resume.search(line)
-            found.setdefault((m.group(1), int(m.group(2))), int(r.group(1)) if r else 0)
-    return found
-
-
-def worker_log_lines(stack):
-    logs = os.path.join(stack.root, "logs")
-    for name in sorted(os.listdir(logs)):
-        if name.startswith("worker-"):
-            with open(os.path.join(logs, name), errors="replace") as f:
-                yield from f
 
 
 def reference_key(stack, spec_file, root):
@@ -257,11 +118,17 @@ def run_references(stack, runs, parallel, root, cache=None):
     return dirs
 
 
-def main():
+def parse_args():
     parser = argparse.ArgumentParser(description="Parity chaos soak (see the module docstring)")
     parser.add_argument("--build", default=os.path.join(REPO, "build"))
     parser.add_argument("--runs", type=int, default=64, help="runs in the sweep (multiple of 4)")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="scheduler replicas on the one PostgreSQL; 2 or more adds the "
+                        "replica_kill fault")
+    parser.add_argument("--leader-ttl", default="2s", help="the replicas' --leader-ttl")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS,
+                        help="fault kinds (default: all; replica_kill only with --replicas >= 2)")
     parser.add_argument("--compute", default="3e10", help="compute budget of each run (FLOPs)")
     parser.add_argument("--checkpoint-every", type=int, default=200, help="steps")
     parser.add_argument("--fault-interval", type=float, nargs=2, default=(20.0, 40.0),
@@ -276,154 +143,214 @@ def main():
     args = parser.parse_args()
     if args.runs % 4:
         raise SystemExit("--runs must be a multiple of 4 (4 activation rates x seeds)")
+    if args.replicas < 1:
+        raise SystemExit("--replicas must be at least 1")
+    if args.kinds is None:
+        args.kinds = [k for k in KINDS if k != "replica_kill" or args.replicas > 1]
+    if "replica_kill" in args.kinds and args.replicas < 2:
+        raise SystemExit("--kinds replica_kill needs --replicas 2 or more")
+    if not re.fullmatch(r"\d+(\.\d+)?s", args.leader_ttl):
+        raise SystemExit("--leader-ttl must be seconds, e.g. 2s")
+    return args
 
+
+def make_stack(args, root, binaries, pg):
+    # Heartbeats every 200 ms: a checkpoint counts once a heartbeat has recorded it, so the
+    # interval between two is what a kill can add to the checkpoint interval it loses.
+    timings = {"lease_ttl": "3s", "heartbeat": "200ms", "reap": "500ms"}
+    if args.replicas == 1:
+        return Stack(root, binaries, pg, "127.0.0.1", free_port(), **timings)
+    return ReplicaStack(root, binaries, pg, "127.0.0.1",
+                        [free_port() for _ in range(args.replicas)], leader_ttl=args.leader_ttl,
+                        **timings)
+
+
+def wait_for_datasets(stack, workers, timeout=30):
+    """Waits until every worker has registered the corpus it holds, so that the sweep is pinned
+    to its digest (an unpinned spec hashes differently and misses the reference cache)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = stack.pg.query("SELECT count(*) FROM workers WHERE datasets <> '[]'::jsonb")
+        if int(rows[0][0]) >= workers:
+            return
+        time.sleep(0.2)
+    log(f"warning: not every worker registered its dataset within {timeout} s; the sweep may "
+        "be unpinned (its references then miss the cache)")
+
+
+def start_watcher(stack, sweep):
+    return Process("watcher", [stack.bin["cli"], "watch", sweep, "--scheduler", stack.target,
+                               "--token-file", stack.token_file], stack.log_path("watcher"),
+                   cwd=stack.root)
+
+
+def check_runs(pg, sweep, runs):
+    """Every run SUCCEEDED, with exactly one SUCCEEDED event."""
+    failures = []
+    succeeded_events = dict(pg.query(
+        f"SELECT run_id, count(*) FROM events WHERE sweep_id = '{sweep}' AND to_state = "
+        "'SUCCEEDED' GROUP BY run_id"))
+    for r in runs:
+        if r["state"] != "SUCCEEDED":
+            failures.append(f"{r['name']}: {r['state']} ({r['failure_class']}: "
+                            f"{r['failure_message']}), expected SUCCEEDED")
+        elif succeeded_events.get(r["run_id"]) != "1":
+            failures.append(f"{r['name']}: {succeeded_events.get(r['run_id'])} SUCCEEDED "
+                            "events, expected exactly 1")
+    return failures
+
+
+def check_curves(pg, runs, ref_dirs):
+    """(failures, identical): curves and final BPC against the undisturbed runs."""
+    failures, identical = [], 0
+    for r in runs:
+        if r["run_id"] not in ref_dirs:
+            continue
+        problems = compare_with_reference(pg, r, ref_dirs[r["run_id"]])
+        failures += [f"{r['name']}: {p}" for p in problems]
+        identical += not problems
+    return failures, identical
+
+
+def print_figures(args, stack, sweep, runs, ref_dirs, driver, found):
+    pg = stack.pg
+    losses, shadow_losses = found["losses"], found["shadow_losses"]
+    retry_rows = pg.query(
+        f"SELECT count(*) FILTER (WHERE from_state IS NOT NULL AND to_state = 'PENDING'), "
+        f"count(*) FILTER (WHERE reason = 'lease expired'), "
+        f"count(*) FILTER (WHERE reason = 'lease expired during an outage') FROM events "
+        f"WHERE sweep_id = '{sweep}'")[0]
+    attempts = [int(r["attempt"]) for r in runs]
+    by_kind = {k: [f for f in driver.faults if f["kind"] == k] for k in args.kinds}
+    survived = [f for f in driver.faults if f.get("recovered_s") is not None]
+    recov = [f["recovered_s"] for f in survived]
+    total_points = sum(len(stored_points(pg, r["run_id"])) for r in runs)
+    steps = [read_reference(ref_dirs[r["run_id"]])[1]["steps"] for r in runs
+             if r["run_id"] in ref_dirs]
+    print("\n==== chaos soak figures", flush=True)
+    print(f"scheduler: {args.replicas} replica(s); seed {args.seed}; faults of each kind every "
+          f"{args.fault_interval[0]:g}-{args.fault_interval[1]:g} s")
+    print(f"runs: {len(runs)} ({sum(r['state'] == 'SUCCEEDED' for r in runs)} SUCCEEDED, "
+          f"{found['identical']} bit-identical to the undisturbed run: curve and final val BPC); "
+          f"{min(steps, default=0)}-{max(steps, default=0)} steps each, {total_points} "
+          "stored points")
+    print(f"faults injected: {len(driver.faults)} = "
+          + ", ".join(f"{len(v)} {k.replace('_', ' ')}s" for k, v in by_kind.items())
+          + f"; survived: {len(survived)} (sweep progressed again within "
+          f"{max(recov, default=0):.1f} s at most, {sum(recov) / max(1, len(recov)):.1f} s "
+          "mean)")
+    print(f"worker kills hitting a training run: {len(losses) + len(shadow_losses)}; steps "
+          f"lost per kill: max {max(losses, default=0)}, mean "
+          f"{sum(losses) / max(1, len(losses)):.0f} over the {len(losses)} outside an "
+          f"outage's shadow (checkpoint interval {args.checkpoint_every} steps; lost = "
+          f"furthest known step - resume step); {len(shadow_losses)} in an outage's shadow "
+          f"(within {checks.OUTAGE_SHADOW_S:g} s of a scheduler or PostgreSQL restart): max "
+          f"{max(shadow_losses, default=0)}, mean "
+          f"{sum(shadow_losses) / max(1, len(shadow_losses)):.0f}")
+    print(f"retries: {sum(a - 1 for a in attempts)} extra attempts over "
+          f"{sum(a > 1 for a in attempts)} runs; requeue events {retry_rows[0]}, "
+          f"lease-expired events {retry_rows[1]} (an attempt spent each), outage requeues "
+          f"{retry_rows[2]} (leases lapsed during an outage or its grace: no attempt spent)")
+    print(f"requeues at a cost: {found['charged']}, each of a lease held by a killed worker "
+          f"({len(driver.killed_leases)} such leases); requeued free: {len(found['free'])} "
+          f"({sum(found['free'])} of them a killed worker's lease)")
+    if args.replicas > 1:
+        checks.print_replica_figures(driver, found["led"], stack)
+    print(f"watcher (`parity watch`, every address): found no scheduler answering "
+          f"{checks.watcher_retries(stack)} times ('scheduler unavailable, retrying'; a broken "
+          "stream reopened at once is not counted)")
+    # A resume that found the recorded checkpoint gone (pruned by an engine that trained on
+    # after its lease lapsed) starts over: shown here, beside the per-kill losses above.
+    over = [line for line in checks.worker_log_lines(stack) if "is missing" in line]
+    print(f"resumes whose recorded checkpoint was gone (worker log 'is missing'): {len(over)}")
+
+
+def soak(args, root, binaries, pg, wall):
+    """Runs the sweep under faults and checks it; returns the failures."""
+    stack = make_stack(args, root, binaries, pg)
+    driver = None
+    try:
+        stack.start_scheduler()
+        for i in range(args.workers):
+            stack.start_worker(i)
+        wait_for_datasets(stack, args.workers)
+        sweep = stack.submit(
+            sweep_yaml("chaos-soak", ["0.15", "0.25", "0.4", "0.6"], args.compute,
+                       list(range(args.runs // 4)), log_every=5, eval_every=100,
+                       checkpoint_every=args.checkpoint_every), "chaos-soak")
+        watcher = start_watcher(stack, sweep)
+        log(f"scratch {root}; {args.runs} runs on {args.workers} workers, {args.replicas} "
+            f"scheduler replica(s); faults {', '.join(args.kinds)}, each every "
+            f"{args.fault_interval[0]:g}-{args.fault_interval[1]:g} s (seed {args.seed})")
+        t_sweep = time.monotonic()
+        driver = Driver(stack, sweep, args.workers, random.Random(args.seed),
+                        args.fault_interval, args.kinds)
+        driver.start()
+        ended = stack.wait_sweep_ended(sweep, args.sweep_timeout)
+        driver.stop()
+        wall["sweep"] = time.monotonic() - t_sweep
+        wall["load"] = os.getloadavg()
+        failures = [f"the fault driver failed: {driver.error!r}"] if driver.error else []
+        if not ended:
+            failures.append(f"the sweep did not end within {args.sweep_timeout:g} s")
+        failures += checks.watcher_end(watcher, stack)
+        runs = stack.runs(sweep)
+        log(f"sweep {stack.sweep_state(sweep)} after {wall['sweep']:.0f} s (load average "
+            f"{wall['load'][0]:.1f}); training the {len(runs)} references undisturbed, "
+            f"{args.parallel_references} at a time")
+        stack.stop_all()  # the references get the CPUs to themselves
+        failures += check_runs(pg, sweep, runs)
+        t_ref = time.monotonic()
+        ref_dirs = run_references(stack, [r for r in runs if r["state"] == "SUCCEEDED"],
+                                  args.parallel_references, root, args.reference_cache)
+        wall["references"] = time.monotonic() - t_ref
+        found = {}
+        failed, found["identical"] = check_curves(pg, runs, ref_dirs)
+        failures += failed
+        failed, found["losses"], found["shadow_losses"] = checks.kill_losses(
+            stack, driver, args.checkpoint_every)
+        failures += failed
+        failed, found["charged"], found["free"] = checks.charged_requeues(pg, sweep, driver)
+        failures += failed
+        failed, found["led"] = checks.takeovers(driver, float(args.leader_ttl[:-1]))
+        failures += failed
+        failures += [f"{f['kind']} ({f['detail']}): the sweep made no progress within 90 s "
+                     "after it" for f in driver.faults if f.get("recovered_s") is None]
+        print_figures(args, stack, sweep, runs, ref_dirs, driver, found)
+        return failures
+    finally:
+        if driver and driver.alive():
+            driver.stop()
+        stack.stop_all()
+
+
+def main():
+    args = parse_args()
     t_start = time.monotonic()
     binaries = find_binaries(args.build)
-    rng = random.Random(args.seed)
     root = tempfile.mkdtemp(prefix="parity-chaos-")
     os.chmod(root, 0o755)
     pg = Postgres(os.path.join(root, "pg"), "127.0.0.1", free_port())
     pg.init()
     pg.start()
     pg.createdb("parity")
-    # Heartbeats every 200 ms: a checkpoint counts once a heartbeat has recorded it, so the
-    # interval between two is what a kill can add to the checkpoint interval it loses.
-    stack = Stack(root, binaries, pg, "127.0.0.1", free_port(), lease_ttl="3s",
-                  heartbeat="200ms", reap="500ms")
-    failures = []
-    driver = None
+    wall = {}
     try:
-        stack.start_scheduler()
-        for i in range(args.workers):
-            stack.start_worker(i)
-        seeds = list(range(args.runs // 4))
-        sweep = stack.submit(
-            sweep_yaml("chaos-soak", ["0.15", "0.25", "0.4", "0.6"], args.compute, seeds,
-                       log_every=5, eval_every=100, checkpoint_every=args.checkpoint_every),
-            "chaos-soak")
-        log(f"scratch {root}; {args.runs} runs on {args.workers} workers; faults of each kind "
-            f"every {args.fault_interval[0]:g}-{args.fault_interval[1]:g} s (seed {args.seed})")
-        t_sweep = time.monotonic()
-        driver = Driver(stack, sweep, args.workers, rng, args.fault_interval,
-                        args.checkpoint_every)
-        driver.start()
-        ended = stack.wait_sweep_ended(sweep, args.sweep_timeout)
-        driver.stop()
-        sweep_s = time.monotonic() - t_sweep
-        if driver.error:
-            failures.append(f"the fault driver failed: {driver.error!r}")
-        if not ended:
-            failures.append(f"the sweep did not end within {args.sweep_timeout:g} s")
-        runs = stack.runs(sweep)
-        log(f"sweep {stack.sweep_state(sweep)} after {sweep_s:.0f} s; training the "
-            f"{len(runs)} references undisturbed, {args.parallel_references} at a time")
-        stack.stop_all()  # the references get the CPUs to themselves
-
-        # Every run SUCCEEDED exactly once.
-        succeeded_events = dict(pg.query(
-            f"SELECT run_id, count(*) FROM events WHERE sweep_id = '{sweep}' AND to_state = "
-            "'SUCCEEDED' GROUP BY run_id"))
-        for r in runs:
-            if r["state"] != "SUCCEEDED":
-                failures.append(f"{r['name']}: {r['state']} ({r['failure_class']}: "
-                                f"{r['failure_message']}), expected SUCCEEDED")
-            elif succeeded_events.get(r["run_id"]) != "1":
-                failures.append(f"{r['name']}: {succeeded_events.get(r['run_id'])} SUCCEEDED "
-                                "events, expected exactly 1")
-
-        # Curves and final BPC against the undisturbed runs.
-        t_ref = time.monotonic()
-        ref_dirs = run_references(stack, [r for r in runs if r["state"] == "SUCCEEDED"],
-                                  args.parallel_references, root, args.reference_cache)
-        reference_s = time.monotonic() - t_ref
-        identical = 0
-        for r in runs:
-            if r["run_id"] not in ref_dirs:
-                continue
-            problems = compare_with_reference(pg, r, ref_dirs[r["run_id"]])
-            failures += [f"{r['name']}: {p}" for p in problems]
-            identical += not problems
-
-        # Steps lost per kill. A kill in an outage's shadow (while the scheduler or PostgreSQL
-        # was away, or within the grace after, OUTAGE_SHADOW_S) is not held to the interval: no
-        # checkpoint can be recorded while they are away (a checkpoint counts once its points
-        # are stored), so such a kill loses what the engine trained meanwhile too; its run's
-        # curve is still checked above, bit for bit, for holes and extras.
-        resumed = resume_steps(stack)
-        losses, shadow_losses = [], []
-        outages = [f for f in driver.faults if "ended" in f]
-        for k in driver.kills:
-            later = sorted(e for (run, e) in resumed if run == k["run_id"] and e > k["epoch"])
-            if not later:
-                continue  # the attempt had finished before the kill took it
-            resume_step = resumed[(k["run_id"], later[0])]
-            lost = k["progress"] - resume_step
-            if any(f["at"] <= k["at"] <= f["ended"] + OUTAGE_SHADOW_S for f in outages):
-                shadow_losses.append(lost)
-                continue
-            losses.append(lost)
-            if lost > args.checkpoint_every:
-                failures.append(f"run {k['run_id']}: the kill of worker-{k['worker']} lost "
-                                f"{lost} steps (known progress {k['progress']}, resumed from "
-                                f"{resume_step}), expected at most the checkpoint interval "
-                                f"{args.checkpoint_every}")
-
-        # Figures.
-        retry_rows = pg.query(
-            f"SELECT count(*) FILTER (WHERE from_state IS NOT NULL AND to_state = 'PENDING'), "
-            f"count(*) FILTER (WHERE reason = 'lease expired'), "
-            f"count(*) FILTER (WHERE reason = 'lease expired during an outage') FROM events "
-            f"WHERE sweep_id = '{sweep}'")[0]
-        attempts = [int(r["attempt"]) for r in runs]
-        by_kind = {k: [f for f in driver.faults if f["kind"] == k] for k in KINDS}
-        survived = [f for f in driver.faults if f.get("recovered_s") is not None]
-        for f in driver.faults:
-            if f.get("recovered_s") is None:
-                failures.append(f"{f['kind']} ({f['detail']}): the sweep made no progress within "
-                                "90 s after it")
-        recov = [f["recovered_s"] for f in survived]
-        total_points = sum(len(stored_points(pg, r["run_id"])) for r in runs)
-        steps = [read_reference(ref_dirs[r["run_id"]])[1]["steps"] for r in runs
-                 if r["run_id"] in ref_dirs]
-        print("\n==== chaos soak figures", flush=True)
-        print(f"runs: {len(runs)} ({sum(r['state'] == 'SUCCEEDED' for r in runs)} SUCCEEDED, "
-              f"{identical} bit-identical to the undisturbed run: curve and final val BPC); "
-              f"{min(steps, default=0)}-{max(steps, default=0)} steps each, {total_points} "
-              "stored points")
-        print(f"faults injected: {len(driver.faults)} = "
-              + ", ".join(f"{len(v)} {k.replace('_', ' ')}s" for k, v in by_kind.items())
-              + f"; survived: {len(survived)} (sweep progressed again within "
-              f"{max(recov, default=0):.1f} s at most, {sum(recov) / max(1, len(recov)):.1f} s "
-              "mean)")
-        print(f"worker kills hitting a training run: {len(losses) + len(shadow_losses)}; steps "
-              f"lost per kill: max {max(losses, default=0)}, mean "
-              f"{sum(losses) / max(1, len(losses)):.0f} over the {len(losses)} outside an "
-              f"outage's shadow (checkpoint interval {args.checkpoint_every} steps; lost = "
-              f"furthest known step - resume step); {len(shadow_losses)} in an outage's shadow "
-              f"(within {OUTAGE_SHADOW_S:g} s of a scheduler or PostgreSQL restart): max "
-              f"{max(shadow_losses, default=0)}, mean "
-              f"{sum(shadow_losses) / max(1, len(shadow_losses)):.0f}")
-        print(f"retries: {sum(a - 1 for a in attempts)} extra attempts over "
-              f"{sum(a > 1 for a in attempts)} runs; requeue events {retry_rows[0]}, "
-              f"lease-expired events {retry_rows[1]} (an attempt spent each), outage requeues "
-              f"{retry_rows[2]} (leases lapsed during an outage or its grace: no attempt spent)")
-        # A resume that found the recorded checkpoint gone (pruned by an engine that trained on
-        # after its lease lapsed) starts over: shown here, beside the per-kill losses above.
-        over = [l for l in worker_log_lines(stack) if "is missing" in l]
-        print(f"resumes whose recorded checkpoint was gone (worker log 'is missing'): {len(over)}")
-        print(f"wall: sweep under faults {sweep_s:.0f} s, undisturbed references "
-              f"{reference_s:.0f} s, total {time.monotonic() - t_start:.0f} s", flush=True)
+        failures = soak(args, root, binaries, pg, wall)
     except Exception as e:
         import traceback
         traceback.print_exc()
-        failures.append(f"{type(e).__name__}: {e}")
+        failures = [f"{type(e).__name__}: {e}"]
     finally:
-        if driver and driver._thread.is_alive():
-            driver.stop()
-        stack.stop_all()
         pg.stop("immediate")
-        if not args.keep and not failures:
-            sh(["rm", "-rf", root], check=False)
+    if "sweep" in wall:
+        load = wall["load"]
+        print(f"wall: sweep under faults {wall['sweep']:.0f} s, undisturbed references "
+              f"{wall.get('references', 0):.0f} s, total {time.monotonic() - t_start:.0f} s; "
+              f"load average at the sweep's end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+              f"(1 / 5 / 15 min, {os.cpu_count()} CPUs)", flush=True)
+    if not args.keep and not failures:
+        sh(["rm", "-rf", root], check=False)
     if failures:
         print(f"\nFAIL ({len(failures)}), scratch kept in {root}:\n  " +
               "\n  ".join(failures[:50]), flush=True)
