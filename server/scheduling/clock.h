@@ -67,13 +67,18 @@ class FakeClock final : public Clock {
       // The waiter saw the new time before an Advance that found it due had locked `mu`: let
       // that Advance finish with `mu` (unheld meanwhile) before the caller may destroy it.
       waking = waking_.count(&mu) > 0;
-      if (waking) {
-        mu.Unlock();
+    }
+    if (waking) {
+      // Not under mu_: unlocking `mu` evaluates other waiters' conditions on this thread, and
+      // theirs call Now().
+      mu.Unlock();
+      {
+        absl::MutexLock lock(&mu_);
         auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return waking_.count(&mu) == 0; };
         mu_.Await(absl::Condition(&done));
       }
+      mu.Lock();
     }
-    if (waking) mu.Lock();
     return condition.Eval();
   }
 

@@ -44,10 +44,19 @@ class SchedulerLogicTest : public ::testing::Test, protected SchedulerCalls {
 
   // Replaces the scheduler with one built from options_ and `planner`, over the same store.
   void Rewire(Planner planner) {
-    scheduler_.reset();
+    StopScheduler();
     scheduler_ = std::make_unique<SchedulerUnderTest>(store_, signal_, clock_, std::move(planner),
                                                       options_, nullptr);
+    // As the server's PgListener does: the store's event inserts wake the watch feeds.
+    store_.SetEventListener(
+        [scheduler = scheduler_.get()](const std::string& id) { scheduler->WakeWatchers(id); });
   }
+  // The scheduler goes away (an outage); the store stays.
+  void StopScheduler() {
+    store_.SetEventListener(nullptr);
+    scheduler_.reset();
+  }
+  void TearDown() override { store_.SetEventListener(nullptr); }
 
   // Lets `duration` pass as the server would: a reaper pass by `upkeep` every kReapEvery (so no
   // pass sees a silence), each after `between` (a holder's heartbeat, say) if given. Returns
@@ -72,6 +81,18 @@ class SchedulerLogicTest : public ::testing::Test, protected SchedulerCalls {
   }
   // Lets the fixture's leases lapse with the service up: a TTL and a reaper pass go by.
   ReapResult LetLeasesLapse() { return RunReaper(*scheduler_, options_.lease_ttl + kReapEvery); }
+
+  // Lets the clock run by `step` (with a real pause for the feed's threads) until `done` holds;
+  // a zero step only waits. Fails the test after 10 s of real time.
+  void PumpClockUntil(const std::function<bool()>& done,
+                      absl::Duration step = absl::Milliseconds(20)) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (!done() && absl::Now() < give_up) {
+      clock_.Advance(step);
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    ASSERT_TRUE(done()) << "not done after 10 s of real time";
+  }
 
   // Every run of `sweep_id`, in grid order, as the store has it now.
   std::vector<v1::Run> RunsOf(const std::string& sweep_id) {

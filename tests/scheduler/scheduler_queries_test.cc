@@ -1,6 +1,7 @@
 // Scheduler queries, watch streams and the real planner, called directly (no gRPC) on the memory
 // store and the fake clock (scheduler_logic_fixture.h): a watch stream polls when the test moves
 // the clock past its poll interval, after the stream has gone to sleep.
+#include <atomic>
 #include <thread>
 
 #include "core/field_violation.h"
@@ -214,6 +215,8 @@ TEST_F(SchedulerLogicTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
   const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("watch-sweep", 2));
   std::vector<std::string> changes;  // "run-index:FROM>TO" of the streamed changes
   int metric_points = 0;
+  std::atomic<int> snapshot_runs = 0;
+  std::atomic<bool> finished = false;
   absl::Status status;
   std::thread watcher([&] {
     v1::WatchSweepRequest watch;
@@ -221,6 +224,7 @@ TEST_F(SchedulerLogicTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     watch.set_include_metrics(true);
     status = scheduler_->WatchSweep(watch, {}, [&](const v1::WatchSweepResponse& m) {
       if (m.has_metric()) ++metric_points;
+      if (m.has_state_change() && m.state_change().from_state() == 0) ++snapshot_runs;
       if (m.has_state_change() && m.state_change().from_state() != 0) {
         const int index = m.state_change().run_id() == submitted.run_ids(0) ? 0 : 1;
         changes.push_back(absl::StrCat(index, ":", m.state_change().from_state(), ">",
@@ -228,13 +232,9 @@ TEST_F(SchedulerLogicTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
       }
       return true;
     });
+    finished = true;
   });
-  // Lets the stream's poll interval pass, then waits until it has sent what it found and sleeps.
-  auto poll = [&] {
-    clock_.Advance(options_.watch_poll_interval);
-    clock_.AwaitSleeperUntil(clock_.Now() + options_.watch_poll_interval);
-  };
-  clock_.AwaitSleeperUntil(clock_.Now() + options_.watch_poll_interval);  // the snapshot is sent
+  PumpClockUntil([&] { return snapshot_runs == 2; });
   const std::string worker = Register();
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
@@ -245,7 +245,6 @@ TEST_F(SchedulerLogicTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     metrics.set_lease_secret(leased->lease_secret());
     *metrics.add_points() = Point(1);
     ASSERT_TRUE(scheduler_->ReportMetrics(metrics).ok());
-    poll();  // the watcher sees the run live
     v1::CompleteRunRequest complete;
     complete.set_run_id(leased->run().run_id());
     complete.set_lease_epoch(leased->lease().lease_epoch());
@@ -253,7 +252,7 @@ TEST_F(SchedulerLogicTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
     *complete.mutable_success() = core::PlannedSummary(leased->run().spec(), 1.5, 1.5);
     ASSERT_TRUE(scheduler_->CompleteRun(complete).ok());
   }
-  clock_.Advance(options_.watch_poll_interval);  // the watcher sees the sweep end, and returns
+  PumpClockUntil([&] { return finished.load(); });  // the watcher sees the sweep end, and returns
   watcher.join();
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_THAT(changes, ElementsAre("0:1>2", "0:2>4", "1:1>2", "1:2>4"));
@@ -274,22 +273,28 @@ TEST_F(SchedulerLogicTest, AWatchStreamEndsUnavailableAfterItsLifetimeSoThatClie
   v1::WatchSweepRequest watch;
   watch.set_sweep_id(submitted.sweep().sweep_id());
   const absl::Time start = clock_.Now();
-  int messages = 0;
+  std::atomic<int> messages = 0;
+  std::atomic<bool> finished = false;
   absl::Status status;
   std::thread watcher([&] {
     status = scheduler.WatchSweep(watch, {},
                                   [&](const v1::WatchSweepResponse&) { return ++messages > 0; });
+    finished = true;
   });
-  // The stream polls every 20 ms of the clock; its lifetime is 15 polls.
-  for (absl::Time t = start + options.watch_poll_interval; t <= start + absl::Milliseconds(300);
-       t += options.watch_poll_interval) {
-    clock_.AwaitSleeperUntil(t);
-    clock_.Advance(t - clock_.Now());
+  // Up to just before its lifetime (300 ms of the clock) the stream stays open; at it, it ends.
+  PumpClockUntil([&] { return messages > 0; }, absl::ZeroDuration());
+  while (clock_.Now() + options.watch_poll_interval < start + options.max_watch_duration) {
+    clock_.Advance(options.watch_poll_interval);
+    absl::SleepFor(absl::Milliseconds(2));
   }
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(finished) << "the stream ended before its lifetime";
+  clock_.Advance(start + options.max_watch_duration - clock_.Now());
+  PumpClockUntil([&] { return finished.load(); }, absl::ZeroDuration());
   watcher.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_GT(messages, 0) << "the stream starts with the current state";
-  EXPECT_EQ(clock_.Now() - start, absl::Milliseconds(300)) << "ended at its lifetime";
+  EXPECT_EQ(clock_.Now() - start, options.max_watch_duration) << "ended at its lifetime";
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ TEST_F(SchedulerLogicTest, ARestartedSchedulerRequeuesLeasesLapsedInTheOutageWit
   const absl::StatusOr<v1::LeaseRunResponse> reconnects = LeaseNow(worker);
   ASSERT_TRUE(reconnects.ok() && reconnects->has_lease());
   ASSERT_TRUE(LeaseNow(worker)->has_lease());
-  scheduler_.reset();  // the outage: no reaper, no heartbeat, for longer than the TTL
+  StopScheduler();  // the outage: no reaper, no heartbeat, for longer than the TTL
   clock_.Advance(options_.lease_ttl + absl::Seconds(1));
 
   SchedulerUnderTest restarted(store_, signal_, clock_, &StubPlanner, options_, nullptr);
