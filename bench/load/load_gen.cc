@@ -40,7 +40,7 @@ struct Flags {
   int submit_runs = 10000;
   int workers = 1000, watchers = 200, dashboards = 50;
   int channels = 0;  // per address; 0 = one per worker (each real worker has its own connection)
-  double duration_s = 120, ramp_s = 10;
+  double duration_s = 120, ramp_s = 10, steady_from_s = 40;
   double metrics_interval_s = 3, run_time_s = 30, lease_wait_s = 20, poll_interval_s = 3;
   int points_per_report = 5, dashboard_threads = 8, analysis_every = 10;
   bool dashboard_full = false, verify = true;
@@ -142,6 +142,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--channels", f.channels, "connections per address (0 = one per worker)");
   app.add_option("--duration", f.duration_s, "seconds of load");
   app.add_option("--ramp", f.ramp_s, "seconds over which clients start");
+  app.add_option("--steady-from", f.steady_from_s,
+                 "also report latencies of answers from this second on (0 = no split)");
   app.add_option("--metrics-interval", f.metrics_interval_s, "seconds between ReportMetrics");
   app.add_option("--points-per-report", f.points_per_report, "metric points per ReportMetrics");
   app.add_option("--run-time", f.run_time_s, "mean simulated run time, s (uniform 0.5–1.5×)");
@@ -204,6 +206,7 @@ int main(int argc, char** argv) {
                 .dashboards = f.dashboards,
                 .duration = absl::Seconds(f.duration_s),
                 .ramp = absl::Seconds(f.ramp_s),
+                .steady_from = absl::Seconds(f.steady_from_s),
                 .scheduler_pids = Pids(f.scheduler_pids),
                 .postgres_pid = f.postgres_pid,
                 .kill_pid = f.kill_pid,

@@ -22,6 +22,9 @@ namespace parity::load {
 struct LoadPlan {
   int workers = 0, watchers = 0, dashboards = 0;
   absl::Duration duration, ramp;
+  // Latencies are also reported for answers from here on (the fleet registered, the watch
+  // snapshots sent): the steady state, beside the whole window with its start.
+  absl::Duration steady_from;
   std::vector<pid_t> scheduler_pids;
   pid_t postgres_pid = 0;
   pid_t kill_pid = 0;  // 0 = none

@@ -16,8 +16,9 @@
 namespace parity::load {
 
 void Recorder::Sample(const std::string& call, double ms) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
-  samples_[call].push_back(ms);
+  samples_[call].emplace_back(absl::ToDoubleSeconds(now - origin_), ms);
 }
 
 void Recorder::Error(const std::string& call, const std::string& code, const std::string& message) {
@@ -38,10 +39,15 @@ void Recorder::Count(const std::string& what, int64_t n) {
   counts_[what] += n;
 }
 
-std::vector<double> Recorder::Samples(const std::string& call) const {
+std::vector<double> Recorder::Samples(const std::string& call, double from_s) const {
   absl::MutexLock lock(&mu_);
+  std::vector<double> ms;
   auto it = samples_.find(call);
-  return it == samples_.end() ? std::vector<double>{} : it->second;
+  if (it == samples_.end()) return ms;
+  for (const auto& [at, latency] : it->second) {
+    if (at >= from_s) ms.push_back(latency);
+  }
+  return ms;
 }
 
 int64_t Recorder::CountOf(const std::string& what) const {

@@ -37,7 +37,8 @@ class Recorder {
   // A count without a latency ("lease_empty", "duplicate_completion").
   void Count(const std::string& what, int64_t n = 1);
 
-  std::vector<double> Samples(const std::string& call) const;
+  // Latencies of `call` whose answer came at least `from_s` seconds after the origin.
+  std::vector<double> Samples(const std::string& call, double from_s = -1e300) const;
   int64_t CountOf(const std::string& what) const;
   struct ErrorSummary {
     int64_t count = 0;
@@ -52,7 +53,8 @@ class Recorder {
  private:
   mutable absl::Mutex mu_;
   absl::Time origin_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::vector<double>> samples_ ABSL_GUARDED_BY(mu_);
+  // Per call: (seconds since origin at the answer, latency ms).
+  std::map<std::string, std::vector<std::pair<double, double>>> samples_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ErrorSummary> errors_ ABSL_GUARDED_BY(mu_);
   std::vector<double> error_times_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> counts_ ABSL_GUARDED_BY(mu_);

@@ -73,6 +73,7 @@ class SweepFeed {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
+      NotifySubscribers();
     }
     if (thread_.joinable()) thread_.join();
   }
@@ -85,7 +86,8 @@ class SweepFeed {
     polls = polls_;
     ++snapshotting_;
     const int64_t id = next_id_++;
-    subscribers_[id] = Subscriber{.cursor = end_seq(), .metrics = metrics};
+    subscribers_[id] = Subscriber{
+        .cursor = end_seq(), .metrics = metrics, .signal = std::make_shared<Signal>()};
     if (metrics) ++metric_subscribers_;
     if (metrics && !metrics_ready_) wake_ = true;  // its cursors are needed now
     return id;
@@ -144,31 +146,35 @@ class SweepFeed {
     return absl::OkStatus();
   }
 
+  // Returns at once what the subscriber has not read, else waits (on its own signal) until a
+  // poll publishes something, the feed stops or fails, or `deadline`.
   absl::StatusOr<SweepSubscription::Batch> Next(int64_t id, uint64_t seen_polls,
                                                 absl::Time deadline, size_t max)
       ABSL_LOCKS_EXCLUDED(mu_) {
+    std::shared_ptr<Signal> signal;
+    uint64_t generation = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      Subscriber& me = subscribers_.at(id);
+      signal = me.signal;
+      {
+        // Read under mu_: whatever is published after this unlock bumps the generation.
+        absl::MutexLock signal_lock(&signal->mu);
+        generation = signal->generation;
+      }
+      if (stopping_ || !failed_.ok() || me.cursor < end_seq() || polls_ > seen_polls) {
+        return TakeBatch(me, max);
+      }
+    }
+    {
+      absl::MutexLock signal_lock(&signal->mu);
+      auto bumped = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(signal->mu) {
+        return signal->generation != generation;
+      };
+      clock_.AwaitWithDeadline(signal->mu, absl::Condition(&bumped), deadline);
+    }
     absl::MutexLock lock(&mu_);
-    Subscriber& me = subscribers_.at(id);
-    auto news = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || !failed_.ok() || me.cursor < end_seq() || polls_ > seen_polls;
-    };
-    clock_.AwaitWithDeadline(mu_, absl::Condition(&news), deadline);
-    if (me.cursor < first_seq_) {
-      return absl::UnavailableError(absl::StrCat(
-          "this watch fell more than ", options_.buffer_messages,
-          " messages behind its sweep's feed (a slow client); reconnect for a fresh snapshot"));
-    }
-    SweepSubscription::Batch batch;
-    batch.polls = polls_;
-    while (me.cursor < end_seq() && batch.messages.size() < max) {
-      batch.messages.push_back(buffer_[me.cursor - first_seq_]);
-      ++me.cursor;
-    }
-    Trim();
-    if (!batch.messages.empty()) return batch;
-    if (!failed_.ok()) return failed_;
-    if (stopping_) return absl::UnavailableError("the server is stopping; reconnect");
-    return batch;
+    return TakeBatch(subscribers_.at(id), max);
   }
 
   void Wake() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -189,13 +195,31 @@ class SweepFeed {
   }
 
  private:
+  // A subscriber's own wake-up. Its stream sleeps on this rather than on a condition over mu_:
+  // with a condition, every unlock of mu_ would evaluate every sleeping stream's (hundreds of
+  // streams, thousands of unlocks a second); this way a publication wakes each stream once.
+  struct Signal {
+    absl::Mutex mu;
+    uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+  };
   struct Subscriber {
     uint64_t cursor = 0;  // the sequence number of the next message it reads
     bool metrics = false;
+    std::shared_ptr<Signal> signal;
   };
   enum class Step { kStop, kHorizon, kSeed, kPoll };
 
   uint64_t end_seq() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return first_seq_ + buffer_.size(); }
+  // Up to `max` of the subscriber's unread messages; UNAVAILABLE when it fell behind the buffer.
+  absl::StatusOr<SweepSubscription::Batch> TakeBatch(Subscriber& me, size_t max)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes every subscriber's stream (after a publication, a failure or Stop).
+  void NotifySubscribers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto& [id, subscriber] : subscribers_) {
+      absl::MutexLock lock(&subscriber.signal->mu);
+      ++subscriber.signal->generation;
+    }
+  }
 
   void Loop();
   // Sleeps until the next thing to do is due; kStop when stopping or idle past the linger.
@@ -259,6 +283,7 @@ void SweepFeed::Loop() {
       if (!failing_since_) failing_since_ = now;
       if (!IsTransient(status) || now - *failing_since_ >= options_.give_up_after) {
         failed_ = status;  // every subscriber ends with it; the next Subscribe starts anew
+        NotifySubscribers();
         return;
       }
       retry_at_ = now + options_.poll_interval;  // whatever the step was, not sooner
@@ -278,6 +303,9 @@ void SweepFeed::Loop() {
         last_poll_ = now;
         next_poll_ = now + options_.poll_interval;
         Trim();
+        // A poll with nothing new wakes nobody: a stream waiting only for a later poll (to end
+        // after its sweep did) sees polls_ at its next deadline.
+        if (!out.empty()) NotifySubscribers();
     }
   }
 }
@@ -388,6 +416,25 @@ absl::Status SweepFeed::Poll(bool metrics, std::vector<Message>& out) {
     for (auto& [run_id, next] : next_step) next_step_[run_id] = next;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<SweepSubscription::Batch> SweepFeed::TakeBatch(Subscriber& me, size_t max) {
+  if (me.cursor < first_seq_) {
+    return absl::UnavailableError(absl::StrCat(
+        "this watch fell more than ", options_.buffer_messages,
+        " messages behind its sweep's feed (a slow client); reconnect for a fresh snapshot"));
+  }
+  SweepSubscription::Batch batch;
+  batch.polls = polls_;
+  while (me.cursor < end_seq() && batch.messages.size() < max) {
+    batch.messages.push_back(buffer_[me.cursor - first_seq_]);
+    ++me.cursor;
+  }
+  Trim();
+  if (!batch.messages.empty()) return batch;
+  if (!failed_.ok()) return failed_;
+  if (stopping_) return absl::UnavailableError("the server is stopping; reconnect");
+  return batch;
 }
 
 void SweepFeed::Trim() {
