@@ -40,6 +40,9 @@ struct SchedulerOptions {
   // feed stays this long after its last stream left, for a reconnect to find it warm.
   size_t watch_buffer_messages = 50000;
   absl::Duration watch_feed_linger = absl::Seconds(10);
+  // Analyses kept (analysis_cache.h): one per sweep and evaluation set being looked at, each up
+  // to a few MiB at 10,000 runs.
+  size_t analysis_cache_entries = 16;
   // --- LeasesService ---
   // How long a worker id's owner (the token name that registered it) is remembered here: the
   // ownership never changes while the worker is known, so this only bounds how long a worker

@@ -5,8 +5,9 @@
 // point, region, lack-of-fit test and point optimum (or why none), the joint EL law refitted,
 // and ΔBPC of every grid point against every dense baseline. A part the runs cannot support
 // comes back with its reason rather than failing the call; only a sweep with no finished run is
-// FAILED_PRECONDITION. The analysis is computed on every call (a sweep has at most a few hundred
-// runs; the bootstraps take well under a second); nothing is stored.
+// FAILED_PRECONDITION. The analysis is computed when the sweep's count of SUCCEEDED runs moved
+// since the last call for that sweep and set (analysis_cache.h: at 10,000 runs it takes seconds,
+// and every open dashboard asks for it on a timer); nothing is stored in the database.
 //
 // This file is the only place core's analysis types become proto messages: the CLI report, the
 // dashboard (its JSON is this message) and the Python client all read what is set here.
@@ -300,7 +301,19 @@ absl::StatusOr<v1::AnalyzeSweepResponse> SweepsService::AnalyzeSweep(
   }
   PARITY_RETURN_IF_ERROR(violations.ToStatus("invalid AnalyzeSweep request"));
   // NOT_FOUND with a ResourceInfo for an unknown sweep.
-  PARITY_RETURN_IF_ERROR(catalog_.GetSweep(request.sweep_id()).status());
+  PARITY_ASSIGN_OR_RETURN(v1::Sweep sweep, catalog_.GetSweep(request.sweep_id()));
+  // Read before the runs are: a run succeeding meanwhile makes the kept answer at most one
+  // version old, and the next call (a higher count) computes again.
+  const int64_t version = sweep.counts().succeeded();
+  PARITY_ASSIGN_OR_RETURN(
+      AnalysisCache::Answer answer,
+      analyses_->GetOrCompute(absl::StrCat(request.sweep_id(), "/", request.eval_set()), version,
+                              [&] { return ComputeAnalysis(request); }));
+  return *answer;
+}
+
+absl::StatusOr<v1::AnalyzeSweepResponse> SweepsService::ComputeAnalysis(
+    const v1::AnalyzeSweepRequest& request) {
   std::vector<v1::Run> runs;
   PageRequest page{.page_size = 1000, .page_token = ""};
   do {

@@ -20,6 +20,7 @@ SweepsService::SweepsService(SweepCatalog& catalog, ReadModels& reads, WorkSigna
       planner_(std::move(planner)),
       options_(std::move(options)),
       observer_(observer),
+      analyses_(std::make_unique<AnalysisCache>(options_.analysis_cache_entries)),
       feeds_(std::make_unique<SweepFeeds>(
           catalog, reads, clock,
           SweepFeedOptions{

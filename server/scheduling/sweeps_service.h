@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "core/field_violation.h"
 #include "parity/v1/sweep_service.pb.h"
+#include "server/scheduling/analysis_cache.h"
 #include "server/scheduling/caller.h"
 #include "server/scheduling/clock.h"
 #include "server/scheduling/scheduler_observer.h"
@@ -103,6 +104,8 @@ class SweepsService {
                                                std::vector<core::FieldViolation>& warnings);
   // Of the workers seen in the last 5 minutes: digest → how many hold dataset `name` so.
   absl::StatusOr<std::map<std::string, int>> LiveDatasetDigests(const std::string& name);
+  // The analysis of the sweep's SUCCEEDED runs, computed (AnalyzeSweep's cache misses).
+  absl::StatusOr<v1::AnalyzeSweepResponse> ComputeAnalysis(const v1::AnalyzeSweepRequest& request);
 
   SweepCatalog& catalog_;
   ReadModels& reads_;
@@ -111,6 +114,8 @@ class SweepsService {
   const Planner planner_;
   const SchedulerOptions options_;
   SchedulerObserver* const observer_;  // may be null
+  // AnalyzeSweep's answers per version of the sweep's finished runs (sweeps_analysis.cc).
+  const std::unique_ptr<AnalysisCache> analyses_;
   // The watch streams' shared pollers. Last: stopped before anything they read goes.
   const std::unique_ptr<SweepFeeds> feeds_;
 };

@@ -253,6 +253,16 @@ TEST_F(SchedulerLogicTest, AnalyzeSweepSaysWhatItCannotFitYet) {
   EXPECT_THAT(analysis->dense_fit_refusal(), ::testing::HasSubstr("span 2 budgets"));
   EXPECT_EQ(analysis->leverage_size(), 0);
   EXPECT_EQ(analysis->grid_points_size(), 2);
+
+  // The answer is kept per count of SUCCEEDED runs (analysis_cache.h): asked again, the same;
+  // once another run succeeds, the new run is in it.
+  absl::StatusOr<v1::AnalyzeSweepResponse> again = scheduler_->AnalyzeSweep(request);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), analysis->SerializeAsString());
+  FinishRuns(1);
+  absl::StatusOr<v1::AnalyzeSweepResponse> moved = scheduler_->AnalyzeSweep(request);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->grid_points_size(), 3) << "the third finished run's grid point is analysed";
 }
 
 TEST_F(SchedulerLogicTest, AnalyzeSweepUnknownIsNotFoundWithResourceInfo) {
