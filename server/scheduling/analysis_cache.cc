@@ -5,8 +5,8 @@
 namespace parity::server {
 
 absl::StatusOr<AnalysisCache::Answer> AnalysisCache::GetOrCompute(const std::string& key,
-                                                                   int64_t version,
-                                                                   const Compute& compute) {
+                                                                  int64_t version,
+                                                                  const Compute& compute) {
   {
     absl::MutexLock lock(&mu_);
     // Another caller computes this version: wait for it (or for its failure). By key, not by
@@ -38,7 +38,8 @@ absl::StatusOr<AnalysisCache::Answer> AnalysisCache::GetOrCompute(const std::str
   auto it = entries_.find(key);
   const bool mine = it != entries_.end() && it->second.computing && it->second.version == version;
   Answer answer;
-  if (computed.ok()) answer = std::make_shared<const v1::AnalyzeSweepResponse>(*std::move(computed));
+  if (computed.ok())
+    answer = std::make_shared<const v1::AnalyzeSweepResponse>(*std::move(computed));
   if (mine) {
     it->second.computing = false;
     it->second.answer = answer;  // null after a failure: the next caller computes again

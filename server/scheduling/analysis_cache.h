@@ -41,8 +41,8 @@ class AnalysisCache {
  private:
   struct Entry {
     int64_t version = -1;
-    Answer answer;                 // null while computing or after a failed computation
-    bool computing = false;        // someone computes `version` now
+    Answer answer;                             // null while computing or after a failed computation
+    bool computing = false;                    // someone computes `version` now
     std::list<std::string>::iterator recency;  // position in recency_
   };
 
