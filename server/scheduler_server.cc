@@ -239,7 +239,8 @@ absl::Status SchedulerServer::StartHttp() {
                          .tls_cert_file = options_.tls.cert_file,
                          .tls_key_file = options_.tls.key_file,
                          .limits = options_.http_limits,
-                         .sessions = {}};
+                         .sessions = {},
+                         .api_replies = {.ttl = options_.http_api_reply_ttl}};
   if (metrics_ != nullptr) {
     http.metrics_text = [metrics = metrics_.get(), leadership = leadership_metrics_.get()] {
       return metrics->Render() + leadership->Render();

@@ -114,6 +114,10 @@ void AddHttpFlags(CLI::App& app, ServerOptions& o) {
                  "open connections one client address may hold on the web port")
       ->envname("PARITY_HTTP_MAX_CONNECTIONS_PER_IP")
       ->check(CLI::Range(1, 100000));
+  AddDurationFlag(app, "--http-api-reply-ttl", o.http_api_reply_ttl,
+                  "a /api/v1 reply is given to whoever asks for the same document within this "
+                  "(dashboards of one sweep then cost about one query each a second); 0s = off")
+      ->envname("PARITY_HTTP_API_REPLY_TTL");
   app.add_option("--http-threads", o.http_limits.threads,
                  "threads that read web requests (epoll; not one per connection) and answer them")
       ->envname("PARITY_HTTP_THREADS")
@@ -193,6 +197,11 @@ absl::Status ServerOptions::Validate() const {
     if (value <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError(absl::StrCat(flag, ": must be positive"));
     }
+  }
+  if (http_api_reply_ttl < absl::ZeroDuration() || http_api_reply_ttl > absl::Minutes(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-api-reply-ttl ", absl::FormatDuration(http_api_reply_ttl),
+                     ": must be within 0s (off) and 1m (the dashboard refreshes every 3s)"));
   }
   if (scheduler.heartbeat_interval >= scheduler.lease_ttl) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -83,6 +83,8 @@ struct ServerOptions {
   std::string http_listen;
   // The web port's deadlines and connection caps (server/api/microhttpd_server.h).
   HttpLimits http_limits;
+  // A JSON API reply is given to whoever asks for the same document within this (0 = never).
+  absl::Duration http_api_reply_ttl = absl::Seconds(1);
 
   // Declares parity-scheduler's flags on `app`, each bound to the field it sets, whose value is
   // its default; sets the binary's defaults where they differ from a library user's (the metrics

@@ -158,6 +158,16 @@ HttpReply ErrorReply(const absl::Status& status) {
 }
 
 HttpReply DashboardApi::Get(absl::string_view path, const QueryParams& params) {
+  // The path and the query in order (a multimap: by name, then as given), each part prefixed by
+  // its length so that no two requests share a key.
+  std::string key = absl::StrCat(path.size(), ":", path);
+  for (const auto& [name, value] : params) {
+    absl::StrAppend(&key, name.size(), ":", name, value.size(), ":", value);
+  }
+  return replies_.GetOrCompute(key, [&] { return Route(path, params); });
+}
+
+HttpReply DashboardApi::Route(absl::string_view path, const QueryParams& params) {
   const std::vector<std::string> parts =
       absl::StrSplit(absl::StripSuffix(path, "/"), '/', absl::AllowEmpty());
   absl::StatusOr<std::string> body = RouteNotFound(path);

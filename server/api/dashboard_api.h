@@ -27,8 +27,9 @@
 //   sweeps/ID/summary          what the sweep page's header says of all the runs: runs by role,
 //                              budgets, total compute, distinct failures (web::SweepSummary)
 //
-// Errors are {"error": {...}} with the HTTP status of the absl code (HttpStatusOf). Thread-safe:
-// stateless over a thread-safe SweepsService and ReadModels.
+// Errors are {"error": {...}} with the HTTP status of the absl code (HttpStatusOf). Thread-safe
+// over a thread-safe SweepsService and ReadModels; a successful reply is kept for `replies.ttl`
+// (reply_cache.h: a second by default) and given to whoever asks for the same path and query.
 #pragma once
 
 #include <map>
@@ -37,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "server/api/reply_cache.h"
 #include "server/scheduling/sweeps_service.h"
 #include "server/store/paging.h"
 #include "server/store/read_models.h"
@@ -61,12 +63,15 @@ class DashboardApi {
  public:
   // `sweeps` (every sweep, run and worker, validated as over gRPC) and `reads` (metric samples
   // and listings) must outlive the API.
-  DashboardApi(SweepsService& sweeps, ReadModels& reads) : sweeps_(sweeps), reads_(reads) {}
+  DashboardApi(SweepsService& sweeps, ReadModels& reads, ReplyCacheOptions replies = {})
+      : sweeps_(sweeps), reads_(reads), replies_(replies, [] { return absl::Now(); }) {}
 
   // `path` below /api/v1/, without the leading slash ("sweeps/ID/runs").
   HttpReply Get(absl::string_view path, const QueryParams& params);
 
  private:
+  // The reply computed now (Get's cache miss).
+  HttpReply Route(absl::string_view path, const QueryParams& params);
   absl::StatusOr<std::string> ListSweeps(const QueryParams& params);
   absl::StatusOr<std::string> GetSweep(const std::string& sweep_id);
   absl::StatusOr<std::string> ListRuns(const std::string& sweep_id, const QueryParams& params);
@@ -90,6 +95,7 @@ class DashboardApi {
 
   SweepsService& sweeps_;
   ReadModels& reads_;
+  ReplyCache<HttpReply> replies_;
 };
 
 }  // namespace parity::server

@@ -241,7 +241,7 @@ HttpServer::HttpServer(HttpServerOptions options, SweepsService& sweeps, ReadMod
                        AccessControl& access)
     : options_(std::move(options)),
       access_(access),
-      api_(sweeps, reads),
+      api_(sweeps, reads, options_.api_replies),
       sessions_(clock_, options_.sessions),
       index_html_(web::IndexHtmlWith("<base href=\"/\">")) {}
 

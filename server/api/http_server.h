@@ -50,6 +50,8 @@ struct HttpServerOptions {
   std::string tls_key_file;
   HttpLimits limits;
   BrowserSessionsOptions sessions;
+  // How long a JSON API reply is given to whoever asks for the same document (reply_cache.h).
+  ReplyCacheOptions api_replies;
 };
 
 // The largest body each route takes.
