@@ -36,6 +36,28 @@ class SchedulerClient {
   virtual void CancelLongPolls() {}
 };
 
+// Whether a failed call may have been carried out by the scheduler with its answer lost on the
+// way (a replica killed after its commit, a cut connection, a deadline, a reset): every code but
+// those the scheduler answers only when it refused the call. A LeaseRun that failed so is
+// repeated with the same request_id and retry = true (WorkerDaemon), so that a lease granted to
+// it is handed back instead of waiting out its TTL.
+inline bool AnswerMayHaveBeenLost(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnimplemented:
+      return false;
+    default:  // UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, UNKNOWN, INTERNAL, ABORTED, ...
+      return true;
+  }
+}
+
 struct GrpcClientOptions {
   // Deadline of every call except LeaseRun.
   absl::Duration call_timeout = absl::Seconds(10);

@@ -180,6 +180,28 @@ void WorkerDaemon::RetainCheckpoints() {
   }
 }
 
+parity::v1::LeaseRunRequest WorkerDaemon::NextLeaseRequest(std::vector<parity::v1::Device> free) {
+  parity::v1::LeaseRunRequest req;
+  req.set_worker_id(options_.worker_id);
+  std::string offer;
+  for (parity::v1::Device& d : free) {
+    offer += d.SerializeAsString();
+    *req.add_free_devices() = std::move(d);
+  }
+  *req.mutable_wait_time() = ToProtoDuration(options_.lease_wait);
+  if (!lost_request_id_.empty() && offer == lost_offer_) {
+    // The last attempt's answer may have been lost after the scheduler leased a run to it: the
+    // same id again, flagged, gets that lease back instead of a second run.
+    req.set_request_id(lost_request_id_);
+    req.set_retry(true);
+  } else {
+    req.set_request_id(absl::StrCat("w-", absl::Hex(request_ids_(), absl::kZeroPad16),
+                                    absl::Hex(request_ids_(), absl::kZeroPad16)));
+  }
+  lost_offer_ = std::move(offer);
+  return req;
+}
+
 void WorkerDaemon::PublishDevices() {
   if (options_.metrics != nullptr) options_.metrics->SetDevices(slots_.Usage());
 }
@@ -225,11 +247,10 @@ absl::Status WorkerDaemon::Run() {
       WaitForFreeSlot(finished_before, absl::Seconds(1));
       continue;
     }
-    parity::v1::LeaseRunRequest req;
-    req.set_worker_id(options_.worker_id);
-    for (parity::v1::Device& d : free) *req.add_free_devices() = std::move(d);
-    *req.mutable_wait_time() = ToProtoDuration(options_.lease_wait);
+    const parity::v1::LeaseRunRequest req = NextLeaseRequest(std::move(free));
     absl::StatusOr<parity::v1::LeaseRunResponse> resp = client_.LeaseRun(req);
+    lost_request_id_.clear();
+    if (!resp.ok() && AnswerMayHaveBeenLost(resp.status())) lost_request_id_ = req.request_id();
     // A long poll ended by our own shutdown is no error worth counting.
     if (options_.metrics != nullptr && (resp.ok() || !shutting_down())) {
       options_.metrics->LeaseAttempt(!resp.ok()          ? LeaseAttemptResult::kError

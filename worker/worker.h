@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,9 @@ class WorkerDaemon {
   void RetainCheckpoints();
   // Tells the metrics which devices runs hold now.
   void PublishDevices();
+  // The next LeaseRun request for the free devices `free`: a fresh request_id, or the lost
+  // attempt's again with retry = true when the devices offered are the same.
+  parity::v1::LeaseRunRequest NextLeaseRequest(std::vector<parity::v1::Device> free);
   // Sleeps up to `d`, waking early on Shutdown(). Returns whether shutting down.
   bool SleepUnlessShutdown(absl::Duration d);
   // Sleeps up to `d`, waking early on Shutdown() or once finished_runs() has moved past `seen`.
@@ -78,6 +82,12 @@ class WorkerDaemon {
   std::vector<v1::DatasetHolding> datasets_;
   // Run id → supervisor; lease-loop thread only.
   std::map<std::string, std::unique_ptr<RunSupervisor>> runs_;
+  // The last LeaseRun attempt whose answer may have been lost (AnswerMayHaveBeenLost): its
+  // request_id (empty = none, the last attempt was answered) and the devices it offered
+  // (serialized). Lease-loop thread only.
+  std::string lost_request_id_;
+  std::string lost_offer_;
+  std::mt19937_64 request_ids_{std::random_device{}()};  // lease-loop thread only
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped by supervisors (on their threads) each time a run finishes.

@@ -144,6 +144,11 @@ void SimWorker::Lease() {
   device->set_kind(v1::DEVICE_KIND_CPU);
   device->set_threads(4);
   call->request.mutable_wait_time()->set_seconds(absl::ToInt64Seconds(cadence_.lease_wait));
+  if (lease_request_id_.empty()) {
+    lease_request_id_ = absl::StrCat("sim", index_, "-", ++lease_attempts_);
+  }
+  call->request.set_request_id(lease_request_id_);
+  call->request.set_retry(lease_retry_);
   long_poll_ = &call->context;
   const uint64_t generation = generation_;
   Stub().async()->LeaseRun(
@@ -152,6 +157,9 @@ void SimWorker::Lease() {
         {
           absl::MutexLock lock(&mu_);
           long_poll_ = nullptr;
+          // Answered: the next attempt is new. Failed: the lease may exist, ask for it again.
+          if (status.ok()) lease_request_id_.clear();
+          lease_retry_ = !status.ok();
         }
         const double ms = absl::ToDoubleMilliseconds(absl::Now() - call->start);
         if (status.ok() && call->response.has_lease()) {

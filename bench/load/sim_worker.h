@@ -114,6 +114,12 @@ class SimWorker {
   int failures_ ABSL_GUARDED_BY(mu_) = 0;      // consecutive
   int calls_in_run_ ABSL_GUARDED_BY(mu_) = 0;  // Heartbeat/ReportMetrics in flight
   grpc::ClientContext* long_poll_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The LeaseRun attempt in hand: its request_id (empty: take the next), and whether it is a
+  // retry, as the real worker does (worker/worker.cc): a failed attempt is repeated with the
+  // same id and retry = true, so a lease whose answer was lost is handed back.
+  std::string lease_request_id_ ABSL_GUARDED_BY(mu_);
+  bool lease_retry_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t lease_attempts_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t seed_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -82,6 +82,7 @@ void LeasesService::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call
   CheckDevices(violations, "free_devices", request.free_devices());
   const absl::Duration wait = FromProtoDuration(request.wait_time());
   if (wait < absl::ZeroDuration()) violations.Add("wait_time", "must not be negative");
+  CheckLeaseRequestId(violations, request.request_id(), request.retry());
   if (absl::Status status = violations.ToStatus("invalid LeaseRun request"); !status.ok()) {
     return done(status);
   }
@@ -92,8 +93,11 @@ void LeasesService::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call
   if (absl::StatusOr<std::string> key = secrets_.LeaseKey(); !key.ok()) return done(key.status());
   auto lease = std::make_unique<PendingLease>();
   lease->holder = caller.name;
-  lease->request =
-      LeaseRequest{request.worker_id(), OfferOf(request.free_devices()), options_.lease_ttl};
+  lease->request = LeaseRequest{.worker_id = request.worker_id(),
+                                .offer = OfferOf(request.free_devices()),
+                                .ttl = options_.lease_ttl,
+                                .request_id = request.request_id(),
+                                .retry = request.retry()};
   lease->start = clock_.Now();
   // Answer a little before the caller's deadline so the empty reply still reaches it.
   lease->deadline = std::min(lease->start + std::min(wait, options_.max_lease_wait),
@@ -111,7 +115,10 @@ void LeasesService::TryLease(std::unique_ptr<PendingLease> lease) {
                                    absl::StatusOr<std::optional<LeasedRun>> leased) mutable {
     if (!leased.ok()) return lease->done(leased.status());
     if (leased->has_value()) {
-      if (observer_ != nullptr) observer_->OnRunLeased((*leased)->run, clock_.Now() - lease->start);
+      // A lease answered again to a retry was counted when it was granted.
+      if (observer_ != nullptr && !(*leased)->answered_again) {
+        observer_->OnRunLeased((*leased)->run, clock_.Now() - lease->start);
+      }
       v1::LeaseRunResponse response;
       absl::StatusOr<std::string> key = secrets_.LeaseKey();  // loaded by LeaseRun: no store call
       if (key.ok()) {
@@ -126,6 +133,9 @@ void LeasesService::TryLease(std::unique_ptr<PendingLease> lease) {
     if (now >= lease->deadline || lease->cancelled()) {
       return lease->done(v1::LeaseRunResponse());
     }
+    // The retry found no lease of its own: it was looked up once, and the long poll's tries are
+    // ordinary leases (under the same request id).
+    lease->request.retry = false;
     const absl::Time retry_at = std::min(lease->deadline, now + options_.idle_poll_interval);
     long_polls_.Park(std::move(lease), generation, retry_at);
   });

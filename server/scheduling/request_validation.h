@@ -2,6 +2,7 @@
 // field violation and returns one INVALID_ARGUMENT carrying a google.rpc.BadRequest payload.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -50,5 +51,27 @@ class Violations {
  private:
   std::vector<core::FieldViolation> list_;
 };
+
+// LeaseRunRequest's request_id (at most kMaxLeaseRequestIdChars of [A-Za-z0-9_-], empty = none)
+// and retry, which repeats a request and so needs its id.
+inline constexpr size_t kMaxLeaseRequestIdChars = 64;
+inline void CheckLeaseRequestId(Violations& violations, absl::string_view request_id, bool retry) {
+  const bool allowed = std::all_of(request_id.begin(), request_id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (request_id.size() > kMaxLeaseRequestIdChars || !allowed) {
+    violations.Add("request_id",
+                   absl::StrCat(request_id.size() > kMaxLeaseRequestIdChars
+                                    ? absl::StrCat(request_id.size(), " characters, over the limit")
+                                    : "holds a character outside [A-Za-z0-9_-]",
+                                "; send at most ", kMaxLeaseRequestIdChars,
+                                " letters, digits, '_' or '-' (a fresh random id per attempt)"));
+  }
+  if (retry && request_id.empty()) {
+    violations.Add("retry",
+                   "set without a request_id: a retry repeats a call by its request_id; send the "
+                   "id of the call whose answer was lost, or leave retry false");
+  }
+}
 
 }  // namespace parity::server

@@ -83,7 +83,7 @@ BEGIN
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,
-      lease_expires_at = NULL, cancel_requested = false,
+      lease_expires_at = NULL, lease_request_id = NULL, cancel_requested = false,
       started_at = coalesce(r.started_at, now()), ended_at = now(), updated_at = now()
     FROM ending e WHERE r.run_id = e.run_id RETURNING e.i, r AS ended),
   ev AS (

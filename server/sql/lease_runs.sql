@@ -14,7 +14,8 @@
 -- held by a concurrent batch is skipped (the sweep's next taken instead); a sweep that cannot
 -- fill its share drops out and the requests left are shared again among the others (eight
 -- rounds at most). Each leased run gets lease_epoch + 1 (the fencing token), a lease of
--- p_ttl_seconds, its devices and a 'leased' event.
+-- p_ttl_seconds, its devices, its request's p_request_ids[i] (NULL = none: what a retry of that
+-- request finds it by, statements/run_queue.sql renew_retried_lease) and a 'leased' event.
 --
 -- Index paths, and why:
 -- - Fair share counts each open sweep's live runs with an index scan on runs_live_by_sweep, with
@@ -35,7 +36,7 @@
 CREATE OR REPLACE FUNCTION lease_runs(p_workers uuid[], p_cpu_devices integer[],
                                       p_gpu_indices text[], p_cpu_threads integer,
                                       p_host_memory bigint, p_gpu_memory bigint[],
-                                      p_ttl_seconds double precision)
+                                      p_ttl_seconds double precision, p_request_ids text[])
 RETURNS TABLE (request integer, run runs) LANGUAGE plpgsql
 SET enable_bitmapscan = off SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
@@ -110,6 +111,7 @@ BEGIN
     WITH taken AS (
       UPDATE runs r SET state = 'LEASED',
         lease_owner = p_workers[v_waiting[array_position(v_runs, r.run_id)]],
+        lease_request_id = p_request_ids[v_waiting[array_position(v_runs, r.run_id)]],
         lease_epoch = r.lease_epoch + 1,
         lease_expires_at = now() + make_interval(secs => p_ttl_seconds),
         cancel_requested = false, updated_at = now(),

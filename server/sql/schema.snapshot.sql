@@ -194,6 +194,7 @@ CREATE TABLE public.runs (
     preemptions integer DEFAULT 0 NOT NULL,
     final_eval_bpc jsonb,
     dataset_digest text,
+    lease_request_id text,
     CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text, 'DATA_MISMATCH'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
@@ -249,7 +250,7 @@ BEGIN
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,
-      lease_expires_at = NULL, cancel_requested = false,
+      lease_expires_at = NULL, lease_request_id = NULL, cancel_requested = false,
       started_at = coalesce(r.started_at, now()), ended_at = now(), updated_at = now()
     FROM ending e WHERE r.run_id = e.run_id RETURNING e.i, r AS ended),
   ev AS (
@@ -339,7 +340,7 @@ BEGIN
   RETURN true;
 END $$;
 
-CREATE FUNCTION public.lease_runs(p_workers uuid[], p_cpu_devices integer[], p_gpu_indices text[], p_cpu_threads integer, p_host_memory bigint, p_gpu_memory bigint[], p_ttl_seconds double precision) RETURNS TABLE(request integer, run public.runs)
+CREATE FUNCTION public.lease_runs(p_workers uuid[], p_cpu_devices integer[], p_gpu_indices text[], p_cpu_threads integer, p_host_memory bigint, p_gpu_memory bigint[], p_ttl_seconds double precision, p_request_ids text[]) RETURNS TABLE(request integer, run public.runs)
     LANGUAGE plpgsql
     SET enable_bitmapscan TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -416,6 +417,7 @@ BEGIN
     WITH taken AS (
       UPDATE runs r SET state = 'LEASED',
         lease_owner = p_workers[v_waiting[array_position(v_runs, r.run_id)]],
+        lease_request_id = p_request_ids[v_waiting[array_position(v_runs, r.run_id)]],
         lease_epoch = r.lease_epoch + 1,
         lease_expires_at = now() + make_interval(secs => p_ttl_seconds),
         cancel_requested = false, updated_at = now(),

@@ -65,11 +65,19 @@ struct LeaseRequest {
   std::string worker_id;
   ResourceOffer offer;
   absl::Duration ttl;
+  // The caller's id of this attempt, recorded with the lease it gets; empty = none.
+  std::string request_id;
+  // The attempt repeats one with the same request_id whose answer was lost: a run this worker
+  // holds LEASED (never heartbeated) under that id, lease unexpired, is answered again (same
+  // epoch, expiry renewed to now + ttl) and nothing new is leased. Otherwise a lease as usual.
+  bool retry = false;
 };
 
 struct LeasedRun {
   v1::Lease lease;
   v1::Run run;
+  // A retry's lease answered again (LeaseRequest::retry), not a new one: no event was written.
+  bool answered_again = false;
 };
 
 struct HeartbeatUpdate {
@@ -187,13 +195,15 @@ class RunQueue {
 
   // Leases the best PENDING run that fits the offer: highest priority, then the sweep with the
   // fewest live runs (fair share), then the oldest. Bumps the fencing token. nullopt = no work.
+  // A retry (LeaseRequest::retry) first looks for the lease its lost answer granted.
   absl::StatusOr<std::optional<LeasedRun>> LeaseNextRun(const LeaseRequest& request) {
     return std::move(LeaseNextRuns({&request})[0]);
   }
   // LeaseNextRun for several requests at once, one result each, in order. Requests that offer
   // the same resources get the runs a LeaseNextRun per request, one after another, would give;
   // such groups go in the order of their first request. The batch is one unit of work for the
-  // database per group, which is what makes a busy fleet cheap to serve.
+  // database per group, which is what makes a busy fleet cheap to serve. Retries are looked up
+  // first, one by one (they are rare); those that find no lease join their groups.
   virtual std::vector<absl::StatusOr<std::optional<LeasedRun>>> LeaseNextRuns(
       const std::vector<const LeaseRequest*>& requests) = 0;
   virtual absl::StatusOr<HeartbeatResult> Heartbeat(const HeartbeatUpdate& update) = 0;

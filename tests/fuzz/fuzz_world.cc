@@ -121,7 +121,8 @@ void FuzzWorld::Seed() {
   cpu.set_kind(v1::DEVICE_KIND_CPU);
   cpu.set_threads(8);
   const v1::Worker worker = Must(store_->RegisterWorker(registration), "seed worker");
-  server::LeaseRequest lease{worker.worker_id(), {.cpu_threads = 8}, absl::Minutes(10)};
+  server::LeaseRequest lease{
+      .worker_id = worker.worker_id(), .offer = {.cpu_threads = 8}, .ttl = absl::Minutes(10)};
 
   // Three runs leased: two finish with metrics, the third keeps running with metrics.
   std::vector<server::LeasedRun> leased;
@@ -138,7 +139,7 @@ void FuzzWorld::Seed() {
       Must(scheduler_->LeaseRun(lease_request, clock_.Now() + absl::Hours(1), {}), "seed lease");
   if (!running.has_lease()) Die("seed lease: no run for the scheduler");
   seeded_lease_secret_ = running.lease_secret();
-  leased.push_back(server::LeasedRun{running.lease(), running.run()});
+  leased.push_back(server::LeasedRun{.lease = running.lease(), .run = running.run()});
   for (size_t i = 0; i < leased.size(); ++i) {
     const server::LeasedRun& run = leased[i];
     const bool moe = run.run.spec().role() == v1::RUN_ROLE_MOE;

@@ -2,6 +2,7 @@
 // and time moves only when a test says so.
 #include "server/store/memory/memory_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/lease_retry_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
 #include "tests/scheduler/run_history_contract_test.h"
@@ -31,6 +32,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, AccessContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, ReadModelsContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, OutageContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RunHistoryContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LeaseRetryContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

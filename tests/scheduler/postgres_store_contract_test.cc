@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/lease_retry_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
 #include "tests/scheduler/run_history_contract_test.h"
@@ -39,6 +40,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AccessContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, ReadModelsContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, OutageContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RunHistoryContractTest, PostgresHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LeaseRetryContractTest, PostgresHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

@@ -3,7 +3,8 @@
 // pass. memory_store_contract_test.cc runs it on MemoryRunStore (no PostgreSQL, fake clock);
 // postgres_store_contract_test.cc on PostgresRunStore (a throwaway database, real time). The read
 // models have a suite of their own on the same harness (read_models_contract_test.h), and so do
-// access tokens (access_contract_test.h) and outages (outage_contract_test.h).
+// access tokens (access_contract_test.h), outages (outage_contract_test.h) and retried leases
+// (lease_retry_contract_test.h).
 #pragma once
 
 #include <gmock/gmock.h>

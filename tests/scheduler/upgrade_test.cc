@@ -128,6 +128,13 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url,
       "ALTER TABLE workers ADD COLUMN datasets jsonb NOT NULL DEFAULT '[]'; "
       "ALTER TABLE runs ADD COLUMN dataset_digest text");
+  // And 0020's lease request ids: the column its retried lease names, and a wrapper of
+  // lease_runs' 0020 signature (one more array, the request ids, which 0008's ignores).
+  Sql(url,
+      "ALTER TABLE runs ADD COLUMN lease_request_id text; "
+      "CREATE FUNCTION lease_runs(uuid[], integer[], text[], integer, bigint, bigint[], float8, "
+      "text[]) RETURNS TABLE (request integer, run runs) LANGUAGE sql AS "
+      "$$ SELECT * FROM lease_runs($1, $2, $3, $4, $5, $6, $7) $$");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -168,6 +175,9 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
       "bigint[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], float8[], "
       "float8[], float8[], jsonb[], jsonb[], bigint[])");
   Sql(url, "ALTER TABLE workers DROP COLUMN datasets; ALTER TABLE runs DROP COLUMN dataset_digest");
+  Sql(url,
+      "DROP FUNCTION lease_runs(uuid[], integer[], text[], integer, bigint, bigint[], float8, "
+      "text[]); ALTER TABLE runs DROP COLUMN lease_request_id");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "

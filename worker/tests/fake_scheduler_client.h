@@ -1,5 +1,6 @@
 // FakeSchedulerClient: an in-memory WorkerService for supervisor and lease-loop tests. Records what
-// the worker sent and injects faults: a number of UNAVAILABLE failures per call, cancellation after
+// the worker sent and injects faults: a number of failures per call (UNAVAILABLE, or a chosen code
+// for LeaseRun), cancellation after
 // a heartbeat count, a lost lease. Thread-safe (a mutex around everything).
 #pragma once
 
@@ -19,6 +20,8 @@ class FakeSchedulerClient : public SchedulerClient {
   int fail_heartbeats = 0;  // the next N heartbeats fail UNAVAILABLE
   int fail_metrics = 0;     // the next N ReportMetrics fail UNAVAILABLE
   int fail_completes = 0;   // the next N CompleteRun fail UNAVAILABLE
+  int fail_leases = 0;      // the next N LeaseRun fail with lease_failure
+  absl::StatusCode lease_failure = absl::StatusCode::kUnavailable;
   int cancel_after_heartbeats =
       -1;  // heartbeat number (1-based) from which cancel_requested is set
   int lose_lease_after_heartbeats = -1;  // from this heartbeat on: FAILED_PRECONDITION everywhere
@@ -35,6 +38,10 @@ class FakeSchedulerClient : public SchedulerClient {
       const parity::v1::LeaseRunRequest& r) override {
     absl::MutexLock l(&mu);
     lease_requests.push_back(r);
+    if (fail_leases > 0) {
+      --fail_leases;
+      return absl::Status(lease_failure, "lease failed (fake)");
+    }
     if (leases.empty()) {
       // A short long poll: wait a little (or until CancelLongPolls) and return empty.
       mu.AwaitWithTimeout(absl::Condition(&poll_cancelled), absl::Milliseconds(50));

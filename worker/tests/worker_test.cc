@@ -130,5 +130,61 @@ TEST_F(WorkerDaemonTest, ShutdownWhileIdleEndsTheLongPoll) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(1));
 }
 
+// Waits until the daemon has sent `count` LeaseRun requests, stops it, and returns them.
+std::vector<parity::v1::LeaseRunRequest> LeaseRequestsUntil(FakeSchedulerClient& fake,
+                                                            WorkerDaemon& daemon, size_t count) {
+  std::thread loop([&] { EXPECT_TRUE(daemon.Run().ok()); });
+  for (int i = 0; i < 200; ++i) {
+    {
+      absl::MutexLock l(&fake.mu);
+      if (fake.lease_requests.size() >= count) break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  daemon.Shutdown();
+  loop.join();
+  absl::MutexLock l(&fake.mu);
+  return fake.lease_requests;
+}
+
+// A LeaseRun whose answer never came may have leased a run: the next attempt repeats its
+// request_id with retry = true (the scheduler hands that lease back); any answer ends it.
+TEST_F(WorkerDaemonTest, ALeaseRunWithoutAnAnswerIsRepeatedWithItsRequestId) {
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.fail_leases = 2;  // UNAVAILABLE twice, then empty answers
+  }
+  DeviceSlots slots({Cpu(1)}, 1);
+  WorkerDaemon daemon(fake_, slots, options_);
+  const std::vector<parity::v1::LeaseRunRequest> sent = LeaseRequestsUntil(fake_, daemon, 5);
+  ASSERT_GE(sent.size(), 5u);
+  EXPECT_FALSE(sent[0].request_id().empty());
+  EXPECT_FALSE(sent[0].retry());
+  for (int i : {1, 2}) {
+    EXPECT_EQ(sent[i].request_id(), sent[0].request_id()) << "attempt " << i;
+    EXPECT_TRUE(sent[i].retry()) << "attempt " << i;
+    EXPECT_EQ(sent[i].free_devices_size(), sent[0].free_devices_size());
+  }
+  // The third was answered (empty): fresh ids from then on.
+  EXPECT_NE(sent[3].request_id(), sent[0].request_id());
+  EXPECT_FALSE(sent[3].retry());
+  EXPECT_NE(sent[4].request_id(), sent[3].request_id());
+  EXPECT_FALSE(sent[4].retry());
+}
+
+TEST_F(WorkerDaemonTest, ALeaseRunTheSchedulerRefusedIsNotRepeatedAsARetry) {
+  {
+    absl::MutexLock l(&fake_.mu);
+    fake_.fail_leases = 1;
+    fake_.lease_failure = absl::StatusCode::kPermissionDenied;  // refused: nothing was leased
+  }
+  DeviceSlots slots({Cpu(1)}, 1);
+  WorkerDaemon daemon(fake_, slots, options_);
+  const std::vector<parity::v1::LeaseRunRequest> sent = LeaseRequestsUntil(fake_, daemon, 2);
+  ASSERT_GE(sent.size(), 2u);
+  EXPECT_NE(sent[1].request_id(), sent[0].request_id());
+  EXPECT_FALSE(sent[1].retry());
+}
+
 }  // namespace
 }  // namespace parity::worker

@@ -10,12 +10,23 @@
 -- granted devices and events. $1 workers (uuid[]), $2 their CPU device indices (integer[]), $3
 -- their GPU indices in the order of $6 (text[] of integer[] literals), $4 CPU threads offered,
 -- $5 host memory (0 = unknown), $6 free GPU memory largest first (bigint[]; unknown = max), $7
--- ttl seconds. One row per leased request (request is 1-based) and one with NULL run columns
--- per unregistered worker.
+-- ttl seconds, $8 their request ids (text[], NULL = none). One row per leased request (request
+-- is 1-based) and one with NULL run columns per unregistered worker.
 SELECT l.request, {{run_columns}}, r.gpus
 FROM lease_runs($1::uuid[], $2::integer[], $3::text[], $4::integer, $5::bigint, $6::bigint[],
-                $7::float8) l
+                $7::float8, $8::text[]) l
 CROSS JOIN LATERAL (SELECT (l.run).*) r
+
+-- name: renew_retried_lease
+-- A LeaseRun retried because its answer was lost (LeaseRequest::retry): the run worker $1 holds
+-- LEASED under request id $2 — granted, never heartbeated, not lapsed — gets its lease renewed
+-- to now() + $3 seconds and is answered again (same epoch; no event: the lease is the one
+-- already recorded). No row: no such lease, lease as usual. Only retries send it, so the live
+-- leases are scanned (runs_live_leases) rather than every lease paying for an index.
+UPDATE runs r SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+WHERE r.state = 'LEASED' AND r.lease_owner = $1::uuid AND r.lease_request_id = $2
+  AND r.lease_expires_at > now()
+RETURNING {{run_columns}}
 
 -- name: lock_run
 -- The row every writer of a run locks first (its fencing token is checked against it).
@@ -43,7 +54,7 @@ WHERE run_id = $1 RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bi
 
 -- name: cancel_run_now
 UPDATE runs SET state = 'CANCELLED', cancel_requested = false, lease_owner = NULL,
-  lease_expires_at = NULL, ended_at = now(), updated_at = now()
+  lease_expires_at = NULL, lease_request_id = NULL, ended_at = now(), updated_at = now()
 WHERE run_id = $1
 
 -- name: append_metric_arrays
@@ -76,7 +87,7 @@ UPDATE runs SET state = $2, attempt = $3, preemptions = $10,
   not_before = now() + make_interval(secs => $4), failure_class = $5, failure_code = $6,
   failure_message = $7, checkpoint_step = coalesce($8, checkpoint_step),
   checkpoint_uri = coalesce($9, checkpoint_uri), lease_owner = NULL, lease_expires_at = NULL,
-  cancel_requested = false, ended_at = CASE WHEN $2 = 'PENDING' THEN NULL ELSE now() END,
+  lease_request_id = NULL, cancel_requested = false, ended_at = CASE WHEN $2 = 'PENDING' THEN NULL ELSE now() END,
   updated_at = now()
 WHERE run_id = $1
 
@@ -111,7 +122,8 @@ upd AS (
                            ELSE 'lease expired without a heartbeat' END,
     ended_at = CASE WHEN r.cancel_requested OR (NOT e.outage AND r.attempt >= r.max_attempts)
                     THEN now() ELSE NULL END,
-    cancel_requested = false, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+    cancel_requested = false, lease_owner = NULL, lease_expires_at = NULL,
+    lease_request_id = NULL, updated_at = now()
   FROM expired e WHERE r.run_id = e.run_id
   RETURNING r.run_id, r.sweep_id, r.state, r.attempt, r.lease_epoch, e.old_state, e.old_owner,
             e.outage),

@@ -103,10 +103,40 @@ std::vector<absl::StatusOr<std::optional<LeasedRun>>> MemoryRunStore::LeaseNextR
     groups[it - keys.begin()].push_back(i);
   }
   absl::MutexLock lock(&mu_);
+  // Retries first, as PostgresRunStore looks them up before it leases the groups.
+  std::vector<bool> answered(requests.size(), false);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!requests[i]->retry) continue;
+    if (std::optional<LeasedRun> again = AnswerAgain(*requests[i])) {
+      results[i] = std::move(again);
+      answered[i] = true;
+    }
+  }
   for (const std::vector<size_t>& group : groups) {
-    for (const size_t i : group) results[i] = LeaseOne(*requests[i]);
+    for (const size_t i : group) {
+      if (!answered[i]) results[i] = LeaseOne(*requests[i]);
+    }
   }
   return results;
+}
+
+std::optional<LeasedRun> MemoryRunStore::AnswerAgain(const LeaseRequest& request) {
+  if (request.request_id.empty()) return std::nullopt;
+  const absl::Time now = now_();
+  for (auto& [run_id, run] : runs_) {
+    // As renew_retried_lease: granted to this request, never heartbeated, not yet lapsed.
+    if (run.run.state() != v1::RUN_STATE_LEASED || run.lease_owner != request.worker_id ||
+        run.lease_request_id != request.request_id || run.lease_expires <= now) {
+      continue;
+    }
+    run.lease_expires = now + request.ttl;
+    LeasedRun leased;
+    leased.run = RenderRun(run);
+    leased.lease = leased.run.lease();
+    leased.answered_again = true;
+    return leased;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseRequest& request) {
@@ -155,6 +185,7 @@ absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseReq
   RunRow& run = *best_run;
   run.run.set_state(v1::RUN_STATE_LEASED);
   run.lease_owner = request.worker_id;
+  run.lease_request_id = request.request_id;
   ++run.lease_epoch;
   run.lease_expires = now + request.ttl;
   run.run.set_cancel_requested(false);
@@ -192,6 +223,7 @@ absl::StatusOr<HeartbeatResult> MemoryRunStore::Heartbeat(const HeartbeatUpdate&
     run.run.set_cancel_requested(false);
     AddEvent(run, from, run.run.attempt(), "cancelled at heartbeat", run.lease_owner);
     run.lease_owner.clear();
+    run.lease_request_id.clear();
     *run.run.mutable_end_time() = ToProtoTime(now);
     EndSweepIfDone(sweeps_.at(run.run.sweep_id()));
     return HeartbeatResult{now, true};
@@ -336,6 +368,7 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
                run.lease_owner);
     }
     run.lease_owner.clear();
+    run.lease_request_id.clear();
     run.run.set_cancel_requested(false);
     if (run.run.state() == v1::RUN_STATE_PENDING) {
       run.run.clear_end_time();
@@ -391,6 +424,7 @@ absl::StatusOr<ReapResult> MemoryRunStore::ReapExpiredLeases(int limit) {
                                                             : "lease expired",
              row->lease_owner);
     row->lease_owner.clear();
+    row->lease_request_id.clear();
   }
   // As finalize_sweeps: every open sweep with no unfinished run ends here.
   for (auto& [sweep_id, sweep] : sweeps_) EndSweepIfDone(sweep);

@@ -2,12 +2,13 @@
 // TelemetryRetention, AccessTokens) — held in memory, for tests of the scheduling logic and the
 // fuzz targets without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it does:
 // priorities and fair share across sweeps (lease_runs.sql's order), fencing epochs, idempotency
-// keys, retry states as the caller decides them, the events table's rows (every transition with
-// its attempt, reason and worker) and a commit watermark over them, the results view's rows
-// (results.view.sql), metric samples by the SQL's rule, paging tokens, and the same codes with the
-// same payloads (store_errors.h). One mutex makes every call one transaction, so event ids are in
-// commit order and serve as the watermark. tests/scheduler/store_contract_test.h and
-// read_models_contract_test.h hold it to the same suites as PostgreSQL.
+// keys, the request id a lease was granted to (a retry's lost answer is given again), retry states
+// as the caller decides them, the events table's rows (every transition with its attempt, reason
+// and worker) and a commit watermark over them, the results view's rows (results.view.sql), metric
+// samples by the SQL's rule, paging tokens, and the same codes with the same payloads
+// (store_errors.h). One mutex makes every call one transaction, so event ids are in commit order
+// and serve as the watermark. tests/scheduler/store_contract_test.h and read_models_contract_test.h
+// hold it to the same suites as PostgreSQL.
 //
 // Text columns order bytewise (PostgreSQL under the C collation); a database created with another
 // collation may order names with punctuation or case differently.
@@ -153,6 +154,9 @@ class MemoryRunStore final : public RunStore {
     uint32_t ordinal = 0;
     int64_t lease_epoch = 0;
     std::string lease_owner;  // empty = none
+    // The LeaseRequest::request_id the lease was granted to (empty = none); cleared with the
+    // owner when the lease ends, as PostgreSQL's lease_request_id.
+    std::string lease_request_id;
     absl::Time lease_expires;
     std::vector<uint32_t> devices;
     absl::Time not_before = absl::InfinitePast();
@@ -182,6 +186,9 @@ class MemoryRunStore final : public RunStore {
   // Ends the sweep (SUCCEEDED, FAILED, or CANCELLED when cancelled) once no run is unfinished.
   void EndSweepIfDone(SweepRow& sweep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::optional<LeasedRun>> LeaseOne(const LeaseRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A retry's lease, answered again with its expiry renewed; nullopt when there is none to give.
+  std::optional<LeasedRun> AnswerAgain(const LeaseRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<CompletionResult> CompleteOne(const Completion& completion)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

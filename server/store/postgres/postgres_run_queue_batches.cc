@@ -1,6 +1,7 @@
 // PostgresRunStore's RunQueue in batches: leases and successful completions (server/sql/).
 // A batch is one statement: lease_runs() for requests that offer the same resources,
-// complete_runs_success() for successes. Each request still gets its own answer (an unknown
+// complete_runs_success() for successes; a retried lease (LeaseRequest::retry) is looked up by a
+// statement of its own first. Each request still gets its own answer (an unknown
 // worker, a stale token or an unknown run fails that request alone); an error of the statement
 // itself (the database away) fails the requests it carried.
 #include <algorithm>
@@ -46,9 +47,11 @@ void LeaseGroup(PgConnectionPool& pool, const OfferKey& key,
                 const std::vector<size_t>& members,
                 std::vector<absl::StatusOr<std::optional<LeasedRun>>>& results) {
   const LeaseRequest& first = *requests[members[0]];
-  pg::ArrayLiteral workers, cpu_devices, gpu_indices, gpu_memory;
+  pg::ArrayLiteral workers, cpu_devices, gpu_indices, gpu_memory, request_ids;
   for (const size_t i : members) {
     workers.AddQuoted(requests[i]->worker_id);
+    requests[i]->request_id.empty() ? request_ids.AddNull()
+                                    : request_ids.AddQuoted(requests[i]->request_id);
     cpu_devices.Add(static_cast<int64_t>(requests[i]->offer.cpu_device_index));
     std::vector<uint32_t> indices;
     for (const auto& gpu : GpusLargestFirst(requests[i]->offer)) indices.push_back(gpu.index);
@@ -56,10 +59,10 @@ void LeaseGroup(PgConnectionPool& pool, const OfferKey& key,
   }
   for (const uint64_t memory : key.gpu_memory) gpu_memory.Add(memory);
   absl::Status status = pg::WithSingleStatement(pool, [&](pqxx::nontransaction& tx) {
-    const pqxx::result rows = tx.exec_prepared("lease_runs", workers.Take(), cpu_devices.Take(),
-                                               gpu_indices.Take(), first.offer.cpu_threads,
-                                               static_cast<int64_t>(first.offer.host_memory_bytes),
-                                               gpu_memory.Take(), absl::ToDoubleSeconds(first.ttl));
+    const pqxx::result rows = tx.exec_prepared(
+        "lease_runs", workers.Take(), cpu_devices.Take(), gpu_indices.Take(),
+        first.offer.cpu_threads, static_cast<int64_t>(first.offer.host_memory_bytes),
+        gpu_memory.Take(), absl::ToDoubleSeconds(first.ttl), request_ids.Take());
     for (const pqxx::row& row : rows) {
       const size_t i = members.at(row["request"].as<size_t>() - 1);
       if (row["run_id"].is_null()) {
@@ -76,6 +79,24 @@ void LeaseGroup(PgConnectionPool& pool, const OfferKey& key,
   if (!status.ok()) {
     for (const size_t i : members) results[i] = status;
   }
+}
+
+// A retry's lost answer, given again (renew_retried_lease): the lease its request id got, if the
+// worker still holds it LEASED and unexpired; nullopt = none, lease as usual.
+absl::StatusOr<std::optional<LeasedRun>> AnswerAgain(PgConnectionPool& pool,
+                                                     const LeaseRequest& request) {
+  return pg::WithSingleStatement(
+      pool, [&](pqxx::nontransaction& tx) -> absl::StatusOr<std::optional<LeasedRun>> {
+        const pqxx::result rows =
+            tx.exec_prepared("renew_retried_lease", request.worker_id, request.request_id,
+                             absl::ToDoubleSeconds(request.ttl));
+        if (rows.empty()) return std::optional<LeasedRun>();
+        LeasedRun leased;
+        leased.run = pg::RunFromRow(rows[0]);
+        leased.lease = leased.run.lease();
+        leased.answered_again = true;
+        return std::optional<LeasedRun>(std::move(leased));
+      });
 }
 
 // A success needs no retry decision, so the whole of it runs in PostgreSQL: fencing check,
@@ -150,6 +171,12 @@ std::vector<absl::StatusOr<std::optional<LeasedRun>>> PostgresRunStore::LeaseNex
     if (!IsUuid(requests[i]->worker_id)) {
       results[i] = pg::NotFoundError("worker", requests[i]->worker_id, "is not registered");
       continue;
+    }
+    // A retry is looked up on its own first (rare: only after a lost answer); the requests
+    // without the flag cost what they always did.
+    if (requests[i]->retry && !requests[i]->request_id.empty()) {
+      results[i] = AnswerAgain(*pool_, *requests[i]);
+      if (!results[i].ok() || results[i]->has_value()) continue;
     }
     OfferKey key = KeyOf(*requests[i]);
     const auto [it, added] = group_of.try_emplace(key, groups.size());
