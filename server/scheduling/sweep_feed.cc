@@ -25,7 +25,7 @@ SweepSubscription::~SweepSubscription() {
   feeds_.Tidy();
 }
 
-absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> SweepSubscription::SnapshotPage(
+absl::StatusOr<std::shared_ptr<const Page<RunStateRow>>> SweepSubscription::SnapshotPage(
     const PageRequest& page) {
   const std::string key = absl::StrCat(page.page_size, "/", page.page_token);
   if (auto kept = feed_->CachedPage(key, joined_at_polls_)) return kept;
@@ -98,7 +98,7 @@ void SweepFeeds::Wake(const std::string& sweep_id) {
   if (it != feeds_.end()) it->second->Wake();
 }
 
-absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> SweepFeeds::ReadPage(
+absl::StatusOr<std::shared_ptr<const Page<RunStateRow>>> SweepFeeds::ReadPage(
     SweepFeed& feed, const std::string& sweep_id, const std::string& key, uint64_t joined_at_polls,
     const PageRequest& page) {
   {
@@ -110,17 +110,17 @@ absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> SweepFeeds::ReadPage(
     ++snapshot_reads_;
   }
   // Another stream may have read it while this one waited its turn.
-  std::shared_ptr<const Page<v1::Run>> kept = feed.CachedPage(key, joined_at_polls);
-  absl::StatusOr<Page<v1::Run>> runs;
+  std::shared_ptr<const Page<RunStateRow>> kept = feed.CachedPage(key, joined_at_polls);
+  absl::StatusOr<Page<RunStateRow>> runs;
   const uint64_t read_at_polls = feed.polls();
-  if (kept == nullptr) runs = catalog_.ListRuns(sweep_id, {}, page);
+  if (kept == nullptr) runs = reads_.ListRunStates(sweep_id, page);
   {
     absl::MutexLock lock(&snapshot_mu_);
     --snapshot_reads_;
   }
   if (kept != nullptr) return kept;
   if (!runs.ok()) return runs.status();
-  auto shared = std::make_shared<const Page<v1::Run>>(*std::move(runs));
+  auto shared = std::make_shared<const Page<RunStateRow>>(*std::move(runs));
   feed.KeepPage(key, read_at_polls, shared);
   return shared;
 }

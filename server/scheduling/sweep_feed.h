@@ -88,7 +88,7 @@ class SweepSubscription {
   // together share pages: a page read after this subscriber joined is as good as its own read
   // (the feed streams it every change from a horizon taken before either), so the feed keeps
   // the latest read of each page while some subscriber is still reading its snapshot.
-  absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> SnapshotPage(const PageRequest& page);
+  absl::StatusOr<std::shared_ptr<const Page<RunStateRow>>> SnapshotPage(const PageRequest& page);
   // Asks the feed to poll now (subject to min_poll_gap); ends this subscriber's snapshot.
   void RequestPoll();
 
@@ -138,11 +138,11 @@ class SweepFeeds {
   void Tidy();
   // A page of `sweep_id`'s runs for SweepSubscription::SnapshotPage: kept in `feed` for the other
   // streams reading their snapshot; at most options.snapshot_reads read at once on this replica.
-  absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> ReadPage(SweepFeed& feed,
-                                                                const std::string& sweep_id,
-                                                                const std::string& key,
-                                                                uint64_t joined_at_polls,
-                                                                const PageRequest& page);
+  absl::StatusOr<std::shared_ptr<const Page<RunStateRow>>> ReadPage(SweepFeed& feed,
+                                                                    const std::string& sweep_id,
+                                                                    const std::string& key,
+                                                                    uint64_t joined_at_polls,
+                                                                    const PageRequest& page);
 
   SweepCatalog& catalog_;
   ReadModels& reads_;

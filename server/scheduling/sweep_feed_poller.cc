@@ -79,9 +79,7 @@ void SweepFeed::Loop() {
         last_poll_ = now;
         next_poll_ = now + options_.poll_interval;
         Trim();
-        // A poll with nothing new wakes nobody: a stream waiting only for a later poll (to end
-        // after its sweep did) sees polls_ at its next deadline.
-        if (!out.empty()) NotifySubscribers();
+        NotifySubscribers();  // a stream may wait for a poll with nothing new (its sweep ended)
     }
   }
 }
@@ -141,10 +139,10 @@ absl::Status SweepFeed::Seed() {
   std::map<std::string, uint64_t> next_step;
   PageRequest page{kRunPage, ""};
   do {  // a page per call: no connection is held for the whole listing
-    PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, catalog_.ListRuns(sweep_id_, {}, page));
-    for (const v1::Run& run : runs.items) {
-      states[run.run_id()] = run.state();
-      next_step[run.run_id()] = run.latest_step() + 1;
+    PARITY_ASSIGN_OR_RETURN(Page<RunStateRow> runs, reads_.ListRunStates(sweep_id_, page));
+    for (const RunStateRow& run : runs.items) {
+      states[run.run_id] = run.state;
+      next_step[run.run_id] = run.latest_step + 1;
     }
     page.page_token = runs.next_page_token;
   } while (!page.page_token.empty());

@@ -70,7 +70,7 @@ class SweepFeed {
   }
 
   // A page read at or after `polls` completed polls, or null (SweepSubscription::SnapshotPage).
-  std::shared_ptr<const Page<v1::Run>> CachedPage(const std::string& token, uint64_t polls)
+  std::shared_ptr<const Page<RunStateRow>> CachedPage(const std::string& token, uint64_t polls)
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     auto it = pages_.find(token);
@@ -82,7 +82,7 @@ class SweepFeed {
     return polls_;
   }
   void KeepPage(const std::string& token, uint64_t read_at_polls,
-                std::shared_ptr<const Page<v1::Run>> page) ABSL_LOCKS_EXCLUDED(mu_) {
+                std::shared_ptr<const Page<RunStateRow>> page) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (snapshotting_ == 0) return;
     auto& kept = pages_[token];
@@ -226,7 +226,7 @@ class SweepFeed {
   int metric_subscribers_ ABSL_GUARDED_BY(mu_) = 0;
   int snapshotting_ ABSL_GUARDED_BY(mu_) = 0;  // subscribers still reading their snapshot
   // Page token → (completed polls when its read began, the page), while snapshotting_ > 0.
-  std::map<std::string, std::pair<uint64_t, std::shared_ptr<const Page<v1::Run>>>> pages_
+  std::map<std::string, std::pair<uint64_t, std::shared_ptr<const Page<RunStateRow>>>> pages_
       ABSL_GUARDED_BY(mu_);
   std::deque<FeedMessage> buffer_ ABSL_GUARDED_BY(mu_);
   uint64_t first_seq_ ABSL_GUARDED_BY(mu_) = 0;      // the sequence number of buffer_.front()

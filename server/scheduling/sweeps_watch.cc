@@ -166,9 +166,9 @@ absl::Status SweepsService::WatchRun(
 // client's thread for at most that long.
 constexpr absl::Duration kCancelCheckEvery = absl::Milliseconds(250);
 
-absl::Status SweepsService::WatchSweep(
-    const v1::WatchSweepRequest& request, const WatchControl& control,
-    const SweepStreamWriter& write) {
+absl::Status SweepsService::WatchSweep(const v1::WatchSweepRequest& request,
+                                       const WatchControl& control,
+                                       const SweepStreamWriter& write) {
   Violations violations;
   violations.RequireUuid("sweep_id", request.sweep_id());
   if (absl::Status status = violations.ToStatus("invalid WatchSweep request"); !status.ok()) {
@@ -192,12 +192,17 @@ absl::Status SweepsService::WatchSweep(
   std::map<std::string, uint64_t> next_step;  // each run's metric cursor, with metrics
   PageRequest page{1000, ""};
   do {
-    PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const Page<v1::Run>> runs, feed->SnapshotPage(page));
+    PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const Page<RunStateRow>> runs,
+                            feed->SnapshotPage(page));
     for (size_t i = 0; i < runs->items.size(); ++i) {
-      const v1::Run& run = runs->items[i];
-      if (metrics) next_step[run.run_id()] = run.latest_step() + 1;
+      const RunStateRow& run = runs->items[i];
+      if (metrics) next_step[run.run_id] = run.latest_step + 1;
       v1::WatchSweepResponse message;
-      *message.mutable_state_change() = SnapshotOf(run);
+      v1::RunStateChange& change = *message.mutable_state_change();
+      change.set_run_id(run.run_id);
+      change.set_to_state(run.state);
+      change.set_attempt(run.attempt);
+      change.set_reason("current state");
       // The page's last message goes out at once: the next page is a store call away.
       if (!write(message, i + 1 < runs->items.size())) {
         return absl::CancelledError("the client went away");
@@ -225,9 +230,8 @@ absl::Status SweepsService::WatchSweep(
     const absl::Time now = clock_.Now();
     if (now >= give_up) return StreamLifetimeReached(options_.max_watch_duration);
     // Short waits: the cancellation is polled (it is gRPC's state, not a condition of ours).
-    PARITY_ASSIGN_OR_RETURN(
-        SweepSubscription::Batch batch,
-        feed->Next(seen_polls, std::min(give_up, now + kCancelCheckEvery)));
+    PARITY_ASSIGN_OR_RETURN(SweepSubscription::Batch batch,
+                            feed->Next(seen_polls, std::min(give_up, now + kCancelCheckEvery)));
     if (!quiet_from.has_value()) quiet_from = batch.polls;
     seen_polls = batch.polls;
     std::vector<const v1::WatchSweepResponse*> out;  // the batch's messages for this stream

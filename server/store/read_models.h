@@ -95,6 +95,14 @@ struct SweepEventPage {
   uint64_t next_horizon = 0;
 };
 
+// What a watch stream's opening snapshot says of a run (ListRunStates): no spec, no lease.
+struct RunStateRow {
+  std::string run_id;
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
+  uint32_t attempt = 0;
+  uint64_t latest_step = 0;
+};
+
 class ReadModels {
  public:
   virtual ~ReadModels() = default;
@@ -106,6 +114,11 @@ class ReadModels {
   // next watermark. Unlike an event-id cursor this never skips a late-committing transaction.
   virtual absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
                                                          uint64_t horizon) = 0;
+  // A page of the sweep's runs in grid order, only their state, attempt and latest step: a
+  // watch snapshot of 10,000 runs reads no spec (ListRuns' page tokens; NOT_FOUND for an
+  // unknown sweep).
+  virtual absl::StatusOr<Page<RunStateRow>> ListRunStates(const std::string& sweep_id,
+                                                          const PageRequest& page) = 0;
   // A run's events after `after_event_id`, oldest first. Ids are in commit order within one run
   // (every writer holds the run's row lock), so an id cursor is exact here.
   virtual absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,

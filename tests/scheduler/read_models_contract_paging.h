@@ -189,4 +189,49 @@ TYPED_TEST_P(ReadModelsContractTest, AWalkWhileRunsChangeStateReturnsEveryRowOnc
   }
 }
 
+// A watch snapshot's pages (ListRunStates) say what ListRuns says of each run's state, attempt
+// and latest step, in grid order, over the same page tokens; an unknown sweep is NOT_FOUND.
+TYPED_TEST_P(ReadModelsContractTest, RunStatesPageAsListRunsDoes) {
+  const auto grid = this->ResultsGrid("run-states");  // SUCCEEDED, FAILED and PENDING runs
+  const std::string& sweep_id = grid.sweep.sweep.sweep_id();
+  std::vector<v1::Run> runs;
+  PageRequest page{.page_size = 1000, .page_token = ""};
+  absl::StatusOr<Page<v1::Run>> all = this->catalog().ListRuns(sweep_id, {}, page);
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (uint32_t page_size : {1u, 2u, 3u, 1000u}) {
+    std::vector<RunStateRow> states;
+    PageRequest request{.page_size = page_size, .page_token = ""};
+    for (int pages = 0; pages < 20; ++pages) {
+      absl::StatusOr<Page<RunStateRow>> got = this->reads().ListRunStates(sweep_id, request);
+      ASSERT_TRUE(got.ok()) << got.status();
+      states.insert(states.end(), got->items.begin(), got->items.end());
+      // The same token ListRuns gives for a page of this size.
+      absl::StatusOr<Page<v1::Run>> same = this->catalog().ListRuns(sweep_id, {}, request);
+      ASSERT_TRUE(same.ok()) << same.status();
+      EXPECT_EQ(got->next_page_token, same->next_page_token) << "page size " << page_size;
+      if (got->next_page_token.empty()) break;
+      request.page_token = got->next_page_token;
+    }
+    ASSERT_EQ(states.size(), all->items.size()) << "page size " << page_size;
+    for (size_t i = 0; i < states.size(); ++i) {
+      const v1::Run& run = all->items[i];
+      EXPECT_EQ(states[i].run_id, run.run_id()) << "grid order, row " << i;
+      EXPECT_EQ(states[i].state, run.state()) << run.spec().name();
+      EXPECT_EQ(states[i].attempt, run.attempt()) << run.spec().name();
+      EXPECT_EQ(states[i].latest_step, run.latest_step()) << run.spec().name();
+    }
+  }
+  EXPECT_EQ(this->reads()
+                .ListRunStates("00000000-0000-0000-0000-0000000000aa",
+                               {.page_size = 10, .page_token = ""})
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(this->reads()
+                .ListRunStates(sweep_id, {.page_size = 10, .page_token = "nonsense"})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace parity::server::testing

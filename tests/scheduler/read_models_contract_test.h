@@ -193,6 +193,6 @@ REGISTER_TYPED_TEST_SUITE_P(
     AWalkWhileRunsChangeStateReturnsEveryRowOnce, SweepEventsComeOnceSinceAWatermarkInCommitOrder,
     RunEventsListEveryTransitionAfterAnId, CountsShowTheNewestOpenSweepsTheQueueAndLiveWorkers,
     ARetryingRunIsNotReadyToLeaseUntilItsDelayPasses, MetricsAreListedFromAStepAsTheyWereSent,
-    SamplesPickTheSqlsPointsByRunThenStep);
+    SamplesPickTheSqlsPointsByRunThenStep, RunStatesPageAsListRunsDoes);
 
 }  // namespace parity::server::testing

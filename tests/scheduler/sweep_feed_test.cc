@@ -196,7 +196,7 @@ TEST_F(SweepFeedTest, StreamsOpeningTogetherShareSnapshotPagesReadAfterTheyJoine
     if (i == 0) Drain(*opening[0], seen);  // the poll after the horizon, before the others join
   }
   for (auto& subscriber : opening) {
-    absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> page =
+    absl::StatusOr<std::shared_ptr<const Page<RunStateRow>>> page =
         subscriber->SnapshotPage(first_page);
     ASSERT_TRUE(page.ok()) << page.status();
     EXPECT_EQ((*page)->items.size(), 2u);
@@ -208,10 +208,10 @@ TEST_F(SweepFeedTest, StreamsOpeningTogetherShareSnapshotPagesReadAfterTheyJoine
   LeaseOne(store_, worker);
   Drain(*opening[0], seen);
   std::unique_ptr<SweepSubscription> late = Subscribe(*feeds, sweep.sweep.sweep_id(), false);
-  absl::StatusOr<std::shared_ptr<const Page<v1::Run>>> page = late->SnapshotPage(first_page);
+  absl::StatusOr<std::shared_ptr<const Page<RunStateRow>>> page = late->SnapshotPage(first_page);
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(counting_.list_runs.load(), 2) << "read again, after the poll";
-  EXPECT_EQ((*page)->items[0].state(), v1::RUN_STATE_LEASED) << "and it shows the lease";
+  EXPECT_EQ((*page)->items[0].state, v1::RUN_STATE_LEASED) << "and it shows the lease";
 }
 
 // A WatchSweep stream run on a thread of its own, keeping what it was sent.

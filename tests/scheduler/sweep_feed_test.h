@@ -60,6 +60,11 @@ class CountingStore final : public SweepCatalog, public ReadModels {
   absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override {
     return reads_.QueryResults(query);
   }
+  absl::StatusOr<Page<RunStateRow>> ListRunStates(const std::string& sweep_id,
+                                                  const PageRequest& page) override {
+    ++list_runs;
+    return reads_.ListRunStates(sweep_id, page);
+  }
   absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
                                                  uint64_t horizon) override {
     ++list_sweep_events;

@@ -94,6 +94,12 @@ WHERE r.sweep_id = $1 AND (cardinality($2::text[]) = 0 OR r.state = ANY($2::text
   AND r.ordinal > $3
 ORDER BY r.ordinal LIMIT $4
 
+-- name: list_run_states
+-- $1 sweep, $2 last ordinal, $3 limit: a watch snapshot's page (no spec is read).
+SELECT r.run_id, r.state, r.attempt, r.latest_step, r.ordinal FROM runs r
+WHERE r.sweep_id = $1 AND r.ordinal > $2
+ORDER BY r.ordinal LIMIT $3
+
 -- name: sweep_exists
 SELECT 1 FROM sweeps WHERE sweep_id = $1
 

@@ -91,6 +91,8 @@ class MemoryRunStore final : public RunStore {
   absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
   absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
                                                  uint64_t horizon) override;
+  absl::StatusOr<Page<RunStateRow>> ListRunStates(const std::string& sweep_id,
+                                                  const PageRequest& page) override;
   absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
                                                       int64_t after_event_id, int limit) override;
   absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;

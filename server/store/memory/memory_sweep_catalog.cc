@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "core/proto_time.h"
 #include "core/spec_defaults.h"
+#include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "server/store/deterministic_bytes.h"
@@ -319,6 +320,20 @@ absl::StatusOr<Page<v1::Run>> MemoryRunStore::ListRuns(const std::string& sweep_
     if (i + 1 == page.page_size && rows.size() > page.page_size) {
       result.next_page_token = EncodePageToken(absl::StrCat(rows[i]->ordinal));
     }
+  }
+  return result;
+}
+
+absl::StatusOr<Page<RunStateRow>> MemoryRunStore::ListRunStates(const std::string& sweep_id,
+                                                                const PageRequest& page) {
+  PARITY_ASSIGN_OR_RETURN(Page<v1::Run> runs, ListRuns(sweep_id, {}, page));
+  Page<RunStateRow> result;
+  result.next_page_token = std::move(runs.next_page_token);
+  for (const v1::Run& run : runs.items) {
+    result.items.push_back(RunStateRow{.run_id = run.run_id(),
+                                       .state = run.state(),
+                                       .attempt = run.attempt(),
+                                       .latest_step = run.latest_step()});
   }
   return result;
 }

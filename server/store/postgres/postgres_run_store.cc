@@ -203,6 +203,31 @@ absl::StatusOr<Page<v1::Run>> PostgresRunStore::ListRuns(const std::string& swee
   });
 }
 
+absl::StatusOr<Page<RunStateRow>> PostgresRunStore::ListRunStates(const std::string& sweep_id,
+                                                                  const PageRequest& page) {
+  int64_t after_ordinal = -1;
+  if (!page.page_token.empty()) {
+    PARITY_ASSIGN_OR_RETURN(const std::string text, DecodePageToken(page.page_token));
+    if (!absl::SimpleAtoi(text, &after_ordinal)) return BadPageToken();
+  }
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<Page<RunStateRow>> {
+    if (tx.exec_prepared("sweep_exists", sweep_id).empty()) return NotFound("sweep", sweep_id);
+    const pqxx::result rows = tx.exec_prepared("list_run_states", sweep_id, after_ordinal,
+                                               static_cast<int64_t>(page.page_size) + 1);
+    Page<RunStateRow> result;
+    for (pqxx::result::size_type i = 0; i < rows.size() && i < page.page_size; ++i) {
+      result.items.push_back(RunStateRow{.run_id = rows[i]["run_id"].c_str(),
+                                         .state = pg::RunStateFromText(rows[i]["state"].c_str()),
+                                         .attempt = rows[i]["attempt"].as<uint32_t>(),
+                                         .latest_step = rows[i]["latest_step"].as<uint64_t>()});
+      if (i + 1 == page.page_size && rows.size() > page.page_size) {
+        result.next_page_token = EncodePageToken(rows[i]["ordinal"].c_str());
+      }
+    }
+    return result;
+  });
+}
+
 absl::StatusOr<Page<v1::ResultRow>> PostgresRunStore::QueryResults(const ResultsQuery& query) {
   // Keyset pages (results_paging.h): grid order by (sweep, ordinal), any other order by
   // (column, run id) with the column as it was at the walk's start where runs change it. The

@@ -69,6 +69,8 @@ class PostgresRunStore final : public RunStore {
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy) override;
   absl::StatusOr<SweepEventPage> ListSweepEvents(const std::string& sweep_id,
                                                  uint64_t horizon) override;
+  absl::StatusOr<Page<RunStateRow>> ListRunStates(const std::string& sweep_id,
+                                                  const PageRequest& page) override;
   absl::StatusOr<std::vector<RunEvent>> ListRunEvents(const std::string& run_id,
                                                       int64_t after_event_id, int limit) override;
   absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;
