@@ -24,6 +24,7 @@
 #include "server/scheduling/secrets.h"
 #include "server/store/postgres/migrations.h"
 #include "server/store/postgres/pg_listener.h"
+#include "server/store/postgres/pg_notifier.h"
 #include "server/store/postgres/postgres_leader_leases.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "spdlog/spdlog.h"
@@ -120,8 +121,16 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   PARITY_RETURN_IF_ERROR(server->StartMetrics(observer));
   server->listener_ = std::make_unique<PgListener>(
       options.database_url, [server = server.get()] { server->work_signal_.Notify(); });
-  server->MakeServices(std::move(planner), observer);
-  // Any replica's run events wake this replica's watch feeds of their sweep (sweep_feed.h).
+  // This replica's leases and completions wake every replica's watch feeds of their sweep, by a
+  // batched NOTIFY outside the transactions (pg_notifier.h, sweep_events_observer.h).
+  server->sweep_events_notifier_ =
+      std::make_unique<PgNotifier>(options.database_url, kSweepEventsChannel);
+  server->sweep_events_observer_ = std::make_unique<SweepEventsObserver>(
+      observer, [notifier = server->sweep_events_notifier_.get()](const std::string& sweep_id) {
+        notifier->Publish(sweep_id);
+      });
+  server->MakeServices(std::move(planner), server->sweep_events_observer_.get());
+  // Any replica's notifications wake this replica's watch feeds of their sweep (sweep_feed.h).
   server->sweep_events_listener_ = std::make_unique<PgListener>(
       options.database_url,
       [sweeps = server->sweeps_.get()](const std::string& sweep_id) {

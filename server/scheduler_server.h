@@ -19,6 +19,7 @@
 #include "server/leadership/elector.h"
 #include "server/scheduling/lease_secrets.h"
 #include "server/scheduling/leases_service.h"
+#include "server/scheduling/sweep_events_observer.h"
 #include "server/scheduling/sweeps_service.h"
 #include "server/scheduling/upkeep.h"
 #include "server/server_options.h"
@@ -34,6 +35,7 @@ namespace parity::server {
 
 class PostgresRunStore;
 class PgListener;
+class PgNotifier;
 class HttpServer;
 class SchedulerMetrics;
 class PostgresLeaderLeases;
@@ -105,6 +107,10 @@ class SchedulerServer {
   std::unique_ptr<prometheus::Exposer> exposer_;  // reset in Shutdown(): frees the port
   int metrics_port_ = 0;
   std::unique_ptr<PgListener> listener_;
+  // Publishes the sweeps this replica's leases and completions changed (before the units that
+  // report to it, so destroyed after them).
+  std::unique_ptr<PgNotifier> sweep_events_notifier_;
+  std::unique_ptr<SweepEventsObserver> sweep_events_observer_;
   // The scheduling units, each over the store interfaces it needs (server/README.md).
   std::unique_ptr<LeaseSecrets> lease_secrets_;
   std::unique_ptr<SweepsService> sweeps_;

@@ -455,18 +455,6 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE FUNCTION public.notify_sweep_events() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-DECLARE
-  sweep uuid;
-BEGIN
-  FOR sweep IN SELECT DISTINCT sweep_id FROM inserted_events LOOP
-    PERFORM pg_notify('parity_sweep_events', sweep::text);
-  END LOOP;
-  RETURN NULL;
-END $$;
-
 CREATE FUNCTION public.record_reaper_pass(p_outage boolean, p_max_silence_s double precision, p_lease_ttl_s double precision, p_grace_s double precision) RETURNS TABLE(outage boolean, up_since timestamp with time zone, charge_from timestamp with time zone, reap_from timestamp with time zone)
     LANGUAGE plpgsql
     AS $$
@@ -1232,8 +1220,6 @@ ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p13_pkey;
 ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p14_pkey;
 
 ALTER INDEX public.metrics_pkey ATTACH PARTITION public.metrics_p15_pkey;
-
-CREATE TRIGGER events_notify_sweep AFTER INSERT ON public.events REFERENCING NEW TABLE AS inserted_events FOR EACH STATEMENT EXECUTE FUNCTION public.notify_sweep_events();
 
 CREATE TRIGGER runs_became_pending AFTER UPDATE OF state ON public.runs FOR EACH ROW WHEN (((new.state = 'PENDING'::text) AND (old.state <> 'PENDING'::text))) EXECUTE FUNCTION public.notify_run_pending();
 

@@ -1,7 +1,8 @@
-// The watch feeds' wake-up on PostgreSQL: a run event inserted over another connection (another
-// replica's) fires trigger events_notify_sweep, PgListener hears NOTIFY parity_sweep_events with
-// the sweep id, and the feed polls at once. The fallback interval is an hour, so nothing but the
-// notification can deliver the event within the test's seconds.
+// The watch feeds' wake-up on PostgreSQL: another replica leases a run over its own connection
+// and its PgNotifier publishes the sweep id (as its SweepEventsObserver does), PgListener hears
+// NOTIFY parity_sweep_events, and the feed polls at once. The fallback interval is an hour, so
+// nothing but the notification can deliver the event within the test's seconds; the lease's own
+// transaction sends no NOTIFY.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/scheduling/sweep_feed.h"
 #include "server/store/postgres/pg_listener.h"
+#include "server/store/postgres/pg_notifier.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "tests/scheduler/sweep_feed_test.h"
 #include "tests/support/postgres_environment.h"
@@ -19,7 +21,7 @@
 namespace parity::server::testing {
 namespace {
 
-TEST(SweepFeedPostgresTest, AnEventInsertedByAnotherConnectionWakesTheFeed) {
+TEST(SweepFeedPostgresTest, AnotherReplicasPublishedLeaseWakesTheFeed) {
   PARITY_REQUIRE_POSTGRES();
   const std::string url = parity::testing::PostgresEnvironment::FreshDatabase();
   ASSERT_FALSE(url.empty());
@@ -58,8 +60,18 @@ TEST(SweepFeedPostgresTest, AnEventInsertedByAnotherConnectionWakesTheFeed) {
   ASSERT_TRUE(first.ok()) << first.status();
   uint64_t seen = first->polls;
 
+  PgNotifier other_notifier(url, kSweepEventsChannel);
   const std::string worker = MakeWorker(other_replica);
   const LeasedRun leased = LeaseOne(other_replica, worker);
+  {
+    // Without the notifier nothing wakes the feed: the lease's transaction notifies nobody.
+    absl::StatusOr<SweepSubscription::Batch> quiet =
+        (*subscription)->Next(seen, absl::Now() + absl::Milliseconds(300));
+    ASSERT_TRUE(quiet.ok()) << quiet.status();
+    EXPECT_TRUE(quiet->messages.empty()) << "a lease's transaction woke the feed by itself";
+    seen = quiet->polls;
+  }
+  other_notifier.Publish(sweep.sweep.sweep_id());
   std::vector<std::shared_ptr<const v1::WatchSweepResponse>> got;
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (got.empty() && absl::Now() < deadline) {
@@ -68,7 +80,7 @@ TEST(SweepFeedPostgresTest, AnEventInsertedByAnotherConnectionWakesTheFeed) {
     seen = batch->polls;
     got = batch->messages;
   }
-  ASSERT_FALSE(got.empty()) << "no poll within 10 s: the NOTIFY did not wake the feed";
+  ASSERT_FALSE(got.empty()) << "no poll within 10 s: the published NOTIFY did not wake the feed";
   EXPECT_EQ(got[0]->state_change().run_id(), leased.run.run_id());
   EXPECT_EQ(got[0]->state_change().to_state(), v1::RUN_STATE_LEASED);
   ASSERT_GE(got.size(), 2u);

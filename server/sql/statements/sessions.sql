@@ -17,3 +17,8 @@ SELECT set_config('lock_timeout', $1, false)
 -- unprepared: $1 the statement timeout of the current transaction only (text: '5000' in
 -- milliseconds, or with a unit, '10min').
 SELECT set_config('statement_timeout', $1, true)
+
+-- name: notify_batch
+-- unprepared: the notifier's own connection (pg_notifier.h). $1 channel, $2 payloads text[]: one
+-- NOTIFY each, in one statement and one commit.
+SELECT count(pg_notify($1, payload)) FROM unnest($2::text[]) AS payload

@@ -1,8 +1,9 @@
 // PgListener: a thread holding one dedicated connection that LISTENs on one channel and turns
 // each notification into a call of `on_notify`: "parity_runs_pending" (sent by a trigger whenever
 // a run becomes PENDING; the server wires it to WorkSignal::Notify(), waking idle LeaseRun long
-// polls on this replica), "parity_leadership" (the electors), "parity_sweep_events" (a run event
-// was inserted, the payload its sweep id; the server wires it to SweepsService::WakeWatchers).
+// polls on this replica), "parity_leadership" (the electors), "parity_sweep_events" (a replica's
+// PgNotifier: a sweep's runs changed, the payload its sweep id; the server wires it to
+// SweepsService::WakeWatchers).
 // It reconnects with backoff when the connection drops; while it is down, long polls and watch
 // feeds fall back to polling.
 #pragma once
@@ -14,8 +15,8 @@
 
 namespace parity::server {
 
-// Sent by trigger events_notify_sweep (server/sql/), payload the sweep id, once per sweep per
-// inserting statement.
+// Sent by each replica's PgNotifier (pg_notifier.h), payload the sweep id of a lease or
+// completion, batched outside the transactions that made them.
 inline constexpr char kSweepEventsChannel[] = "parity_sweep_events";
 
 class PgListener {
