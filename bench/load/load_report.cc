@@ -101,12 +101,12 @@ void PrintReport(const LoadPlan& plan, const LoadOutcome& out, const Recorder& r
   const double steady_s = absl::ToDoubleSeconds(plan.steady_from);
   if (steady_s > 0 && steady_s < out.elapsed_s) {
     std::printf("steady state: answers from t=%.0fs on\n", steady_s);
-    for (const char* call : {"lease", "heartbeat", "report_metrics", "complete", "watch_delay",
-                             "dash_poll"}) {
+    for (const char* call :
+         {"lease", "heartbeat", "report_metrics", "complete", "watch_delay", "dash_poll"}) {
       const std::vector<double> ms = recorder.Samples(call, steady_s);
       if (ms.empty()) continue;
-      std::printf("steady %-15s n=%-7zu p50_ms=%-8.2f p99_ms=%-8.2f max_ms=%.2f\n", call,
-                  ms.size(), Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0));
+      std::printf("steady %-15s n=%-7zu p50_ms=%-8.2f p99_ms=%-8.2f max_ms=%.2f\n", call, ms.size(),
+                  Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0));
     }
   }
   for (const auto& [what, n] : recorder.Counts()) {

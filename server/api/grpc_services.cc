@@ -93,13 +93,13 @@ grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context,
   if (!who.ok()) return ToGrpcStatus(who.status());
   absl::StatusOr<AccessControl::WatchSlot> slot = access_.AcquireWatchSlot(*who);
   if (!slot.ok()) return ToGrpcStatus(slot.status());
-  return ToGrpcStatus(sweeps_.WatchSweep(
-      *r, WatchControlOf(access_, context, stopping_, "WatchSweep"),
-      [writer](const v1::WatchSweepResponse& message, bool more_follow) {
-        grpc::WriteOptions options;
-        if (more_follow) options.set_buffer_hint();
-        return writer->Write(message, options);
-      }));
+  return ToGrpcStatus(
+      sweeps_.WatchSweep(*r, WatchControlOf(access_, context, stopping_, "WatchSweep"),
+                         [writer](const v1::WatchSweepResponse& message, bool more_follow) {
+                           grpc::WriteOptions options;
+                           if (more_follow) options.set_buffer_hint();
+                           return writer->Write(message, options);
+                         }));
 }
 grpc::Status SweepServiceImpl::WatchRun(grpc::ServerContext* context, const v1::WatchRunRequest* r,
                                         grpc::ServerWriter<v1::WatchRunResponse>* writer) {

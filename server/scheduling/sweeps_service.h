@@ -82,8 +82,9 @@ class SweepsService {
   // The same for a writer that takes one message at a time.
   absl::Status WatchSweep(const v1::WatchSweepRequest& request, const WatchControl& control,
                           const std::function<bool(const v1::WatchSweepResponse&)>& write) {
-    return WatchSweep(request, control,
-                      [&write](const v1::WatchSweepResponse& message, bool) { return write(message); });
+    return WatchSweep(request, control, [&write](const v1::WatchSweepResponse& message, bool) {
+      return write(message);
+    });
   }
   absl::Status WatchRun(const v1::WatchRunRequest& request, const WatchControl& control,
                         const std::function<bool(const v1::WatchRunResponse&)>& write);
