@@ -8,21 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "core/proto_time.h"
 #include "core/status_macros.h"
+#include "server/scheduling/run_states.h"
 
 namespace parity::server {
 namespace {
 
 constexpr int kMetricBatch = 1000;
 constexpr uint32_t kRunPage = 1000;
-
-bool IsFinal(v1::RunState state) {
-  return state == v1::RUN_STATE_SUCCEEDED || state == v1::RUN_STATE_FAILED ||
-         state == v1::RUN_STATE_CANCELLED;
-}
-
-bool IsLive(v1::RunState state) {
-  return state == v1::RUN_STATE_LEASED || state == v1::RUN_STATE_RUNNING;
-}
 
 // Errors a later poll may not meet: the feed retries these instead of ending its subscribers.
 bool IsTransient(const absl::Status& status) {
@@ -159,13 +151,13 @@ absl::Status SweepFeed::Poll(bool metrics, std::vector<FeedMessage>& out) {
   std::set<std::string> just_ended;
   for (const RunEvent& event : page.events) {
     if (metrics) states[event.run_id] = event.to_state;
-    if (IsFinal(event.to_state)) just_ended.insert(event.run_id);
+    if (IsFinalRunState(event.to_state)) just_ended.insert(event.run_id);
     out.push_back(EventMessage(event));
   }
   std::map<std::string, uint64_t> next_step;
   if (metrics) {
     for (const auto& [run_id, state] : states) {
-      if (!IsLive(state) && !just_ended.contains(run_id)) continue;
+      if (!IsLiveRunState(state) && !just_ended.contains(run_id)) continue;
       uint64_t& next = next_step[run_id];
       next = next_step_[run_id];
       PARITY_ASSIGN_OR_RETURN(std::vector<v1::MetricPoint> points,

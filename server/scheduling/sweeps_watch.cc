@@ -19,6 +19,7 @@
 #include "core/proto_time.h"
 #include "core/status_macros.h"
 #include "server/scheduling/request_validation.h"
+#include "server/scheduling/run_states.h"
 #include "server/scheduling/sweeps_service.h"
 
 namespace parity::server {
@@ -26,11 +27,6 @@ namespace {
 
 constexpr int kEventBatch = 1000;
 constexpr int kMetricBatch = 1000;
-
-bool IsFinal(v1::RunState state) {
-  return state == v1::RUN_STATE_SUCCEEDED || state == v1::RUN_STATE_FAILED ||
-         state == v1::RUN_STATE_CANCELLED;
-}
 
 v1::RunStateChange ChangeOf(const RunEvent& event) {
   v1::RunStateChange change;
@@ -127,7 +123,7 @@ absl::Status SweepsService::WatchRun(
   *snapshot.mutable_state_change() = SnapshotOf(run);
   if (!write(snapshot)) return absl::CancelledError("the client went away");
 
-  bool ended = IsFinal(run.state());
+  bool ended = IsFinalRunState(run.state());
   uint64_t next_step = request.from_step();
   const absl::Time give_up = clock_.Now() + options_.max_watch_duration;
   Reauthorizer reauthorize(clock_, control, options_.watch_reauth_interval);
@@ -149,7 +145,7 @@ absl::Status SweepsService::WatchRun(
       v1::WatchRunResponse message;
       *message.mutable_state_change() = ChangeOf(event);
       if (!write(message)) return absl::CancelledError("the client went away");
-      ended = IsFinal(event.to_state);
+      ended = IsFinalRunState(event.to_state);
       progressed = true;
     }
     // A final state was seen and the points stored before it have been drained.
