@@ -10,13 +10,12 @@ Each start of a replica gets a new id (`replica-I.G`, G counting its starts), as
 predecessor's term (leader_lease_acquire renews a live term for the same id).
 """
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "faults"))
-from parity_stack import Process, Stack, netns_prefix  # noqa: E402
+from parity_stack import Stack  # noqa: E402
 
 
 class ReplicaStack(Stack):
@@ -48,31 +47,10 @@ class ReplicaStack(Stack):
         replica_id = f"replica-{index}.{self.starts[index]}"
         self.ids[replica_id] = index
         self.current_id[index] = replica_id
-        name = self.log_name(index)
-        self.replicas[index] = Process(name, [self.bin["scheduler"], "serve"], self.log_path(name),
-                                       namespace=self.sched_ns, env={
-                                           "PARITY_LISTEN": self.address(index),
-                                           "PARITY_REPLICA_ID": replica_id,
-                                           "PARITY_LEADER_TTL": self.leader_ttl,
-                                           "PARITY_DATABASE_URL": self.pg.url("parity"),
-                                           "PARITY_LEASE_TTL": self.lease_ttl,
-                                           "PARITY_HEARTBEAT_INTERVAL": self.heartbeat,
-                                           "PARITY_REAP_INTERVAL": self.reap,
-                                           "PARITY_METRICS_LISTEN": "127.0.0.1:0",
-                                           "PARITY_HTTP_LISTEN": "127.0.0.1:0",
-                                           "PARITY_BOOTSTRAP_TOKEN_FILE": self.token_file,
-                                       })
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            probe = subprocess.run(netns_prefix(self.sched_ns) + [
-                self.bin["worker"], "--probe", "--scheduler", self.address(index)],
-                capture_output=True, timeout=30)
-            if probe.returncode == 0:
-                return replica_id
-            if not self.replicas[index].alive():
-                break
-            time.sleep(0.2)
-        raise RuntimeError(f"replica {index} not healthy; log:\n{self.tail(name)}")
+        self.replicas[index] = self.launch_scheduler(
+            self.log_name(index), self.address(index),
+            {"PARITY_REPLICA_ID": replica_id, "PARITY_LEADER_TTL": self.leader_ttl}, timeout)
+        return replica_id
 
     def kill_replica(self, index):
         replica = self.replicas.pop(index, None)

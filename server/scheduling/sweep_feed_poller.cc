@@ -6,7 +6,6 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "core/proto_time.h"
 #include "core/status_macros.h"
 #include "server/scheduling/run_states.h"
 
@@ -24,13 +23,7 @@ bool IsTransient(const absl::Status& status) {
 
 FeedMessage EventMessage(const RunEvent& event) {
   auto message = std::make_shared<v1::WatchSweepResponse>();
-  v1::RunStateChange& change = *message->mutable_state_change();
-  change.set_run_id(event.run_id);
-  change.set_from_state(event.from_state);
-  change.set_to_state(event.to_state);
-  change.set_attempt(event.attempt);
-  change.set_reason(event.reason);
-  *change.mutable_time() = ToProtoTime(event.time);
+  *message->mutable_state_change() = StateChangeOf(event);
   return message;
 }
 

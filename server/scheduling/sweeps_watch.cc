@@ -16,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "core/proto_time.h"
 #include "core/status_macros.h"
 #include "server/scheduling/request_validation.h"
 #include "server/scheduling/run_states.h"
@@ -28,22 +27,12 @@ namespace {
 constexpr int kEventBatch = 1000;
 constexpr int kMetricBatch = 1000;
 
-v1::RunStateChange ChangeOf(const RunEvent& event) {
+// A run's state at a stream's start: no from_state.
+v1::RunStateChange SnapshotOf(const std::string& run_id, v1::RunState state, uint32_t attempt) {
   v1::RunStateChange change;
-  change.set_run_id(event.run_id);
-  change.set_from_state(event.from_state);
-  change.set_to_state(event.to_state);
-  change.set_attempt(event.attempt);
-  change.set_reason(event.reason);
-  *change.mutable_time() = ToProtoTime(event.time);
-  return change;
-}
-
-v1::RunStateChange SnapshotOf(const v1::Run& run) {
-  v1::RunStateChange change;
-  change.set_run_id(run.run_id());
-  change.set_to_state(run.state());
-  change.set_attempt(run.attempt());
+  change.set_run_id(run_id);
+  change.set_to_state(state);
+  change.set_attempt(attempt);
   change.set_reason("current state");
   return change;
 }
@@ -120,7 +109,7 @@ absl::Status SweepsService::WatchRun(
   PARITY_ASSIGN_OR_RETURN(int64_t last_event, LatestEventId(list_events));
   PARITY_ASSIGN_OR_RETURN(v1::Run run, catalog_.GetRun(run_id));
   v1::WatchRunResponse snapshot;
-  *snapshot.mutable_state_change() = SnapshotOf(run);
+  *snapshot.mutable_state_change() = SnapshotOf(run.run_id(), run.state(), run.attempt());
   if (!write(snapshot)) return absl::CancelledError("the client went away");
 
   bool ended = IsFinalRunState(run.state());
@@ -143,7 +132,7 @@ absl::Status SweepsService::WatchRun(
     for (const RunEvent& event : events) {
       last_event = event.event_id;
       v1::WatchRunResponse message;
-      *message.mutable_state_change() = ChangeOf(event);
+      *message.mutable_state_change() = StateChangeOf(event);
       if (!write(message)) return absl::CancelledError("the client went away");
       ended = IsFinalRunState(event.to_state);
       progressed = true;
@@ -194,11 +183,7 @@ absl::Status SweepsService::WatchSweep(const v1::WatchSweepRequest& request,
       const RunStateRow& run = runs->items[i];
       if (metrics) next_step[run.run_id] = run.latest_step + 1;
       v1::WatchSweepResponse message;
-      v1::RunStateChange& change = *message.mutable_state_change();
-      change.set_run_id(run.run_id);
-      change.set_to_state(run.state);
-      change.set_attempt(run.attempt);
-      change.set_reason("current state");
+      *message.mutable_state_change() = SnapshotOf(run.run_id, run.state, run.attempt);
       // The page's last message goes out at once: the next page is a store call away.
       if (!write(message, i + 1 < runs->items.size())) {
         return absl::CancelledError("the client went away");

@@ -281,28 +281,35 @@ class Stack:
         return os.path.join(self.root, "logs", name + ".log")
 
     def start_scheduler(self, timeout=60):
-        self.scheduler = Process("scheduler", [self.bin["scheduler"], "serve"],
-                                 self.log_path("scheduler"), namespace=self.sched_ns, env={
-                                     "PARITY_LISTEN": self.target,
-                                     "PARITY_DATABASE_URL": self.pg.url("parity"),
-                                     "PARITY_LEASE_TTL": self.lease_ttl,
-                                     "PARITY_HEARTBEAT_INTERVAL": self.heartbeat,
-                                     "PARITY_REAP_INTERVAL": self.reap,
-                                     "PARITY_METRICS_LISTEN": "127.0.0.1:0",
-                                     "PARITY_HTTP_LISTEN": "127.0.0.1:0",
-                                     "PARITY_BOOTSTRAP_TOKEN_FILE": self.token_file,
-                                 })
+        self.scheduler = self.launch_scheduler("scheduler", self.target, {}, timeout)
+
+    def launch_scheduler(self, name, address, extra_env, timeout=60):
+        """A parity-scheduler process listening on `address`, logging to logs/NAME.log, once the
+        worker's probe reaches it (RuntimeError with its log's tail when it does not)."""
+        process = Process(name, [self.bin["scheduler"], "serve"], self.log_path(name),
+                          namespace=self.sched_ns, env={
+                              "PARITY_LISTEN": address,
+                              "PARITY_DATABASE_URL": self.pg.url("parity"),
+                              "PARITY_LEASE_TTL": self.lease_ttl,
+                              "PARITY_HEARTBEAT_INTERVAL": self.heartbeat,
+                              "PARITY_REAP_INTERVAL": self.reap,
+                              "PARITY_METRICS_LISTEN": "127.0.0.1:0",
+                              "PARITY_HTTP_LISTEN": "127.0.0.1:0",
+                              "PARITY_BOOTSTRAP_TOKEN_FILE": self.token_file,
+                              **extra_env,
+                          })
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             probe = subprocess.run(netns_prefix(self.sched_ns) + [
-                self.bin["worker"], "--probe", "--scheduler", self.target],
+                self.bin["worker"], "--probe", "--scheduler", address],
                 capture_output=True, timeout=30)
             if probe.returncode == 0:
-                return
-            if not self.scheduler.alive():
+                return process
+            if not process.alive():
                 break
             time.sleep(0.2)
-        raise RuntimeError(f"scheduler not healthy; log:\n{self.tail('scheduler')}")
+        process.kill9()
+        raise RuntimeError(f"{name} not healthy; log:\n{self.tail(name)}")
 
     def kill_scheduler(self):
         if self.scheduler:

@@ -30,11 +30,6 @@ void PgNotifier::Publish(const std::string& payload) {
   pending_.insert(payload);
 }
 
-uint64_t PgNotifier::batches_sent() const {
-  absl::MutexLock lock(&mu_);
-  return batches_sent_;
-}
-
 void PgNotifier::Loop() {
   std::unique_ptr<pqxx::connection> connection;
   while (true) {
@@ -56,8 +51,6 @@ void PgNotifier::Loop() {
         if (connection == nullptr) connection = std::make_unique<pqxx::connection>(database_url_);
         pqxx::nontransaction tx(*connection);
         tx.exec_params(pg::Statement("notify_batch"), channel_, pg::TextArrayLiteral(batch));
-        absl::MutexLock lock(&mu_);
-        ++batches_sent_;
       } catch (const std::exception& e) {
         // Only wake-ups are lost: the feeds poll anyway. Reconnect at the next batch.
         connection.reset();

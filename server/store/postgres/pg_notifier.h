@@ -37,19 +37,15 @@ class PgNotifier {
   // database call on the caller's thread.
   void Publish(const std::string& payload) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Batches sent so far (tests).
-  uint64_t batches_sent() const ABSL_LOCKS_EXCLUDED(mu_);
-
  private:
   void Loop();
 
   const std::string database_url_;
   const std::string channel_;
   const absl::Duration batch_interval_;
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::set<std::string> pending_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t batches_sent_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last member: starts after the others are ready
 };
 
