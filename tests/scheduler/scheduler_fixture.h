@@ -34,13 +34,7 @@ class SchedulerTest : public ::testing::Test, protected SchedulerCalls {
     database_url_ = parity::testing::PostgresEnvironment::FreshDatabase();
     ASSERT_FALSE(database_url_.empty());
     store_ = std::make_unique<PostgresRunStore>(PostgresRunStoreOptions{database_url_, 8});
-    options_.retry_policy = RetryPolicy{.backoff_base = absl::Milliseconds(1),
-                                        .backoff_max = absl::Milliseconds(10),
-                                        .preemption_backoff_base = absl::Milliseconds(1),
-                                        .preemption_backoff_max = absl::Milliseconds(10)};
-    options_.lease_ttl = absl::Seconds(30);
-    options_.idle_poll_interval = absl::Milliseconds(50);
-    options_.watch_poll_interval = absl::Milliseconds(20);
+    options_ = FastSchedulerOptions();
     scheduler_ = std::make_unique<SchedulerUnderTest>(*store_, signal_, clock_, &StubPlanner,
                                                       options_, nullptr);
     // A first reaper pass: it records the reaper's liveness with no outage (a test that wants

@@ -26,13 +26,7 @@ class SchedulerLogicTest : public ::testing::Test, protected SchedulerCalls {
   static constexpr absl::Duration kReapEvery = absl::Seconds(5);
 
   void SetUp() override {
-    options_.retry_policy = RetryPolicy{.backoff_base = absl::Milliseconds(1),
-                                        .backoff_max = absl::Milliseconds(10),
-                                        .preemption_backoff_base = absl::Milliseconds(1),
-                                        .preemption_backoff_max = absl::Milliseconds(10)};
-    options_.lease_ttl = absl::Seconds(30);
-    options_.idle_poll_interval = absl::Milliseconds(50);
-    options_.watch_poll_interval = absl::Milliseconds(20);
+    options_ = FastSchedulerOptions();
     Rewire(&StubPlanner);
     // A first reaper pass: it records the reaper's liveness with no outage (a test that wants
     // the server's start-up grace passes Upkeep::ReapPass::kStartUp), so the tests' passes

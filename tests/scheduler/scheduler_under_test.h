@@ -15,6 +15,20 @@
 
 namespace parity::server::testing {
 
+// What both scheduler fixtures run with: retries due within milliseconds, a 30 s lease, quick
+// idle and watch polls.
+inline SchedulerOptions FastSchedulerOptions() {
+  SchedulerOptions options;
+  options.retry_policy = RetryPolicy{.backoff_base = absl::Milliseconds(1),
+                                     .backoff_max = absl::Milliseconds(10),
+                                     .preemption_backoff_base = absl::Milliseconds(1),
+                                     .preemption_backoff_max = absl::Milliseconds(10)};
+  options.lease_ttl = absl::Seconds(30);
+  options.idle_poll_interval = absl::Milliseconds(50);
+  options.watch_poll_interval = absl::Milliseconds(20);
+  return options;
+}
+
 namespace internal {
 // Constructed before the services that hold a reference to it (base-from-member).
 struct WithLeaseSecrets {
