@@ -87,6 +87,21 @@ void Render(const SweepView& view, bool tty, int& lines_drawn) {
   lines_drawn = static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
+// A run's new state (or, with no from_state, its state at the stream's start); a change is
+// printed as a line when the output is not a terminal.
+void ApplyStateChange(const parity::v1::RunStateChange& change, bool tty, SweepView& view) {
+  auto it = view.runs.find(change.run_id());
+  if (it == view.runs.end()) return;
+  it->second.set_state(change.to_state());
+  it->second.set_attempt(change.attempt());
+  if (!tty && change.from_state() != parity::v1::RUN_STATE_UNSPECIFIED) {
+    std::cout << fmt::format(
+        "{}  {} → {}{}\n", it->second.spec().name(), RunStateName(change.from_state()),
+        RunStateName(change.to_state()),
+        change.reason().empty() ? "" : " (" + ReasonText(change.reason()) + ")");
+  }
+}
+
 }  // namespace
 
 int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string& sweep_id,
@@ -114,26 +129,15 @@ int WatchSweepUntilDone(parity::v1::SweepService::Stub& stub, const std::string&
     parity::v1::WatchSweepRequest request;
     request.set_sweep_id(sweep_id);
     request.set_include_metrics(true);
+    request.set_snapshot_pages(true);
     auto reader = stub.WatchSweep(&context, request);
     parity::v1::WatchSweepResponse event;
     Clock::time_point last_draw = Clock::now();
     while (reader->Read(&event)) {
       backoff.Reset();
       if (event.has_sweep()) view.sweep = event.sweep();
-      if (event.has_state_change()) {
-        const auto& change = event.state_change();
-        auto it = view.runs.find(change.run_id());
-        if (it != view.runs.end()) {
-          it->second.set_state(change.to_state());
-          it->second.set_attempt(change.attempt());
-          if (!tty && change.from_state() != parity::v1::RUN_STATE_UNSPECIFIED) {
-            std::cout << fmt::format(
-                "{}  {} → {}{}\n", it->second.spec().name(), RunStateName(change.from_state()),
-                RunStateName(change.to_state()),
-                change.reason().empty() ? "" : " (" + ReasonText(change.reason()) + ")");
-          }
-        }
-      }
+      if (event.has_state_change()) ApplyStateChange(event.state_change(), tty, view);
+      for (const auto& change : event.snapshot().runs()) ApplyStateChange(change, tty, view);
       if (event.has_metric()) {
         auto it = view.runs.find(event.metric().run_id());
         if (it != view.runs.end()) {

@@ -12,6 +12,7 @@ class WatchStream : public grpc::ClientReadReactor<v1::WatchSweepResponse> {
   WatchStream(SimWatcher& owner, v1::SweepService::Stub& stub, const std::string& sweep_id)
       : owner_(owner), opened_(absl::Now()) {
     request_.set_sweep_id(sweep_id);
+    request_.set_snapshot_pages(true);
     stub.async()->WatchSweep(&context_, &request_, this);
     StartRead(&message_);
     StartCall();
@@ -49,6 +50,11 @@ void SimWatcher::Stop() {
 }
 
 void SimWatcher::OnMessage(const v1::WatchSweepResponse& message, absl::Time received) {
+  if (message.has_snapshot()) {
+    env_.recorder->Count("watch_snapshot_pages");
+    env_.recorder->Count("watch_snapshot_events", message.snapshot().runs_size());
+    return;
+  }
   if (!message.has_state_change()) {
     env_.recorder->Count(message.has_metric() ? "watch_metric_events" : "watch_sweep_events");
     return;

@@ -2,6 +2,7 @@
 // store and the fake clock (scheduler_logic_fixture.h): a watch stream polls when the test moves
 // the clock past its poll interval, after the stream has gone to sleep.
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "core/field_violation.h"
@@ -257,6 +258,44 @@ TEST_F(SchedulerLogicTest, WatchSweepStreamsEveryStateChangeUntilTheSweepEnds) {
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_THAT(changes, ElementsAre("0:1>2", "0:2>4", "1:1>2", "1:2>4"));
   EXPECT_EQ(metric_points, 2);
+}
+
+// A client that asks for pages gets the opening snapshot as one message per page of 1,000 runs
+// (every run once, its state now, no from_state), not one message per run.
+TEST_F(SchedulerLogicTest, WatchSweepSendsTheOpeningSnapshotAsPagesWhenAsked) {
+  constexpr int kRuns = 1500;
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("paged-watch", kRuns));
+  v1::WatchSweepRequest watch;
+  watch.set_sweep_id(submitted.sweep().sweep_id());
+  watch.set_snapshot_pages(true);
+  std::vector<int> page_sizes;
+  std::set<std::string> runs;
+  int other_messages = 0;  // besides the opening sweep
+  bool saw_sweep = false;
+  const absl::Status status =
+      scheduler_->WatchSweep(watch, {}, [&](const v1::WatchSweepResponse& m) {
+        if (m.has_sweep() && !saw_sweep) {
+          saw_sweep = true;
+          return true;
+        }
+        if (!m.has_snapshot()) {
+          ++other_messages;
+          return true;
+        }
+        page_sizes.push_back(m.snapshot().runs_size());
+        for (const v1::RunStateChange& run : m.snapshot().runs()) {
+          EXPECT_EQ(run.to_state(), v1::RUN_STATE_PENDING) << run.run_id();
+          EXPECT_EQ(run.from_state(), v1::RUN_STATE_UNSPECIFIED)
+              << "a snapshot entry has no before";
+          runs.insert(run.run_id());
+        }
+        return static_cast<int>(runs.size()) < kRuns;  // the whole snapshot: hang up
+      });
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+  EXPECT_TRUE(saw_sweep) << "the stream opens with the sweep";
+  EXPECT_THAT(page_sizes, ElementsAre(1000, 500)) << "a message per page of 1,000 runs";
+  EXPECT_EQ(runs.size(), static_cast<size_t>(kRuns)) << "every run once";
+  EXPECT_EQ(other_messages, 0) << "no state_change per run when pages were asked for";
 }
 
 }  // namespace

@@ -294,7 +294,9 @@ class Client:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-            stream = self._stub.WatchSweep(api.WatchSweepRequest(sweep_id=sweep_id), timeout=left)
+            # Pages: the opening snapshot as one message per 1,000 runs (only the counts are read).
+            request = api.WatchSweepRequest(sweep_id=sweep_id, snapshot_pages=True)
+            stream = self._stub.WatchSweep(request, timeout=left)
             try:
                 for event in stream:
                     if event.HasField("sweep"):

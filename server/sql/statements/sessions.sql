@@ -18,6 +18,13 @@ SELECT set_config('lock_timeout', $1, false)
 -- milliseconds, or with a unit, '10min').
 SELECT set_config('statement_timeout', $1, true)
 
+-- name: set_session_asynchronous_commit
+-- unprepared: the notifier's own connection. A NOTIFY takes a transaction id, so each batch
+-- commits with a WAL record; waiting for its flush buys nothing (a notification does not survive
+-- a crash either way, and listeners see it once the commit is in the clog), and 50 extra flushing
+-- commits a second queued behind the leases' group commits (bench/scheduler/RESULTS.md).
+SELECT set_config('synchronous_commit', 'off', false)
+
 -- name: notify_batch
 -- unprepared: the notifier's own connection (pg_notifier.h). $1 channel, $2 payloads text[]: one
 -- NOTIFY each, in one statement and one commit.

@@ -48,7 +48,12 @@ void PgNotifier::Loop() {
     }
     if (!batch.empty()) {
       try {
-        if (connection == nullptr) connection = std::make_unique<pqxx::connection>(database_url_);
+        if (connection == nullptr) {
+          connection = std::make_unique<pqxx::connection>(database_url_);
+          pqxx::nontransaction setup(*connection);
+          setup.exec(pg::Statement("set_session_asynchronous_commit"));
+          setup.commit();
+        }
         pqxx::nontransaction tx(*connection);
         tx.exec_params(pg::Statement("notify_batch"), channel_, pg::TextArrayLiteral(batch));
       } catch (const std::exception& e) {
