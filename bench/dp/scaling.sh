@@ -44,7 +44,7 @@ run_gang() {  # $1 = world size
       --rank 0 --world-size "$w" --gang-epoch 1 --rendezvous-listen 127.0.0.1 >/dev/null &
     local pids=($!) addr=""
     for _ in $(seq 1 500); do
-      addr=$(grep -o '"address":"[^"]*"' "$out/r0.jsonl" 2>/dev/null | head -1 | cut -d'"' -f4)
+      addr=$(grep -o '"address":"[^"]*"' "$out/r0.jsonl" 2>/dev/null | head -1 | cut -d'"' -f4 || true)
       [ -n "$addr" ] && break
       sleep 0.02
     done
