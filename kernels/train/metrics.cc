@@ -141,7 +141,7 @@ nlohmann::json SummaryLine(const Session& s, const Telemetry& t, TrainSummary& s
       // Of train_seconds, the time the trainer waited for batches (the data loader's share).
       {"data_wait_seconds", t.data_wait_seconds},
   };
-  if (s.comm->world_size() > 1) {
+  if (s.Distributed()) {
     // Of train_seconds, rank 0's time in the gang's collectives (gradient and statistics sums,
     // including waiting for slower ranks).
     j["world_size"] = s.comm->world_size();

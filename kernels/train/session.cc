@@ -137,7 +137,7 @@ absl::Status ResumeSession(Session& s) {
 
 absl::Status SyncRanks(Session& s) {
   Communicator& comm = *s.comm;
-  if (comm.world_size() == 1) return absl::OkStatus();
+  if (!s.Distributed()) return absl::OkStatus();
   uint64_t header[5] = {s.fingerprint, static_cast<uint64_t>(s.step),
                         static_cast<uint64_t>(s.cursor), s.rng.seed, s.rng.counter};
   PARITY_RETURN_IF_ERROR(comm.BroadcastHost(header, sizeof(header), 0));

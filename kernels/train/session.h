@@ -47,6 +47,9 @@ struct Session {
   int64_t LocalMicroBatches() const { return config.train.grad_accum / comm->world_size(); }
   int64_t FirstMicroBatch() const { return comm->rank() * LocalMicroBatches(); }
   bool IsRankZero() const { return comm->rank() == 0; }
+  // Whether steps go through the communicator: any gang, a gang of one included (which checks
+  // the backend's communicator on a one-device machine); not the plain single process.
+  bool Distributed() const { return comm->Name() != "local"; }
 };
 
 // The precision a run trains with on a device of `kind`: unspecified → bf16 on CUDA, fp32 on the
@@ -64,7 +67,7 @@ absl::Status ResumeSession(Session& session);
 
 // Makes every rank hold rank 0's state (weights, moments, biases, step, cursor, RNG) after rank 0
 // initialised or resumed it; FailedPrecondition on every rank when a rank's run fingerprint (spec,
-// dataset content, device kind, precision) differs from rank 0's. No-op at world size 1.
+// dataset content, device kind, precision) differs from rank 0's. No-op for a plain process.
 absl::Status SyncRanks(Session& session);
 
 // Writes a checkpoint of the current state; returns its path.

@@ -96,7 +96,7 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   const double waited = s.loader->wait_seconds();
   PARITY_RETURN_IF_ERROR(RunMicroBatches(s, r));
   r.stop = stop;
-  if (s.comm->world_size() > 1) {
+  if (s.Distributed()) {
     const auto c0 = std::chrono::steady_clock::now();
     PARITY_RETURN_IF_ERROR(ReduceStepStats(s, r, stop));
     PARITY_RETURN_IF_ERROR(AllReduceGradients(s));
@@ -173,7 +173,7 @@ absl::StatusOr<std::vector<double>> Evaluate(Session& s) {
       sums[2 * set] += s.model->Forward(s.inputs.data(), s.targets.data(), b).ce * b;
     }
   }
-  if (ranks > 1) {
+  if (s.Distributed()) {
     PARITY_RETURN_IF_ERROR(
         s.comm->AllReduceSumHost(sums.data(), static_cast<int64_t>(sums.size())));
   }

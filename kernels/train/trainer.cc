@@ -53,7 +53,7 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
     PARITY_RETURN_IF_ERROR(ResumeSession(s));
   }
   PARITY_RETURN_IF_ERROR(SyncRanks(s));
-  const bool gang = s.comm->world_size() > 1;
+  const bool gang = s.Distributed();
   bool agreed_stop = false;  // a gang stops together, after the step at which one rank asked
   const TrainConfig& tc = s.config.train;
   TrainSummary summary;
