@@ -29,10 +29,10 @@ namespace fs = std::filesystem;
 
 // The largest |Δ| of a per-step train BPC or the final validation BPC between a gang of 2 or 4
 // ranks and one process. Measured on these tiny runs (BPC ≈ 7–8; kernels/README.md): dense 3.2e-8
-// on 2 and on 4 ranks, loss-free MoE 1.6e-8 (2) and 2.7e-8 (4), the same in every repetition (the
-// fp32 gradient summed per rank and then across ranks, instead of micro-batch by micro-batch,
-// then 12 AdamW steps). The bound leaves 30× headroom for other CPUs' BLAS kernels. Step 1
-// (before any update) agrees to 1e-9.
+// (2 ranks) and 2.7e-8 (4), loss-free MoE 1.6e-8 (2) and 2.1e-8 (4), the same in every
+// repetition (the fp32 gradient summed per rank and then across ranks, instead of micro-batch by
+// micro-batch, then 12 AdamW steps). The bound leaves 30× headroom for other CPUs' BLAS kernels.
+// Step 1 (before any update) agrees to 1e-9.
 constexpr double kCurveTolerance = 1e-6;
 
 std::string ReadFile(const fs::path& p) {

@@ -6,17 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "kernels/train/grad_sync.h"
 #include "kernels/train/schedule.h"
 
 namespace parity::kernels {
 namespace {
 
-// Flat gradient all-reduce in buckets of this many floats (64 MiB): bounds what one collective
-// registers with the transport and lets the library pipeline its chunks.
-constexpr int64_t kGradientBucketFloats = int64_t{1} << 24;
-
-// Forward + backward of this rank's micro-batches of the step, summed into the gradient.
-absl::Status RunMicroBatches(Session& s, StepResult& r) {
+// Forward + backward of this rank's micro-batches of the step, summed into the gradient. With an
+// overlapping `sync`, the last micro-batch's backward posts each finished layer to it.
+absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
   const TrainConfig& tc = s.config.train;
   Transformer<float>& model = *s.model;
   const int64_t accum = tc.grad_accum, local = s.LocalMicroBatches(), first = s.FirstMicroBatch();
@@ -28,7 +26,11 @@ absl::Status RunMicroBatches(Session& s, StepResult& r) {
     PARITY_ASSIGN_OR_RETURN(const int64_t bytes, s.loader->Next(cursor, s.inputs, s.targets, next));
     r.target_bytes += bytes;
     const ForwardResult f = model.Forward(s.inputs.data(), s.targets.data(), B);
+    if (sync != nullptr && sync->overlapping() && i + 1 == local) {
+      model.SetGradsReadyHook([sync](int64_t offset, int64_t count) { sync->Post(offset, count); });
+    }
     model.Backward(1.0 / static_cast<double>(s.StepTokens()), 1.0 / static_cast<double>(accum));
+    model.SetGradsReadyHook(nullptr);
     r.ce += f.ce / accum, r.aux += f.aux / accum, r.z += f.z / accum;
     for (int64_t l = 0; l < model.NumMoeLayers(); ++l) {
       const std::vector<int64_t>& load = model.Routing(l).load;
@@ -68,18 +70,6 @@ absl::Status ReduceStepStats(Session& s, StepResult& r, bool stop) {
   return absl::OkStatus();
 }
 
-// Sums the flat gradient over the ranks, bucket by bucket, after the backward pass. Every rank
-// then holds the same bits (communicator.h), so norms, clipping and AdamW agree without more
-// communication.
-absl::Status AllReduceGradients(Session& s) {
-  const int64_t n = s.model->NumParams();
-  float* g = s.model->Grads();
-  for (int64_t off = 0; off < n; off += kGradientBucketFloats) {
-    PARITY_RETURN_IF_ERROR(s.comm->AllReduceSum(g + off, std::min(kGradientBucketFloats, n - off)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
@@ -94,12 +84,15 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   model.ZeroGrads();
   r.loads.assign(model.NumMoeLayers(), std::vector<int64_t>(config.model.n_experts, 0));
   const double waited = s.loader->wait_seconds();
-  PARITY_RETURN_IF_ERROR(RunMicroBatches(s, r));
+  // Gloo sums host memory from any thread, so layers are summed while the backward goes on;
+  // NCCL's sums are queued on the engine's stream after the backward (grad_sync.h).
+  GradientSync sync(*s.comm, model.Grads(), n, s.Distributed() && s.comm->Name() == "gloo");
+  PARITY_RETURN_IF_ERROR(RunMicroBatches(s, r, s.Distributed() ? &sync : nullptr));
   r.stop = stop;
   if (s.Distributed()) {
     const auto c0 = std::chrono::steady_clock::now();
+    PARITY_RETURN_IF_ERROR(sync.Finish());
     PARITY_RETURN_IF_ERROR(ReduceStepStats(s, r, stop));
-    PARITY_RETURN_IF_ERROR(AllReduceGradients(s));
     r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
   }
   // Global-norm clipping folded into the optimizer's gradient scale.
