@@ -142,8 +142,8 @@ nlohmann::json SummaryLine(const Session& s, const Telemetry& t, TrainSummary& s
       {"data_wait_seconds", t.data_wait_seconds},
   };
   if (s.Distributed()) {
-    // Of train_seconds, rank 0's time in the gang's collectives (gradient and statistics sums,
-    // including waiting for slower ranks).
+    // Of train_seconds, rank 0's time in the gang's collectives after its backward (the gradient
+    // not summed during it, the statistics sum, waiting for slower ranks).
     j["world_size"] = s.comm->world_size();
     j["comm_seconds"] = t.comm_seconds;
   }
