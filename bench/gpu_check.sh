@@ -16,7 +16,9 @@
 #      skip is a failure there);
 #   4. bench/gpu_engine_check.py: 50-step fp32 training of micro dense and micro MoE with
 #      parity-train --device cpu and --device cuda, train_bpc compared step by step (1e-4
-#      relative), and one larger dense run on CUDA for throughput (done by 300 s);
+#      relative), the NCCL communicator as a gang of one (rank 0 hosts the rendezvous, one-rank
+#      NCCL sums every step: the plain CUDA curve bit for bit; the machine has one GPU and NCCL
+#      cannot put two ranks on one) and one larger dense run on CUDA for throughput (by 300 s);
 #   3b. the op parity test under compute-sanitizer memcheck and racecheck if the machine has it;
 #   5. the PyTorch peer (bench/gpu_torch_peer.py, 210 s at most): the 2B study's dense 1C baseline
 #      and its r_a ~ 20% MoE in PyTorch bf16, eager and torch.compile (tokens/s, MFU, peak

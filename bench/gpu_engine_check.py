@@ -35,9 +35,9 @@ def spec_from(example, corpus, name, steps, **training):
     return spec
 
 
-def train(bundle, out, spec, device, threads, budget):
+def train(bundle, out, spec, device, threads, budget, extra=(), tag=""):
     """Runs parity-train; returns (metrics lines, summary line or None, exit code, seconds)."""
-    run_dir = os.path.join(out, "runs", f"{spec['name']}-{device}")
+    run_dir = os.path.join(out, "runs", f"{spec['name']}-{device}{tag}")
     os.makedirs(run_dir, exist_ok=True)
     spec_path = os.path.join(run_dir, "spec.json")
     with open(spec_path, "w") as f:
@@ -47,7 +47,7 @@ def train(bundle, out, spec, device, threads, budget):
         os.remove(metrics)
     cmd = [os.path.join(bundle, "bin", "parity-train"), "--run", spec_path, "--out",
            os.path.join(run_dir, "ckpt"), "--metrics", metrics, "--device", device,
-           "--threads", str(threads)]
+           "--threads", str(threads), *extra]
     start = time.time()
     with open(os.path.join(run_dir, "stderr.log"), "w") as err:
         try:
@@ -115,6 +115,30 @@ def compare(bundle, out, corpus, example, name, deadline):
     return result
 
 
+def nccl_gang_of_one(bundle, out, corpus, example, deadline):
+    """The NCCL communicator at world size 1 (one GPU here; NCCL cannot put two ranks on one):
+    rank 0 hosts the rendezvous store, posts NCCL's unique id, forms a one-rank communicator and
+    sums every step's gradient and statistics through it. A one-rank sum is a copy, so the curve
+    must equal the plain CUDA run's bit for bit."""
+    spec = spec_from(example, corpus, "nccl-gang-of-one", 20)
+    result = {"name": "nccl-gang-of-one", "pass": False}
+    runs = {}
+    for tag, extra in (("", ()), ("-nccl", ("--rank", "0", "--world-size", "1", "--gang-epoch",
+                                            "1", "--rendezvous-listen", "127.0.0.1"))):
+        budget = min(60, remaining(deadline) - 20)
+        if budget < 10:
+            result["error"] = "no time left"
+            return result
+        lines, summary, code, seconds = train(bundle, out, spec, "cuda", 1, budget, extra, tag)
+        runs[tag] = [l["train_bpc"] for l in lines]
+        result["exit" + tag] = code
+        if code != 0:
+            result["stderr" + tag] = stderr_tail(out, spec, "cuda" + tag)
+    result["steps"] = len(runs["-nccl"])
+    result["pass"] = runs[""] == runs["-nccl"] and len(runs[""]) == 20
+    return result
+
+
 def throughput(bundle, out, corpus, example, deadline):
     spec = spec_from(example, corpus, "throughput-dense-d512-l8-s1024", 8,
                      batchTokens=131072, sequenceLength=1024, microBatchSequences=32,
@@ -167,6 +191,8 @@ def main():
                 deadline),
         compare(bundle, out, corpus, os.path.join(examples, "micro_moe.json"), "micro-moe",
                 deadline)]
+    report["nccl"] = nccl_gang_of_one(bundle, out, corpus,
+                                      os.path.join(examples, "micro_dense.json"), deadline)
     report["throughput"] = throughput(bundle, out, corpus,
                                       os.path.join(examples, "micro_dense.json"), deadline)
     stages = {}
@@ -178,7 +204,7 @@ def main():
     report["stages"] = stages
     op = report["op_test"]
     report["pass"] = (not op.get("error") and op.get("failures") == 0 and not op.get("skipped")
-                      and all(t["pass"] for t in report["training"])
+                      and all(t["pass"] for t in report["training"]) and report["nccl"]["pass"]
                       and stages.get("worker_checks") == "0")
     with open(os.path.join(out, "gpu_check.json"), "w") as f:
         json.dump(report, f, indent=1)
@@ -193,6 +219,7 @@ def main():
                     f"{t.get('max_rel_diff_train_bpc')} (step {t.get('worst_step')}), grad_norm "
                     f"{t.get('max_rel_diff_grad_norm')}; cpu {t.get('cpu')}; cuda {t.get('cuda')}"
                     + (f"; {t['error']}" if "error" in t else ""))
+    text.append(f"nccl gang of one: {'PASS' if report['nccl']['pass'] else 'FAIL'} {report['nccl']}")
     text.append(f"throughput: {report['throughput']}")
     text.append(f"stages: {stages}")
     text.append(f"overall: {'PASS' if report['pass'] else 'FAIL'}")

@@ -27,6 +27,7 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
   libmicrohttpd-dev  # the scheduler's web port (server/api/README.md says why)
   libsentencepiece-dev  # `parity data tokenizer train` and `parity data prepare` (datasets/prepare)
+  libgloo-dev  # the engine's collectives between CPU ranks (kernels/comm)
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   bible-kjv python3
   iproute2  # ip netns, veth, tc: the network fault test (tests/faults)

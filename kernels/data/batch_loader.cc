@@ -46,7 +46,7 @@ void BatchLoader::Loop() {
 }
 
 absl::StatusOr<int64_t> BatchLoader::Next(int64_t cursor, std::vector<int32_t>& inputs,
-                                          std::vector<int32_t>& targets) {
+                                          std::vector<int32_t>& targets, int64_t next) {
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<int64_t> bytes;
   if (!thread_.joinable()) {
@@ -66,7 +66,7 @@ absl::StatusOr<int64_t> BatchLoader::Next(int64_t cursor, std::vector<int32_t>& 
       bytes = corpus_.FillTraining(cursor, batch_, inputs.data(), targets.data());
     }
     ready_ = -1;
-    requested_ = cursor + batch_;
+    requested_ = next >= 0 ? next : cursor + batch_;
   }
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return bytes;

@@ -34,9 +34,10 @@ class BatchLoader {
   // bytes of text the targets cover (TokenCorpus::FillTraining's result). With prefetching the
   // vectors are swapped with the loader's buffer (same sizes), and the batch at cursor + batch is
   // started before returning; a cursor that is not the one prepared (the first call, after a
-  // resume) is filled here.
+  // resume) is filled here. `next` (≥ 0) names the cursor to prepare instead of cursor + batch: a
+  // data-parallel rank reads a slice of each step, so its next batch lies further on.
   absl::StatusOr<int64_t> Next(int64_t cursor, std::vector<int32_t>& inputs,
-                               std::vector<int32_t>& targets);
+                               std::vector<int32_t>& targets, int64_t next = -1);
 
   // Seconds Next() spent waiting for data so far: the loader's share of step time.
   double wait_seconds() const { return wait_seconds_; }

@@ -432,6 +432,11 @@ void Transformer<T>::Backward(double ce_scale, double aux_scale) {
                          Accumulate::kNo, FlopKind::kModel);
     ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dp + y.attn_norm, g_->dh, y.x_in, p + y.attn_norm,
                           y.rstd1);
+    if (grads_ready_) {             // layer parameters are laid out contiguously, attn_norm first
+      const auto next = it.base();  // the layer above, or end()
+      const int64_t end = next == layers_.end() ? g_->final_norm : (*next)->attn_norm;
+      grads_ready_(y.attn_norm, end - y.attn_norm);
+    }
   }
   ops_.embedding_backward(ctx, Tn, D, m.vocab_size, dp + g_->wte, g_->dresid, g_->tokens);
 }

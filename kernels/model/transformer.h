@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,14 @@ class Transformer {
   //   grads += ∂(ce_scale·Σ_t ce_t + aux_scale·Σ_layers(aux + z))/∂θ.
   void Backward(double ce_scale, double aux_scale);
 
+  // Called by Backward as soon as a layer's weight gradients are complete, with the layer's
+  // contiguous range of the flat gradient [offset, offset + count), deepest layer first; the
+  // embedding, final norm and head are not reported (they are complete only when Backward
+  // returns). Lets a data-parallel step sum a layer's gradient across ranks while the backward
+  // of the layers below runs. Empty = none.
+  using GradsReadyHook = std::function<void(int64_t offset, int64_t count)>;
+  void SetGradsReadyHook(GradsReadyHook hook) { grads_ready_ = std::move(hook); }
+
   int64_t NumMoeLayers() const { return static_cast<int64_t>(moe_layers_.size()); }
   int64_t MoeLayerIndex(int64_t i) const { return moe_layers_[i]; }  // i-th MoE layer's depth
   const RoutingStats& Routing(int64_t i) const;
@@ -96,6 +105,7 @@ class Transformer {
   int64_t max_batch_;
   int64_t batch_ = 0;       // sequences in the last Forward
   double aux_scale_ = 1.0;  // aux_scale of the Backward in progress
+  GradsReadyHook grads_ready_;
   std::vector<ParamTensor> tensors_;
   int64_t num_params_ = 0;
   std::vector<std::unique_ptr<Buffer>> buffers_;  // owns every allocation below

@@ -5,11 +5,14 @@
 //                [--metrics-fd N | --metrics FILE]
 //                [--device cpu|cuda[:N]] [--threads N] [--run-id ID] [--max-steps N]
 //                [--max-corpus-bytes N] [--no-prefetch]
+//                [--rank R --world-size W (--rendezvous-listen HOST | --rendezvous HOST:PORT)
+//                 --gang-epoch E [--rendezvous-timeout S] [--collective-timeout S] [--comm-host H]]
 //
 // Exit codes: 0 completed; 2 bad arguments, run spec or device (nothing trained); 3 stopped by
 // SIGTERM/SIGINT or --max-steps after checkpointing (resumable); 4 the checkpoint in DIR is
-// incompatible or corrupt; 5 out of memory; 6 training diverged (non-finite loss); 1 any other
-// failure.
+// incompatible or corrupt; 5 out of memory; 6 training diverged (non-finite loss); 7 the gang
+// broke (a rank never arrived, was refused, died or hung: restart the whole gang from the last
+// checkpoint); 1 any other failure.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -23,6 +26,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "kernels/spec/run_spec_adapter.h"
 #include "kernels/train/trainer.h"
 
@@ -62,9 +66,62 @@ int ExitCodeFor(const absl::Status& s) {
       return 5;
     case absl::StatusCode::kOutOfRange:
       return 6;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return 7;
     default:
       return 1;
   }
+}
+
+// The data-parallel flags (kernels/README.md, "Data parallelism").
+struct GangFlags {
+  int rank = 0, world_size = 1;
+  std::string listen, address, comm_host;
+  uint64_t epoch = 0;
+  double rendezvous_timeout = 300, collective_timeout = 1800;
+};
+
+void AddGangFlags(CLI::App& app, GangFlags& g) {
+  app.add_option("--rank", g.rank, "this process's rank in its gang (0 = the reporting rank)");
+  app.add_option("--world-size", g.world_size, "ranks in the gang (default 1: no gang)");
+  app.add_option("--rendezvous-listen", g.listen,
+                 "rank 0: host address to serve the gang's rendezvous store on (port chosen by "
+                 "the OS, reported as a {\"event\":\"rendezvous\"} line)");
+  app.add_option("--rendezvous", g.address, "ranks > 0: rank 0's rendezvous address HOST:PORT");
+  app.add_option("--gang-epoch", g.epoch,
+                 "the scheduler's attempt epoch; a rank of another epoch is refused");
+  app.add_option("--rendezvous-timeout", g.rendezvous_timeout,
+                 "seconds to wait for every rank to arrive (default 300)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--collective-timeout", g.collective_timeout,
+                 "seconds one collective may wait for a peer (default 1800)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--comm-host", g.comm_host,
+                 "address this rank's transport listens on (default: the interface that routes "
+                 "to rank 0)");
+}
+
+parity::kernels::CommOptions CommOptionsFrom(const GangFlags& g, const std::string& run_id,
+                                             parity::kernels::MetricsSink& sink, int fd) {
+  return {.rank = g.rank,
+          .world_size = g.world_size,
+          .listen_host = g.listen,
+          .address = g.address,
+          .transport_host = g.comm_host,
+          .gang_epoch = g.epoch,
+          .run_id = run_id,
+          .rendezvous_timeout = absl::Seconds(g.rendezvous_timeout),
+          .collective_timeout = absl::Seconds(g.collective_timeout),
+          .on_listening = [&sink, fd, g, run_id](const std::string& address) {
+            const nlohmann::json j = {{"event", "rendezvous"},
+                                      {"run_id", run_id},
+                                      {"address", address},
+                                      {"world_size", g.world_size},
+                                      {"gang_epoch", g.epoch}};
+            sink.Write(j.dump());
+            if (fd != STDOUT_FILENO) std::cout << j.dump() << std::endl;
+          }};
 }
 
 }  // namespace
@@ -101,6 +158,8 @@ int main(int argc, char** argv) {
                "read each micro-batch on the training thread instead of one ahead on a loader "
                "thread (same windows; for measuring the loader)");
   app.add_option("--run-id", run_id, "run id put on every line (default: the spec's name)");
+  GangFlags gang;
+  AddGangFlags(app, gang);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -159,9 +218,10 @@ int main(int argc, char** argv) {
       .metrics = &sink,
       .stop = &g_stop,
       .max_steps = max_steps,
-      .prefetch = no_prefetch ? parity::kernels::Prefetch::kOff : parity::kernels::Prefetch::kOn};
+      .prefetch = no_prefetch ? parity::kernels::Prefetch::kOff : parity::kernels::Prefetch::kOn,
+      .comm = CommOptionsFrom(gang, run_id, sink, fd)};
   auto summary = parity::kernels::RunTraining(parsed->config, options);
   if (!summary.ok()) return fail(summary.status());
-  if (fd != STDOUT_FILENO) std::cout << summary->json << std::endl;
+  if (fd != STDOUT_FILENO && gang.rank == 0) std::cout << summary->json << std::endl;
   return summary->outcome == parity::kernels::RunOutcome::kCompleted ? 0 : 3;
 }

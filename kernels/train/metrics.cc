@@ -51,6 +51,7 @@ void Telemetry::Add(const StepResult& step, int64_t step_tokens) {
   total_flops += step.total_flops;
   seconds += step.seconds;
   data_wait_seconds += step.data_wait_seconds;
+  comm_seconds += step.comm_seconds;
   window_seconds += step.seconds, window_flops += step.total_flops, window_tokens += step_tokens;
 }
 
@@ -140,6 +141,12 @@ nlohmann::json SummaryLine(const Session& s, const Telemetry& t, TrainSummary& s
       // Of train_seconds, the time the trainer waited for batches (the data loader's share).
       {"data_wait_seconds", t.data_wait_seconds},
   };
+  if (s.Distributed()) {
+    // Of train_seconds, rank 0's time in the gang's collectives after its backward (the gradient
+    // not summed during it, the statistics sum, waiting for slower ranks).
+    j["world_size"] = s.comm->world_size();
+    j["comm_seconds"] = t.comm_seconds;
+  }
   if (t.trained_steps > 0) j["final_train_bpc"] = summary.final_train_bpc;
   if (!std::isnan(summary.final_val_bpc)) j["final_val_bpc"] = summary.final_val_bpc;
   if (!summary.final_eval_bpc.empty()) {

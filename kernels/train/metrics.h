@@ -17,7 +17,7 @@ namespace parity::kernels {
 struct Telemetry {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   int64_t trained_steps = 0;  // in this process
-  double model_flops = 0, total_flops = 0, seconds = 0, data_wait_seconds = 0;
+  double model_flops = 0, total_flops = 0, seconds = 0, data_wait_seconds = 0, comm_seconds = 0;
   // Since the previous metrics line.
   double window_seconds = 0, window_flops = 0;
   int64_t window_tokens = 0;

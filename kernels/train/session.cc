@@ -23,12 +23,31 @@ absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind)
       "unset"));
 }
 
+namespace {
+
+// Rank r of W trains micro-batches [r·A/W, (r+1)·A/W) of each step, so that the ranks together
+// train exactly the step one process would; a world size that does not divide A is refused.
+absl::Status ValidateDataParallel(const TrainConfig& tc, const CommOptions& comm) {
+  PARITY_RETURN_IF_ERROR(ValidateCommOptions(comm));
+  if (tc.grad_accum % comm.world_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.grad_accum: ", tc.grad_accum, " micro-batches per step do not divide among ",
+        comm.world_size,
+        " ranks (--world-size); each rank trains whole micro-batches, so make "
+        "grad_accum a multiple of the world size (a smaller batch_size keeps the global batch)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
                                                      const TrainerOptions& options) {
   PARITY_RETURN_IF_ERROR(ValidateRunConfig(config));
   if (options.metrics == nullptr) return absl::InvalidArgumentError("options.metrics is required");
   PARITY_ASSIGN_OR_RETURN(const Precision precision,
                           ResolvePrecision(config.precision, options.device.kind));
+  PARITY_RETURN_IF_ERROR(ValidateDataParallel(config.train, options.comm));
   // Fail before any work if checkpoints could not be written.
   std::error_code ec;
   std::filesystem::create_directories(options.out_dir, ec);
@@ -45,6 +64,7 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   s->config.precision = precision;
   s->options = options;
   PARITY_ASSIGN_OR_RETURN(s->device, MakeDevice(options.device, options.threads));
+  PARITY_ASSIGN_OR_RETURN(s->comm, MakeCommunicator(options.comm, options.device.kind, *s->device));
   PARITY_ASSIGN_OR_RETURN(s->model,
                           Transformer<float>::Create(config.model, *s->device, tc.batch_size));
   const int64_t n = s->model->NumParams();
@@ -112,6 +132,37 @@ absl::Status ResumeSession(Session& s) {
   s.step = c.step;
   s.cursor = c.cursor;
   s.rng = c.rng;
+  return absl::OkStatus();
+}
+
+absl::Status SyncRanks(Session& s) {
+  Communicator& comm = *s.comm;
+  if (!s.Distributed()) return absl::OkStatus();
+  uint64_t header[5] = {s.fingerprint, static_cast<uint64_t>(s.step),
+                        static_cast<uint64_t>(s.cursor), s.rng.seed, s.rng.counter};
+  PARITY_RETURN_IF_ERROR(comm.BroadcastHost(header, sizeof(header), 0));
+  // Every rank learns whether any differs, so none is left waiting in a collective.
+  double differs = header[0] != s.fingerprint ? 1 : 0;
+  PARITY_RETURN_IF_ERROR(comm.AllReduceSumHost(&differs, 1));
+  if (differs > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--world-size: ", static_cast<int64_t>(differs),
+        " rank(s) of the gang have a run spec, "
+        "dataset content, device kind or precision different from rank 0's (run fingerprints "
+        "differ); every rank must be started with the same --run and data"));
+  }
+  s.step = static_cast<int64_t>(header[1]);
+  s.cursor = static_cast<int64_t>(header[2]);
+  s.rng = Rng{.seed = header[3], .counter = header[4]};
+  Transformer<float>& model = *s.model;
+  const size_t bytes = static_cast<size_t>(model.NumParams()) * sizeof(float);
+  for (float* array : {model.Params(), s.adam_m, s.adam_v}) {
+    PARITY_RETURN_IF_ERROR(comm.Broadcast(array, bytes, 0));
+  }
+  for (int64_t i = 0; i < model.NumMoeLayers(); ++i) {
+    PARITY_RETURN_IF_ERROR(
+        comm.Broadcast(model.BalanceBias(i), s.config.model.n_experts * sizeof(float), 0));
+  }
   return absl::OkStatus();
 }
 

@@ -28,6 +28,7 @@ struct Session {
   TokenCorpus corpus;
   std::unique_ptr<BatchLoader> loader;          // reads `corpus`; declared after it
   std::unique_ptr<Device> device;               // declared before what lives in its memory
+  std::unique_ptr<Communicator> comm;           // the gang (world size 1: a no-op); uses device
   std::vector<std::unique_ptr<Buffer>> memory;  // the optimizer's device arrays below
   std::unique_ptr<Transformer<float>> model;
   float* adam_m = nullptr;       // [N] first moments
@@ -42,6 +43,13 @@ struct Session {
   const OpTable<float>& ops() const { return *device->OpsF32(); }
   OpContext& context() { return device->Context(); }
   int64_t StepTokens() const { return config.train.TokensPerStep(config.model.seq_len); }
+  // This rank's micro-batches of every step: [FirstMicroBatch, + LocalMicroBatches).
+  int64_t LocalMicroBatches() const { return config.train.grad_accum / comm->world_size(); }
+  int64_t FirstMicroBatch() const { return comm->rank() * LocalMicroBatches(); }
+  bool IsRankZero() const { return comm->rank() == 0; }
+  // Whether steps go through the communicator: any gang, a gang of one included (which checks
+  // the backend's communicator on a one-device machine); not the plain single process.
+  bool Distributed() const { return comm->Name() != "local"; }
 };
 
 // The precision a run trains with on a device of `kind`: unspecified → bf16 on CUDA, fp32 on the
@@ -56,6 +64,11 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
 // Restores the session from DIR/LATEST when there is one. FailedPrecondition (naming what
 // differs) for a checkpoint of another device, precision or spec; DataLoss for a corrupt file.
 absl::Status ResumeSession(Session& session);
+
+// Makes every rank hold rank 0's state (weights, moments, biases, step, cursor, RNG) after rank 0
+// initialised or resumed it; FailedPrecondition on every rank when a rank's run fingerprint (spec,
+// dataset content, device kind, precision) differs from rank 0's. No-op for a plain process.
+absl::Status SyncRanks(Session& session);
 
 // Writes a checkpoint of the current state; returns its path.
 absl::StatusOr<std::string> SaveCheckpoint(Session& session);

@@ -1,36 +1,99 @@
 #include "kernels/train/step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "kernels/train/grad_sync.h"
 #include "kernels/train/schedule.h"
 
 namespace parity::kernels {
-absl::StatusOr<StepResult> TrainStep(Session& s) {
+namespace {
+
+// Forward + backward of this rank's micro-batches of the step, summed into the gradient. With an
+// overlapping `sync`, the last micro-batch's backward posts each finished layer to it.
+absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
+  const TrainConfig& tc = s.config.train;
+  Transformer<float>& model = *s.model;
+  const int64_t accum = tc.grad_accum, local = s.LocalMicroBatches(), first = s.FirstMicroBatch();
+  const int64_t B = tc.batch_size, step_start = s.cursor;
+  for (int64_t i = 0; i < local; ++i) {
+    const int64_t cursor = step_start + (first + i) * B;
+    // This rank's next batch: its following micro-batch, or its first of the next step.
+    const int64_t next = i + 1 < local ? cursor + B : step_start + (accum + first) * B;
+    PARITY_ASSIGN_OR_RETURN(const int64_t bytes, s.loader->Next(cursor, s.inputs, s.targets, next));
+    r.target_bytes += bytes;
+    const ForwardResult f = model.Forward(s.inputs.data(), s.targets.data(), B);
+    if (sync != nullptr && sync->overlapping() && i + 1 == local) {
+      model.SetGradsReadyHook([sync](int64_t offset, int64_t count) { sync->Post(offset, count); });
+    }
+    model.Backward(1.0 / static_cast<double>(s.StepTokens()), 1.0 / static_cast<double>(accum));
+    model.SetGradsReadyHook(nullptr);
+    r.ce += f.ce / accum, r.aux += f.aux / accum, r.z += f.z / accum;
+    for (int64_t l = 0; l < model.NumMoeLayers(); ++l) {
+      const std::vector<int64_t>& load = model.Routing(l).load;
+      for (size_t e = 0; e < load.size(); ++e) r.loads[l][e] += load[e];
+    }
+  }
+  s.cursor = step_start + accum * B;
+  return absl::OkStatus();
+}
+
+// Sums the step's statistics over the ranks (one host all-reduce): losses, target bytes, the
+// forward/backward FLOPs, the stop flags and the expert loads, so that every rank balances its
+// experts from the same global loads and rank 0 reports the whole step.
+absl::Status ReduceStepStats(Session& s, StepResult& r, bool stop) {
+  FlopCounter& flops = *s.context().flops;
+  std::vector<double> v = {r.ce,
+                           r.aux,
+                           r.z,
+                           static_cast<double>(r.target_bytes),
+                           flops.Get(FlopKind::kModel),
+                           flops.Get(FlopKind::kVocab) + flops.Get(FlopKind::kElementwise),
+                           stop ? 1.0 : 0.0};
+  const size_t fixed = v.size();
+  for (const auto& layer : r.loads) v.insert(v.end(), layer.begin(), layer.end());
+  PARITY_RETURN_IF_ERROR(s.comm->AllReduceSumHost(v.data(), static_cast<int64_t>(v.size())));
+  r.ce = v[0], r.aux = v[1], r.z = v[2];
+  r.target_bytes = static_cast<int64_t>(v[3]);
+  // The other ranks' share of the forward/backward FLOPs; the optimizer's are replicated.
+  r.model_flops = v[4] - flops.Get(FlopKind::kModel);
+  r.total_flops = v[4] + v[5] - flops.Get(FlopKind::kModel) - flops.Get(FlopKind::kVocab) -
+                  flops.Get(FlopKind::kElementwise);
+  r.stop = v[6] > 0;
+  size_t k = fixed;
+  for (auto& layer : r.loads) {
+    for (int64_t& load : layer) load = static_cast<int64_t>(v[k++]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   const auto t0 = std::chrono::steady_clock::now();
   const RunConfig& config = s.config;
   const TrainConfig& tc = config.train;
   Transformer<float>& model = *s.model;
   FlopCounter& flops = *s.context().flops;
-  const int64_t accum = tc.grad_accum, n = model.NumParams();
+  const int64_t n = model.NumParams();
   StepResult r;
   flops.Reset();
   model.ZeroGrads();
   r.loads.assign(model.NumMoeLayers(), std::vector<int64_t>(config.model.n_experts, 0));
   const double waited = s.loader->wait_seconds();
-  for (int64_t micro = 0; micro < accum; ++micro) {
-    PARITY_ASSIGN_OR_RETURN(const int64_t bytes, s.loader->Next(s.cursor, s.inputs, s.targets));
-    r.target_bytes += bytes;
-    s.cursor += tc.batch_size;
-    const ForwardResult f = model.Forward(s.inputs.data(), s.targets.data(), tc.batch_size);
-    model.Backward(1.0 / static_cast<double>(s.StepTokens()), 1.0 / static_cast<double>(accum));
-    r.ce += f.ce / accum, r.aux += f.aux / accum, r.z += f.z / accum;
-    for (int64_t i = 0; i < model.NumMoeLayers(); ++i) {
-      const std::vector<int64_t>& load = model.Routing(i).load;
-      for (size_t e = 0; e < load.size(); ++e) r.loads[i][e] += load[e];
-    }
+  // Gloo sums host memory from any thread, so layers are summed while the backward goes on;
+  // NCCL's sums are queued on the engine's stream after the backward (grad_sync.h).
+  GradientSync sync(*s.comm, model.Grads(), n, s.Distributed() && s.comm->Name() == "gloo");
+  PARITY_RETURN_IF_ERROR(RunMicroBatches(s, r, s.Distributed() ? &sync : nullptr));
+  r.stop = stop;
+  if (s.Distributed()) {
+    const auto c0 = std::chrono::steady_clock::now();
+    PARITY_RETURN_IF_ERROR(sync.Finish());
+    PARITY_RETURN_IF_ERROR(ReduceStepStats(s, r, stop));
+    r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
   }
   // Global-norm clipping folded into the optimizer's gradient scale.
   r.grad_norm = std::sqrt(s.ops().sum_squares(s.context(), n, model.Grads()));
@@ -59,8 +122,9 @@ absl::StatusOr<StepResult> TrainStep(Session& s) {
   s.device->DefaultStream().Synchronize();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.data_wait_seconds = s.loader->wait_seconds() - waited;
-  r.model_flops = flops.Get(FlopKind::kModel);
-  r.total_flops = r.model_flops + flops.Get(FlopKind::kVocab) + flops.Get(FlopKind::kElementwise);
+  r.model_flops += flops.Get(FlopKind::kModel);
+  r.total_flops +=
+      flops.Get(FlopKind::kModel) + flops.Get(FlopKind::kVocab) + flops.Get(FlopKind::kElementwise);
   return r;
 }
 
@@ -81,23 +145,35 @@ void BalanceExperts(Session& s, const std::vector<std::vector<int64_t>>& loads) 
 
 absl::StatusOr<std::vector<double>> Evaluate(Session& s) {
   const int64_t S = s.config.model.seq_len, B = s.config.train.batch_size;
-  std::vector<double> bpc;
-  for (size_t set = 0; set < s.corpus.NumEvalSets(); ++set) {
-    const int64_t windows = std::min(s.corpus.NumEvalWindows(set), s.config.train.eval_tokens / S);
-    double sum = 0;
-    int64_t bytes = 0;
-    for (int64_t done = 0; done < windows;) {
-      const int64_t b = std::min(B, windows - done);
+  const int64_t ranks = s.comm->world_size(), rank = s.comm->rank();
+  const size_t sets = s.corpus.NumEvalSets();
+  // Per set: Σ chunk mean loss × chunk windows, and target bytes. Chunk k (windows [kB, kB+B))
+  // is evaluated by rank k mod W; the chunks are the single process's, so only the order of the
+  // (double) sums changes with the world size.
+  std::vector<double> sums(2 * sets, 0.0);
+  std::vector<int64_t> windows(sets);
+  for (size_t set = 0; set < sets; ++set) {
+    windows[set] = std::min(s.corpus.NumEvalWindows(set), s.config.train.eval_tokens / S);
+    for (int64_t done = 0, chunk = 0; done < windows[set]; done += B, ++chunk) {
+      if (chunk % ranks != rank) continue;
+      const int64_t b = std::min(B, windows[set] - done);
       for (int64_t i = 0; i < b; ++i) {
         PARITY_ASSIGN_OR_RETURN(
             const int64_t window_bytes,
             s.corpus.FillEval(set, done + i, s.inputs.data() + i * S, s.targets.data() + i * S));
-        bytes += window_bytes;
+        sums[2 * set + 1] += static_cast<double>(window_bytes);
       }
-      sum += s.model->Forward(s.inputs.data(), s.targets.data(), b).ce * b;
-      done += b;
+      sums[2 * set] += s.model->Forward(s.inputs.data(), s.targets.data(), b).ce * b;
     }
-    bpc.push_back(BitsPerByte(sum / windows, windows * S, bytes));
+  }
+  if (s.Distributed()) {
+    PARITY_RETURN_IF_ERROR(
+        s.comm->AllReduceSumHost(sums.data(), static_cast<int64_t>(sums.size())));
+  }
+  std::vector<double> bpc;
+  for (size_t set = 0; set < sets; ++set) {
+    bpc.push_back(BitsPerByte(sums[2 * set] / windows[set], windows[set] * S,
+                              static_cast<int64_t>(sums[2 * set + 1])));
   }
   return bpc;
 }

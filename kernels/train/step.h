@@ -23,13 +23,19 @@ struct StepResult {
   double total_flops = 0;                   // all counted FLOPs of the step
   double seconds = 0;
   double data_wait_seconds = 0;  // of `seconds`, waiting for batches (BatchLoader::Next)
+  double comm_seconds = 0;  // of `seconds`, in the gang's collectives (incl. waiting for peers)
+  bool stop = false;        // some rank of the gang was asked to stop (agreed at this step)
 
   double TrainBpc(int64_t step_tokens) const { return BitsPerByte(ce, step_tokens, target_bytes); }
 };
 
-// Trains step session.step + 1 and advances step and cursor. OutOfRange when the loss or the
-// gradient is not finite; then nothing is applied. InvalidArgument when the dataset holds a bad id.
-absl::StatusOr<StepResult> TrainStep(Session& session);
+// Trains step session.step + 1 and advances step and cursor. In a gang this rank trains its
+// micro-batches and the gradient and statistics are summed over the ranks, so every rank applies
+// the same update and the result describes the whole step; `stop` (this rank was asked to stop)
+// is or-ed into StepResult::stop. OutOfRange when the loss or the gradient is not finite; then
+// nothing is applied. InvalidArgument when the dataset holds a bad id; Unavailable or
+// DeadlineExceeded when the gang broke (communicator.h).
+absl::StatusOr<StepResult> TrainStep(Session& session, bool stop = false);
 
 // Loss-free balancing (docs/domain.md): b_i += u·sign(mean load − load_i) per MoE layer, on the
 // device from the step's summed loads. No-op when the rate is 0.

@@ -47,21 +47,28 @@ void TrainSummary::SetEval(const TokenCorpus& corpus, const std::vector<double>&
 absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerOptions& opt) {
   PARITY_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, OpenSession(config, opt));
   Session& s = *session;
-  if (opt.resume == ResumeMode::kResumeIfPresent || !opt.resume_from.empty()) {
+  // In a gang rank 0 alone reads the checkpoint and hands its state to the others, which need
+  // no copy of the file (they may run on other hosts).
+  if (s.IsRankZero() && (opt.resume == ResumeMode::kResumeIfPresent || !opt.resume_from.empty())) {
     PARITY_RETURN_IF_ERROR(ResumeSession(s));
   }
+  PARITY_RETURN_IF_ERROR(SyncRanks(s));
+  const bool gang = s.Distributed();
+  bool agreed_stop = false;  // a gang stops together, after the step at which one rank asked
   const TrainConfig& tc = s.config.train;
   TrainSummary summary;
   summary.final_val_bpc = std::nan("");
   Telemetry telemetry;
   absl::Time last_checkpoint = absl::Now();  // or the start of this process's training
   while (s.step < tc.steps) {
-    if ((opt.stop != nullptr && opt.stop->load()) ||
+    const bool stop_asked = opt.stop != nullptr && opt.stop->load();
+    if ((gang ? agreed_stop : stop_asked) ||
         (opt.max_steps > 0 && telemetry.trained_steps >= opt.max_steps)) {
       summary.outcome = RunOutcome::kStopped;
       break;
     }
-    PARITY_ASSIGN_OR_RETURN(const StepResult step, TrainStep(s));
+    PARITY_ASSIGN_OR_RETURN(const StepResult step, TrainStep(s, stop_asked));
+    agreed_stop = step.stop;
     telemetry.Add(step, s.StepTokens());
     summary.final_train_bpc = step.TrainBpc(s.StepTokens());
     const bool last = s.step == tc.steps;
@@ -71,21 +78,24 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
       PARITY_ASSIGN_OR_RETURN(eval_bpc, Evaluate(s));
       summary.SetEval(s.corpus, eval_bpc);
     }
-    if (s.step % tc.log_interval == 0 || s.step == 1 || last || eval) {
+    if (s.IsRankZero() && (s.step % tc.log_interval == 0 || s.step == 1 || last || eval)) {
       opt.metrics->Write(MetricsLine(s, step, telemetry, eval_bpc).dump());
       telemetry.ResetWindow();
     }
     const bool by_time = tc.checkpoint_seconds > 0 &&
                          absl::Now() - last_checkpoint >= absl::Seconds(tc.checkpoint_seconds);
-    if ((tc.checkpoint_interval > 0 && s.step % tc.checkpoint_interval == 0) || by_time || last) {
+    if (s.IsRankZero() &&
+        ((tc.checkpoint_interval > 0 && s.step % tc.checkpoint_interval == 0) || by_time || last)) {
       PARITY_ASSIGN_OR_RETURN(summary.checkpoint_path, SaveCheckpoint(s));
       last_checkpoint = absl::Now();
     }
   }
-  if (summary.outcome == RunOutcome::kStopped && telemetry.trained_steps > 0) {
+  if (s.IsRankZero() && summary.outcome == RunOutcome::kStopped && telemetry.trained_steps > 0) {
     PARITY_ASSIGN_OR_RETURN(summary.checkpoint_path, SaveCheckpoint(s));
   }
-  if (summary.checkpoint_path.empty()) summary.checkpoint_path = LatestCheckpointPath(opt.out_dir);
+  if (summary.checkpoint_path.empty() && s.IsRankZero()) {
+    summary.checkpoint_path = LatestCheckpointPath(opt.out_dir);
+  }
   // Relaunched after completion (resume of a finished run): report the final validation anyway.
   if (telemetry.trained_steps == 0 && s.step == tc.steps && tc.steps > 0) {
     PARITY_ASSIGN_OR_RETURN(const std::vector<double> eval_bpc, Evaluate(s));
@@ -93,7 +103,8 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
   }
   summary.data_wait_seconds = s.loader->wait_seconds();
   summary.json = SummaryLine(s, telemetry, summary).dump();
-  opt.metrics->Write(summary.json);
+  // Ranks > 0 report nothing: the run's lines come from rank 0 exactly once.
+  if (s.IsRankZero()) opt.metrics->Write(summary.json);
   return summary;
 }
 

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend/device_choice.h"
+#include "kernels/comm/communicator.h"
 #include "kernels/data/batch_loader.h"
 #include "kernels/model/config.h"
 
@@ -48,6 +49,10 @@ struct TrainerOptions {
   // Whether the next micro-batch is read on a loader thread while the current one computes
   // (data/batch_loader.h); the windows are the same either way.
   Prefetch prefetch = Prefetch::kOn;
+  // This process's place in its gang (kernels/README.md, "Data parallelism"); world size 1 by
+  // default. Rank r trains micro-batches [r·A/W, (r+1)·A/W) of every step (A = grad_accum); rank 0
+  // alone writes checkpoints and metric lines.
+  CommOptions comm = {};
 };
 
 enum class RunOutcome { kCompleted, kStopped };

@@ -1,0 +1,93 @@
+// The engine's communicator: the collectives data-parallel training needs, over the ranks of one
+// gang. Three implementations: world size 1 (no copies, no sockets), Gloo over TCP for the CPU
+// backend (gloo_communicator.cc), NCCL for the CUDA backend (kernels/cuda/nccl_communicator.cc,
+// built with CUDA). MakeCommunicator picks by the device and runs the rendezvous: rank 0 hosts the
+// gang's key-value store (kv_store.h) and reports its address; the others dial it.
+//
+// Every collective is called by every rank in the same order (the trainer's loop is the same
+// program on every rank). "Device" pointers are memory of the engine's Device (host memory on the
+// CPU backend, GPU memory on CUDA, ordered on the device's default stream); "Host" variants take
+// host memory on every backend. After a sum every rank holds the same bits (Gloo's ring reduces
+// each chunk once and copies it; NCCL's ring likewise), so replicas never drift.
+//
+// Errors: Unavailable when a peer died, refused or the gang could not form; DeadlineExceeded when
+// a rendezvous or a collective ran past its timeout. Both mean the gang is broken: the caller
+// stops and the whole gang restarts from the last checkpoint (parity-train exits 7).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kernels/backend/device.h"
+#include "kernels/backend/device_choice.h"
+
+namespace parity::kernels {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string_view Name() const = 0;  // "local", "gloo", "nccl"
+
+  // In place: data[i] = Σ over ranks of data[i] (device memory, `count` floats).
+  virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
+  // In place over host doubles (losses, byte counts, expert loads, flags).
+  virtual absl::Status AllReduceSumHost(double* data, int64_t count) = 0;
+  // Copies `bytes` of device memory from rank `root` to every rank.
+  virtual absl::Status Broadcast(void* data, size_t bytes, int root) = 0;
+  virtual absl::Status BroadcastHost(void* data, size_t bytes, int root) = 0;
+  virtual absl::Status Barrier() = 0;
+};
+
+// How this process joins its gang (parity-train's --rank, --world-size, --rendezvous-listen,
+// --rendezvous, --gang-epoch, --rendezvous-timeout, --collective-timeout, --comm-host).
+struct CommOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string listen_host;     // rank 0: where its rendezvous store listens (an OS-chosen port)
+  std::string address;         // ranks > 0: rank 0's store, "host:port"
+  std::string transport_host;  // where this rank's Gloo transport listens; "" = the interface
+                               // that routes to rank 0 (rank 0: listen_host)
+  uint64_t gang_epoch = 0;     // the scheduler's attempt epoch; a rank of another is refused
+  std::string run_id;          // presented at the store; a rank of another run is refused
+  absl::Duration rendezvous_timeout = absl::Seconds(300);
+  absl::Duration collective_timeout = absl::Minutes(30);
+  // Rank 0: called once its store listens, with the address the others must be given.
+  std::function<void(const std::string& address)> on_listening;
+};
+
+// InvalidArgument naming the flag: world size < 1, rank outside [0, world size), rank 0 without
+// --rendezvous-listen or another rank without --rendezvous (when the world size is > 1),
+// non-positive timeouts.
+absl::Status ValidateCommOptions(const CommOptions& options);
+
+// World size 1: a no-op communicator. Otherwise the rendezvous and the backend's library.
+absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommOptions& options,
+                                                               DeviceKind kind, Device& device);
+
+// The single-process communicator (every collective is the identity).
+std::unique_ptr<Communicator> MakeLocalCommunicator();
+
+// The key prefix of one gang's attempt: run id and epoch, so a stale rank's keys never meet a
+// newer gang's even if it got past the store's HELLO.
+std::string GangKeyPrefix(const CommOptions& options);
+
+// The NCCL communicator (kernels/cuda/nccl_communicator.cc; Unimplemented without CUDA).
+// `exchange_id` is called once: rank 0 passes the id it created and gets it back, the others pass
+// "" and get rank 0's. `device` must be the CUDA device; collectives run on its stream.
+struct NcclSetup {
+  int rank = 0;
+  int world_size = 1;
+  absl::Duration timeout = absl::Seconds(300);  // of ncclCommInitRank (the gang forming)
+  std::function<absl::StatusOr<std::string>(const std::string& id)> exchange_id;
+};
+absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const NcclSetup& setup,
+                                                                   Device& device);
+
+}  // namespace parity::kernels
