@@ -187,6 +187,7 @@ absl::StatusOr<CreatedSweep> MemoryRunStore::CreateSweep(const NewSweep& sweep) 
     run.ordinal = ordinal++;
     run.cpu_threads = std::max<uint32_t>(spec.resources().cpu_threads(), 1);
     run.gpus = spec.resources().gpus();
+    run.ranks = std::max<uint32_t>(spec.resources().ranks(), 1);
     run.memory_bytes = spec.resources().memory_bytes();
     run.gpu_memory_bytes = spec.resources().gpu_memory_bytes();
     row.run_ids.push_back(run.run.run_id());
