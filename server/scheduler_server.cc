@@ -319,17 +319,19 @@ void SchedulerServer::RetainAndLog(const LeaderFence& fence) {
 }
 
 void SchedulerServer::ReapAndLog(const LeaderFence& fence, Upkeep::ReapPass pass) {
-  // Gangs whose rendezvous timed out or whose follower lapsed restart whole (each fenced by its
-  // gang epoch, so a pass that raced another replica's changes nothing).
-  if (absl::StatusOr<int> gangs = leases_->FailLapsedGangs(); !gangs.ok()) {
-    spdlog::warn("event=gang_lapse_pass_failed error=\"{}\"", gangs.status().ToString());
-  } else if (*gangs > 0) {
-    spdlog::info("event=gangs_restarted count={}", *gangs);
-  }
   absl::StatusOr<ReapResult> reaped = upkeep_->ReapExpiredLeases(pass, fence);
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;
+  }
+  // Gangs whose rendezvous timed out or whose follower lapsed restart whole (each fenced by its
+  // gang epoch), but not within an outage's grace: their workers could not reach us either.
+  if (reaped->liveness.reap_from <= clock_->Now()) {
+    if (absl::StatusOr<int> gangs = leases_->FailLapsedGangs(); !gangs.ok()) {
+      spdlog::warn("event=gang_lapse_pass_failed error=\"{}\"", gangs.status().ToString());
+    } else if (*gangs > 0) {
+      spdlog::info("event=gangs_restarted count={}", *gangs);
+    }
   }
   if (reaped->liveness.outage) {
     const absl::Time now = clock_->Now();
