@@ -194,6 +194,10 @@ TYPED_TEST_P(GangContractTest, TheRendezvousIsReleasedOnlyOnceEveryRankCheckedIn
   const std::vector<GangGrant> grants = this->PlaceTwo(a, b);
   ASSERT_EQ(grants.size(), 2u);
   const std::string rank0 = grants[0].slots[0].worker_id, rank1 = grants[1].slots[0].worker_id;
+  absl::StatusOr<RendezvousState> asked =
+      this->gangs().CheckInRendezvous(this->Call(grants[0], rank0, 0));
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(asked->checked_in, 0u) << "rank 0 checks in by posting, not by asking";
   absl::StatusOr<RendezvousState> posted =
       this->gangs().PostRendezvous(this->Call(grants[0], rank0, 0, "10.0.0.1:29500"));
   ASSERT_TRUE(posted.ok()) << posted.status();
@@ -339,6 +343,46 @@ TYPED_TEST_P(GangContractTest, AWorkerThatLeftOrLapsedIsNoCandidate) {
   EXPECT_FALSE(this->Wait(this->Offer(b, 4)).grant.has_value()) << "c left: b alone again";
 }
 
+TYPED_TEST_P(GangContractTest, NoGangIsPlacedPastAStarvingOne) {
+  const std::string big = this->GangRun("gang-big", 3, 4, /*priority=*/1);
+  const std::string a = this->CpuWorker(4), b = this->CpuWorker(4), c = this->CpuWorker(4);
+  this->harness_.LetTimePass(absl::Milliseconds(500));
+  const std::string small = this->GangRun("gang-small", 2, 4);
+  GangOffer first = this->Offer(a, 4), second = this->Offer(b, 4);
+  first.reservation_after = second.reservation_after = absl::Milliseconds(300);
+  EXPECT_FALSE(this->Wait(first).grant.has_value());
+  const GangWait starving = this->Wait(second);
+  EXPECT_FALSE(starving.grant.has_value()) << "the smaller gang would fit a and b, but waits";
+  EXPECT_TRUE(starving.reserved);
+  EXPECT_EQ(this->Run(small).state(), v1::RUN_STATE_PENDING);
+  GangOffer third = this->Offer(c, 4);
+  third.reservation_after = first.reservation_after;
+  EXPECT_TRUE(this->Wait(third).grant.has_value()) << "c completes the starving gang";
+  EXPECT_EQ(this->Run(big).state(), v1::RUN_STATE_LEASED) << "the starving gang goes first";
+  EXPECT_EQ(this->Run(small).state(), v1::RUN_STATE_PENDING);
+}
+
+TYPED_TEST_P(GangContractTest, RankZerosLapsedLeaseStopsTheFollowers) {
+  const std::string run_id = this->GangRun("gang-rank0-lapse", 2, 4);
+  const std::string a = this->CpuWorker(4), b = this->CpuWorker(4);
+  const std::vector<GangGrant> grants =
+      this->PlaceTwo(a, b, absl::Seconds(60), absl::Milliseconds(300));
+  ASSERT_EQ(grants.size(), 2u);
+  const std::string rank1 = grants[1].slots[0].worker_id;
+  this->harness_.LetTimePass(absl::Milliseconds(500));
+  absl::StatusOr<ReapResult> reaped = this->queue().ReapExpiredLeases(10);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 1);
+  HeartbeatUpdate follower{rank1, run_id,       grants[1].lease_epoch,
+                           1,     std::nullopt, absl::Seconds(60)};
+  EXPECT_EQ(this->gangs().HeartbeatFollower(follower).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "the gang is no longer placed: stop the rank";
+  EXPECT_EQ(this->gangs().CheckInRendezvous(this->Call(grants[1], rank1, 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(this->Run(run_id).state(), v1::RUN_STATE_PENDING);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderOneEpochOrNothing,
                             PrefersFewerHosts,
                             AGangThatCannotBePlacedHoldsNothingAndNoOrdinaryLeaseTakesIt,
@@ -347,6 +391,7 @@ REGISTER_TYPED_TEST_SUITE_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderO
                             ATimedOutRendezvousIsListedAndFailingItFreesAndRequeues,
                             AStaleEpochIsRefusedAtEveryWriteAndARestartBumpsIt,
                             AFollowerThatStopsHeartbeatingLapsesItsGang,
-                            AWorkerThatLeftOrLapsedIsNoCandidate);
+                            AWorkerThatLeftOrLapsedIsNoCandidate, NoGangIsPlacedPastAStarvingOne,
+                            RankZerosLapsedLeaseStopsTheFollowers);
 
 }  // namespace parity::server::testing
