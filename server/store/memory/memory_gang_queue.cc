@@ -21,6 +21,18 @@ bool IsLive(v1::RunState state) {
 
 constexpr int kGangsTried = 16;  // pending gangs one WaitForGang looks at, as the SQL's LIMIT
 
+// The run of a gang row if it still exists (a deleted sweep's runs go; PostgreSQL cascades) and
+// is live under the gang's epoch; null otherwise.
+template <typename Runs>
+const typename Runs::mapped_type* LiveRunOf(const Runs& runs, const std::string& run_id,
+                                            int64_t epoch) {
+  auto it = runs.find(run_id);
+  if (it == runs.end() || !IsLive(it->second.run.state()) || it->second.lease_epoch != epoch) {
+    return nullptr;
+  }
+  return &it->second;
+}
+
 }  // namespace
 
 absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
@@ -109,8 +121,8 @@ bool MemoryRunStore::PlaceOver(RunRow& run, const GangOffer& offer) {
 
 std::optional<GangGrant> MemoryRunStore::DeliverSlots(const std::string& worker_id) {
   for (auto& [run_id, gang] : gangs_) {
-    const RunRow& run = runs_.at(run_id);
-    if (!IsLive(run.run.state()) || run.lease_epoch != gang.lease_epoch) continue;
+    const RunRow* run = LiveRunOf(runs_, run_id, gang.lease_epoch);
+    if (run == nullptr) continue;
     GangGrant grant;
     for (GangSlotRow& slot : gang.slots) {
       if (slot.slot.worker_id != worker_id || slot.delivered) continue;
@@ -118,7 +130,7 @@ std::optional<GangGrant> MemoryRunStore::DeliverSlots(const std::string& worker_
       grant.slots.push_back(slot.slot);
     }
     if (grant.slots.empty()) continue;
-    grant.run = RenderRun(run);
+    grant.run = RenderRun(*run);
     grant.lease_epoch = gang.lease_epoch;
     grant.world_size = static_cast<uint32_t>(gang.slots.size());
     grant.rendezvous_deadline = gang.deadline;
@@ -237,8 +249,9 @@ absl::StatusOr<std::vector<LapsedGang>> MemoryRunStore::ListLapsedGangs(int limi
   std::vector<LapsedGang> lapsed;
   for (const auto& [run_id, gang] : gangs_) {
     if (static_cast<int>(lapsed.size()) >= limit) break;
-    const RunRow& run = runs_.at(run_id);
-    if (!IsLive(run.run.state()) || run.lease_epoch != gang.lease_epoch) continue;
+    const RunRow* found = LiveRunOf(runs_, run_id, gang.lease_epoch);
+    if (found == nullptr) continue;
+    const RunRow& run = *found;
     LapsedGang entry;
     entry.run_id = run_id;
     entry.lease_epoch = gang.lease_epoch;
@@ -327,8 +340,7 @@ absl::StatusOr<GangCounts> MemoryRunStore::CountGangs() {
   }
   for (const auto& [worker_id, waiter] : gang_pool_) counts.waiting_workers += waiter.until > now;
   for (const auto& [run_id, gang] : gangs_) {
-    const RunRow& run = runs_.at(run_id);
-    if (!IsLive(run.run.state()) || run.lease_epoch != gang.lease_epoch) continue;
+    if (LiveRunOf(runs_, run_id, gang.lease_epoch) == nullptr) continue;
     for (const GangSlotRow& slot : gang.slots) counts.undelivered_slots += !slot.delivered;
   }
   return counts;

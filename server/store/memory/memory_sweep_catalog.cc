@@ -41,6 +41,8 @@ void MemoryRunStore::Reset() {
   server_keys_.clear();
   events_.clear();
   next_event_id_ = 1;
+  gang_pool_.clear();
+  gangs_.clear();
 }
 
 void MemoryRunStore::AddEvent(const RunRow& run, v1::RunState from, uint32_t attempt,
