@@ -107,7 +107,8 @@ void LeasesService::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call
   lease->done = std::move(done);
   // While a gang waits, a worker that frees up asks the gang pool first (a starving gang keeps
   // it); otherwise a cached "no" (GangsActive reads the store at most once an interval).
-  lease->in_gang_pool = GangsActive();
+  // A retry first looks for its lost ordinary lease (then joins the pool if it parks).
+  lease->in_gang_pool = !request.retry() && GangsActive();
   TryLease(std::move(lease));
 }
 
