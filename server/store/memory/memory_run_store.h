@@ -1,6 +1,6 @@
 // MemoryRunStore: the whole RunStore — all five interfaces (SweepCatalog, RunQueue, ReadModels,
-// TelemetryRetention, AccessTokens) — held in memory, for tests of the scheduling logic and the
-// fuzz targets without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it does:
+// TelemetryRetention, AccessTokens), and GangQueue (memory_gang_queue.cc) — held in memory, for
+// tests of the scheduling logic and the fuzz targets without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it does:
 // priorities and fair share across sweeps (lease_runs.sql's order), fencing epochs, idempotency
 // keys, the request id a lease was granted to (a retry's lost answer is given again), retry states
 // as the caller decides them, the events table's rows (every transition with its attempt, reason

@@ -1,4 +1,5 @@
-// PostgresRunStore: the RunStore on PostgreSQL (schema in migrations/), through libpqxx 6.4.
+// PostgresRunStore: the RunStore on PostgreSQL (schema in migrations/), through libpqxx 6.4, and
+// the GangQueue beside it (postgres_gang_queue.cc).
 //
 // Each method borrows a connection from a small pool and runs one transaction of prepared
 // statements; libpqxx exceptions are caught here and mapped (pg_support.h). Thread-safe: the pool
