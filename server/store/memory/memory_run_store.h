@@ -1,14 +1,15 @@
 // MemoryRunStore: the whole RunStore — all five interfaces (SweepCatalog, RunQueue, ReadModels,
 // TelemetryRetention, AccessTokens), and GangQueue (memory_gang_queue.cc) — held in memory, for
-// tests of the scheduling logic and the fuzz targets without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it does:
-// priorities and fair share across sweeps (lease_runs.sql's order), fencing epochs, idempotency
-// keys, the request id a lease was granted to (a retry's lost answer is given again), retry states
-// as the caller decides them, the events table's rows (every transition with its attempt, reason
-// and worker) and a commit watermark over them, the results view's rows (results.view.sql), metric
-// samples by the SQL's rule, paging tokens, and the same codes with the same payloads
-// (store_errors.h). One mutex makes every call one transaction, so event ids are in commit order
-// and serve as the watermark. tests/scheduler/store_contract_test.h and read_models_contract_test.h
-// hold it to the same suites as PostgreSQL.
+// tests of the scheduling logic and the fuzz targets without PostgreSQL. It keeps what
+// PostgresRunStore keeps and answers as it does: priorities and fair share across sweeps
+// (lease_runs.sql's order), fencing epochs, idempotency keys, the request id a lease was granted to
+// (a retry's lost answer is given again), retry states as the caller decides them, the events
+// table's rows (every transition with its attempt, reason and worker) and a commit watermark over
+// them, the results view's rows (results.view.sql), metric samples by the SQL's rule, paging
+// tokens, and the same codes with the same payloads (store_errors.h). One mutex makes every call
+// one transaction, so event ids are in commit order and serve as the watermark.
+// tests/scheduler/store_contract_test.h and read_models_contract_test.h hold it to the same suites
+// as PostgreSQL.
 //
 // Text columns order bytewise (PostgreSQL under the C collation); a database created with another
 // collation may order names with punctuation or case differently.
