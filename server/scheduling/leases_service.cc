@@ -108,7 +108,8 @@ void LeasesService::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call
   // While a gang waits, a worker that frees up asks the gang pool first (a starving gang keeps
   // it); otherwise a cached "no" (GangsActive reads the store at most once an interval).
   // A retry first looks for its lost ordinary lease (then joins the pool if it parks).
-  lease->in_gang_pool = !request.retry() && GangsActive();
+  lease->accepts_gangs = request.accepts_gangs();
+  lease->in_gang_pool = lease->accepts_gangs && !request.retry() && GangsActive();
   TryLease(std::move(lease));
 }
 
@@ -144,7 +145,9 @@ void LeasesService::TryLease(std::unique_ptr<PendingLease> lease) {
     // ordinary leases (under the same request id).
     lease->request.retry = false;
     // While a gang waits (or has slots to collect), the next tries ask the gang pool first.
-    if (!lease->in_gang_pool && GangsActive()) lease->in_gang_pool = true;
+    if (lease->accepts_gangs && !lease->in_gang_pool && GangsActive()) {
+      lease->in_gang_pool = true;
+    }
     const absl::Time retry_at = std::min(lease->deadline, now + options_.idle_poll_interval);
     long_polls_.Park(std::move(lease), generation, retry_at);
   });

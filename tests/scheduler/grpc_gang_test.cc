@@ -74,6 +74,7 @@ TEST_F(GrpcGangTest, TwoWorkersGetOneGangMeetAtTheRendezvousAndRestartTogether) 
       request.set_worker_id(ids[i]);
       *request.add_free_devices() = CpuDevice();
       request.mutable_wait_time()->set_seconds(15);
+      request.set_accepts_gangs(true);
       statuses[i] = workers_->LeaseRun(Context().get(), request, &answers[i]);
     });
   }

@@ -45,10 +45,11 @@ class GangLogicTest : public SchedulerLogicTest {
     (*spec.mutable_labels())["ranks"] = std::to_string(ranks);
     return Submit(spec).run_ids(0);
   }
-  std::shared_ptr<PendingCall> LongPoll(const std::string& worker) {
+  std::shared_ptr<PendingCall> LongPoll(const std::string& worker, bool accepts_gangs = true) {
     auto call = std::make_shared<PendingCall>();
     v1::LeaseRunRequest request = LeaseRequestFor(worker);
     *request.mutable_wait_time() = ToProtoDuration(absl::Seconds(30));
+    request.set_accepts_gangs(accepts_gangs);
     scheduler_->LeaseRun(request, absl::InfiniteFuture(), {},
                          [call](absl::StatusOr<v1::LeaseRunResponse> answer) {
                            absl::MutexLock lock(&call->mu);
@@ -148,6 +149,21 @@ TEST_F(GangLogicTest, TwoLongPollsGetTheirSlotsAndMeetAtTheRendezvous) {
             absl::StatusCode::kPermissionDenied)
       << "metrics exactly once: rank 0's";
   EXPECT_EQ(PointsOf(run_id), 1u);
+}
+
+TEST_F(GangLogicTest, AWorkerThatCannotStartRanksIsNeverGivenASlot) {
+  const std::string run_id = SubmitGang("gang-old-workers", 2);
+  const std::string a = Register(), b = Register();
+  auto first = LongPoll(a, /*accepts_gangs=*/false), second = LongPoll(b, false);
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(absl::Milliseconds(100));
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_FALSE(first->answered() || second->answered()) << "waiting for ordinary work only";
+  EXPECT_EQ(store_.GetRun(run_id).value().state(), v1::RUN_STATE_PENDING);
+  clock_.Advance(absl::Seconds(30));  // their long polls end empty
+  PumpClockUntil([&] { return first->answered() && second->answered(); });
+  EXPECT_FALSE(first->Take()->has_lease());
 }
 
 TEST_F(GangLogicTest, ARankFailureRestartsTheWholeGangAndStopsTheOthers) {
