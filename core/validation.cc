@@ -529,6 +529,16 @@ void CheckSchedulingFields(Checker& c, const SweepSpec& spec) {
     c.Add("priority", absl::StrCat(spec.priority(), " is outside [-", kMaxPriorityMagnitude, ", ",
                                    kMaxPriorityMagnitude, "]"));
   }
+  // A gang's GPUs are shared evenly by its ranks (one NCCL process per GPU group).
+  const parity::v1::ResourceRequest& resources = spec.resources();
+  constexpr uint32_t kMaxRanks = 4096;
+  if (resources.ranks() > kMaxRanks) {
+    c.Add("resources.ranks", absl::StrCat(resources.ranks(), " exceeds ", kMaxRanks));
+  } else if (resources.ranks() > 1 && resources.gpus() % resources.ranks() != 0) {
+    c.Add("resources.gpus",
+          absl::StrCat(resources.gpus(), " GPUs cannot be shared evenly by ", resources.ranks(),
+                       " ranks: give a multiple of resources.ranks"));
+  }
 }
 
 }  // namespace

@@ -195,7 +195,7 @@ void SchedulerServer::MakeServices(Planner planner, SchedulerObserver* observer)
                                             options_.scheduler, observer);
   leases_ = std::make_unique<LeasesService>(
       store, [&store](const std::string& run_id) { return store.GetRun(run_id); }, *lease_secrets_,
-      work_signal_, *clock_, options_.scheduler, observer);
+      work_signal_, *clock_, options_.scheduler, observer, &store);
   SchedulerOptions upkeep = options_.scheduler;
   if (upkeep.outage_silence <= absl::ZeroDuration()) {
     // A third of the TTL, but never under three reaper intervals: a silence is an outage only
@@ -323,6 +323,15 @@ void SchedulerServer::ReapAndLog(const LeaderFence& fence, Upkeep::ReapPass pass
   if (!reaped.ok()) {
     spdlog::warn("event=reap_failed error=\"{}\"", reaped.status().ToString());
     return;
+  }
+  // Gangs whose rendezvous timed out or whose follower lapsed restart whole (each fenced by its
+  // gang epoch), but not within an outage's grace: their workers could not reach us either.
+  if (reaped->liveness.reap_from <= clock_->Now()) {
+    if (absl::StatusOr<int> gangs = leases_->FailLapsedGangs(); !gangs.ok()) {
+      spdlog::warn("event=gang_lapse_pass_failed error=\"{}\"", gangs.status().ToString());
+    } else if (*gangs > 0) {
+      spdlog::info("event=gangs_restarted count={}", *gangs);
+    }
   }
   if (reaped->liveness.outage) {
     const absl::Time now = clock_->Now();

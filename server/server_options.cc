@@ -135,6 +135,12 @@ void AddStoreFlags(CLI::App& app, ServerOptions& o) {
       ->envname("PARITY_HEARTBEAT_INTERVAL");
   AddDurationFlag(app, "--reap-interval", o.reap_interval, "how often expired leases are requeued")
       ->envname("PARITY_REAP_INTERVAL");
+  AddDurationFlag(app, "--gang-rendezvous-timeout", o.scheduler.gang_rendezvous_timeout,
+                  "a gang whose ranks have not all checked in by then is requeued")
+      ->envname("PARITY_GANG_RENDEZVOUS_TIMEOUT");
+  AddDurationFlag(app, "--gang-reservation-after", o.scheduler.gang_reservation_after,
+                  "a gang waiting this long keeps the workers it could use from small runs")
+      ->envname("PARITY_GANG_RESERVATION_AFTER");
   AddDurationFlag(app, "--retention-interval", o.retention_interval,
                   "how often the telemetry retention runs (first at start-up)")
       ->envname("PARITY_RETENTION_INTERVAL");
@@ -190,6 +196,8 @@ absl::Status ServerOptions::Validate() const {
        {std::pair{"--http-request-deadline", http_limits.request_deadline},
         {"--retention-interval", retention_interval},
         {"--leader-ttl", leader_ttl},
+        {"--gang-rendezvous-timeout", scheduler.gang_rendezvous_timeout},
+        {"--gang-reservation-after", scheduler.gang_reservation_after},
         {"--statement-timeout", statement_timeout},
         {"--metrics-retention", retention.metrics_full},
         {"--events-retention", retention.events},

@@ -117,6 +117,12 @@ const BadInput kBadInputs[] = {
      "101 exceeds 100"},
     {"priority out of range", [](SweepSpec& s) { s.set_priority(-2000000); }, "priority",
      "outside [-1000000, 1000000]"},
+    {"gang GPUs not shared evenly",
+     [](SweepSpec& s) {
+       s.mutable_resources()->set_ranks(4);
+       s.mutable_resources()->set_gpus(6);
+     },
+     "resources.gpus", "6 GPUs cannot be shared evenly by 4 ranks"},
     {"missing name", [](SweepSpec& s) { s.clear_name(); }, "name", "required"},
     {"malformed name", [](SweepSpec& s) { s.set_name("My Sweep"); }, "name", "must match"},
     {"no budget", [](SweepSpec& s) { s.mutable_grid()->clear_compute(); }, "grid.compute",

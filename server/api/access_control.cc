@@ -39,6 +39,8 @@ constexpr std::pair<absl::string_view, Permission> kRules[] = {
     {"parity.v1.WorkerService/ReportMetrics", P::kWorker},
     {"parity.v1.WorkerService/CompleteRun", P::kWorker},
     {"parity.v1.WorkerService/CheckpointRetention", P::kWorker},
+    {"parity.v1.WorkerService/PostRendezvous", P::kWorker},
+    {"parity.v1.WorkerService/CheckInRendezvous", P::kWorker},
     {"parity.v1.TokenService/CreateToken", P::kAdmin},
     {"parity.v1.TokenService/ListTokens", P::kAdmin},
     {"parity.v1.TokenService/RevokeToken", P::kAdmin},

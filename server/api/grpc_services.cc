@@ -157,6 +157,20 @@ grpc::Status WorkerServiceImpl::CheckpointRetention(grpc::ServerContext* context
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   return Reply(leases_.CheckpointRetention(*r, *caller), out);
 }
+grpc::Status WorkerServiceImpl::PostRendezvous(grpc::ServerContext* context,
+                                               const v1::PostRendezvousRequest* r,
+                                               v1::RendezvousResponse* out) {
+  absl::StatusOr<Caller> caller = Authorize(context, "PostRendezvous");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return Reply(leases_.PostRendezvous(*r, *caller), out);
+}
+grpc::Status WorkerServiceImpl::CheckInRendezvous(grpc::ServerContext* context,
+                                                  const v1::CheckInRendezvousRequest* r,
+                                                  v1::RendezvousResponse* out) {
+  absl::StatusOr<Caller> caller = Authorize(context, "CheckInRendezvous");
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  return Reply(leases_.CheckInRendezvous(*r, *caller), out);
+}
 grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* context,
                                               const v1::ReportMetricsRequest* r,
                                               v1::ReportMetricsResponse* out) {

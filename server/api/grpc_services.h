@@ -81,6 +81,10 @@ class WorkerServiceImpl final
                              v1::ReportMetricsResponse*) override;
   grpc::Status CheckpointRetention(grpc::ServerContext*, const v1::CheckpointRetentionRequest*,
                                    v1::CheckpointRetentionResponse*) override;
+  grpc::Status PostRendezvous(grpc::ServerContext*, const v1::PostRendezvousRequest*,
+                              v1::RendezvousResponse*) override;
+  grpc::Status CheckInRendezvous(grpc::ServerContext*, const v1::CheckInRendezvousRequest*,
+                                 v1::RendezvousResponse*) override;
   grpc::ServerUnaryReactor* CompleteRun(grpc::CallbackServerContext*, const v1::CompleteRunRequest*,
                                         v1::CompleteRunResponse*) override;
 

@@ -33,6 +33,10 @@ struct PendingLease {
   std::function<bool()> cancelled;  // the caller went away or the server stopped; never empty
   absl::AnyInvocable<void(absl::StatusOr<v1::LeaseRunResponse>)> done;  // called exactly once
   std::string holder;  // the caller's identity, which the lease secret is bound to
+  // The caller can start a gang's ranks (LeaseRunRequest.accepts_gangs).
+  bool accepts_gangs = false;
+  // Its worker is in the gang pool (LeasesService::TryGang): its tries ask GangQueue first.
+  bool in_gang_pool = false;
 };
 
 class LeaseLongPolls {

@@ -36,4 +36,20 @@ absl::Status LeaseSecrets::CheckLeaseSecret(const std::string& run_id, int64_t e
                    " held by this identity: only the lease's holder may write about the run"));
 }
 
+std::string LeaseSecrets::FollowerSecret(const std::string& key, const std::string& run_id,
+                                         int64_t epoch, const std::string& holder) const {
+  return LeaseSecret(key, run_id, epoch, absl::StrCat(holder, "\n(gang follower)"));
+}
+
+absl::StatusOr<bool> LeaseSecrets::CheckGangSecret(const std::string& run_id, int64_t epoch,
+                                                   const std::string& secret,
+                                                   const Caller& caller) {
+  PARITY_ASSIGN_OR_RETURN(const std::string key, LeaseKey());
+  if (ConstantTimeEquals(secret, LeaseSecret(key, run_id, epoch, caller.name))) return false;
+  if (ConstantTimeEquals(secret, FollowerSecret(key, run_id, epoch, caller.name))) return true;
+  return absl::PermissionDeniedError(
+      absl::StrCat("lease_secret is not that of lease ", epoch, " of run ", run_id,
+                   " held by this identity: only the lease's holders may write about the run"));
+}
+
 }  // namespace parity::server

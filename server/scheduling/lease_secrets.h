@@ -38,6 +38,15 @@ class LeaseSecrets {
   // PERMISSION_DENIED unless `secret` is that of lease `epoch` of `run_id` held by `caller`.
   absl::Status CheckLeaseSecret(const std::string& run_id, int64_t epoch, const std::string& secret,
                                 const Caller& caller);
+  // A gang's workers other than rank 0's get a follower secret: the same HMAC over the holder's
+  // name marked as a follower's. Calls any rank may make (heartbeats, rendezvous check-ins,
+  // failures) accept it; those only rank 0 may make (metrics, the rendezvous post, a success)
+  // check CheckLeaseSecret, which refuses it: a gang's curve and result are stored once.
+  std::string FollowerSecret(const std::string& key, const std::string& run_id, int64_t epoch,
+                             const std::string& holder) const;
+  // Either secret: false for the lease holder's, true for a follower's; else PERMISSION_DENIED.
+  absl::StatusOr<bool> CheckGangSecret(const std::string& run_id, int64_t epoch,
+                                       const std::string& secret, const Caller& caller);
 
  private:
   const KeyStore key_store_;

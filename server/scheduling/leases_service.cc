@@ -17,7 +17,7 @@ namespace parity::server {
 
 LeasesService::LeasesService(RunQueue& queue, RunReader read_run, LeaseSecrets& secrets,
                              WorkSignal& work_signal, const Clock& clock, SchedulerOptions options,
-                             SchedulerObserver* observer)
+                             SchedulerObserver* observer, GangQueue* gangs)
     : queue_(queue),
       read_run_(std::move(read_run)),
       secrets_(secrets),
@@ -25,6 +25,7 @@ LeasesService::LeasesService(RunQueue& queue, RunReader read_run, LeaseSecrets& 
       clock_(clock),
       options_(std::move(options)),
       observer_(observer),
+      gangs_(gangs),
       long_polls_(work_signal, clock,
                   [this](std::unique_ptr<PendingLease> lease) { TryLease(std::move(lease)); }),
       leases_(
@@ -104,10 +105,16 @@ void LeasesService::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call
                              call_deadline - absl::Milliseconds(100));
   lease->cancelled = control.cancelled ? std::move(control.cancelled) : [] { return false; };
   lease->done = std::move(done);
+  // While a gang waits, a worker that frees up asks the gang pool first (a starving gang keeps
+  // it); otherwise a cached "no" (GangsActive reads the store at most once an interval).
+  // A retry first looks for its lost ordinary lease (then joins the pool if it parks).
+  lease->accepts_gangs = request.accepts_gangs();
+  lease->in_gang_pool = lease->accepts_gangs && !request.retry() && GangsActive();
   TryLease(std::move(lease));
 }
 
 void LeasesService::TryLease(std::unique_ptr<PendingLease> lease) {
+  if (lease->in_gang_pool && TryGang(lease)) return;  // parked calls only, while gangs wait
   // Read before the try: a wake-up during it sends the call straight back (LeaseLongPolls).
   const uint64_t generation = work_signal_.generation();
   const LeaseRequest& request = lease->request;
@@ -119,6 +126,7 @@ void LeasesService::TryLease(std::unique_ptr<PendingLease> lease) {
       if (observer_ != nullptr && !(*leased)->answered_again) {
         observer_->OnRunLeased((*leased)->run, clock_.Now() - lease->start);
       }
+      if (lease->in_gang_pool) LeaveGangPool(lease->request);
       v1::LeaseRunResponse response;
       absl::StatusOr<std::string> key = secrets_.LeaseKey();  // loaded by LeaseRun: no store call
       if (key.ok()) {
@@ -136,6 +144,10 @@ void LeasesService::TryLease(std::unique_ptr<PendingLease> lease) {
     // The retry found no lease of its own: it was looked up once, and the long poll's tries are
     // ordinary leases (under the same request id).
     lease->request.retry = false;
+    // While a gang waits (or has slots to collect), the next tries ask the gang pool first.
+    if (lease->accepts_gangs && !lease->in_gang_pool && GangsActive()) {
+      lease->in_gang_pool = true;
+    }
     const absl::Time retry_at = std::min(lease->deadline, now + options_.idle_poll_interval);
     long_polls_.Park(std::move(lease), generation, retry_at);
   });
@@ -160,12 +172,16 @@ absl::StatusOr<v1::HeartbeatResponse> LeasesService::Heartbeat(const v1::Heartbe
     return status;
   }
   PARITY_RETURN_IF_ERROR(CheckWorkerOwner(request.worker_id(), caller, "heartbeat"));
-  PARITY_RETURN_IF_ERROR(secrets_.CheckLeaseSecret(request.run_id(), request.lease_epoch(),
+  // A gang's follower (not rank 0's worker) renews its slots; it records no checkpoint.
+  PARITY_ASSIGN_OR_RETURN(const bool follower,
+                          secrets_.CheckGangSecret(request.run_id(), request.lease_epoch(),
                                                    request.lease_secret(), caller));
   HeartbeatUpdate update{request.worker_id(), request.run_id(), request.lease_epoch(),
                          request.step(),      std::nullopt,     options_.lease_ttl};
-  if (request.has_checkpoint()) update.checkpoint = request.checkpoint();
-  PARITY_ASSIGN_OR_RETURN(HeartbeatResult result, queue_.Heartbeat(update));
+  if (request.has_checkpoint() && !follower) update.checkpoint = request.checkpoint();
+  if (follower && gangs_ == nullptr) return absl::UnimplementedError("no gang store");
+  PARITY_ASSIGN_OR_RETURN(HeartbeatResult result,
+                          follower ? gangs_->HeartbeatFollower(update) : queue_.Heartbeat(update));
   v1::HeartbeatResponse response;
   *response.mutable_expire_time() = ToProtoTime(result.expire_time);
   *response.mutable_ttl() = ToProtoDuration(options_.lease_ttl);
@@ -215,8 +231,18 @@ absl::StatusOr<v1::ReportMetricsResponse> LeasesService::ReportMetrics(
   if (absl::Status status = violations.ToStatus("invalid ReportMetrics request"); !status.ok()) {
     return status;
   }
-  PARITY_RETURN_IF_ERROR(secrets_.CheckLeaseSecret(request.run_id(), request.lease_epoch(),
-                                                   request.lease_secret(), caller));
+  if (absl::Status holder = secrets_.CheckLeaseSecret(request.run_id(), request.lease_epoch(),
+                                                      request.lease_secret(), caller);
+      !holder.ok()) {
+    absl::StatusOr<bool> follower = secrets_.CheckGangSecret(
+        request.run_id(), request.lease_epoch(), request.lease_secret(), caller);
+    if (follower.ok() && *follower) {
+      return absl::PermissionDeniedError(
+          "only rank 0 of a gang reports its metrics (the curve is stored once): this worker "
+          "holds other ranks");
+    }
+    return holder;
+  }
   if (points.empty()) return v1::ReportMetricsResponse();
   PARITY_RETURN_IF_ERROR(CheckExpertLoads(request));
   PARITY_ASSIGN_OR_RETURN(MetricsAppendResult result,
@@ -253,11 +279,17 @@ void LeasesService::CompleteRun(
   if (absl::Status status = violations.ToStatus("invalid CompleteRun request"); !status.ok()) {
     return done(status);
   }
-  if (absl::Status status = secrets_.CheckLeaseSecret(request.run_id(), request.lease_epoch(),
-                                                      request.lease_secret(), caller);
-      !status.ok()) {
-    return done(status);
+  // Any rank's worker may report a failure (the whole gang restarts); only rank 0's a success.
+  absl::StatusOr<bool> follower = false;
+  if (!request.has_success()) {
+    follower = secrets_.CheckGangSecret(request.run_id(), request.lease_epoch(),
+                                        request.lease_secret(), caller);
+  } else if (absl::Status holder = secrets_.CheckLeaseSecret(
+                 request.run_id(), request.lease_epoch(), request.lease_secret(), caller);
+             !holder.ok()) {
+    follower = holder;
   }
+  if (!follower.ok()) return done(follower.status());
   auto completion = std::make_unique<Completion>();
   completion->run_id = request.run_id();
   completion->lease_epoch = request.lease_epoch();
@@ -267,7 +299,8 @@ void LeasesService::CompleteRun(
     completion->failure_class = request.failure().failure_class();
     completion->failure_status = request.failure().status();
   }
-  if (request.has_checkpoint()) completion->checkpoint = request.checkpoint();
+  // Rank 0 alone writes a gang's checkpoints.
+  if (request.has_checkpoint() && !*follower) completion->checkpoint = request.checkpoint();
   const Completion& queued = *completion;
   completions_.SubmitAsync(
       queued, [this, completion = std::move(completion),
@@ -307,6 +340,10 @@ std::vector<absl::StatusOr<CompletionResult>> LeasesService::CompleteBatch(
       with_decision.retry = DecideRetry(options_.retry_policy, completion->failure_class,
                                         {run->attempt(), run->max_attempts(), run->preemptions()});
       with_decision.decided_at_attempt = run->attempt();
+      if (run->spec().resources().ranks() > 1 && gangs_ != nullptr) {
+        results[i] = FailGang(with_decision);  // rare: one transaction of its own
+        continue;
+      }
       completion = &with_decision;
     }
     to_store.push_back(completion);

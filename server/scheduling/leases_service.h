@@ -34,6 +34,7 @@
 #include "server/scheduling/scheduler_options.h"
 #include "server/scheduling/watch_control.h"
 #include "server/scheduling/work_signal.h"
+#include "server/store/gang_queue.h"
 #include "server/store/run_queue.h"
 
 namespace parity::server {
@@ -46,9 +47,11 @@ class LeasesService {
  public:
   // `queue`, `secrets`, `work_signal`, `clock` and `observer` (may be null) must outlive the
   // service; `read_run` is called on RPC and batch threads.
+  // `gangs` (may be null: no gang is ever placed, the rendezvous RPCs are UNIMPLEMENTED) must
+  // outlive the service too.
   LeasesService(RunQueue& queue, RunReader read_run, LeaseSecrets& secrets, WorkSignal& work_signal,
-                const Clock& clock, SchedulerOptions options,
-                SchedulerObserver* observer = nullptr);
+                const Clock& clock, SchedulerOptions options, SchedulerObserver* observer = nullptr,
+                GangQueue* gangs = nullptr);
   // Answers every call in flight (parked long polls empty) before it returns.
   ~LeasesService();
 
@@ -90,6 +93,17 @@ class LeasesService {
   absl::StatusOr<v1::CompleteRunResponse> CompleteRun(const v1::CompleteRunRequest& request,
                                                       const Caller& caller = Caller::InProcess());
 
+  // Gangs (leases_gangs.cc; docs/architecture.md "Gangs"). Rank 0's worker posts the rendezvous
+  // address; each rank's worker checks in and gets it once every rank has.
+  absl::StatusOr<v1::RendezvousResponse> PostRendezvous(const v1::PostRendezvousRequest& request,
+                                                        const Caller& caller = Caller::InProcess());
+  absl::StatusOr<v1::RendezvousResponse> CheckInRendezvous(
+      const v1::CheckInRendezvousRequest& request, const Caller& caller = Caller::InProcess());
+  // The upkeep's pass (the reaper thread, after the reap): gangs whose rendezvous timed out
+  // (requeued as a preemption is, recorded INFRASTRUCTURE) or whose follower stopped
+  // heartbeating (attempt + 1, recorded LEASE_EXPIRED) restart whole. Returns how many.
+  absl::StatusOr<int> FailLapsedGangs();
+
  private:
   // PERMISSION_DENIED unless the worker id is the caller's (the in-process caller: any); NOT_FOUND
   // for an unknown worker. `action` names the call. Owners are cached (worker_owner_cache_ttl).
@@ -103,6 +117,21 @@ class LeasesService {
   // One completion batch to the store, each failure with its retry decision made here first.
   std::vector<absl::StatusOr<CompletionResult>> CompleteBatch(
       const std::vector<const Completion*>& batch);
+  // leases_gangs.cc. Whether parked calls should try the gang pool: a gang pending or slots not
+  // yet collected (counts read at most once per idle_poll_interval).
+  bool GangsActive();
+  // A parked call's gang try: true when it consumed the call (answered it with its slots, or
+  // parked it again because a starving gang reserves its worker).
+  bool TryGang(std::unique_ptr<PendingLease>& lease);
+  void AnswerGang(std::unique_ptr<PendingLease> lease, const GangGrant& grant);
+  // A pool worker got an ordinary run: out of the pool, and a gang placed on it meanwhile is
+  // given back (requeued, nothing charged).
+  void LeaveGangPool(const LeaseRequest& request);
+  GangOffer GangOfferOf(const LeaseRequest& request, bool leaving) const;
+  // A failed attempt of a gang run, decided: the whole gang restarts (or ends).
+  absl::StatusOr<CompletionResult> FailGang(const Completion& decided);
+  absl::StatusOr<v1::RendezvousResponse> RendezvousAnswer(
+      absl::StatusOr<RendezvousState> state) const;
   // Fails, as INVALID_RESULT, a success the store refused for disagreeing with the plan.
   absl::StatusOr<CompletionResult> FailInvalidSuccess(const Completion& success,
                                                       const std::string& why);
@@ -114,6 +143,10 @@ class LeasesService {
   const Clock& clock_;
   const SchedulerOptions options_;
   SchedulerObserver* const observer_;  // may be null
+  GangQueue* const gangs_;             // may be null
+  absl::Mutex gang_counts_mu_;
+  GangCounts gang_counts_ ABSL_GUARDED_BY(gang_counts_mu_);
+  absl::Time gang_counts_read_ ABSL_GUARDED_BY(gang_counts_mu_) = absl::InfinitePast();
   struct KnownOwner {
     std::string owner;
     absl::Time until;

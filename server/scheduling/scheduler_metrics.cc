@@ -238,7 +238,24 @@ SchedulerMetrics::SchedulerMetrics(ReadModels& reads, const Clock& clock,
                              .Help("Rows the telemetry retention deleted: metric points thinned "
                                    "from ended sweeps' curves, pruned events, forgotten workers "
                                    "(count)")
-                             .Register(*registry_)) {
+                             .Register(*registry_)),
+      gangs_(prometheus::BuildGauge()
+                 .Name("parity_scheduler_gangs")
+                 .Help("Gangs (runs of several ranks): waiting (pending, eligible), placed "
+                       "(leased or running), and pool_workers (workers waiting in the gang pool), "
+                       "as last read while workers poll (count)")
+                 .Register(*registry_)),
+      gang_rendezvous_(prometheus::BuildHistogram()
+                           .Name("parity_scheduler_gang_rendezvous_seconds")
+                           .Help("Time from a gang's placement to the release of its rendezvous "
+                                 "(every rank checked in) (seconds)")
+                           .Register(*registry_)
+                           .Add({}, kLatencyBuckets)),
+      gang_restarts_(prometheus::BuildCounter()
+                         .Name("parity_scheduler_gang_restarts_total")
+                         .Help("Whole-gang restarts (or ends) by reason: rank_failed, "
+                               "slot_lapsed, rendezvous_timeout, placement_raced (count)")
+                         .Register(*registry_)) {
   // Series that exist from the start, so rate() and alerts see a 0 rather than nothing.
   sweeps_submitted_.Add({{"deduplicated", "false"}});
   sweeps_submitted_.Add({{"deduplicated", "true"}});
@@ -247,6 +264,11 @@ SchedulerMetrics::SchedulerMetrics(ReadModels& reads, const Clock& clock,
   }
   for (const char* kind : {"metric_points", "events", "workers"}) {
     retention_deleted_.Add({{"kind", kind}});
+  }
+  for (const char* state : {"waiting", "placed", "pool_workers"}) gangs_.Add({{"state", state}});
+  for (const char* reason :
+       {"rank_failed", "slot_lapsed", "rendezvous_timeout", "placement_raced"}) {
+    gang_restarts_.Add({{"reason", reason}});
   }
   // The completions retry_policy.h can produce; a first increment of any other combination is
   // still counted, only rate() misses that one.
@@ -307,6 +329,20 @@ void SchedulerMetrics::OnLeasesReaped(const ReapResult& result) {
 }
 
 void SchedulerMetrics::OnReapFailed(const absl::Status&) { reaper_errors_.Increment(); }
+
+void SchedulerMetrics::OnGangCounts(const GangCounts& counts) {
+  gangs_.Add({{"state", "waiting"}}).Set(counts.waiting_gangs);
+  gangs_.Add({{"state", "placed"}}).Set(counts.placed_gangs);
+  gangs_.Add({{"state", "pool_workers"}}).Set(counts.waiting_workers);
+}
+
+void SchedulerMetrics::OnGangRendezvous(absl::Duration took) {
+  gang_rendezvous_.Observe(absl::ToDoubleSeconds(took));
+}
+
+void SchedulerMetrics::OnGangRestarted(const v1::Run&, absl::string_view reason) {
+  gang_restarts_.Add({{"reason", std::string(reason)}}).Increment();
+}
 
 void SchedulerMetrics::OnRetentionApplied(const RetentionResult& result) {
   retention_deleted_.Add({{"kind", "metric_points"}})

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
+#include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/scheduling/clock.h"
@@ -62,6 +63,9 @@ class SchedulerMetrics final : public SchedulerObserver {
   void OnLeasesReaped(const ReapResult& result) override;
   void OnReapFailed(const absl::Status& status) override;
   void OnRetentionApplied(const RetentionResult& result) override;
+  void OnGangCounts(const GangCounts& counts) override;
+  void OnGangRendezvous(absl::Duration took) override;
+  void OnGangRestarted(const v1::Run& run, absl::string_view reason) override;
 
   // One finished RPC. `method` is the gRPC path ("/parity.v1.WorkerService/LeaseRun") or the
   // bare method name; methods outside SweepService and WorkerService count as "other".
@@ -95,6 +99,9 @@ class SchedulerMetrics final : public SchedulerObserver {
   prometheus::Counter& reaper_errors_;
   prometheus::Counter& lease_grace_;
   prometheus::Family<prometheus::Counter>& retention_deleted_;
+  prometheus::Family<prometheus::Gauge>& gangs_;  // by state: waiting, placed, pool_workers
+  prometheus::Histogram& gang_rendezvous_;
+  prometheus::Family<prometheus::Counter>& gang_restarts_;  // by reason
 };
 
 }  // namespace parity::server

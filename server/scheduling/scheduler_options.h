@@ -71,6 +71,13 @@ struct SchedulerOptions {
   // holders' next heartbeat, another for their reconnects).
   absl::Duration outage_silence = absl::ZeroDuration();
   absl::Duration outage_grace = absl::ZeroDuration();
+  // --- Gangs (runs with resources.ranks > 1; gang_leases.h) ---
+  // Every rank must check in within this of the placement, or the gang is failed and requeued
+  // (decided as a preemption: no attempt spent up to the retry policy's cap).
+  absl::Duration gang_rendezvous_timeout = absl::Minutes(5);
+  // A pending gang eligible this long that still cannot be placed reserves the waiting workers
+  // it could use: they get no ordinary runs until it is placed (docs/operations.md).
+  absl::Duration gang_reservation_after = absl::Minutes(2);
   // --- LeasesService: what a failed attempt does to its run (retry_policy.h) ---
   RetryPolicy retry_policy;
 };

@@ -66,7 +66,7 @@ BEGIN
           AND l.state IN ('LEASED', 'RUNNING')) live
       WHERE s.ended_at IS NULL AND s.sweep_id <> ALL (v_short) AND EXISTS (
         SELECT 1 FROM (SELECT 1 FROM runs r WHERE r.sweep_id = s.sweep_id
-          AND r.state = 'PENDING' AND r.not_before <= now()
+          AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)
@@ -88,7 +88,7 @@ BEGIN
              o.created_at, o.sweep_id
       FROM share a JOIN open o ON o.sweep_id = a.sweep_id CROSS JOIN LATERAL (
         SELECT r.run_id, r.ordinal FROM runs r
-        WHERE r.sweep_id = o.sweep_id AND r.state = 'PENDING' AND r.not_before <= now()
+        WHERE r.sweep_id = o.sweep_id AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)

@@ -195,6 +195,7 @@ CREATE TABLE public.runs (
     final_eval_bpc jsonb,
     dataset_digest text,
     lease_request_id text,
+    ranks integer DEFAULT 1 NOT NULL,
     CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text, 'DATA_MISMATCH'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
@@ -372,7 +373,7 @@ BEGIN
           AND l.state IN ('LEASED', 'RUNNING')) live
       WHERE s.ended_at IS NULL AND s.sweep_id <> ALL (v_short) AND EXISTS (
         SELECT 1 FROM (SELECT 1 FROM runs r WHERE r.sweep_id = s.sweep_id
-          AND r.state = 'PENDING' AND r.not_before <= now()
+          AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)
@@ -394,7 +395,7 @@ BEGIN
              o.created_at, o.sweep_id
       FROM share a JOIN open o ON o.sweep_id = a.sweep_id CROSS JOIN LATERAL (
         SELECT r.run_id, r.ordinal FROM runs r
-        WHERE r.sweep_id = o.sweep_id AND r.state = 'PENDING' AND r.not_before <= now()
+        WHERE r.sweep_id = o.sweep_id AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)
@@ -516,6 +517,37 @@ CREATE SEQUENCE public.events_event_id_seq
     CACHE 1;
 
 ALTER SEQUENCE public.events_event_id_seq OWNED BY public.events.event_id;
+
+CREATE TABLE public.gang_rendezvous (
+    run_id uuid NOT NULL,
+    lease_epoch bigint NOT NULL,
+    world_size integer NOT NULL,
+    address text,
+    placed_at timestamp with time zone NOT NULL,
+    deadline timestamp with time zone NOT NULL,
+    released_at timestamp with time zone
+);
+
+CREATE TABLE public.gang_slots (
+    run_id uuid NOT NULL,
+    rank integer NOT NULL,
+    lease_epoch bigint NOT NULL,
+    worker_id uuid NOT NULL,
+    device_indices integer[] NOT NULL,
+    delivered boolean DEFAULT false NOT NULL,
+    checked_in_at timestamp with time zone,
+    expires_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.gang_waiting_workers (
+    worker_id uuid NOT NULL,
+    cpu_threads integer NOT NULL,
+    host_memory_bytes bigint NOT NULL,
+    cpu_device integer NOT NULL,
+    gpu_indices integer[] NOT NULL,
+    gpu_memory_bytes bigint[] NOT NULL,
+    waiting_until timestamp with time zone NOT NULL
+);
 
 CREATE TABLE public.leader_leases (
     name text NOT NULL,
@@ -1082,6 +1114,15 @@ ALTER TABLE ONLY public.access_tokens
 ALTER TABLE ONLY public.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (event_id);
 
+ALTER TABLE ONLY public.gang_rendezvous
+    ADD CONSTRAINT gang_rendezvous_pkey PRIMARY KEY (run_id);
+
+ALTER TABLE ONLY public.gang_slots
+    ADD CONSTRAINT gang_slots_pkey PRIMARY KEY (run_id, rank);
+
+ALTER TABLE ONLY public.gang_waiting_workers
+    ADD CONSTRAINT gang_waiting_workers_pkey PRIMARY KEY (worker_id);
+
 ALTER TABLE ONLY public.leader_leases
     ADD CONSTRAINT leader_leases_pkey PRIMARY KEY (name);
 
@@ -1169,11 +1210,15 @@ CREATE INDEX events_by_run ON public.events USING btree (run_id, event_id);
 
 CREATE INDEX events_by_sweep_xid ON public.events USING btree (sweep_id, xid);
 
+CREATE INDEX gang_slots_by_worker ON public.gang_slots USING btree (worker_id) WHERE (NOT delivered);
+
 CREATE INDEX runs_live_by_sweep ON public.runs USING btree (sweep_id) WHERE (state = ANY (ARRAY['LEASED'::text, 'RUNNING'::text]));
 
 CREATE INDEX runs_live_leases ON public.runs USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['LEASED'::text, 'RUNNING'::text]));
 
 CREATE INDEX runs_pending_by_sweep ON public.runs USING btree (sweep_id, ordinal) WHERE (state = 'PENDING'::text);
+
+CREATE INDEX runs_pending_gangs ON public.runs USING btree (priority DESC, not_before) WHERE ((state = 'PENDING'::text) AND (ranks > 1));
 
 CREATE INDEX runs_pending_queue ON public.runs USING btree (sweep_id, ((ordinal)::bigint)) WHERE (state = 'PENDING'::text);
 
@@ -1226,6 +1271,15 @@ CREATE TRIGGER runs_became_pending AFTER UPDATE OF state ON public.runs FOR EACH
 CREATE TRIGGER runs_deleted_with_records AFTER DELETE ON public.runs REFERENCING OLD TABLE AS deleted_runs FOR EACH STATEMENT EXECUTE FUNCTION public.delete_records_of_deleted_runs();
 
 CREATE TRIGGER runs_pending_after_insert AFTER INSERT ON public.runs REFERENCING NEW TABLE AS changed_runs FOR EACH STATEMENT EXECUTE FUNCTION public.notify_runs_pending();
+
+ALTER TABLE ONLY public.gang_rendezvous
+    ADD CONSTRAINT gang_rendezvous_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(run_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.gang_slots
+    ADD CONSTRAINT gang_slots_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(run_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.gang_waiting_workers
+    ADD CONSTRAINT gang_waiting_workers_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES public.workers(worker_id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_sweep_id_fkey FOREIGN KEY (sweep_id) REFERENCES public.sweeps(sweep_id) ON DELETE CASCADE;

@@ -2,6 +2,7 @@
 // and time moves only when a test says so.
 #include "server/store/memory/memory_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/gang_contract_test.h"
 #include "tests/scheduler/lease_retry_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
@@ -19,6 +20,7 @@ class MemoryHarness {
   ReadModels& reads() { return store_; }
   TelemetryRetention& retention() { return store_; }
   AccessTokens& tokens() { return store_; }
+  GangQueue& gangs() { return store_; }
   void LetTimePass(absl::Duration duration) { now_ += duration; }
   absl::Time Now() const { return now_; }
 
@@ -33,6 +35,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, ReadModelsContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, OutageContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RunHistoryContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LeaseRetryContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, GangContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

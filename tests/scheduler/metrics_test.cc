@@ -360,7 +360,7 @@ TEST(SchedulerMetricsRpc, MethodsOutsideTheApiShareOneLabel) {
   std::set<std::string> methods;
   for (const auto& s : m.Series("parity_scheduler_rpcs_total"))
     methods.insert(s.labels.at("method"));
-  EXPECT_EQ(methods.size(), 20u) << "13 SweepService + 6 WorkerService methods + other";
+  EXPECT_EQ(methods.size(), 22u) << "13 SweepService + 8 WorkerService methods + other";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "server/store/postgres/postgres_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
+#include "tests/scheduler/gang_contract_test.h"
 #include "tests/scheduler/lease_retry_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
@@ -28,6 +29,7 @@ class PostgresHarness {
   ReadModels& reads() { return *store_; }
   TelemetryRetention& retention() { return *store_; }
   AccessTokens& tokens() { return *store_; }
+  GangQueue& gangs() { return *store_; }
   void LetTimePass(absl::Duration duration) { absl::SleepFor(duration); }
   absl::Time Now() const { return absl::Now(); }
 
@@ -41,6 +43,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, ReadModelsContractTest, PostgresHarness
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, OutageContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RunHistoryContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LeaseRetryContractTest, PostgresHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, GangContractTest, PostgresHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

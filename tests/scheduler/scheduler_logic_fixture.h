@@ -39,8 +39,9 @@ class SchedulerLogicTest : public ::testing::Test, protected SchedulerCalls {
   // Replaces the scheduler with one built from options_ and `planner`, over the same store.
   void Rewire(Planner planner) {
     StopScheduler();
+    // With the gang queue, as the server wires it: every logic test runs the gang checks too.
     scheduler_ = std::make_unique<SchedulerUnderTest>(store_, signal_, clock_, std::move(planner),
-                                                      options_, nullptr);
+                                                      options_, nullptr, &store_);
     // As the server's PgListener does: the store's event inserts wake the watch feeds.
     store_.SetEventListener(
         [scheduler = scheduler_.get()](const std::string& id) { scheduler->WakeWatchers(id); });

@@ -129,6 +129,13 @@ inline absl::StatusOr<std::vector<v1::RunSpec>> StubPlanner(const v1::SweepSpec&
                                   i == 0 ? v1::RUN_ROLE_DENSE_BASELINE : v1::RUN_ROLE_MOE,
                                   static_cast<uint32_t>(gpus)));
     planned.back().set_sweep_name(spec.name());
+    // A gang (label "ranks"): that many ranks of 8 CPU threads each, one per CpuDevice().
+    if (auto it = spec.labels().find("ranks"); it != spec.labels().end()) {
+      uint32_t ranks = 1;
+      (void)absl::SimpleAtoi(it->second, &ranks);
+      planned.back().mutable_resources()->set_ranks(ranks);
+      planned.back().mutable_resources()->set_cpu_threads(8);
+    }
   }
   return planned;
 }

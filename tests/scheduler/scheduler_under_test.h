@@ -43,13 +43,15 @@ class SchedulerUnderTest : private internal::WithLeaseSecrets,
                            public Upkeep {
  public:
   // `store`, `work_signal`, `clock` and `observer` (may be null) must outlive this object.
+  // `gangs` (may be null: no gangs) too.
   SchedulerUnderTest(RunStore& store, WorkSignal& work_signal, const Clock& clock, Planner planner,
-                     const SchedulerOptions& options, SchedulerObserver* observer = nullptr)
+                     const SchedulerOptions& options, SchedulerObserver* observer = nullptr,
+                     GangQueue* gangs = nullptr)
       : WithLeaseSecrets(store),
         SweepsService(store, store, work_signal, clock, std::move(planner), options, observer),
         LeasesService(
             store, [&store](const std::string& run_id) { return store.GetRun(run_id); },
-            lease_secrets, work_signal, clock, options, observer),
+            lease_secrets, work_signal, clock, options, observer, gangs),
         Upkeep(store, store, work_signal, options, observer) {}
 };
 

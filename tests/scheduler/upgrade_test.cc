@@ -135,6 +135,8 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
       "CREATE FUNCTION lease_runs(uuid[], integer[], text[], integer, bigint, bigint[], float8, "
       "text[]) RETURNS TABLE (request integer, run runs) LANGUAGE sql AS "
       "$$ SELECT * FROM lease_runs($1, $2, $3, $4, $5, $6, $7) $$");
+  // And 0021's world size, which run inserts name (gangs: ranks > 1; none here).
+  Sql(url, "ALTER TABLE runs ADD COLUMN ranks integer NOT NULL DEFAULT 1");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -178,6 +180,7 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url,
       "DROP FUNCTION lease_runs(uuid[], integer[], text[], integer, bigint, bigint[], float8, "
       "text[]); ALTER TABLE runs DROP COLUMN lease_request_id");
+  Sql(url, "ALTER TABLE runs DROP COLUMN ranks");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "

@@ -149,6 +149,7 @@ absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseReq
   const std::vector<ResourceOffer::Gpu> gpus = GpusLargestFirst(request.offer);
   auto fits = [&](const RunRow& run) {
     if (run.run.state() != v1::RUN_STATE_PENDING || run.not_before > now) return false;
+    if (run.ranks > 1) return false;  // a gang: GangQueue places it (memory_gang_queue.cc)
     if (request.offer.host_memory_bytes != 0 &&
         run.memory_bytes > request.offer.host_memory_bytes) {
       return false;

@@ -1,14 +1,15 @@
 // MemoryRunStore: the whole RunStore — all five interfaces (SweepCatalog, RunQueue, ReadModels,
-// TelemetryRetention, AccessTokens) — held in memory, for tests of the scheduling logic and the
-// fuzz targets without PostgreSQL. It keeps what PostgresRunStore keeps and answers as it does:
-// priorities and fair share across sweeps (lease_runs.sql's order), fencing epochs, idempotency
-// keys, the request id a lease was granted to (a retry's lost answer is given again), retry states
-// as the caller decides them, the events table's rows (every transition with its attempt, reason
-// and worker) and a commit watermark over them, the results view's rows (results.view.sql), metric
-// samples by the SQL's rule, paging tokens, and the same codes with the same payloads
-// (store_errors.h). One mutex makes every call one transaction, so event ids are in commit order
-// and serve as the watermark. tests/scheduler/store_contract_test.h and read_models_contract_test.h
-// hold it to the same suites as PostgreSQL.
+// TelemetryRetention, AccessTokens), and GangQueue (memory_gang_queue.cc) — held in memory, for
+// tests of the scheduling logic and the fuzz targets without PostgreSQL. It keeps what
+// PostgresRunStore keeps and answers as it does: priorities and fair share across sweeps
+// (lease_runs.sql's order), fencing epochs, idempotency keys, the request id a lease was granted to
+// (a retry's lost answer is given again), retry states as the caller decides them, the events
+// table's rows (every transition with its attempt, reason and worker) and a commit watermark over
+// them, the results view's rows (results.view.sql), metric samples by the SQL's rule, paging
+// tokens, and the same codes with the same payloads (store_errors.h). One mutex makes every call
+// one transaction, so event ids are in commit order and serve as the watermark.
+// tests/scheduler/store_contract_test.h and read_models_contract_test.h hold it to the same suites
+// as PostgreSQL.
 //
 // Text columns order bytewise (PostgreSQL under the C collation); a database created with another
 // collation may order names with punctuation or case differently.
@@ -31,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/store/gang_queue.h"
 #include "server/store/memory/memory_leader_leases.h"
 #include "server/store/run_store.h"
 
@@ -46,7 +48,7 @@ struct MemoryResultRow {
   std::string baseline_run_id;  // the run delta_bpc_vs_dense is against; empty = none
 };
 
-class MemoryRunStore final : public RunStore {
+class MemoryRunStore final : public RunStore, public GangQueue {
  public:
   // `now` is read for every timestamp; absl::Now by default.
   explicit MemoryRunStore(std::function<absl::Time()> now = &absl::Now);
@@ -86,6 +88,16 @@ class MemoryRunStore final : public RunStore {
       const std::vector<const Completion*>& completions) override;
   absl::StatusOr<ReapResult> ReapExpiredLeases(int limit) override;
   absl::StatusOr<ServiceLiveness> RecordReaperPass(const ReaperPass& pass) override;
+
+  // GangQueue (memory_gang_queue.cc).
+  absl::StatusOr<GangWait> WaitForGang(const GangOffer& offer) override;
+  absl::Status LeaveGangPool(const std::string& worker_id) override;
+  absl::StatusOr<RendezvousState> PostRendezvous(const RendezvousCall& call) override;
+  absl::StatusOr<RendezvousState> CheckInRendezvous(const RendezvousCall& call) override;
+  absl::StatusOr<HeartbeatResult> HeartbeatFollower(const HeartbeatUpdate& update) override;
+  absl::StatusOr<std::vector<LapsedGang>> ListLapsedGangs(int limit) override;
+  absl::StatusOr<v1::Run> FailGang(const GangFailure& failure) override;
+  absl::StatusOr<GangCounts> CountGangs() override;
 
   // ReadModels (memory_read_models.cc).
   absl::StatusOr<Page<v1::ResultRow>> QueryResults(const ResultsQuery& query) override;
@@ -166,6 +178,7 @@ class MemoryRunStore final : public RunStore {
     uint32_t gpus = 0;
     uint64_t memory_bytes = 0;
     uint64_t gpu_memory_bytes = 0;
+    uint32_t ranks = 1;  // a gang's world size; 1 = not a gang
     // Each step's point as PostgreSQL stores it (no run id, time to the microsecond) with the
     // lease it was stored under (append_metric_arrays keeps both).
     std::map<uint64_t, std::pair<v1::MetricPoint, int64_t>> metrics;
@@ -182,7 +195,35 @@ class MemoryRunStore final : public RunStore {
     std::string owner;  // the token name that registered it first; empty = none
   };
 
+  // The gang tables (gang_waiting_workers, gang_slots, gang_rendezvous in PostgreSQL).
+  struct GangWaiter {
+    ResourceOffer offer;
+    absl::Time until;
+  };
+  struct GangSlotRow {
+    GangSlot slot;
+    bool delivered = false;
+    bool checked_in = false;
+    absl::Time expires;
+  };
+  struct GangRow {
+    int64_t lease_epoch = 0;
+    std::vector<GangSlotRow> slots;  // by rank
+    std::string address;             // empty until posted
+    absl::Time deadline;
+    absl::Time placed;
+    bool released = false;
+  };
+
   std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // memory_gang_queue.cc: the asking worker's undelivered slots of a live gang, delivered now.
+  std::optional<GangGrant> DeliverSlots(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places `run` over the pool as PlaceGang chooses; false when it does not fit.
+  bool PlaceOver(RunRow& run, const GangOffer& offer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The gang of a live run under `epoch`, or the refusal (CheckLeaseEpoch; a run not live).
+  absl::StatusOr<GangRow*> LiveGang(const std::string& run_id, int64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::Sweep RenderSweep(const SweepRow& sweep) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   v1::Run RenderRun(const RunRow& run) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Ends the sweep (SUCCEEDED, FAILED, or CANCELLED when cancelled) once no run is unfinished.
@@ -212,7 +253,9 @@ class MemoryRunStore final : public RunStore {
   std::map<std::pair<std::string, std::string>, std::string> sweep_by_key_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, RunRow> runs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerRow> workers_ ABSL_GUARDED_BY(mu_);
-  std::vector<TokenRow> tokens_ ABSL_GUARDED_BY(mu_);  // creation order
+  std::map<std::string, GangWaiter> gang_pool_ ABSL_GUARDED_BY(mu_);  // by worker id
+  std::map<std::string, GangRow> gangs_ ABSL_GUARDED_BY(mu_);         // by run id
+  std::vector<TokenRow> tokens_ ABSL_GUARDED_BY(mu_);                 // creation order
   std::map<std::string, std::string> server_keys_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, EventRow> events_ ABSL_GUARDED_BY(mu_);  // by event id
   std::function<void(const std::string&)> event_listener_ ABSL_GUARDED_BY(mu_);

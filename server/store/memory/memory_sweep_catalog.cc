@@ -41,6 +41,8 @@ void MemoryRunStore::Reset() {
   server_keys_.clear();
   events_.clear();
   next_event_id_ = 1;
+  gang_pool_.clear();
+  gangs_.clear();
 }
 
 void MemoryRunStore::AddEvent(const RunRow& run, v1::RunState from, uint32_t attempt,
@@ -187,6 +189,7 @@ absl::StatusOr<CreatedSweep> MemoryRunStore::CreateSweep(const NewSweep& sweep) 
     run.ordinal = ordinal++;
     run.cpu_threads = std::max<uint32_t>(spec.resources().cpu_threads(), 1);
     run.gpus = spec.resources().gpus();
+    run.ranks = std::max<uint32_t>(spec.resources().ranks(), 1);
     run.memory_bytes = spec.resources().memory_bytes();
     run.gpu_memory_bytes = spec.resources().gpu_memory_bytes();
     row.run_ids.push_back(run.run.run_id());

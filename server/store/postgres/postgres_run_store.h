@@ -1,4 +1,5 @@
-// PostgresRunStore: the RunStore on PostgreSQL (schema in migrations/), through libpqxx 6.4.
+// PostgresRunStore: the RunStore on PostgreSQL (schema in migrations/), through libpqxx 6.4, and
+// the GangQueue beside it (postgres_gang_queue.cc).
 //
 // Each method borrows a connection from a small pool and runs one transaction of prepared
 // statements; libpqxx exceptions are caught here and mapped (pg_support.h). Thread-safe: the pool
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "server/store/gang_queue.h"
 #include "server/store/run_store.h"
 
 namespace parity::server {
@@ -24,7 +26,7 @@ struct PostgresRunStoreOptions {
   absl::Duration statement_timeout = absl::Seconds(60);
 };
 
-class PostgresRunStore final : public RunStore {
+class PostgresRunStore final : public RunStore, public GangQueue {
  public:
   explicit PostgresRunStore(PostgresRunStoreOptions options);
   ~PostgresRunStore() override;
@@ -86,6 +88,15 @@ class PostgresRunStore final : public RunStore {
   absl::StatusOr<bool> HasLiveAdmin() override;
   absl::StatusOr<std::string> GetOrCreateServerKey(const std::string& name,
                                                    const std::string& candidate) override;
+  // GangQueue (postgres_gang_queue.cc).
+  absl::StatusOr<GangWait> WaitForGang(const GangOffer& offer) override;
+  absl::Status LeaveGangPool(const std::string& worker_id) override;
+  absl::StatusOr<RendezvousState> PostRendezvous(const RendezvousCall& call) override;
+  absl::StatusOr<RendezvousState> CheckInRendezvous(const RendezvousCall& call) override;
+  absl::StatusOr<HeartbeatResult> HeartbeatFollower(const HeartbeatUpdate& update) override;
+  absl::StatusOr<std::vector<LapsedGang>> ListLapsedGangs(int limit) override;
+  absl::StatusOr<v1::Run> FailGang(const GangFailure& failure) override;
+  absl::StatusOr<GangCounts> CountGangs() override;
   // Web dashboard (postgres_metric_sampling.cc).
   absl::StatusOr<std::vector<v1::MetricPoint>> SampleMetrics(
       const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;
