@@ -6,6 +6,7 @@
 #include "core/checkpoint_uri.h"
 #include "core/dataset_name.h"
 #include "core/eval_sets.h"
+#include "server/store/gang_placement.h"
 
 namespace parity::server {
 namespace {
@@ -21,19 +22,7 @@ bool IsSha256Hex(absl::string_view s) {
 }  // namespace
 
 ResourceOffer OfferOf(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
-  ResourceOffer offer;
-  bool have_cpu = false;
-  for (const v1::Device& device : devices) {
-    if (device.kind() == v1::DEVICE_KIND_CUDA) {
-      offer.gpus.push_back({device.index(), device.memory_bytes()});
-    } else if (device.kind() == v1::DEVICE_KIND_CPU) {
-      offer.cpu_threads += std::max<uint32_t>(device.threads(), 1);
-      offer.host_memory_bytes += device.memory_bytes();
-      if (!have_cpu) offer.cpu_device_index = device.index();
-      have_cpu = true;
-    }
-  }
-  return offer;
+  return OfferOfDevices(devices);
 }
 
 void CheckWorkerLabels(Violations& violations,

@@ -78,9 +78,11 @@ inline GangAsk AskOf(const v1::RunSpec& spec) {
           .memory_bytes = r.memory_bytes()};
 }
 
-// A worker's registered devices as an offer (all of them free): whether the live fleet could
-// ever host a gang (the reservation's guard).
-inline ResourceOffer OfferOfDevices(const std::vector<v1::Device>& devices) {
+// Devices as an offer: a LeaseRun's free devices (OfferOf, worker_requests.h), or a worker's
+// registered devices, all free — whether the live fleet could ever host a gang (the
+// reservation's guard). `Devices` is any range of v1::Device.
+template <typename Devices>
+ResourceOffer OfferOfDevices(const Devices& devices) {
   ResourceOffer offer;
   bool have_cpu = false;
   for (const v1::Device& device : devices) {

@@ -81,8 +81,7 @@ absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
     std::vector<GangCandidate> fleet;
     for (const auto& [id, row] : workers_) {
       if (row.last_seen < now - absl::Minutes(1)) continue;
-      fleet.push_back(
-          {id, OfferOfDevices({row.worker.devices().begin(), row.worker.devices().end()})});
+      fleet.push_back({id, OfferOfDevices(row.worker.devices())});
     }
     wait.reserved = !RankDevices(ask, offer.offer).empty() && PlaceGang(ask, fleet).has_value();
     return wait;
