@@ -161,8 +161,12 @@ void RunSupervisor::Join() {
 
 void RunSupervisor::ReadOutput(int fd) {
   LineReader reader(fd);
-  const auto on_line = [this](std::string_view line) {
+  // A follower's ranks print only error lines; anything else is not this worker's to report
+  // (rank 0's worker reports the gang's metrics, checkpoints and result).
+  const bool follower = gang_ != nullptr && !gang_->hosts_rank0();
+  const auto on_line = [this, follower](std::string_view line) {
     EngineEvent event = ParseEngineLine(line);
+    if (follower && !std::holds_alternative<EngineError>(event)) return;
     if (auto* point = std::get_if<parity::v1::MetricPoint>(&event)) {
       point->set_run_id(run_.run_id());
       point->set_attempt(std::max(1u, run_.attempt()));
@@ -225,6 +229,8 @@ std::optional<EngineCheckpoint> RunSupervisor::NewestCheckpoint() {
 }
 
 std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint(bool require_points_stored) {
+  // Only rank 0 writes a gang's checkpoints, and only its worker records them.
+  if (gang_ != nullptr && !gang_->hosts_rank0()) return std::nullopt;
   std::optional<EngineCheckpoint> found;
   if (require_points_stored) {
     // The newest checkpoint whose points were all read from the engine and stored: the newest
