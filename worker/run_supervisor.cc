@@ -569,17 +569,7 @@ void RunSupervisor::Supervise() {
   ChildEnd end;
   // A gang follower starts its ranks only once every rank has checked in (rank 0 listens).
   std::optional<EngineRendezvous> released;
-  if (gang_ != nullptr && !gang_->hosts_rank0()) {
-    released = AwaitRelease(end);
-    if (!released) {
-      const RunOutcome outcome = end.lease_lost  ? RunOutcome::kLeaseLost
-                                 : end.cancelled ? RunOutcome::kCancelled
-                                                 : Finish(never, end);
-      spdlog::info("run {}: {}", run_.run_id(), RunOutcomeName(outcome));
-      SetOutcome(outcome);
-      return;
-    }
-  }
+  if (!AwaitReleaseIfFollower(released)) return;
   for (;;) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> child =
         gang_ == nullptr
@@ -635,39 +625,6 @@ void RunSupervisor::Supervise() {
   }
   spdlog::info("run {}: {}", run_.run_id(), RunOutcomeName(outcome));
   SetOutcome(outcome);
-}
-
-absl::StatusOr<std::unique_ptr<ChildProcess>> RunSupervisor::StartEngine(
-    const std::string& spec_path, const std::string& resume_from, uint32_t rank,
-    const EngineRendezvous& rendezvous) {
-  EngineInvocation invocation{.binary = options_.train_binary,
-                              .run_json_path = spec_path,
-                              .checkpoint_dir = checkpoint_dir_,
-                              .metrics_fd = options_.metrics_fd,
-                              .threads = grant_.threads,
-                              .resume_from = resume_from,
-                              .max_corpus_bytes = options_.dataset_limits.max_bytes};
-  std::vector<uint32_t> gpus = grant_.gpu_indices;
-  if (gang_ != nullptr) GangInvocation(rank, rendezvous, invocation, gpus);
-  SpawnOptions spawn;
-  spawn.argv = EngineArgv(invocation);
-  spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
-               {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
-               {"OMP_NUM_THREADS", absl::StrCat(invocation.threads)},
-               {"OPENBLAS_NUM_THREADS", absl::StrCat(invocation.threads)},
-               {"CUDA_VISIBLE_DEVICES", absl::StrJoin(gpus, ",")}};
-  // A rank > 0 gets the gang's token in its environment: argv is world-readable in /proc.
-  if (gang_ != nullptr && rank > 0) spawn.env.emplace_back(kRendezvousTokenEnv, rendezvous.token);
-  spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
-  // The engine trains a researcher's spec: it gets none of the worker's credentials.
-  spawn.remove_env = {kEngineWithheldEnv.begin(), kEngineWithheldEnv.end()};
-  spawn.working_dir = work_dir_;
-  spawn.log_path =
-      gang_ != nullptr && rank != gang_->primary_rank() ? RankLog(rank) : work_dir_ + "/engine.log";
-  spawn.output_fd = options_.metrics_fd;
-  spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "),
-               resume_from.empty() ? "" : " (resuming)");
-  return ChildProcess::Spawn(spawn);
 }
 
 bool RunSupervisor::ResumeCheckpointWasCorrupt(const ChildEnd& end) {

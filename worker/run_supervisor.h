@@ -156,6 +156,9 @@ class RunSupervisor {
   // A gang follower (no rank 0 here): heartbeats and checks its ranks in until the scheduler
   // releases the rendezvous; nullopt with `end` set when the gang was failed or the worker stops.
   std::optional<EngineRendezvous> AwaitRelease(ChildEnd& end);
+  // Not a follower, or a follower released (`released` set): true. Otherwise the outcome is set
+  // (reported as Finish does when it must be) and false.
+  bool AwaitReleaseIfFollower(std::optional<EngineRendezvous>& released);
   // A gang follower's ranks ended: a success is rank 0's worker's to report, a failure is this
   // worker's (the whole gang restarts).
   bool FollowerSucceeded(const ChildEnd& end) const;

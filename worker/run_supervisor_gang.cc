@@ -1,15 +1,50 @@
-// RunSupervisor's share of a gang (issue #27): the ranks' invocations, a follower's wait for the
-// rendezvous, and the supervisor loop's pass over the local ranks (worker/README.md, "A gang").
+// RunSupervisor's engine invocation (a run's, or one rank's of a gang) and its share of a gang
+// (issue #27): a follower's wait for the rendezvous and the supervisor loop's pass over the local
+// ranks (worker/README.md, "A gang, followed through the room").
 #include <signal.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "worker/run_supervisor.h"
 
 namespace parity::worker {
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> RunSupervisor::StartEngine(
+    const std::string& spec_path, const std::string& resume_from, uint32_t rank,
+    const EngineRendezvous& rendezvous) {
+  EngineInvocation invocation{.binary = options_.train_binary,
+                              .run_json_path = spec_path,
+                              .checkpoint_dir = checkpoint_dir_,
+                              .metrics_fd = options_.metrics_fd,
+                              .threads = grant_.threads,
+                              .resume_from = resume_from,
+                              .max_corpus_bytes = options_.dataset_limits.max_bytes};
+  std::vector<uint32_t> gpus = grant_.gpu_indices;
+  if (gang_ != nullptr) GangInvocation(rank, rendezvous, invocation, gpus);
+  SpawnOptions spawn;
+  spawn.argv = EngineArgv(invocation);
+  spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
+               {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
+               {"OMP_NUM_THREADS", absl::StrCat(invocation.threads)},
+               {"OPENBLAS_NUM_THREADS", absl::StrCat(invocation.threads)},
+               {"CUDA_VISIBLE_DEVICES", absl::StrJoin(gpus, ",")}};
+  // A rank > 0 gets the gang's token in its environment: argv is world-readable in /proc.
+  if (gang_ != nullptr && rank > 0) spawn.env.emplace_back(kRendezvousTokenEnv, rendezvous.token);
+  spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
+  // The engine trains a researcher's spec: it gets none of the worker's credentials.
+  spawn.remove_env = {kEngineWithheldEnv.begin(), kEngineWithheldEnv.end()};
+  spawn.working_dir = work_dir_;
+  spawn.log_path =
+      gang_ != nullptr && rank != gang_->primary_rank() ? RankLog(rank) : work_dir_ + "/engine.log";
+  spawn.output_fd = options_.metrics_fd;
+  spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "),
+               resume_from.empty() ? "" : " (resuming)");
+  return ChildProcess::Spawn(spawn);
+}
 
 std::string RunSupervisor::RankLog(uint32_t rank) const {
   return absl::StrCat(work_dir_, "/engine-rank-", rank, ".log");
@@ -94,6 +129,20 @@ std::optional<EngineRendezvous> RunSupervisor::AwaitRelease(ChildEnd& end) {
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
+}
+
+bool RunSupervisor::AwaitReleaseIfFollower(std::optional<EngineRendezvous>& released) {
+  if (gang_ == nullptr || gang_->hosts_rank0()) return true;
+  ChildEnd end;
+  released = AwaitRelease(end);
+  if (released) return true;
+  const ExitStatus never{.kind = ExitStatus::Kind::kExited, .code = 127};
+  const RunOutcome outcome = end.lease_lost  ? RunOutcome::kLeaseLost
+                             : end.cancelled ? RunOutcome::kCancelled
+                                             : Finish(never, end);
+  spdlog::info("run {}: {}", run_.run_id(), RunOutcomeName(outcome));
+  SetOutcome(outcome);
+  return false;
 }
 
 bool RunSupervisor::FollowerSucceeded(const ChildEnd& end) const {
