@@ -5,7 +5,8 @@
 // equals a one-process run of the same spec within the engine's stated tolerance (1e-6,
 // kernels/README.md "Data parallelism"), and its curve has every logged step exactly once. Then
 // kill -9 of the follower's rank mid-run: the whole gang restarts under a new epoch from rank 0's
-// checkpoint and completes with no hole or duplicate in its curve and the same final BPC.
+// checkpoint and completes with no hole or duplicate in its curve and the same final BPC. And
+// both ranks on one worker of two threads.
 #include <signal.h>
 
 #include <algorithm>
@@ -110,16 +111,19 @@ class GangE2ETest : public ::testing::Test {
                          .engine_bin = PARITY_TRAIN_BIN};
     // Rank 0's store listens on loopback: both workers are on this machine.
     options.worker_env = {{"PARITY_RENDEZVOUS_HOST", "127.0.0.1"}};
+    options.worker_threads = std::to_string(ThreadsPerWorker());
     absl::StatusOr<std::unique_ptr<LocalStack>> s = LocalStack::Start(options, url, root_.string());
     ASSERT_TRUE(s.ok()) << s.status();
     stack_ = std::move(*s);
-    ASSERT_TRUE(stack_->StartWorker(0).ok());
-    ASSERT_TRUE(stack_->StartWorker(1).ok());
+    for (int w = 0; w < Workers(); ++w) ASSERT_TRUE(stack_->StartWorker(w).ok());
   }
+  virtual int Workers() const { return 2; }
+  virtual int ThreadsPerWorker() const { return 1; }
 
   void TearDown() override {
     if (HasFailure() && stack_) {
       for (const char* log : {"scheduler.log", "worker-0.log", "worker-1.log"}) {
+        if (!fs::exists(root_ / log)) continue;
         std::cerr << "---- " << log << " (tail)\n" << stack_->LogTail(log);
       }
     }
@@ -246,6 +250,25 @@ TEST_F(GangE2ETest, KillOfOneRankRestartsTheWholeGangFromItsCheckpoint) {
       "%.9f)\n",
       static_cast<unsigned long long>(run.summary().steps()), run.attempt(),
       run.summary().final_val_bpc(), undisturbed.summary().final_val_bpc());
+}
+
+// Both ranks on one worker of two threads (the scheduler prefers fewer hosts): rank 0's worker
+// posts, checks its own rank 1 in, starts it once released, and the gang equals one process.
+class GangOneWorkerE2ETest : public GangE2ETest {
+ protected:
+  int Workers() const override { return 1; }
+  int ThreadsPerWorker() const override { return 2; }
+};
+
+TEST_F(GangOneWorkerE2ETest, BothRanksOnOneWorkerMatchOneProcess) {
+  const v1::Run gang = WaitForEnd(Submit(SweepYaml("gang", 2, "1e9")), absl::Minutes(6));
+  ASSERT_EQ(gang.state(), v1::RUN_STATE_SUCCEEDED) << gang.failure().message();
+  EXPECT_TRUE(fs::exists(root_ / "work-0" / gang.run_id() / "engine-rank-1.log"))
+      << "rank 1 did not run beside rank 0";
+  ExpectWholeCurve(gang);
+  const v1::Run single = WaitForEnd(Submit(SweepYaml("single", 1, "1e9")), absl::Minutes(6));
+  ASSERT_EQ(single.state(), v1::RUN_STATE_SUCCEEDED) << single.failure().message();
+  EXPECT_NEAR(gang.summary().final_val_bpc(), single.summary().final_val_bpc(), kGangTolerance);
 }
 
 }  // namespace
