@@ -7,6 +7,7 @@
 //                [--max-corpus-bytes N] [--no-prefetch]
 //                [--rank R --world-size W (--rendezvous-listen HOST | --rendezvous HOST:PORT)
 //                 --gang-epoch E [--rendezvous-timeout S] [--collective-timeout S] [--comm-host H]]
+//                (ranks > 0: rank 0's gang token in PARITY_RENDEZVOUS_TOKEN, never argv)
 //
 // Exit codes: 0 completed; 2 bad arguments, run spec or device (nothing trained); 3 stopped by
 // SIGTERM/SIGINT or --max-steps after checkpointing (resumable); 4 the checkpoint in DIR is
