@@ -46,7 +46,7 @@ absl::Status GangRanks::Post() {
   EngineRendezvous r;
   {
     absl::MutexLock lock(&mu_);
-    if (!rendezvous_) return absl::OkStatus();  // the engine has not listened yet
+    if (!rendezvous_) return absl::OkStatus();  // not listening yet (Poll does not ask then)
     r = *rendezvous_;
   }
   parity::v1::PostRendezvousRequest req;
@@ -112,7 +112,13 @@ void GangRanks::Started(uint32_t rank, std::unique_ptr<ChildProcess> child) {
 GangRanks::Tick GangRanks::Poll(absl::Time now) {
   Tick tick;
   const bool others_waiting = !others_started_ && gang_.ranks_size() > 1;
-  if (now >= next_call_ && hosts_rank0() && (!posted_ || others_waiting)) {
+  bool listening = false;  // rank 0's engine has printed its rendezvous line
+  {
+    absl::MutexLock lock(&mu_);
+    listening = rendezvous_.has_value();
+  }
+  // Posted the moment rank 0 listens; check-ins about once a second after that.
+  if (now >= next_call_ && hosts_rank0() && listening && (!posted_ || others_waiting)) {
     next_call_ = now + kRendezvousPoll;
     absl::Status s = posted_ ? absl::OkStatus() : Post();
     if (s.ok() && posted_ && others_waiting) {

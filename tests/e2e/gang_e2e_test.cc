@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,20 @@ class GangE2ETest : public ::testing::Test {
         << "a hole in the curve";
   }
 
+  // The gang's token is relayed, never logged: no log of the scheduler, the workers or the
+  // engines holds a relayed "HOST:PORT#TOKEN" or a rendezvous line's "token".
+  void ExpectNoTokenInLogs() {
+    const std::regex relayed("#[0-9a-f]{32}");
+    for (const fs::directory_entry& e : fs::recursive_directory_iterator(root_)) {
+      if (!e.is_regular_file() || e.path().extension() != ".log") continue;
+      std::ifstream in(e.path());
+      const std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+      EXPECT_FALSE(std::regex_search(text, relayed)) << e.path() << " holds a relayed token";
+      EXPECT_EQ(text.find("\"token\""), std::string::npos) << e.path() << " holds a token";
+    }
+  }
+
   fs::path root_;
   std::unique_ptr<LocalStack> stack_;
 };
@@ -201,6 +216,7 @@ TEST_F(GangE2ETest, TwoRankGangOnTwoWorkersMatchesOneProcess) {
   }
   EXPECT_EQ(workers_with_rank, 2);
   ExpectWholeCurve(gang);
+  ExpectNoTokenInLogs();
   const v1::Run single = WaitForEnd(Submit(SweepYaml("single", 1, "1e9")), absl::Minutes(6));
   ASSERT_EQ(single.state(), v1::RUN_STATE_SUCCEEDED) << single.failure().message();
   EXPECT_EQ(gang.summary().steps(), single.summary().steps());
