@@ -6,7 +6,7 @@
 // kernels/README.md "Data parallelism"), and its curve has every logged step exactly once. Then
 // kill -9 of the follower's rank mid-run: the whole gang restarts under a new epoch from rank 0's
 // checkpoint and completes with no hole or duplicate in its curve and the same final BPC. And
-// both ranks on one worker of two threads.
+// both ranks on one worker of two threads; and a 4-rank gang on four workers.
 #include <signal.h>
 
 #include <algorithm>
@@ -35,7 +35,8 @@ constexpr double kGangTolerance = 1e-6;  // kernels/README.md, "Tolerance"
 // step (a 2-rank gang gives each rank one), as a gang of `ranks`. The engine states its 1e-6 for
 // short runs (about a dozen steps): fp32 rounding differences grow over a long run, so the
 // comparison with one process uses a budget of that size.
-std::string SweepYaml(const std::string& name, int ranks, const std::string& compute) {
+std::string SweepYaml(const std::string& name, int ranks, const std::string& compute,
+                      int micro_batches = 2) {
   return absl::StrCat("name: ", name, R"(
 moe:
   d_model: 64
@@ -46,7 +47,8 @@ dense: {d_model: 128, num_layers: 2, num_heads: 8, ffn_hidden: 384}
 training:
   rule: explicit
   learning_rate: 3e-3
-  batch_tokens: 128
+  batch_tokens: )",
+                      64 * micro_batches, R"(
   sequence_length: 64
   micro_batch_sequences: 1
   schedule: cosine
@@ -123,7 +125,8 @@ class GangE2ETest : public ::testing::Test {
 
   void TearDown() override {
     if (HasFailure() && stack_) {
-      for (const char* log : {"scheduler.log", "worker-0.log", "worker-1.log"}) {
+      for (const char* log :
+           {"scheduler.log", "worker-0.log", "worker-1.log", "worker-2.log", "worker-3.log"}) {
         if (!fs::exists(root_ / log)) continue;
         std::cerr << "---- " << log << " (tail)\n" << stack_->LogTail(log);
       }
@@ -285,6 +288,31 @@ TEST_F(GangOneWorkerE2ETest, BothRanksOnOneWorkerMatchOneProcess) {
   const v1::Run single = WaitForEnd(Submit(SweepYaml("single", 1, "1e9")), absl::Minutes(6));
   ASSERT_EQ(single.state(), v1::RUN_STATE_SUCCEEDED) << single.failure().message();
   EXPECT_NEAR(gang.summary().final_val_bpc(), single.summary().final_val_bpc(), kGangTolerance);
+}
+
+// Four ranks on four workers of one thread each, one micro-batch each.
+class GangFourWorkersE2ETest : public GangE2ETest {
+ protected:
+  int Workers() const override { return 4; }
+};
+
+TEST_F(GangFourWorkersE2ETest, FourRankGangOnFourWorkersMatchesOneProcess) {
+  const v1::Run gang = WaitForEnd(Submit(SweepYaml("gang4", 4, "2e9", 4)), absl::Minutes(6));
+  ASSERT_EQ(gang.state(), v1::RUN_STATE_SUCCEEDED) << gang.failure().message();
+  int workers_with_rank = 0;
+  for (int w = 0; w < 4; ++w) {
+    workers_with_rank +=
+        fs::exists(root_ / absl::StrCat("work-", w) / gang.run_id() / "engine.log") ? 1 : 0;
+  }
+  EXPECT_EQ(workers_with_rank, 4);
+  ExpectWholeCurve(gang);
+  const v1::Run single = WaitForEnd(Submit(SweepYaml("single4", 1, "2e9", 4)), absl::Minutes(6));
+  ASSERT_EQ(single.state(), v1::RUN_STATE_SUCCEEDED) << single.failure().message();
+  EXPECT_EQ(gang.summary().steps(), single.summary().steps());
+  EXPECT_NEAR(gang.summary().final_val_bpc(), single.summary().final_val_bpc(), kGangTolerance);
+  std::printf("4 ranks, %llu steps: final validation BPC %.9f, one process %.9f\n",
+              static_cast<unsigned long long>(gang.summary().steps()),
+              gang.summary().final_val_bpc(), single.summary().final_val_bpc());
 }
 
 }  // namespace
