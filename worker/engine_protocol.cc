@@ -191,6 +191,20 @@ EngineEvent ParseEngineLine(std::string_view line) {
         code != nullptr && code->is_string() ? code->get<std::string>() : "",
         message != nullptr && message->is_string() ? message->get<std::string>() : ""};
   }
+  if (type == "rendezvous") {
+    const json* address = Field(j, "address");
+    const json* token = Field(j, "token");
+    if (address == nullptr || !address->is_string() || token == nullptr || !token->is_string()) {
+      return EngineIgnored{"rendezvous without an address and a token"};
+    }
+    EngineRendezvous r{address->get<std::string>(), token->get<std::string>(),
+                       static_cast<int64_t>(U64(j, "gang_epoch"))};
+    if (r.address.empty() || r.address.find('#') != std::string::npos || r.token.empty() ||
+        r.token.find('#') != std::string::npos) {
+      return EngineIgnored{"rendezvous with a malformed address or token"};
+    }
+    return r;
+  }
   if (type == "checkpoint") {
     const json* path = Field(j, "path");
     if (path == nullptr) path = Field(j, "uri");
@@ -202,6 +216,22 @@ EngineEvent ParseEngineLine(std::string_view line) {
     return ToMetric(j);
   }
   return EngineIgnored{absl::StrCat("type '", type, "'")};
+}
+
+std::string RendezvousRelay(const EngineRendezvous& r) {
+  return absl::StrCat(r.address, "#", r.token);
+}
+
+absl::StatusOr<EngineRendezvous> ParseRendezvousRelay(std::string_view relayed) {
+  const size_t hash = relayed.find('#');
+  if (hash == std::string_view::npos || hash == 0 || hash + 1 == relayed.size() ||
+      relayed.find('#', hash + 1) != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "rendezvous: the scheduler relayed no \"HOST:PORT#TOKEN\" from rank 0's worker (a rank "
+        "0 engine or worker of another version?)");
+  }
+  return EngineRendezvous{.address = std::string(relayed.substr(0, hash)),
+                          .token = std::string(relayed.substr(hash + 1))};
 }
 
 std::vector<std::string> EngineArgv(const EngineInvocation& in) {
@@ -223,6 +253,16 @@ std::vector<std::string> EngineArgv(const EngineInvocation& in) {
     argv.push_back(in.resume_from);
   } else if (in.resume) {
     argv.push_back("--resume");
+  }
+  if (in.world_size > 1) {
+    argv.insert(argv.end(),
+                {"--rank", absl::StrCat(in.rank), "--world-size", absl::StrCat(in.world_size),
+                 "--gang-epoch", absl::StrCat(in.gang_epoch)});
+    if (in.rank == 0) {
+      argv.insert(argv.end(), {"--rendezvous-listen", in.rendezvous_listen});
+    } else {
+      argv.insert(argv.end(), {"--rendezvous", in.rendezvous_address});
+    }
   }
   return argv;
 }

@@ -20,6 +20,8 @@
 //   name, core/eval_sets.h; a BPC that is not finite and non-negative; past 16 sets; a value
 //   that is not an object) are dropped with a warning, the rest of the line kept;
 //   - "error": {"code":"INVALID_ARGUMENT","message":".."}, the reason for a non-zero exit;
+//   - "rendezvous": {"address":"HOST:PORT","token":"<hex>","gang_epoch":E,..}, rank 0 of a gang
+//     listening for the others (kernels/README.md, "Data parallelism"); exit 7 = the gang broke;
 //   - anything else (not JSON, other events): ignored.
 // Checkpoints: CKPT_DIR/step-NNNNNNNN.ckpt and CKPT_DIR/LATEST naming the newest, written
 // atomically. Exit: 0 completed; 2 bad spec (USER_ERROR); 3 stopped by SIGTERM after checkpointing
@@ -53,8 +55,25 @@ struct EngineError {
 struct EngineIgnored {
   std::string reason;
 };
+// Rank 0 of a gang listens for the other ranks: its store's address and the gang's secret token.
+struct EngineRendezvous {
+  std::string address;  // "HOST:PORT"
+  std::string token;    // hex; a secret: relayed only through the scheduler, never logged
+  int64_t gang_epoch = 0;
+};
 using EngineEvent = std::variant<EngineIgnored, parity::v1::MetricPoint, EngineCheckpoint,
-                                 parity::v1::RunSummary, EngineError>;
+                                 parity::v1::RunSummary, EngineError, EngineRendezvous>;
+
+// The environment variable a rank > 0 reads the gang token from (never argv: /proc/PID/cmdline
+// is world-readable).
+inline constexpr char kRendezvousTokenEnv[] = "PARITY_RENDEZVOUS_TOKEN";
+
+// The one string the scheduler relays from rank 0's worker to the others (PostRendezvous.address,
+// ≤ 1024 bytes): "HOST:PORT#TOKEN". '#' appears in neither part (a host name, "[v6]", a port,
+// hex digits).
+std::string RendezvousRelay(const EngineRendezvous& rendezvous);
+// Splits a relayed string back; INVALID_ARGUMENT naming the rendezvous when it is not one.
+absl::StatusOr<EngineRendezvous> ParseRendezvousRelay(std::string_view relayed);
 
 // Decodes one output line. Never fails: unknown lines come back as EngineIgnored with the reason.
 EngineEvent ParseEngineLine(std::string_view line);
@@ -70,6 +89,14 @@ struct EngineInvocation {
   std::string resume_from = {};
   // The most corpus bytes the engine may read (--max-corpus-bytes); 0 = the engine's default.
   int64_t max_corpus_bytes = 0;
+  // A gang's rank (world_size > 1): --rank --world-size --gang-epoch, and rank 0's
+  // --rendezvous-listen HOST or another rank's --rendezvous HOST:PORT (its token goes in the
+  // environment, kRendezvousTokenEnv, not here).
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+  int64_t gang_epoch = 0;
+  std::string rendezvous_listen = {};
+  std::string rendezvous_address = {};
 };
 std::vector<std::string> EngineArgv(const EngineInvocation& invocation);
 

@@ -24,10 +24,7 @@ namespace fs = std::filesystem;
 
 // PERMISSION_DENIED: the scheduler does not take this worker for the lease's holder (its
 // secret or identity do not match), so no write of this lease can ever succeed.
-bool LeaseGone(const absl::Status& s) {
-  return s.code() == absl::StatusCode::kFailedPrecondition ||
-         s.code() == absl::StatusCode::kNotFound || s.code() == absl::StatusCode::kPermissionDenied;
-}
+bool LeaseGone(const absl::Status& s) { return LeaseRefused(s); }
 
 parity::v1::Run WithRunId(parity::v1::LeaseRunResponse lease) {
   parity::v1::Run run = std::move(*lease.mutable_run());
@@ -95,6 +92,16 @@ RunSupervisor::RunSupervisor(SchedulerClient& client, RunSupervisorOptions optio
                              parity::v1::LeaseRunResponse lease, DeviceGrant grant)
     : client_(client),
       options_(std::move(options)),
+      gang_(
+          lease.has_gang() && lease.gang().world_size() > 1
+              ? std::make_unique<GangRanks>(
+                    client, lease.gang(),
+                    lease.lease().run_id().empty() ? lease.run().run_id() : lease.lease().run_id(),
+                    options_.worker_id, lease.lease_secret(),
+                    [this](uint32_t rank, const EngineRendezvous& rendezvous) {
+                      return StartEngine(spec_path_, "", rank, rendezvous);
+                    })
+              : nullptr),
       lease_(lease.lease()),
       lease_secret_(lease.lease_secret()),
       run_(WithRunId(std::move(lease))),
@@ -154,8 +161,12 @@ void RunSupervisor::Join() {
 
 void RunSupervisor::ReadOutput(int fd) {
   LineReader reader(fd);
-  const auto on_line = [this](std::string_view line) {
+  // A follower's ranks print only error lines; anything else is not this worker's to report
+  // (rank 0's worker reports the gang's metrics, checkpoints and result).
+  const bool follower = gang_ != nullptr && !gang_->hosts_rank0();
+  const auto on_line = [this, follower](std::string_view line) {
     EngineEvent event = ParseEngineLine(line);
+    if (follower && !std::holds_alternative<EngineError>(event)) return;
     if (auto* point = std::get_if<parity::v1::MetricPoint>(&event)) {
       point->set_run_id(run_.run_id());
       point->set_attempt(std::max(1u, run_.attempt()));
@@ -177,6 +188,9 @@ void RunSupervisor::ReadOutput(int fd) {
     } else if (auto* summary = std::get_if<parity::v1::RunSummary>(&event)) {
       absl::MutexLock lock(&mu_);
       summary_ = *summary;
+    } else if (auto* rendezvous = std::get_if<EngineRendezvous>(&event)) {
+      // Never logged: the token is the gang's secret.
+      if (gang_ != nullptr && gang_->hosts_rank0()) gang_->SetRendezvous(std::move(*rendezvous));
     } else if (auto* error = std::get_if<EngineError>(&event)) {
       spdlog::warn("run {}: engine error {}: {}", run_.run_id(), error->code, error->message);
       absl::MutexLock lock(&mu_);
@@ -215,6 +229,8 @@ std::optional<EngineCheckpoint> RunSupervisor::NewestCheckpoint() {
 }
 
 std::optional<parity::v1::Checkpoint> RunSupervisor::NewCheckpoint(bool require_points_stored) {
+  // Only rank 0 writes a gang's checkpoints, and only its worker records them.
+  if (gang_ != nullptr && !gang_->hosts_rank0()) return std::nullopt;
   std::optional<EngineCheckpoint> found;
   if (require_points_stored) {
     // The newest checkpoint whose points were all read from the engine and stored: the newest
@@ -300,11 +316,13 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
   std::optional<absl::Time> kill_at;  // SIGKILL the group then, unless it ended after SIGTERM
   const auto terminate = [&](absl::Time at) {
     (void)child.SignalGroup(SIGTERM);
+    if (gang_ != nullptr) gang_->SignalOthers(SIGTERM);
     if (!kill_at) kill_at = at + options_.kill_grace;
   };
   const auto lose_lease = [&](const absl::Status& why) {
     spdlog::warn("run {}: lease lost ({}); killing the engine", run_.run_id(), why.ToString());
     (void)child.SignalGroup(SIGKILL);
+    if (gang_ != nullptr) gang_->KillOthers();
     end.killed_by_us = true;
     end.lease_lost = true;
   };
@@ -315,10 +333,16 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
   absl::Duration longest_gap = absl::ZeroDuration();
   for (;;) {
     if (std::optional<ExitStatus> exit = child.TryWait()) {
-      end.exit = *exit;
+      if (!end.failed_rank) end.exit = *exit;
+      if (gang_ != nullptr && exit->success()) gang_->ReapOthers(options_.kill_grace);
+      if (gang_ != nullptr) gang_->KillOthers();
       return end;
     }
     now = absl::Now();
+    if (gang_ != nullptr && !end.lease_lost) {
+      PollGang(child, end, now);
+      if (end.lease_lost) continue;  // reap the primary
+    }
     if (const uint64_t step = latest_step_.load(); step > seen_step) {
       if (advances > 0) longest_gap = std::max(longest_gap, now - last_progress);
       seen_step = step;
@@ -330,8 +354,11 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
     const absl::Duration allowed = advances < 2
                                        ? options_.startup_timeout
                                        : std::max(options_.progress_timeout, 4 * longest_gap);
-    if (!end.hung && !kill_at && !end.preempted && !end.cancelled && !end.lease_lost &&
-        now - last_progress > allowed) {
+    // A follower's ranks print no steps (rank 0's worker watches the gang's progress; a stalled
+    // peer ends every rank through --collective-timeout).
+    const bool watches_progress = gang_ == nullptr || gang_->hosts_rank0();
+    if (watches_progress && !end.hung && !kill_at && !end.preempted && !end.cancelled &&
+        !end.lease_lost && !end.failed_rank && now - last_progress > allowed) {
       spdlog::warn("run {}: no training progress for {} (last step {}); killing the engine",
                    run_.run_id(), absl::FormatDuration(now - last_progress), seen_step);
       (void)child.SignalGroup(SIGKILL);
@@ -350,6 +377,7 @@ RunSupervisor::ChildEnd RunSupervisor::SuperviseChild(ChildProcess& child) {
       spdlog::warn("run {}: engine still running {} after SIGTERM, SIGKILL", run_.run_id(),
                    absl::FormatDuration(options_.kill_grace));
       (void)child.SignalGroup(SIGKILL);
+      if (gang_ != nullptr) gang_->SignalOthers(SIGKILL);
       end.killed_by_us = true;
       kill_at.reset();
     }
@@ -441,13 +469,17 @@ RunOutcome RunSupervisor::Finish(const ExitStatus& exit, const ChildEnd& end) {
     parity::v1::RunFailure* f = req.mutable_failure();
     f->set_failure_class(cls);
     f->mutable_status()->set_code(RpcCodeFor(cls));
-    std::string msg = absl::StrCat("engine ", exit.ToString());
+    std::string msg = end.failed_rank ? absl::StrCat("engine of gang rank ", *end.failed_rank, " ",
+                                                     exit.ToString())
+                                      : absl::StrCat("engine ", exit.ToString());
+    if (!end.failed_detail.empty()) absl::StrAppend(&msg, ": ", end.failed_detail);
     if (end.hung) absl::StrAppend(&msg, ": ", hung_detail_);
     if (!invalid.empty()) absl::StrAppend(&msg, ": invalid result: ", invalid);
     // What the engine said, as every viewer of the run may read it: without this worker's paths
     // and file sizes (the worker's log and engine.log keep it all).
     if (engine_error) absl::StrAppend(&msg, ": ", engine_error->code, ": ", engine_error->message);
-    if (std::string tail = Tail(work_dir_ + "/engine.log", 1500); !tail.empty())
+    const std::string log = end.failed_rank ? RankLog(*end.failed_rank) : work_dir_ + "/engine.log";
+    if (std::string tail = Tail(log, 1500); !tail.empty())
       absl::StrAppend(&msg, "; log tail:\n", tail);
     f->mutable_status()->set_message(ForViewers(msg));
   }
@@ -532,10 +564,18 @@ void RunSupervisor::Supervise() {
     return;
   }
   const std::string spec_path = std::get<Prepared>(prepared).spec_path;
+  spec_path_ = spec_path;
   std::string resume_from = std::get<Prepared>(prepared).resume_from;
   ChildEnd end;
+  // A gang follower starts its ranks only once every rank has checked in (rank 0 listens).
+  std::optional<EngineRendezvous> released;
+  if (!AwaitReleaseIfFollower(released)) return;
   for (;;) {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> child = StartEngine(spec_path, resume_from);
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+        gang_ == nullptr
+            ? StartEngine(spec_path, resume_from)
+            : StartEngine(spec_path, gang_->hosts_rank0() ? resume_from : "", gang_->primary_rank(),
+                          released.value_or(EngineRendezvous{}));
     if (!child.ok()) {
       spdlog::error("run {}: could not start the engine: {}", run_.run_id(),
                     child.status().ToString());
@@ -549,6 +589,12 @@ void RunSupervisor::Supervise() {
     }
     engine_reaped_.store(false);
     std::thread reader([this, fd = (*child)->output_fd()] { ReadOutput(fd); });
+    if (released) {
+      // A rank that does not start is reported by the first PollGang as failed.
+      if (absl::Status s = gang_->StartOthers(*released); !s.ok()) {
+        spdlog::error("run {}: could not start a rank: {}", run_.run_id(), s.ToString());
+      }
+    }
     end = SuperviseChild(**child);
     engine_reaped_.store(true);
     reader.join();
@@ -556,7 +602,8 @@ void RunSupervisor::Supervise() {
     // A corrupt checkpoint to resume from (exit 4 with DATA_LOSS before any step) is no reason to
     // fail the attempt, nor the next one that would read it again: fall back to the newest
     // older checkpoint of the run, and to a fresh start when none is left.
-    if (resume_from.empty() || !ResumeCheckpointWasCorrupt(end)) break;
+    // Not in a gang: its other ranks met this engine's store, which is gone; the gang restarts.
+    if (gang_ != nullptr || resume_from.empty() || !ResumeCheckpointWasCorrupt(end)) break;
     const uint64_t bad_step = CheckpointFileStep(resume_from).value_or(0);
     std::optional<EngineCheckpoint> older =
         bad_step > 0 ? NewestCheckpointAtOrBefore(run_checkpoints_, bad_step - 1) : std::nullopt;
@@ -571,37 +618,13 @@ void RunSupervisor::Supervise() {
     outcome = RunOutcome::kLeaseLost;
   } else if (end.cancelled) {
     outcome = RunOutcome::kCancelled;
+  } else if (FollowerSucceeded(end)) {
+    outcome = RunOutcome::kSucceeded;
   } else {
     outcome = Finish(end.exit, end);
   }
   spdlog::info("run {}: {}", run_.run_id(), RunOutcomeName(outcome));
   SetOutcome(outcome);
-}
-
-absl::StatusOr<std::unique_ptr<ChildProcess>> RunSupervisor::StartEngine(
-    const std::string& spec_path, const std::string& resume_from) {
-  SpawnOptions spawn;
-  spawn.argv = EngineArgv({.binary = options_.train_binary,
-                           .run_json_path = spec_path,
-                           .checkpoint_dir = checkpoint_dir_,
-                           .metrics_fd = options_.metrics_fd,
-                           .threads = grant_.threads,
-                           .resume_from = resume_from,
-                           .max_corpus_bytes = options_.dataset_limits.max_bytes});
-  spawn.env = {{"PARITY_RUN_ID", run_.run_id()},
-               {"PARITY_ATTEMPT", absl::StrCat(run_.attempt())},
-               {"OMP_NUM_THREADS", absl::StrCat(grant_.threads)},
-               {"OPENBLAS_NUM_THREADS", absl::StrCat(grant_.threads)},
-               {"CUDA_VISIBLE_DEVICES", absl::StrJoin(grant_.gpu_indices, ",")}};
-  spawn.env.insert(spawn.env.end(), options_.engine_env.begin(), options_.engine_env.end());
-  // The engine trains a researcher's spec: it gets none of the worker's credentials.
-  spawn.remove_env = {kEngineWithheldEnv.begin(), kEngineWithheldEnv.end()};
-  spawn.working_dir = work_dir_;
-  spawn.log_path = work_dir_ + "/engine.log";
-  spawn.output_fd = options_.metrics_fd;
-  spdlog::info("run {}: starting {}{}", run_.run_id(), absl::StrJoin(spawn.argv, " "),
-               resume_from.empty() ? "" : " (resuming)");
-  return ChildProcess::Spawn(spawn);
 }
 
 bool RunSupervisor::ResumeCheckpointWasCorrupt(const ChildEnd& end) {

@@ -30,6 +30,7 @@
 #include "worker/dataset_resolver.h"
 #include "worker/device_inventory.h"
 #include "worker/engine_protocol.h"
+#include "worker/gang_ranks.h"
 #include "worker/metric_buffer.h"
 #include "worker/scheduler_client.h"
 
@@ -74,6 +75,8 @@ struct RunSupervisorOptions {
   // The allowance until the engine has shown one gap between two steps: loading the corpus and
   // building the model come first, and the first interval says how long a step takes.
   absl::Duration startup_timeout = absl::Minutes(30);
+  // Where a gang's rank 0 here serves its rendezvous store (--rendezvous-host).
+  std::string rendezvous_host = "0.0.0.0";
   // Extra environment for the engine (on top of the worker's and the PARITY_* / thread variables).
   std::vector<std::pair<std::string, std::string>> engine_env;
   // Descriptor the engine writes metric lines to.
@@ -90,7 +93,8 @@ struct RunSupervisorOptions {
 
 enum class RunOutcome {
   kRunning,
-  kSucceeded,  // CompleteRun(success) accepted
+  kSucceeded,  // CompleteRun(success) accepted; a gang follower: its ranks ended well (rank 0's
+               // worker reports the success)
   kFailed,     // CompleteRun(failure) accepted (the scheduler may retry the run)
   kCancelled,  // cancelled by a user; nothing to report
   kPreempted,  // the worker is stopping; reported PREEMPTED
@@ -138,11 +142,34 @@ class RunSupervisor {
     bool lease_lost = false;                  // refused with FAILED_PRECONDITION / NOT_FOUND
     bool killed_by_us = false;                // the final SIGKILL came from the worker
     bool hung = false;                        // killed for making no progress (progress_timeout)
+    std::optional<uint32_t> failed_rank;      // a gang: the local rank (not the primary) that
+                                              // failed first; `exit` is its status
+    std::string failed_detail;                // why, when it could not be started
     std::optional<StartFailure> not_started;  // set when no engine ran
   };
   void Supervise();
-  absl::StatusOr<std::unique_ptr<ChildProcess>> StartEngine(const std::string& spec_path,
-                                                            const std::string& resume_from);
+  // The run's engine, or one rank of a gang (`rendezvous`: rank 0's address and token, for ranks
+  // > 0).
+  absl::StatusOr<std::unique_ptr<ChildProcess>> StartEngine(
+      const std::string& spec_path, const std::string& resume_from, uint32_t rank = 0,
+      const EngineRendezvous& rendezvous = {});
+  // A gang follower (no rank 0 here): heartbeats and checks its ranks in until the scheduler
+  // releases the rendezvous; nullopt with `end` set when the gang was failed or the worker stops.
+  std::optional<EngineRendezvous> AwaitRelease(ChildEnd& end);
+  // Not a follower, or a follower released (`released` set): true. Otherwise the outcome is set
+  // (reported as Finish does when it must be) and false.
+  bool AwaitReleaseIfFollower(std::optional<EngineRendezvous>& released);
+  // A gang follower's ranks ended: a success is rank 0's worker's to report, a failure is this
+  // worker's (the whole gang restarts).
+  bool FollowerSucceeded(const ChildEnd& end) const;
+  // A gang rank's share of the invocation: its rank flags, its threads (the worker's grant split
+  // between its local ranks) and its GPUs (the scheduler's indices for the rank).
+  void GangInvocation(uint32_t rank, const EngineRendezvous& rendezvous,
+                      EngineInvocation& invocation, std::vector<uint32_t>& gpus) const;
+  // Where a gang rank other than the primary writes its stderr (the primary: engine.log).
+  std::string RankLog(uint32_t rank) const;
+  // One pass of the gang's share of SuperviseChild (gang_ranks.h).
+  void PollGang(ChildProcess& child, ChildEnd& end, absl::Time now);
   // Whether the engine refused the checkpoint it was told to resume from as corrupt.
   bool ResumeCheckpointWasCorrupt(const ChildEnd& end);
   // Heartbeats and forwards metrics until the engine has ended (and was reaped).
@@ -180,6 +207,8 @@ class RunSupervisor {
 
   SchedulerClient& client_;
   const RunSupervisorOptions options_;
+  // A gang's ranks on this worker (LeaseRunResponse.gang); null for an ordinary run.
+  std::unique_ptr<GangRanks> gang_;
   const parity::v1::Lease lease_;
   const std::string lease_secret_;  // sent with every write about the run; never logged
   const parity::v1::Run run_;
@@ -200,6 +229,7 @@ class RunSupervisor {
   std::string hung_detail_;                // supervisor thread only: why it was killed as HUNG
   uint64_t reported_checkpoint_step_ = 0;  // supervisor thread only
   std::string kept_for_resume_;            // supervisor thread only: the recorded checkpoint's link
+  std::string spec_path_;       // supervisor thread only: the spec every rank of a gang reads
   std::string dataset_path_;    // supervisor thread only: the resolved dataset file or directory
   std::string dataset_digest_;  // supervisor thread only: its SHA-256, verified before training
   std::optional<parity::v1::Checkpoint> last_checkpoint_;  // supervisor thread only

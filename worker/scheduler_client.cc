@@ -56,6 +56,17 @@ class GrpcSchedulerClient final : public SchedulerClient {
                  parity::v1::CheckpointRetentionResponse{});
   }
 
+  absl::StatusOr<parity::v1::RendezvousResponse> PostRendezvous(
+      const parity::v1::PostRendezvousRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::PostRendezvous,
+                 parity::v1::RendezvousResponse{});
+  }
+  absl::StatusOr<parity::v1::RendezvousResponse> CheckInRendezvous(
+      const parity::v1::CheckInRendezvousRequest& r) override {
+    return Unary(r, &parity::v1::WorkerService::Stub::CheckInRendezvous,
+                 parity::v1::RendezvousResponse{});
+  }
+
   absl::StatusOr<parity::v1::LeaseRunResponse> LeaseRun(
       const parity::v1::LeaseRunRequest& r) override {
     grpc::ClientContext ctx;

@@ -1,4 +1,4 @@
-// The worker's view of the scheduler: the five WorkerService calls, with gRPC statuses mapped to
+// The worker's view of the scheduler: the WorkerService calls, with gRPC statuses mapped to
 // absl::Status (same codes). The interface keeps gRPC out of the lease loop and the run supervisor,
 // which are tested against a fake; GrpcSchedulerClient (scheduler_client.cc) is the only file that
 // includes gRPC. Each call is one attempt with a deadline; retrying (core/backoff.h) is the
@@ -32,6 +32,16 @@ class SchedulerClient {
       const parity::v1::CompleteRunRequest&) = 0;
   virtual absl::StatusOr<parity::v1::CheckpointRetentionResponse> CheckpointRetention(
       const parity::v1::CheckpointRetentionRequest&) = 0;
+  // Gangs: rank 0's worker posts the relayed rendezvous string; every other rank's worker checks
+  // in until the answer is `released`. A scheduler client without them cannot host gang ranks.
+  virtual absl::StatusOr<parity::v1::RendezvousResponse> PostRendezvous(
+      const parity::v1::PostRendezvousRequest&) {
+    return absl::UnimplementedError("PostRendezvous: this client cannot host gang ranks");
+  }
+  virtual absl::StatusOr<parity::v1::RendezvousResponse> CheckInRendezvous(
+      const parity::v1::CheckInRendezvousRequest&) {
+    return absl::UnimplementedError("CheckInRendezvous: this client cannot host gang ranks");
+  }
   // Ends any LeaseRun long poll in flight now (it returns CANCELLED); used at shutdown.
   virtual void CancelLongPolls() {}
 };

@@ -117,13 +117,35 @@ absl::Status WorkerDaemon::Register() {
   }
 }
 
+namespace {
+
+// A gang's slot on this worker books only its ranks: `cpu_threads` each (a CPU gang), or the
+// GPUs the scheduler named for them (`gpus` counts the whole gang's; lease.device_indices are
+// rank 0's, which may live on another worker).
+void LocalShare(const parity::v1::GangLease& gang, parity::v1::ResourceRequest& resources,
+                std::vector<uint32_t>& indices) {
+  const uint32_t local = static_cast<uint32_t>(gang.ranks_size());
+  const uint32_t per_rank_gpus = resources.gpus() / std::max(1u, gang.world_size());
+  resources.set_gpus(per_rank_gpus * local);
+  resources.set_cpu_threads(resources.cpu_threads() * local);
+  indices.clear();
+  if (per_rank_gpus == 0) return;
+  for (const parity::v1::GangRank& r : gang.ranks()) {
+    indices.insert(indices.end(), r.device_indices().begin(), r.device_indices().end());
+  }
+}
+
+}  // namespace
+
 void WorkerDaemon::StartRun(parity::v1::LeaseRunResponse lease) {
   const std::string run_id =
       lease.lease().run_id().empty() ? lease.run().run_id() : lease.lease().run_id();
   std::vector<uint32_t> indices(lease.lease().device_indices().begin(),
                                 lease.lease().device_indices().end());
-  absl::StatusOr<DeviceGrant> grant =
-      slots_.Acquire(run_id, lease.run().spec().resources(), indices);
+  parity::v1::ResourceRequest resources = lease.run().spec().resources();
+  if (lease.has_gang() && lease.gang().world_size() > 1)
+    LocalShare(lease.gang(), resources, indices);
+  absl::StatusOr<DeviceGrant> grant = slots_.Acquire(run_id, resources, indices);
   if (!grant.ok()) {
     // The scheduler gave us a run that does not fit: hand it back as an infrastructure failure.
     spdlog::error("worker: leased run {} does not fit: {}", run_id, grant.status().ToString());
@@ -189,6 +211,8 @@ parity::v1::LeaseRunRequest WorkerDaemon::NextLeaseRequest(std::vector<parity::v
     *req.add_free_devices() = std::move(d);
   }
   *req.mutable_wait_time() = ToProtoDuration(options_.lease_wait);
+  // This worker starts a gang's ranks and meets at the rendezvous (RunSupervisor + GangRanks).
+  req.set_accepts_gangs(true);
   if (!lost_request_id_.empty() && offer == lost_offer_) {
     // The last attempt's answer may have been lost after the scheduler leased a run to it: the
     // same id again, flagged, gets that lease back instead of a second run.

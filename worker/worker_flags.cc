@@ -22,6 +22,7 @@ void ReadEnvironment(WorkerFlags& f) {
   f.threads = static_cast<uint32_t>(std::atoi(Env("PARITY_WORKER_THREADS", "0").c_str()));
   f.max_runs = static_cast<uint32_t>(std::atoi(Env("PARITY_WORKER_MAX_RUNS", "0").c_str()));
   f.checkpoint_dir = Env("PARITY_CHECKPOINT_DIR", f.checkpoint_dir);
+  f.rendezvous_host = Env("PARITY_RENDEZVOUS_HOST", f.rendezvous_host);
   f.work_dir = Env("PARITY_WORK_DIR", f.work_dir);
   f.corpus_dir = Env("PARITY_CORPUS_DIR", f.corpus_dir);
   f.max_dataset_bytes =
@@ -86,6 +87,10 @@ void AddDaemonFlags(CLI::App& app, WorkerFlags& f) {
                "Print the devices this worker would register (JSON, one per line) and exit");
   app.add_option("--kill-grace", f.kill_grace_s,
                  "Seconds between SIGTERM and SIGKILL for an engine");
+  app.add_option("--rendezvous-host", f.rendezvous_host,
+                 "Address a gang's rank 0 on this worker serves its rendezvous store on, which the "
+                 "gang's other workers must reach (env PARITY_RENDEZVOUS_HOST; 0.0.0.0 = every "
+                 "interface, reported by host name)");
   app.add_option("--lease-wait", f.lease_wait_s, "Seconds one LeaseRun long poll waits");
   app.add_option("--progress-timeout", f.progress_timeout_s,
                  "Seconds without a new training step (or 4x the longest gap seen, if longer) "

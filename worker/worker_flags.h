@@ -43,6 +43,9 @@ struct WorkerFlags {
   bool probe = false;
   bool list_devices = false;
   double kill_grace_s = 30;
+  // Where a gang's rank 0 on this worker serves its rendezvous store: an address of this machine
+  // the gang's other workers reach (0.0.0.0 = every interface, reported by host name).
+  std::string rendezvous_host = "0.0.0.0";
   double lease_wait_s = 20;
   double progress_timeout_s = 300;
   double startup_timeout_s = 1800;

@@ -24,6 +24,7 @@
 //   --label k=v              repeated; worker labels
 //   --no-gpus                do not look for CUDA GPUs
 //   --kill-grace SECONDS     SIGTERM → SIGKILL grace for engines (default 30)
+//   --rendezvous-host ADDR   where a gang's rank 0 here serves its store (default 0.0.0.0)
 //   --lease-wait SECONDS     LeaseRun long-poll wait (default 20)
 //   --metrics-listen IP:PORT Prometheus /metrics (PARITY_WORKER_METRICS_LISTEN; default empty =
 //                            off, since several workers may share a host; port 0 = any); only
@@ -133,6 +134,7 @@ parity::worker::WorkerOptions WorkerOptionsOf(const WorkerFlags& flags) {
     spdlog::info("worker: verifying datasets: {}", line);
   };
   options.run.kill_grace = absl::Seconds(flags.kill_grace_s);
+  options.run.rendezvous_host = flags.rendezvous_host;
   options.run.progress_timeout = absl::Seconds(flags.progress_timeout_s);
   options.run.startup_timeout = absl::Seconds(flags.startup_timeout_s);
   options.checkpoint_retention_interval = absl::Seconds(flags.checkpoint_retention_s);

@@ -44,14 +44,16 @@ launch() {  # $1 = world size, $2 = output dir: runs the gang to its end
   fi
   "$bin" --run "$work/run.json" --out "$out/r0" --metrics "$out/r0.jsonl" --threads 1 \
     --rank 0 --world-size "$w" --gang-epoch 1 --rendezvous-listen 127.0.0.1 >/dev/null &
-  local pids=($!) addr=""
+  local pids=($!) addr="" token=""
   for _ in $(seq 1 500); do
     addr=$(grep -o '"address":"[^"]*"' "$out/r0.jsonl" 2>/dev/null | head -1 | cut -d'"' -f4 || true)
     [ -n "$addr" ] && break
     sleep 0.02
   done
+  # The gang's secret token, for ranks > 0 in their environment (never argv).
+  token=$(grep -o '"token":"[^"]*"' "$out/r0.jsonl" 2>/dev/null | head -1 | cut -d'"' -f4 || true)
   for r in $(seq 1 $((w - 1))); do
-    "$bin" --run "$work/run.json" --out "$out/r$r" --metrics "$out/r$r.jsonl" --threads 1 \
+    PARITY_RENDEZVOUS_TOKEN="$token" "$bin" --run "$work/run.json" --out "$out/r$r" --metrics "$out/r$r.jsonl" --threads 1 \
       --rank "$r" --world-size "$w" --gang-epoch 1 --rendezvous "$addr" >/dev/null &
     pids+=($!)
   done

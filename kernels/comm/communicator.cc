@@ -88,6 +88,12 @@ absl::Status ValidateCommOptions(const CommOptions& o) {
     std::string host;
     int port = 0;
     PARITY_RETURN_IF_ERROR(ParseHostPort(o.address, "--rendezvous", host, port));
+    if (o.token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PARITY_RENDEZVOUS_TOKEN: rank ", o.rank,
+                       " needs the gang token rank 0 reported with its address (\"token\" of its "
+                       "\"rendezvous\" line), in the environment"));
+    }
   }
   if (o.rank > 0 && !o.listen_host.empty()) {
     return absl::InvalidArgumentError(
@@ -102,17 +108,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommOptions
   // A gang of one with a store to host runs the real backend communicator (a check of that path
   // on a machine with one device); without one it is the no-op.
   if (o.world_size == 1 && o.listen_host.empty()) return MakeLocalCommunicator();
-  const KvIdentity identity{.run_id = o.run_id, .epoch = o.gang_epoch};
+  KvIdentity identity{.run_id = o.run_id, .epoch = o.gang_epoch, .token = o.token};
   std::unique_ptr<KvServer> server;
   std::string address = o.address;
   if (o.rank == 0) {
+    if (identity.token.empty()) {
+      PARITY_ASSIGN_OR_RETURN(identity.token, NewGangToken());
+    }
     KvLimits limits;
     limits.max_connections = std::min(o.world_size + 16, 4096 + 16);
     limits.idle_timeout = o.rendezvous_timeout;
     limits.max_wait = o.rendezvous_timeout;
     PARITY_ASSIGN_OR_RETURN(server, KvServer::Start(o.listen_host, 0, identity, limits));
     address = server->address();
-    if (o.on_listening) o.on_listening(address);
+    if (o.on_listening) o.on_listening(address, identity.token);
   }
   PARITY_ASSIGN_OR_RETURN(std::unique_ptr<KvClient> client,
                           KvClient::Connect(address, identity, o.rendezvous_timeout));

@@ -46,7 +46,8 @@ class Communicator {
 };
 
 // How this process joins its gang (parity-train's --rank, --world-size, --rendezvous-listen,
-// --rendezvous, --gang-epoch, --rendezvous-timeout, --collective-timeout, --comm-host).
+// --rendezvous, --gang-epoch, --rendezvous-timeout, --collective-timeout, --comm-host; the
+// token from PARITY_RENDEZVOUS_TOKEN).
 struct CommOptions {
   int rank = 0;
   int world_size = 1;
@@ -58,12 +59,16 @@ struct CommOptions {
   std::string run_id;          // presented at the store; a rank of another run is refused
   absl::Duration rendezvous_timeout = absl::Seconds(300);
   absl::Duration collective_timeout = absl::Minutes(30);
-  // Rank 0: called once its store listens, with the address the others must be given.
-  std::function<void(const std::string& address)> on_listening;
+  // The gang's secret presented at the store. Rank 0: "" = draw one (NewGangToken), reported
+  // through on_listening; ranks > 0: rank 0's, from PARITY_RENDEZVOUS_TOKEN (never argv).
+  std::string token;
+  // Rank 0: called once its store listens, with the address and the token the others must be
+  // given (the token is a secret: only the worker that relays it may see it).
+  std::function<void(const std::string& address, const std::string& token)> on_listening;
 };
 
 // InvalidArgument naming the flag: world size < 1, rank outside [0, world size), rank 0 without
-// --rendezvous-listen or another rank without --rendezvous (when the world size is > 1),
+// --rendezvous-listen or another rank without --rendezvous or a token (world size > 1),
 // non-positive timeouts.
 absl::Status ValidateCommOptions(const CommOptions& options);
 

@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<KvClient>> KvClient::Connect(const std::string& a
   Put<uint32_t>(hello, kVersion);
   Put<uint64_t>(hello, identity.epoch);
   PutBytes16(hello, identity.run_id.substr(0, kMaxRunIdBytes));
+  PutBytes16(hello, identity.token.substr(0, kMaxTokenBytes));
   absl::StatusOr<std::string> r = client->Call(hello, absl::ZeroDuration());
   if (!r.ok()) {
     return absl::UnavailableError(

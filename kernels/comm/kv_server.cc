@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -68,11 +69,47 @@ int BoundPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
+// Constant time in the contents: a rank guessing the token learns nothing from how long the
+// refusal took (only the length, which is fixed at 32).
+bool TokensEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size() || b.empty()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> NewGangToken() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::InternalError(
+          absl::StrCat("getrandom: cannot draw the gang token: ", std::strerror(errno)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token.push_back(kHex[b >> 4]);
+    token.push_back(kHex[b & 15]);
+  }
+  return token;
+}
 
 absl::StatusOr<std::unique_ptr<KvServer>> KvServer::Start(const std::string& host, int port,
                                                           const KvIdentity& identity,
                                                           const KvLimits& limits) {
+  if (identity.token.size() < 32) {
+    return absl::InvalidArgumentError(
+        "rendezvous store: the gang token must be at least 128 bits (NewGangToken)");
+  }
   std::string error;
   const int fd = Listen(host, port, error);
   if (fd < 0) {
@@ -163,12 +200,13 @@ bool KvServer::Handle(const std::string& payload, bool& greeted, std::string& re
   uint8_t op = 0;
   in.Get(op);
   if (!greeted) {
-    std::string magic, run_id;
+    std::string magic, run_id, token;
     uint32_t version = 0;
     uint64_t epoch = 0;
     if (op != kHello || !in.Raw(magic, sizeof(kMagic)) ||
         magic != std::string(kMagic, sizeof(kMagic)) || !in.Get(version) || !in.Get(epoch) ||
-        !in.Bytes16(run_id, kMaxRunIdBytes) || !in.AtEnd() || version != kVersion) {
+        !in.Bytes16(run_id, kMaxRunIdBytes) || !in.Bytes16(token, kMaxTokenBytes) || !in.AtEnd() ||
+        version != kVersion) {
       reply = Reply(kError, "not a parity rendezvous client (expected HELLO, protocol 1)");
       return false;
     }
@@ -177,6 +215,14 @@ bool KvServer::Handle(const std::string& payload, bool& greeted, std::string& re
                                          "' gang epoch ", identity_.epoch, "; the rank is of run '",
                                          run_id, "' gang epoch ", epoch,
                                          " (a rank of another attempt cannot join this gang)"));
+      return false;
+    }
+    // After the run and epoch: a stale rank learns why it is refused, and the token is the secret
+    // part (never echoed, compared in constant time).
+    if (!TokensEqual(token, identity_.token)) {
+      reply = Reply(kError,
+                    "refused: wrong or missing gang token (PARITY_RENDEZVOUS_TOKEN must be the "
+                    "token rank 0 reported with this address)");
       return false;
     }
     greeted = true;

@@ -5,13 +5,17 @@
 //
 // The socket faces the network, so the server trusts nothing: a connection must open with a HELLO
 // naming the protocol, the run and the gang epoch (a rank of another run or an older attempt is
-// refused with a message saying so, and the connection is closed); keys are 1..kMaxKeyBytes of
+// refused with a message saying so, and the connection is closed) and the gang's secret token (rank
+// 0 draws it from getrandom and reports it only with the address, to the worker that relays both
+// through the scheduler; ranks > 0 take it from PARITY_RENDEZVOUS_TOKEN, never argv; compared in
+// constant time, and a refusal never echoes it); keys are 1..kMaxKeyBytes of
 // printable ASCII; values, the store's total size, the number of keys and of connections are
 // capped; a frame longer than its limit is refused before anything is allocated; a connection
 // idle for `idle_timeout` (a peer that connects and says nothing) is closed; a key is written once.
 //
 // Wire format (little-endian): each message is u32 length + payload.
-//   request  = u8 op, then HELLO: 8 bytes "PARITYKV", u32 version (1), u64 epoch, u16 n + run id
+//   request  = u8 op, then HELLO: 8 bytes "PARITYKV", u32 version (1), u64 epoch, u16 n + run id,
+//                                 u16 n + token
 //                           SET:   u16 n + key, u32 n + value
 //                           GET:   u16 n + key, u32 wait in ms (blocks until the key exists)
 //   response = u8 status (0 ok, 1 error, 2 timed out), u32 n + bytes (the value or a message)
@@ -37,6 +41,7 @@ namespace parity::kernels {
 
 inline constexpr size_t kMaxKeyBytes = 256;
 inline constexpr size_t kMaxRunIdBytes = 256;
+inline constexpr size_t kMaxTokenBytes = 256;
 
 struct KvLimits {
   size_t max_value_bytes = 1 << 20;   // one value (Gloo's address list: 192 bytes per rank)
@@ -51,7 +56,12 @@ struct KvLimits {
 struct KvIdentity {
   std::string run_id;
   uint64_t epoch = 0;
+  // The gang's secret (hex); a connection that does not present exactly it is refused.
+  std::string token;
 };
+
+// A fresh gang token: 128 bits from getrandom(2) as 32 hex digits.
+absl::StatusOr<std::string> NewGangToken();
 
 class KvServer {
  public:

@@ -157,11 +157,17 @@ class DataParallelTest : public ::testing::Test {
     return status == -1 || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
   }
 
-  // Rank 0's rendezvous address, from its first line.
+  // Rank 0's rendezvous address, from its first line; its token goes into the environment the
+  // next ranks are spawned with (PARITY_RENDEZVOUS_TOKEN, as a worker passes it).
   std::string RendezvousAddress(const Proc& rank0) {
     for (int i = 0; i < 1500; ++i) {
       for (const nlohmann::json& j : JsonLines(rank0.metrics)) {
-        if (j["event"] == "rendezvous") return j["address"];
+        if (j["event"] == "rendezvous") {
+          token_ = j.value("token", "");
+          EXPECT_GE(token_.size(), 32u) << "a token of at least 128 bits";
+          ::setenv("PARITY_RENDEZVOUS_TOKEN", token_.c_str(), 1);
+          return j["address"];
+        }
         if (j["event"] == "error") {
           ADD_FAILURE() << "rank 0 failed: " << ReadFile(rank0.log);
           return "";
@@ -218,6 +224,7 @@ class DataParallelTest : public ::testing::Test {
   fs::path dir_;
   std::string corpus_;
   std::vector<Proc> live_;
+  std::string token_;  // the last gang token read from a rendezvous line
 };
 
 struct Curve {
@@ -333,6 +340,48 @@ TEST_F(DataParallelTest, ARankOfAnotherEpochIsRefusedAndTheGangStillForms) {
   Proc good = rank(1, 9, "good", {"--rendezvous", address});
   EXPECT_EQ(Wait(good), 3) << ReadFile(good.log);
   EXPECT_EQ(Wait(r0), 3) << ReadFile(r0.log);
+}
+
+TEST_F(DataParallelTest, ARankWithoutTheGangTokenIsRefusedAndNeverSeesIt) {
+  const std::string spec = Spec(false, "token");
+  auto rank = [&](int r, const std::string& tag, std::vector<std::string> more) {
+    std::vector<std::string> a = {"--run",
+                                  spec,
+                                  "--out",
+                                  (dir_ / tag).string(),
+                                  "--rank",
+                                  std::to_string(r),
+                                  "--world-size",
+                                  "2",
+                                  "--gang-epoch",
+                                  "3",
+                                  "--max-steps",
+                                  "2",
+                                  "--rendezvous-timeout",
+                                  "30"};
+    a.insert(a.end(), more.begin(), more.end());
+    return Spawn(tag, a);
+  };
+  Proc r0 = rank(0, "r0", {"--rendezvous-listen", "127.0.0.1"});
+  const std::string address = RendezvousAddress(r0);
+  const std::string token = token_;
+  // Rank 0's stdout (a log file) carries the address but not the token.
+  EXPECT_EQ(ReadFile(r0.log).find(token), std::string::npos);
+  ::setenv("PARITY_RENDEZVOUS_TOKEN", std::string(32, '0').c_str(), 1);
+  Proc wrong = rank(1, "wrong", {"--rendezvous", address});
+  EXPECT_EQ(Wait(wrong, 30), 7);
+  EXPECT_NE(ReadFile(wrong.log).find("gang token"), std::string::npos) << ReadFile(wrong.log);
+  ::unsetenv("PARITY_RENDEZVOUS_TOKEN");
+  Proc none = rank(1, "none", {"--rendezvous", address});
+  EXPECT_EQ(Wait(none, 30), 2) << ReadFile(none.log);  // refused at start: names the variable
+  EXPECT_NE(ReadFile(none.log).find("PARITY_RENDEZVOUS_TOKEN"), std::string::npos);
+  ::setenv("PARITY_RENDEZVOUS_TOKEN", token.c_str(), 1);
+  Proc good = rank(1, "good", {"--rendezvous", address});
+  EXPECT_EQ(Wait(good), 3) << ReadFile(good.log);
+  EXPECT_EQ(Wait(r0), 3) << ReadFile(r0.log);
+  for (const Proc* p : {&wrong, &none, &good}) {
+    EXPECT_EQ(ReadFile(p->log).find(token), std::string::npos) << "a rank's output names the token";
+  }
 }
 
 TEST_F(DataParallelTest, ARankKilledMidRunFailsTheOtherPromptly) {

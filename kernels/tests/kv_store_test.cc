@@ -19,7 +19,7 @@
 namespace parity::kernels {
 namespace {
 
-const KvIdentity kGang{.run_id = "run-a", .epoch = 5};
+const KvIdentity kGang{.run_id = "run-a", .epoch = 5, .token = "0123456789abcdef0123456789abcdef"};
 
 std::unique_ptr<KvServer> StartServer(KvLimits limits = {}) {
   auto server = KvServer::Start("127.0.0.1", 0, kGang, limits);
@@ -137,15 +137,35 @@ TEST(KvStoreTest, GarbageAndHugeFramesAreClosedWithoutHarm) {
 
 TEST(KvStoreTest, AnotherEpochOrRunIsRefusedNamingIt) {
   auto server = StartServer();
-  auto stale =
-      KvClient::Connect(server->address(), {.run_id = "run-a", .epoch = 4}, absl::Seconds(5));
+  auto stale = KvClient::Connect(
+      server->address(), {.run_id = "run-a", .epoch = 4, .token = kGang.token}, absl::Seconds(5));
   ASSERT_FALSE(stale.ok());
   EXPECT_TRUE(absl::IsUnavailable(stale.status()));
   EXPECT_NE(stale.status().message().find("gang epoch 5"), std::string::npos) << stale.status();
   EXPECT_NE(stale.status().message().find("gang epoch 4"), std::string::npos) << stale.status();
-  auto other =
-      KvClient::Connect(server->address(), {.run_id = "run-b", .epoch = 5}, absl::Seconds(5));
+  auto other = KvClient::Connect(
+      server->address(), {.run_id = "run-b", .epoch = 5, .token = kGang.token}, absl::Seconds(5));
   EXPECT_FALSE(other.ok());
+}
+
+TEST(KvStoreTest, AWrongOrMissingTokenIsRefusedWithoutEchoingIt) {
+  auto server = StartServer();
+  for (const std::string& token :
+       {std::string(""), std::string("0123456789abcdef0123456789abcdee"), std::string("0123")}) {
+    auto c = KvClient::Connect(server->address(), {.run_id = "run-a", .epoch = 5, .token = token},
+                               absl::Seconds(5));
+    ASSERT_FALSE(c.ok()) << "token '" << token << "' admitted";
+    EXPECT_NE(c.status().message().find("gang token"), std::string::npos) << c.status();
+    EXPECT_EQ(c.status().message().find(kGang.token), std::string::npos) << c.status();
+  }
+  EXPECT_NE(Dial(*server), nullptr);  // the right one still gets in
+  // A server without a token of 128 bits is never started.
+  EXPECT_FALSE(
+      KvServer::Start("127.0.0.1", 0, {.run_id = "r", .epoch = 1, .token = "short"}, {}).ok());
+  absl::StatusOr<std::string> a = NewGangToken(), b = NewGangToken();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 32u);
+  EXPECT_NE(*a, *b);
 }
 
 TEST(KvStoreTest, ConnectionsAreCappedAndSilentOnesClosed) {

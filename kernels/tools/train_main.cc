@@ -7,6 +7,7 @@
 //                [--max-corpus-bytes N] [--no-prefetch]
 //                [--rank R --world-size W (--rendezvous-listen HOST | --rendezvous HOST:PORT)
 //                 --gang-epoch E [--rendezvous-timeout S] [--collective-timeout S] [--comm-host H]]
+//                (ranks > 0: rank 0's gang token in PARITY_RENDEZVOUS_TOKEN, never argv)
 //
 // Exit codes: 0 completed; 2 bad arguments, run spec or device (nothing trained); 3 stopped by
 // SIGTERM/SIGINT or --max-steps after checkpointing (resumable); 4 the checkpoint in DIR is
@@ -19,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -102,26 +104,40 @@ void AddGangFlags(CLI::App& app, GangFlags& g) {
                  "to rank 0)");
 }
 
+// Ranks > 0: the gang token from the environment (argv is world-readable in /proc), removed from
+// it at once so nothing this process starts inherits it. Rank 0 draws its own.
+std::string RendezvousTokenFromEnv(int rank) {
+  const char* token = std::getenv("PARITY_RENDEZVOUS_TOKEN");
+  std::string out = token != nullptr && rank > 0 ? token : "";
+  ::unsetenv("PARITY_RENDEZVOUS_TOKEN");
+  return out;
+}
+
 parity::kernels::CommOptions CommOptionsFrom(const GangFlags& g, const std::string& run_id,
                                              parity::kernels::MetricsSink& sink, int fd) {
-  return {.rank = g.rank,
-          .world_size = g.world_size,
-          .listen_host = g.listen,
-          .address = g.address,
-          .transport_host = g.comm_host,
-          .gang_epoch = g.epoch,
-          .run_id = run_id,
-          .rendezvous_timeout = absl::Seconds(g.rendezvous_timeout),
-          .collective_timeout = absl::Seconds(g.collective_timeout),
-          .on_listening = [&sink, fd, g, run_id](const std::string& address) {
-            const nlohmann::json j = {{"event", "rendezvous"},
-                                      {"run_id", run_id},
-                                      {"address", address},
-                                      {"world_size", g.world_size},
-                                      {"gang_epoch", g.epoch}};
-            sink.Write(j.dump());
-            if (fd != STDOUT_FILENO) std::cout << j.dump() << std::endl;
-          }};
+  return {
+      .rank = g.rank,
+      .world_size = g.world_size,
+      .listen_host = g.listen,
+      .address = g.address,
+      .transport_host = g.comm_host,
+      .gang_epoch = g.epoch,
+      .run_id = run_id,
+      .rendezvous_timeout = absl::Seconds(g.rendezvous_timeout),
+      .collective_timeout = absl::Seconds(g.collective_timeout),
+      .token = RendezvousTokenFromEnv(g.rank),
+      .on_listening = [&sink, fd, g, run_id](const std::string& address, const std::string& token) {
+        nlohmann::json j = {{"event", "rendezvous"},
+                            {"run_id", run_id},
+                            {"address", address},
+                            {"world_size", g.world_size},
+                            {"gang_epoch", g.epoch}};
+        // The token goes only to the metrics channel (read by the worker that relays it);
+        // the copy on stdout, which lands in log files, goes without it.
+        if (fd != STDOUT_FILENO) std::cout << j.dump() << std::endl;
+        j["token"] = token;
+        sink.Write(j.dump());
+      }};
 }
 
 }  // namespace

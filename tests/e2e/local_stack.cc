@@ -225,7 +225,7 @@ absl::Status LocalStack::StartWorker(int index, const std::string& token_file) {
                                    "--train-binary",
                                    options_.engine_bin,
                                    "--threads",
-                                   "1",
+                                   options_.worker_threads,
                                    "--max-runs",
                                    "1",
                                    "--lease-wait",

@@ -24,6 +24,8 @@ struct StackOptions {
   std::string lease_ttl = "3s";
   std::string heartbeat_interval = "500ms";
   std::string reap_interval = "500ms";
+  // The workers' --threads (a gang's ranks on one worker need one each).
+  std::string worker_threads = "1";
   // Extra environment for the workers (inherited by their engines, e.g. FAKE_STEP_MS).
   std::vector<std::pair<std::string, std::string>> worker_env = {};
   // TLS on the scheduler's ports, with a CA and certificate made in root/tls (openssl); the

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace parity::worker {
@@ -222,6 +223,61 @@ TEST(EngineProtocolTest, MalformedEvalBpcIsDroppedAndTheLineKept) {
   ASSERT_NE(std::get_if<parity::v1::RunSummary>(&s), nullptr);
   EXPECT_EQ(std::get<parity::v1::RunSummary>(s).dataset_digest(), "")
       << "a digest that is not 64 hex is dropped";
+}
+
+TEST(EngineProtocolTest, RendezvousLineAndItsRelay) {
+  EngineEvent e = ParseEngineLine(
+      R"({"event":"rendezvous","run_id":"r","address":"127.0.0.1:4711","world_size":2,)"
+      R"("gang_epoch":3,"token":"00112233445566778899aabbccddeeff"})");
+  auto* r = std::get_if<EngineRendezvous>(&e);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->address, "127.0.0.1:4711");
+  EXPECT_EQ(r->gang_epoch, 3);
+  const std::string relayed = RendezvousRelay(*r);
+  EXPECT_EQ(relayed, "127.0.0.1:4711#00112233445566778899aabbccddeeff");
+  absl::StatusOr<EngineRendezvous> back = ParseRendezvousRelay(relayed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->address, r->address);
+  EXPECT_EQ(back->token, r->token);
+  // An engine that reports no token (an older one) is not relayed: its ranks could not join.
+  EXPECT_TRUE(std::holds_alternative<EngineIgnored>(
+      ParseEngineLine(R"({"event":"rendezvous","address":"h:1","gang_epoch":3})")));
+  EXPECT_TRUE(std::holds_alternative<EngineIgnored>(
+      ParseEngineLine(R"({"event":"rendezvous","address":"h:1#x","token":"t"})")));
+  for (const char* bad : {"h:1", "#t", "h:1#", "h:1#t#u", ""}) {
+    EXPECT_FALSE(ParseRendezvousRelay(bad).ok()) << bad;
+  }
+}
+
+TEST(EngineProtocolTest, GangArgvNamesRankAndRendezvousButNeverTheToken) {
+  std::vector<std::string> r0 = EngineArgv({.binary = "pt",
+                                            .run_json_path = "run.json",
+                                            .checkpoint_dir = "ck",
+                                            .rank = 0,
+                                            .world_size = 2,
+                                            .gang_epoch = 7,
+                                            .rendezvous_listen = "127.0.0.1"});
+  const std::string a0 = absl::StrJoin(r0, " ");
+  EXPECT_NE(a0.find("--rank 0 --world-size 2 --gang-epoch 7 --rendezvous-listen 127.0.0.1"),
+            std::string::npos)
+      << a0;
+  std::vector<std::string> r1 = EngineArgv({.binary = "pt",
+                                            .run_json_path = "run.json",
+                                            .checkpoint_dir = "ck",
+                                            .rank = 1,
+                                            .world_size = 2,
+                                            .gang_epoch = 7,
+                                            .rendezvous_address = "127.0.0.1:4711"});
+  const std::string a1 = absl::StrJoin(r1, " ");
+  EXPECT_NE(a1.find("--rank 1 --world-size 2 --gang-epoch 7 --rendezvous 127.0.0.1:4711"),
+            std::string::npos)
+      << a1;
+  EXPECT_EQ(a1.find('#'), std::string::npos) << a1;
+  // Not a gang: no rank flags at all.
+  EXPECT_EQ(
+      absl::StrJoin(EngineArgv({.binary = "pt", .run_json_path = "r", .checkpoint_dir = "c"}), " ")
+          .find("--rank"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -15,7 +15,10 @@
 //   FAKE_GRANDCHILD_PID_FILE=P  fork a sleeping grandchild first and write its pid to P
 //   FAKE_CRASH_ONCE_FILE=P    crash at FAKE_CRASH_AT only if P does not exist yet (creates it)
 //   FAKE_ERROR_MESSAGE=TEXT   the message of the error line FAKE_EXIT_CODE prints (also to stderr)
-//   FAKE_ENV_DUMP_FILE=P      write the environment it got to P, one VAR=value a line
+//   FAKE_ENV_DUMP_FILE=P      write the environment it got to P, one VAR=value a line (a gang's
+//                             rank R > 0: to P.rankR)
+// A gang: --rank R --gang-epoch E; rank 0 with --rendezvous-listen H prints a rendezvous line
+// (address H:1, a fixed token); ranks > 0 print nothing.
 // SIGTERM: write a checkpoint at the current step, print a "stopped" summary and exit 3, as
 // parity-train does.
 #include <fcntl.h>
@@ -81,7 +84,8 @@ double ValBpc(long step) { return TrainBpc(step) + 0.05; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string run_path, out_dir, resume_from;
+  std::string run_path, out_dir, resume_from, listen;
+  long rank = 0, gang_epoch = 0;
   bool resume = false;
   int metrics_fd = 1;
   for (int i = 1; i < argc; ++i) {
@@ -99,6 +103,12 @@ int main(int argc, char** argv) {
       metrics_fd = std::atoi(next().c_str());
     else if (a == "--threads")
       next();
+    else if (a == "--rank")
+      rank = std::atol(next().c_str());
+    else if (a == "--gang-epoch")
+      gang_epoch = std::atol(next().c_str());
+    else if (a == "--rendezvous-listen")
+      listen = next();
   }
   std::ifstream in(run_path);
   nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);
@@ -130,12 +140,22 @@ int main(int argc, char** argv) {
     std::ofstream(p) << g << "\n";
   }
   if (const char* p = std::getenv("FAKE_ENV_DUMP_FILE"); p != nullptr && *p != '\0') {
-    std::ofstream dump(p);
+    std::ofstream dump(rank > 0 ? std::string(p) + ".rank" + std::to_string(rank) : std::string(p));
     for (char** e = environ; *e != nullptr; ++e) dump << *e << "\n";
   }
-  FILE* out = fdopen(metrics_fd, "w");
+  // A gang's rank > 0 prints nothing, as parity-train's (the worker must not need its lines).
+  FILE* out = rank > 0 ? std::fopen("/dev/null", "w") : fdopen(metrics_fd, "w");
   if (out == nullptr) return 1;
   std::setvbuf(out, nullptr, _IOLBF, 0);
+  if (!listen.empty()) {  // rank 0 of a gang: "listening" (nobody dials the fake)
+    std::fprintf(out, "%s\n",
+                 nlohmann::json({{"event", "rendezvous"},
+                                 {"address", listen + ":1"},
+                                 {"token", "0123456789abcdef0123456789abcdef"},
+                                 {"gang_epoch", gang_epoch}})
+                     .dump()
+                     .c_str());
+  }
 
   long step = 0;
   if (!resume_from.empty()) {

@@ -70,6 +70,7 @@ class FakeSchedulerClient : public SchedulerClient {
     if (lose_lease_after_heartbeats > 0 &&
         static_cast<int>(heartbeats.size()) >= lose_lease_after_heartbeats) {
       lost = true;
+      lost_at = absl::Now();
       return absl::FailedPreconditionError("stale lease epoch");
     }
     parity::v1::HeartbeatResponse resp;
@@ -125,6 +126,31 @@ class FakeSchedulerClient : public SchedulerClient {
     return resp;
   }
 
+  // Gangs: the post is kept; a check-in is released once something was posted and
+  // `hold_check_ins` check-ins have been answered unreleased.
+  absl::StatusOr<parity::v1::RendezvousResponse> PostRendezvous(
+      const parity::v1::PostRendezvousRequest& r) override {
+    absl::MutexLock l(&mu);
+    if (lost) return absl::FailedPreconditionError("stale gang epoch");
+    posts.push_back(r);
+    if (relay.empty()) relay = r.address();
+    return parity::v1::RendezvousResponse{};
+  }
+  absl::StatusOr<parity::v1::RendezvousResponse> CheckInRendezvous(
+      const parity::v1::CheckInRendezvousRequest& r) override {
+    absl::MutexLock l(&mu);
+    if (lost) return absl::FailedPreconditionError("stale gang epoch");
+    check_ins.push_back(r);
+    parity::v1::RendezvousResponse resp;
+    if (hold_check_ins > 0) {
+      --hold_check_ins;
+    } else if (!relay.empty()) {
+      resp.set_released(true);
+      resp.set_address(relay);
+    }
+    return resp;
+  }
+
   void CancelLongPolls() override {
     absl::MutexLock l(&mu);
     poll_cancelled = true;
@@ -132,6 +158,11 @@ class FakeSchedulerClient : public SchedulerClient {
 
   absl::Mutex mu;
   bool poll_cancelled = false;
+  int hold_check_ins = 0;  // answer this many check-ins unreleased first
+  std::string relay;       // what a released check-in returns (set by the first post)
+  std::vector<parity::v1::PostRendezvousRequest> posts;
+  std::vector<parity::v1::CheckInRendezvousRequest> check_ins;
+  absl::Time lost_at = absl::InfiniteFuture();  // when lose_lease_after_heartbeats struck
   std::vector<parity::v1::LeaseRunRequest> lease_requests;
   bool lost = false;
   int heartbeat_calls = 0, metric_calls = 0;
