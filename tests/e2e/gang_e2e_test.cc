@@ -6,7 +6,8 @@
 // kernels/README.md "Data parallelism"), and its curve has every logged step exactly once. Then
 // kill -9 of the follower's rank mid-run: the whole gang restarts under a new epoch from rank 0's
 // checkpoint and completes with no hole or duplicate in its curve and the same final BPC. And
-// both ranks on one worker of two threads; and a 4-rank gang on four workers.
+// both ranks on one worker of two threads; a 4-rank gang on four workers; and kill -9 of rank 2
+// of 4, the whole gang restarted the same way.
 #include <signal.h>
 
 #include <algorithm>
@@ -204,6 +205,9 @@ class GangE2ETest : public ::testing::Test {
     }
   }
 
+  // kill -9 of `rank` of a `ranks`-rank gang mid-run; the gang must restart and match.
+  void KillOneRankAndExpectTheGangRestarted(int ranks, int rank, int grad_accum);
+
   fs::path root_;
   std::unique_ptr<LocalStack> stack_;
 };
@@ -231,11 +235,14 @@ TEST_F(GangE2ETest, TwoRankGangOnTwoWorkersMatchesOneProcess) {
               std::fabs(gang.summary().final_val_bpc() - single.summary().final_val_bpc()));
 }
 
-TEST_F(GangE2ETest, KillOfOneRankRestartsTheWholeGangFromItsCheckpoint) {
-  // About 300 steps (a few seconds a rank), a checkpoint every 10.
-  const v1::Run undisturbed = WaitForEnd(Submit(SweepYaml("calm", 2, "3e10")), absl::Minutes(6));
+// `kill -9` of one rank of a `ranks`-rank gang past a recorded checkpoint: the whole gang is
+// restarted from its checkpoint (attempt 2, a new epoch) and ends with every step once and the
+// undisturbed gang's final BPC. About 300 steps (a few seconds a rank), a checkpoint every 10.
+void GangE2ETest::KillOneRankAndExpectTheGangRestarted(int ranks, int rank, int grad_accum) {
+  const v1::Run undisturbed =
+      WaitForEnd(Submit(SweepYaml("calm", ranks, "3e10", grad_accum)), absl::Minutes(6));
   ASSERT_EQ(undisturbed.state(), v1::RUN_STATE_SUCCEEDED) << undisturbed.failure().message();
-  const std::string sweep = Submit(SweepYaml("killed", 2, "3e10"));
+  const std::string sweep = Submit(SweepYaml("killed", ranks, "3e10", grad_accum));
   std::string run_id;
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -250,9 +257,9 @@ TEST_F(GangE2ETest, KillOfOneRankRestartsTheWholeGangFromItsCheckpoint) {
         return false;
       },
       absl::Minutes(3)));
-  const pid_t rank1 = RankPid(run_id, 1);
-  ASSERT_GT(rank1, 0) << "rank 1 of " << run_id << " not found";
-  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  const pid_t pid = RankPid(run_id, rank);
+  ASSERT_GT(pid, 0) << "rank " << rank << " of " << run_id << " not found";
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
   const v1::Run run = WaitForEnd(sweep, absl::Minutes(6));
   ASSERT_EQ(run.state(), v1::RUN_STATE_SUCCEEDED) << run.failure().message();
   EXPECT_GE(run.attempt(), 2u) << "the gang was not restarted";
@@ -265,10 +272,14 @@ TEST_F(GangE2ETest, KillOfOneRankRestartsTheWholeGangFromItsCheckpoint) {
   // A given world size is bit-identical run to run and across a resume (kernels/README.md).
   EXPECT_NEAR(run.summary().final_val_bpc(), undisturbed.summary().final_val_bpc(), kGangTolerance);
   std::printf(
-      "killed rank 1 at step >= 20: %llu steps, attempt %u, final BPC %.9f (undisturbed "
-      "%.9f)\n",
-      static_cast<unsigned long long>(run.summary().steps()), run.attempt(),
+      "killed rank %d of %d at step >= 20: %llu steps, attempt %u, final BPC %.9f "
+      "(undisturbed %.9f)\n",
+      rank, ranks, static_cast<unsigned long long>(run.summary().steps()), run.attempt(),
       run.summary().final_val_bpc(), undisturbed.summary().final_val_bpc());
+}
+
+TEST_F(GangE2ETest, KillOfOneRankRestartsTheWholeGangFromItsCheckpoint) {
+  KillOneRankAndExpectTheGangRestarted(/*ranks=*/2, /*rank=*/1, /*grad_accum=*/2);
 }
 
 // Both ranks on one worker of two threads (the scheduler prefers fewer hosts): rank 0's worker
@@ -313,6 +324,11 @@ TEST_F(GangFourWorkersE2ETest, FourRankGangOnFourWorkersMatchesOneProcess) {
   std::printf("4 ranks, %llu steps: final validation BPC %.9f, one process %.9f\n",
               static_cast<unsigned long long>(gang.summary().steps()),
               gang.summary().final_val_bpc(), single.summary().final_val_bpc());
+}
+
+// The case: rank 2 of 4 killed; every rank stops and the gang restarts as a whole.
+TEST_F(GangFourWorkersE2ETest, KillOfRankTwoOfFourRestartsTheWholeGangFromItsCheckpoint) {
+  KillOneRankAndExpectTheGangRestarted(/*ranks=*/4, /*rank=*/2, /*grad_accum=*/4);
 }
 
 }  // namespace
