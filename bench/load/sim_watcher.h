@@ -3,8 +3,9 @@
 // SUCCEEDED transition: the time the event arrived minus the time the simulated worker sent
 // the CompleteRun that caused it (RunLedger; one process, one clock — an upper bound, since the
 // transition commits somewhat after the send). The opening snapshot (asked for as pages: one
-// message per 1,000 runs, as the CLI does) is counted, not timed. A stream that ends is reopened after a backoff
-// (1 s doubling to 30 s), on the next address when the replica was unreachable. Thread-safe.
+// message per 1,000 runs, as the CLI does) is counted, not timed. A stream that ends is reopened
+// after a backoff (1 s doubling to 30 s), on the next address when the replica was unreachable.
+// Thread-safe.
 #pragma once
 
 #include <string>
