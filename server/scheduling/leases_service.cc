@@ -265,6 +265,13 @@ void LeasesService::CompleteRun(
   }
   if (request.has_failure() && request.failure().failure_class() == v1::FAILURE_CLASS_UNSPECIFIED) {
     violations.Add("failure.failure_class", "required");
+  } else if (request.has_failure() &&
+             !v1::FailureClass_IsValid(request.failure().failure_class())) {
+    // Proto3 enums keep unknown numbers: a newer or broken worker's class is refused here, before
+    // any store renders its name or a retry policy looks it up.
+    violations.Add("failure.failure_class",
+                   absl::StrCat("unknown value ", request.failure().failure_class(),
+                                "; send one of the FailureClass values in parity/v1/run.proto"));
   }
   if (request.failure().status().message().size() > kMaxFailureMessageBytes) {
     violations.Add("failure.status.message",

@@ -1,11 +1,12 @@
 // What a caller may not send or queue: a worker's registration, heartbeat and failure past
-// their size limits, and a submission past its owner's queued-run limit, each refused with the
-// field named and nothing stored. On the memory store (scheduler_logic_fixture.h).
+// their size limits or an enum's range, and a submission past its owner's queued-run limit, each
+// refused with the field named and nothing stored. On the memory store (scheduler_logic_fixture.h).
 #include <string>
 #include <vector>
 
 #include "core/field_violation.h"
 #include "gmock/gmock.h"
+#include "server/store/memory/memory_run_store.h"
 #include "tests/scheduler/scheduler_logic_fixture.h"
 
 namespace parity::server::testing {
@@ -57,6 +58,29 @@ TEST_F(SchedulerLogicTest,
   EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(FieldsOf(failed), ::testing::ElementsAre("failure.status.message"));
   EXPECT_EQ(RowOf(submitted.run_ids(0)), before) << "a refused write must change nothing";
+}
+
+// Found by tests/fuzz (scheduler_requests_fuzzer): a failure class number the enum does not know
+// (proto3 keeps it) reached the memory store, which ended the process naming it.
+TEST_F(SchedulerLogicTest, AFailureClassTheEnumDoesNotKnowIsInvalidArgumentNotACrash) {
+  const v1::SubmitSweepResponse submitted = Submit(MakeSweepSpec("unknown-class", 1));
+  const std::string worker = Register();
+  const absl::StatusOr<v1::LeaseRunResponse> leased = LeaseNow(worker);
+  ASSERT_TRUE(leased.ok() && leased->has_lease());
+  const std::string before = RowOf(submitted.run_ids(0));
+  v1::CompleteRunRequest complete;
+  complete.set_run_id(submitted.run_ids(0));
+  complete.set_lease_epoch(1);
+  complete.set_lease_secret(leased->lease_secret());
+  complete.mutable_failure()->set_failure_class(static_cast<v1::FailureClass>(34));
+  complete.mutable_failure()->mutable_status()->set_message("crashed");
+  const absl::Status unknown = scheduler_->CompleteRun(complete).status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument) << unknown;
+  EXPECT_THAT(FieldsOf(unknown), ::testing::ElementsAre("failure.failure_class"));
+  EXPECT_THAT(std::string(unknown.message()), ::testing::HasSubstr("unknown value 34"));
+  EXPECT_EQ(RowOf(submitted.run_ids(0)), before) << "a refused write must change nothing";
+  EXPECT_EQ(FailureClassName(static_cast<v1::FailureClass>(34)), "class 34")
+      << "the memory store names what a direct caller sends without ending the process";
 }
 
 TEST_F(SchedulerLogicTest,

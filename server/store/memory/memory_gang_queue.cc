@@ -309,8 +309,7 @@ absl::StatusOr<v1::Run> MemoryRunStore::FailGang(const GangFailure& failure) {
     run.run.mutable_checkpoint()->set_uri(failure.checkpoint->uri());
   }
   ++run.lease_epoch;  // every rank's writes under the old epoch are refused from now on
-  std::string class_name = v1::FailureClass_Name(failure.failure_class);
-  class_name = class_name.substr(std::string("FAILURE_CLASS_").size());
+  const std::string class_name = FailureClassName(failure.failure_class);
   AddEvent(run, from, decision.next_attempt,
            absl::StrCat("gang ", class_name, ": ", failure.failure_status.message()),
            run.lease_owner);

@@ -35,6 +35,12 @@ auto OfferKey(const LeaseRequest& request) {
 
 }  // namespace
 
+std::string FailureClassName(v1::FailureClass failure_class) {
+  if (!v1::FailureClass_IsValid(failure_class)) return absl::StrCat("class ", failure_class);
+  std::string name = v1::FailureClass_Name(failure_class);
+  return name.substr(std::string("FAILURE_CLASS_").size());
+}
+
 absl::StatusOr<v1::Worker> MemoryRunStore::RegisterWorker(const WorkerRegistration& worker) {
   absl::MutexLock lock(&mu_);
   const std::string id = worker.worker_id.empty() ? NewId() : worker.worker_id;
@@ -362,8 +368,7 @@ absl::StatusOr<CompletionResult> MemoryRunStore::CompleteOne(const Completion& c
       run.run.mutable_failure()->set_code(completion.failure_status.code());
       run.run.mutable_failure()->set_message(completion.failure_status.message());
       result.retry_delay = decision.delay;
-      std::string class_name = v1::FailureClass_Name(completion.failure_class);
-      class_name = class_name.substr(std::string("FAILURE_CLASS_").size());
+      const std::string class_name = FailureClassName(completion.failure_class);
       AddEvent(run, from, decision.next_attempt,
                absl::StrCat(class_name, ": ", completion.failure_status.message()),
                run.lease_owner);

@@ -38,6 +38,10 @@
 
 namespace parity::server {
 
+// A failure class as the events table names it (no FAILURE_CLASS_ prefix); a number the enum does
+// not know (the service refuses those; a direct caller may not) by its number, never a crash.
+std::string FailureClassName(v1::FailureClass failure_class);
+
 // The results view's row of one run (results.view.sql); `finished` says whether the columns a
 // success writes are set (not NULL), `has_delta` whether delta_bpc_vs_dense is.
 struct MemoryResultRow {
