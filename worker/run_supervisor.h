@@ -172,8 +172,28 @@ class RunSupervisor {
   void PollGang(ChildProcess& child, ChildEnd& end, absl::Time now);
   // Whether the engine refused the checkpoint it was told to resume from as corrupt.
   bool ResumeCheckpointWasCorrupt(const ChildEnd& end);
+  // SuperviseChild's loop state (run_supervisor_watch.cc).
+  struct ChildWatch {
+    absl::Time next_heartbeat;
+    absl::Time next_metrics;
+    std::optional<absl::Time> kill_at;  // SIGKILL the group then, unless it ended after SIGTERM
+    // Progress liveness: the last step seen, when it was first seen, how many times the step
+    // moved, and the longest gap between two moves so far.
+    uint64_t seen_step = 0;
+    int advances = 0;
+    absl::Time last_progress;
+    absl::Duration longest_gap = absl::ZeroDuration();
+  };
   // Heartbeats and forwards metrics until the engine has ended (and was reaped).
   ChildEnd SuperviseChild(ChildProcess& child);
+  // SIGTERM to the engine (and the gang's other local ranks); SIGKILL after the grace.
+  void TerminateChild(ChildProcess& child, ChildWatch& watch, absl::Time now);
+  // Another worker owns the run now: SIGKILL at once, nothing more is reported.
+  void LoseLease(ChildProcess& child, ChildEnd& end, const absl::Status& why);
+  // Kills the engine as HUNG when its step has not moved for longer than allowed.
+  void WatchProgress(ChildProcess& child, ChildEnd& end, ChildWatch& watch, absl::Time now);
+  // The heartbeat and the metric batch when due; what a refusal or a cancellation means.
+  void TalkToScheduler(ChildProcess& child, ChildEnd& end, ChildWatch& watch, absl::Time now);
   void ReadOutput(int fd);  // reader thread
   // Resolves the dataset, writes the spec, finds the checkpoint to resume from.
   std::variant<Prepared, StartFailure> PrepareFiles();
@@ -190,8 +210,22 @@ class RunSupervisor {
   absl::Status SendHeartbeat(bool* cancel_requested);
   // One batch attempt, when due or when `force` and anything waits.
   absl::Status FlushMetrics(bool force);
-  // Delivers the last metrics and CompleteRun (retrying, heartbeating meanwhile).
+  // Delivers the last metrics and CompleteRun (retrying, heartbeating meanwhile)
+  // (run_supervisor_report.cc).
   RunOutcome Finish(const ExitStatus& exit, const ChildEnd& end);
+  // The CompleteRun request for how the engine ended; `success` says which outcome it carries.
+  parity::v1::CompleteRunRequest CompletionRequest(const ExitStatus& exit, const ChildEnd& end,
+                                                   bool& success);
+  // A failed attempt's class and a message every viewer of the run may read.
+  void DescribeFailure(const ExitStatus& exit, const ChildEnd& end, const std::string& invalid,
+                       parity::v1::RunFailure& failure);
+  // Sends the remaining metrics, then `req`, until accepted, refused or out of patience.
+  RunOutcome DeliverCompletion(const parity::v1::CompleteRunRequest& req, bool success,
+                               const ChildEnd& end);
+  // What an accepted CompleteRun means for this worker's checkpoints and the outcome.
+  RunOutcome Completed(const parity::v1::CompleteRunRequest& req,
+                       const parity::v1::CompleteRunResponse& resp, bool success,
+                       const ChildEnd& end);
   void SetOutcome(RunOutcome outcome);
   bool PreemptRequested();
   // A checkpoint newer than the last reported one; with `require_points_stored`, only one whose
