@@ -38,6 +38,7 @@ GangOffer LeasesService::GangOfferOf(const LeaseRequest& request, bool leaving) 
   GangOffer offer;
   offer.worker_id = request.worker_id;
   offer.offer = request.offer;
+  offer.request_id = request.request_id;
   offer.lease_ttl = options_.lease_ttl;
   // Past its next re-check, with room for a slow one: a worker whose call went away drops out.
   offer.waiting_for = 3 * options_.idle_poll_interval;
@@ -74,9 +75,26 @@ bool LeasesService::TryGang(std::unique_ptr<PendingLease>& lease) {
   return true;
 }
 
-void LeasesService::AnswerGang(std::unique_ptr<PendingLease> lease, const GangGrant& grant) {
+bool LeasesService::AnswerGangAgain(std::unique_ptr<PendingLease>& lease) {
+  if (gangs_ == nullptr || !lease->request.retry || !lease->accepts_gangs) return false;
+  absl::StatusOr<std::optional<GangGrant>> again = gangs_->AnswerGangAgain(
+      lease->request.worker_id, lease->request.request_id, options_.lease_ttl);
+  if (!again.ok()) {  // the retry goes on as an ordinary try; the gang's timeout is the backstop
+    spdlog::warn("event=gang_answer_again_failed worker={} error=\"{}\"", lease->request.worker_id,
+                 again.status().ToString());
+    return false;
+  }
+  if (!again->has_value()) return false;
+  spdlog::info("event=gang_answered_again run={} worker={} epoch={}", (*again)->run.run_id(),
+               lease->request.worker_id, (*again)->lease_epoch);
+  AnswerGang(std::move(lease), **again, /*again=*/true);
+  return true;
+}
+
+void LeasesService::AnswerGang(std::unique_ptr<PendingLease> lease, const GangGrant& grant,
+                               bool again) {
   const bool rank0 = grant.slots.front().rank == 0;
-  if (observer_ != nullptr && rank0) {
+  if (observer_ != nullptr && rank0 && !again) {
     observer_->OnRunLeased(grant.run, clock_.Now() - lease->start);  // one lease per gang
   }
   v1::LeaseRunResponse response;

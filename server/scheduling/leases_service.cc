@@ -109,6 +109,8 @@ void LeasesService::LeaseRun(const v1::LeaseRunRequest& request, absl::Time call
   // it); otherwise a cached "no" (GangsActive reads the store at most once an interval).
   // A retry first looks for its lost ordinary lease (then joins the pool if it parks).
   lease->accepts_gangs = request.accepts_gangs();
+  // A retry whose lost answer was a gang's slots gets them again (same epoch), before anything.
+  if (AnswerGangAgain(lease)) return;
   lease->in_gang_pool = lease->accepts_gangs && !request.retry() && GangsActive();
   TryLease(std::move(lease));
 }

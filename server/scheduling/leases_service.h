@@ -123,7 +123,10 @@ class LeasesService {
   // A parked call's gang try: true when it consumed the call (answered it with its slots, or
   // parked it again because a starving gang reserves its worker).
   bool TryGang(std::unique_ptr<PendingLease>& lease);
-  void AnswerGang(std::unique_ptr<PendingLease> lease, const GangGrant& grant);
+  // `again`: a retry's lost answer given again (counted when it was first given).
+  void AnswerGang(std::unique_ptr<PendingLease> lease, const GangGrant& grant, bool again = false);
+  // A retry whose lost answer was a gang's slots: answered again (true), else false.
+  bool AnswerGangAgain(std::unique_ptr<PendingLease>& lease);
   // A pool worker got an ordinary run: out of the pool, and a gang placed on it meanwhile is
   // given back (requeued, nothing charged).
   void LeaveGangPool(const LeaseRequest& request);

@@ -536,7 +536,8 @@ CREATE TABLE public.gang_slots (
     device_indices integer[] NOT NULL,
     delivered boolean DEFAULT false NOT NULL,
     checked_in_at timestamp with time zone,
-    expires_at timestamp with time zone NOT NULL
+    expires_at timestamp with time zone NOT NULL,
+    delivered_request_id text
 );
 
 CREATE TABLE public.gang_waiting_workers (

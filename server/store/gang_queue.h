@@ -31,6 +31,9 @@ namespace parity::server {
 struct GangOffer {
   std::string worker_id;
   ResourceOffer offer;
+  // The LeaseRun attempt's id (LeaseRunRequest.request_id), recorded with the slots it is
+  // answered with (AnswerGangAgain); empty = none.
+  std::string request_id;
   absl::Duration lease_ttl;    // rank 0's lease and every slot's, from the placement
   absl::Duration waiting_for;  // a candidate until now + this (its next re-check and more)
   bool leaving = false;        // the call's last try: take its slots, else leave the pool
@@ -124,6 +127,15 @@ class GangQueue {
   // longest eligible, then run id) over the pool whole, or nothing. Past a starving gang (waited
   // past reservation_after) no other gang is tried. NOT_FOUND: unknown worker.
   virtual absl::StatusOr<GangWait> WaitForGang(const GangOffer& offer) = 0;
+  // A retry (same worker, same request id, LeaseRunRequest.retry) of a LeaseRun call that was
+  // answered with slots and whose answer was lost: the same grant again, under the same epoch,
+  // with rank 0's lease and the worker's slots renewed to now + lease_ttl — while the gang is live
+  // under that epoch, none of the worker's ranks has checked in (it started nothing) and the
+  // rendezvous deadline has not passed. nullopt otherwise (the call goes on as a fresh one; the
+  // gang's rendezvous timeout restarts it). An empty request id: nullopt.
+  virtual absl::StatusOr<std::optional<GangGrant>> AnswerGangAgain(const std::string& worker_id,
+                                                                   const std::string& request_id,
+                                                                   absl::Duration lease_ttl) = 0;
   // Takes the worker out of the pool (its call ended without a last try: cancelled).
   virtual absl::Status LeaveGangPool(const std::string& worker_id) = 0;
   // Rank 0's worker posts the address (and checks rank 0 in). Fenced by the epoch; the worker

@@ -3,10 +3,12 @@
 // fewer hosts first, a gang that cannot be placed holds nothing (and the ordinary lease never
 // takes it), the reservation of a starving gang, the rendezvous released only once every rank
 // checked in, a timeout listed and failed (slots freed, run requeued), a stale epoch refused at
-// every write, a restart that bumps the epoch. Both contract binaries instantiate it.
+// every write, a restart that bumps the epoch, a lost answer given again to its retry. Both
+// contract binaries instantiate it.
 #pragma once
 
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -383,6 +385,72 @@ TYPED_TEST_P(GangContractTest, RankZerosLapsedLeaseStopsTheFollowers) {
   EXPECT_EQ(this->Run(run_id).state(), v1::RUN_STATE_PENDING);
 }
 
+TYPED_TEST_P(GangContractTest, ALostAnswerIsGivenAgainToItsRetryUntilTheWorkerStartedRanks) {
+  const std::string run_id = this->GangRun("gang-again", 2, 4);
+  const std::string a = this->CpuWorker(4), b = this->CpuWorker(4);
+  GangOffer first = this->Offer(a, 4), second = this->Offer(b, 4);
+  first.lease_ttl = second.lease_ttl = absl::Milliseconds(300);
+  first.request_id = "lease-call-a";
+  second.request_id = "lease-call-b";
+  EXPECT_FALSE(this->Wait(first).grant.has_value());
+  const GangWait placed = this->Wait(second);
+  const GangWait collected = this->Wait(first);
+  ASSERT_TRUE(placed.grant && collected.grant);
+  EXPECT_FALSE(this->Wait(first).grant.has_value()) << "delivered once to a fresh call";
+
+  this->harness_.LetTimePass(absl::Milliseconds(200));
+  for (const auto& [worker, id, grant] : {std::tuple{a, first.request_id, *collected.grant},
+                                          std::tuple{b, second.request_id, *placed.grant}}) {
+    absl::StatusOr<std::optional<GangGrant>> again =
+        this->gangs().AnswerGangAgain(worker, id, absl::Seconds(2));
+    ASSERT_TRUE(again.ok()) << again.status();
+    ASSERT_TRUE(again->has_value()) << "the retry of the call its slots went to gets them again";
+    EXPECT_EQ((*again)->run.run_id(), run_id);
+    EXPECT_EQ((*again)->lease_epoch, grant.lease_epoch) << "the same epoch, not a new gang";
+    EXPECT_EQ((*again)->world_size, 2u);
+    ASSERT_EQ((*again)->slots.size(), grant.slots.size());
+    EXPECT_EQ((*again)->slots[0].rank, grant.slots[0].rank);
+    EXPECT_EQ((*again)->slots[0].device_indices, grant.slots[0].device_indices);
+  }
+  for (const auto& [worker, id] : {std::pair{a, std::string("another-call")},
+                                   std::pair{b, first.request_id}, std::pair{a, std::string()}}) {
+    absl::StatusOr<std::optional<GangGrant>> none =
+        this->gangs().AnswerGangAgain(worker, id, absl::Seconds(2));
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_FALSE(none->has_value()) << "only the call the slots went to, by its id: '" << id << "'";
+  }
+  this->harness_.LetTimePass(absl::Milliseconds(200));  // past the placement's 300 ms TTL
+  absl::StatusOr<ReapResult> reaped = this->queue().ReapExpiredLeases(10);
+  ASSERT_TRUE(reaped.ok()) << reaped.status();
+  EXPECT_EQ(reaped->requeued, 0) << "rank 0's lease was renewed by its answer given again";
+  absl::StatusOr<std::vector<LapsedGang>> lapsed = this->gangs().ListLapsedGangs(10);
+  ASSERT_TRUE(lapsed.ok()) << lapsed.status();
+  EXPECT_TRUE(lapsed->empty()) << "the follower's slot was renewed too";
+
+  const GangGrant& rank1 = placed.grant->slots[0].rank == 1 ? *placed.grant : *collected.grant;
+  const std::string follower = rank1.slots[0].worker_id;
+  const std::string follower_call = follower == a ? first.request_id : second.request_id;
+  ASSERT_TRUE(this->gangs().CheckInRendezvous(this->Call(rank1, follower, 1)).ok());
+  absl::StatusOr<std::optional<GangGrant>> started =
+      this->gangs().AnswerGangAgain(follower, follower_call, absl::Seconds(2));
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_FALSE(started->has_value()) << "a worker that checked a rank in got its answer";
+
+  const GangGrant& rank0 = placed.grant->slots[0].rank == 0 ? *placed.grant : *collected.grant;
+  const std::string leader = rank0.slots[0].worker_id;
+  const std::string leader_call = leader == a ? first.request_id : second.request_id;
+  const v1::Run before = this->Run(run_id);
+  ASSERT_TRUE(this->gangs()
+                  .FailGang(this->Failure(rank0, before,
+                                          {v1::RUN_STATE_PENDING, before.attempt(),
+                                           absl::ZeroDuration(), before.preemptions()}))
+                  .ok());
+  absl::StatusOr<std::optional<GangGrant>> stale =
+      this->gangs().AnswerGangAgain(leader, leader_call, absl::Seconds(2));
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_FALSE(stale->has_value()) << "a restarted gang's old slots are never given again";
+}
+
 REGISTER_TYPED_TEST_SUITE_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderOneEpochOrNothing,
                             PrefersFewerHosts,
                             AGangThatCannotBePlacedHoldsNothingAndNoOrdinaryLeaseTakesIt,
@@ -392,6 +460,7 @@ REGISTER_TYPED_TEST_SUITE_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderO
                             AStaleEpochIsRefusedAtEveryWriteAndARestartBumpsIt,
                             AFollowerThatStopsHeartbeatingLapsesItsGang,
                             AWorkerThatLeftOrLapsedIsNoCandidate, NoGangIsPlacedPastAStarvingOne,
-                            RankZerosLapsedLeaseStopsTheFollowers);
+                            RankZerosLapsedLeaseStopsTheFollowers,
+                            ALostAnswerIsGivenAgainToItsRetryUntilTheWorkerStartedRanks);
 
 }  // namespace parity::server::testing

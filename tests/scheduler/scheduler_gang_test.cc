@@ -1,8 +1,9 @@
 // Gangs through the scheduling logic (LeasesService, leases_gangs.cc) on the memory store and the
 // fake clock: LeaseRun long polls of several workers answered with one gang's slots, the
 // rendezvous RPCs, only rank 0 reporting metrics, a rank's failure restarting the whole gang, the
-// rendezvous timeout requeued without charge, and a starving gang keeping workers from small
-// runs. What each store does is the contract's (gang_contract_test.h).
+// rendezvous timeout requeued without charge, a lost slot answer given again to its retry, and a
+// starving gang keeping workers from small runs. What each store does is the contract's
+// (gang_contract_test.h).
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,11 +46,15 @@ class GangLogicTest : public SchedulerLogicTest {
     (*spec.mutable_labels())["ranks"] = std::to_string(ranks);
     return Submit(spec).run_ids(0);
   }
-  std::shared_ptr<PendingCall> LongPoll(const std::string& worker, bool accepts_gangs = true) {
+  // `request_id` and `retry` as a worker whose answer was lost sends them again.
+  std::shared_ptr<PendingCall> LongPoll(const std::string& worker, bool accepts_gangs = true,
+                                        const std::string& request_id = "", bool retry = false) {
     auto call = std::make_shared<PendingCall>();
     v1::LeaseRunRequest request = LeaseRequestFor(worker);
     *request.mutable_wait_time() = ToProtoDuration(absl::Seconds(30));
     request.set_accepts_gangs(accepts_gangs);
+    request.set_request_id(request_id);
+    request.set_retry(retry);
     scheduler_->LeaseRun(request, absl::InfiniteFuture(), {},
                          [call](absl::StatusOr<v1::LeaseRunResponse> answer) {
                            absl::MutexLock lock(&call->mu);
@@ -149,6 +154,35 @@ TEST_F(GangLogicTest, TwoLongPollsGetTheirSlotsAndMeetAtTheRendezvous) {
             absl::StatusCode::kPermissionDenied)
       << "metrics exactly once: rank 0's";
   EXPECT_EQ(PointsOf(run_id), 1u);
+}
+
+TEST_F(GangLogicTest, ALostSlotAnswerIsGivenAgainToTheRetryOfItsCall) {
+  const std::string run_id = SubmitGang("gang-lost-answer", 2);
+  const std::string a = Register(), b = Register();
+  auto first = LongPoll(a, true, "call-a"), second = LongPoll(b, true, "call-b");
+  PumpClockUntil([&] { return first->answered() && second->answered(); });
+  const absl::StatusOr<v1::LeaseRunResponse> lost = second->Take();  // never reached b
+  ASSERT_TRUE(lost.ok() && lost->has_gang()) << lost.status();
+
+  auto retry = LongPoll(b, true, "call-b", /*retry=*/true);
+  PumpClockUntil([&] { return retry->answered(); });
+  const absl::StatusOr<v1::LeaseRunResponse> again = retry->Take();
+  ASSERT_TRUE(again.ok() && again->has_gang()) << "the retry gets the slots its call was given";
+  EXPECT_EQ(again->run().run_id(), run_id);
+  EXPECT_EQ(again->gang().gang_epoch(), lost->gang().gang_epoch()) << "the same gang, not new";
+  EXPECT_EQ(again->gang().ranks(0).rank(), lost->gang().ranks(0).rank());
+  EXPECT_EQ(again->lease_secret(), lost->lease_secret()) << "the same lease, the same secret";
+  EXPECT_EQ(store_.GetRun(run_id).value().state(), v1::RUN_STATE_LEASED) << "nothing restarted";
+
+  auto other = LongPoll(b, true, "call-b-next", /*retry=*/true);
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Milliseconds(100));
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_FALSE(other->answered()) << "another call's retry is not given them: it waits";
+  clock_.Advance(absl::Seconds(30));
+  PumpClockUntil([&] { return other->answered(); });
+  EXPECT_FALSE(other->Take()->has_gang());
 }
 
 TEST_F(GangLogicTest, AWorkerThatCannotStartRanksIsNeverGivenASlot) {

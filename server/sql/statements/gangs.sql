@@ -36,9 +36,31 @@ WHERE s.worker_id = $1::uuid AND NOT s.delivered AND r.state IN ('LEASED', 'RUNN
 ORDER BY s.run_id, s.rank FOR UPDATE OF s
 
 -- name: gang_mark_delivered
--- $1 run, $2 worker, $3 epoch.
-UPDATE gang_slots SET delivered = true
+-- $1 run, $2 worker, $3 epoch, $4 the LeaseRun attempt's request id ('' = none).
+UPDATE gang_slots SET delivered = true, delivered_request_id = nullif($4, '')
 WHERE run_id = $1::uuid AND worker_id = $2::uuid AND lease_epoch = $3
+
+-- name: gang_slots_answered_to
+-- $1 worker, $2 request id: its slots of a live gang under the gang's current epoch delivered to
+-- that LeaseRun attempt, locked — none if any slot of the worker in that gang checked in (it
+-- started ranks: the answer was not lost) or the rendezvous deadline passed. One gang at most.
+SELECT s.run_id::text AS run_id, s.rank, s.device_indices::text AS devices, s.lease_epoch
+FROM gang_slots s JOIN runs r ON r.run_id = s.run_id AND r.lease_epoch = s.lease_epoch
+  JOIN gang_rendezvous g ON g.run_id = s.run_id AND g.deadline > now()
+WHERE s.worker_id = $1::uuid AND s.delivered AND s.delivered_request_id = $2
+  AND r.state IN ('LEASED', 'RUNNING')
+  AND NOT EXISTS (SELECT 1 FROM gang_slots c WHERE c.run_id = s.run_id
+                    AND c.worker_id = s.worker_id AND c.checked_in_at IS NOT NULL)
+ORDER BY s.run_id, s.rank FOR UPDATE OF s
+
+-- name: gang_renew_answered
+-- $1 run, $2 worker, $3 epoch, $4 ttl seconds: the worker's slots, and the run's lease if the
+-- worker holds rank 0, renewed for a retry answered again (never shortened).
+WITH slots AS (
+  UPDATE gang_slots SET expires_at = greatest(expires_at, now() + make_interval(secs => $4))
+  WHERE run_id = $1::uuid AND worker_id = $2::uuid AND lease_epoch = $3)
+UPDATE runs SET lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $4))
+WHERE run_id = $1::uuid AND lease_owner = $2::uuid AND lease_epoch = $3
 
 -- name: gang_rendezvous_of
 -- $1 run: its world size and rendezvous deadline.

@@ -47,7 +47,7 @@ absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
     gang_pool_[offer.worker_id] = {offer.offer, now + offer.waiting_for};
   }
   GangWait wait;
-  if ((wait.grant = DeliverSlots(offer.worker_id))) {
+  if ((wait.grant = DeliverSlots(offer.worker_id, offer.request_id))) {
     gang_pool_.erase(offer.worker_id);
     return wait;
   }
@@ -68,7 +68,7 @@ absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
   if (pending.size() > kGangsTried) pending.resize(kGangsTried);
   for (auto& [key, run] : pending) {
     if (PlaceOver(*run, offer)) {
-      wait.grant = DeliverSlots(offer.worker_id);
+      wait.grant = DeliverSlots(offer.worker_id, offer.request_id);
       for (const GangSlotRow& slot : gangs_.at(run->run.run_id()).slots) {
         wait.placed_others = wait.placed_others || slot.slot.worker_id != offer.worker_id;
       }
@@ -112,13 +112,17 @@ bool MemoryRunStore::PlaceOver(RunRow& run, const GangOffer& offer) {
   gang.deadline = now + offer.rendezvous_timeout;
   gang.placed = now;
   for (const GangSlot& slot : *slots) {
-    gang.slots.push_back({.slot = slot, .expires = now + offer.lease_ttl});
+    GangSlotRow row;
+    row.slot = slot;
+    row.expires = now + offer.lease_ttl;
+    gang.slots.push_back(std::move(row));
     gang_pool_.erase(slot.worker_id);
   }
   return true;
 }
 
-std::optional<GangGrant> MemoryRunStore::DeliverSlots(const std::string& worker_id) {
+std::optional<GangGrant> MemoryRunStore::DeliverSlots(const std::string& worker_id,
+                                                      const std::string& request_id) {
   for (auto& [run_id, gang] : gangs_) {
     const RunRow* run = LiveRunOf(runs_, run_id, gang.lease_epoch);
     if (run == nullptr) continue;
@@ -126,10 +130,44 @@ std::optional<GangGrant> MemoryRunStore::DeliverSlots(const std::string& worker_
     for (GangSlotRow& slot : gang.slots) {
       if (slot.slot.worker_id != worker_id || slot.delivered) continue;
       slot.delivered = true;
+      slot.delivered_request_id = request_id;
       grant.slots.push_back(slot.slot);
     }
     if (grant.slots.empty()) continue;
     grant.run = RenderRun(*run);
+    grant.lease_epoch = gang.lease_epoch;
+    grant.world_size = static_cast<uint32_t>(gang.slots.size());
+    grant.rendezvous_deadline = gang.deadline;
+    return grant;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::optional<GangGrant>> MemoryRunStore::AnswerGangAgain(
+    const std::string& worker_id, const std::string& request_id, absl::Duration lease_ttl) {
+  if (request_id.empty()) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = now_();
+  for (auto& [run_id, gang] : gangs_) {
+    if (LiveRunOf(runs_, run_id, gang.lease_epoch) == nullptr || gang.deadline <= now) continue;
+    GangGrant grant;
+    bool checked_in = false;
+    for (const GangSlotRow& slot : gang.slots) {
+      if (slot.slot.worker_id != worker_id) continue;
+      checked_in = checked_in || slot.checked_in;
+      if (slot.delivered && slot.delivered_request_id == request_id) {
+        grant.slots.push_back(slot.slot);
+      }
+    }
+    if (grant.slots.empty() || checked_in) continue;
+    RunRow& run = runs_.at(run_id);
+    for (GangSlotRow& slot : gang.slots) {
+      if (slot.slot.worker_id == worker_id) slot.expires = std::max(slot.expires, now + lease_ttl);
+    }
+    if (run.lease_owner == worker_id) {
+      run.lease_expires = std::max(run.lease_expires, now + lease_ttl);
+    }
+    grant.run = RenderRun(run);
     grant.lease_epoch = gang.lease_epoch;
     grant.world_size = static_cast<uint32_t>(gang.slots.size());
     grant.rendezvous_deadline = gang.deadline;

@@ -95,6 +95,9 @@ class MemoryRunStore final : public RunStore, public GangQueue {
 
   // GangQueue (memory_gang_queue.cc).
   absl::StatusOr<GangWait> WaitForGang(const GangOffer& offer) override;
+  absl::StatusOr<std::optional<GangGrant>> AnswerGangAgain(const std::string& worker_id,
+                                                           const std::string& request_id,
+                                                           absl::Duration lease_ttl) override;
   absl::Status LeaveGangPool(const std::string& worker_id) override;
   absl::StatusOr<RendezvousState> PostRendezvous(const RendezvousCall& call) override;
   absl::StatusOr<RendezvousState> CheckInRendezvous(const RendezvousCall& call) override;
@@ -207,6 +210,7 @@ class MemoryRunStore final : public RunStore, public GangQueue {
   struct GangSlotRow {
     GangSlot slot;
     bool delivered = false;
+    std::string delivered_request_id;  // the LeaseRun attempt it was delivered to
     bool checked_in = false;
     absl::Time expires;
   };
@@ -221,7 +225,7 @@ class MemoryRunStore final : public RunStore, public GangQueue {
 
   std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // memory_gang_queue.cc: the asking worker's undelivered slots of a live gang, delivered now.
-  std::optional<GangGrant> DeliverSlots(const std::string& worker_id)
+  std::optional<GangGrant> DeliverSlots(const std::string& worker_id, const std::string& request_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places `run` over the pool as PlaceGang chooses; false when it does not fit.
   bool PlaceOver(RunRow& run, const GangOffer& offer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -84,10 +84,8 @@ GangCandidate CandidateFromRow(const pqxx::row& row) {
   return candidate;
 }
 
-// The worker's undelivered slots of a live gang, delivered now.
-std::optional<GangGrant> DeliverSlots(pqxx::work& tx, const std::string& worker_id) {
-  const pqxx::result rows = tx.exec_prepared("gang_undelivered_slots", worker_id);
-  if (rows.empty()) return std::nullopt;
+// The grant of `rows` (slots of one worker, by run then rank): the first gang's.
+GangGrant GrantOf(pqxx::work& tx, const pqxx::result& rows, const std::string& worker_id) {
   GangGrant grant;
   const std::string run_id = rows[0]["run_id"].c_str();
   grant.lease_epoch = rows[0]["lease_epoch"].as<int64_t>();
@@ -95,11 +93,21 @@ std::optional<GangGrant> DeliverSlots(pqxx::work& tx, const std::string& worker_
     if (run_id != row["run_id"].c_str()) break;
     grant.slots.push_back({row["rank"].as<uint32_t>(), worker_id, Uint32s(row["devices"].c_str())});
   }
-  tx.exec_prepared("gang_mark_delivered", run_id, worker_id, grant.lease_epoch);
   const pqxx::row rendezvous = tx.exec_prepared("gang_rendezvous_of", run_id)[0];
   grant.world_size = rendezvous["world_size"].as<uint32_t>();
   grant.rendezvous_deadline = pg::TimeFromMicros(rendezvous["deadline_us"].as<int64_t>());
   grant.run = pg::RunFromRow(tx.exec_prepared("get_run", run_id)[0]);
+  return grant;
+}
+
+// The worker's undelivered slots of a live gang, delivered now (to `request_id`'s attempt).
+std::optional<GangGrant> DeliverSlots(pqxx::work& tx, const std::string& worker_id,
+                                      const std::string& request_id) {
+  const pqxx::result rows = tx.exec_prepared("gang_undelivered_slots", worker_id);
+  if (rows.empty()) return std::nullopt;
+  GangGrant grant = GrantOf(tx, rows, worker_id);
+  tx.exec_prepared("gang_mark_delivered", grant.run.run_id(), worker_id, grant.lease_epoch,
+                   request_id);
   return grant;
 }
 
@@ -158,7 +166,7 @@ void TryPlace(pqxx::work& tx, const GangOffer& offer, GangWait& wait) {
     if (std::optional<std::vector<GangSlot>> slots = PlaceGang(ask, pool)) {
       if (!tx.exec_prepared("gang_lock_pending", run_id).empty()) {
         WritePlacement(tx, run_id, *slots, offer);
-        wait.grant = DeliverSlots(tx, offer.worker_id);
+        wait.grant = DeliverSlots(tx, offer.worker_id, offer.request_id);
         for (const GangSlot& slot : *slots) {
           wait.placed_others = wait.placed_others || slot.worker_id != offer.worker_id;
         }
@@ -206,12 +214,25 @@ absl::StatusOr<GangWait> PostgresRunStore::WaitForGang(const GangOffer& offer) {
                      offer.offer.cpu_device_index, pg::IntArrayLiteral(indices), memory_text,
                      Seconds(offer.waiting_for));
     GangWait wait;
-    if ((wait.grant = DeliverSlots(tx, offer.worker_id)) || offer.leaving) {
+    if ((wait.grant = DeliverSlots(tx, offer.worker_id, offer.request_id)) || offer.leaving) {
       tx.exec_prepared("gang_pool_leave", offer.worker_id);
       return wait;
     }
     TryPlace(tx, offer, wait);
     return wait;
+  });
+}
+
+absl::StatusOr<std::optional<GangGrant>> PostgresRunStore::AnswerGangAgain(
+    const std::string& worker_id, const std::string& request_id, absl::Duration lease_ttl) {
+  if (request_id.empty() || !IsUuid(worker_id)) return std::nullopt;
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<GangGrant>> {
+    const pqxx::result rows = tx.exec_prepared("gang_slots_answered_to", worker_id, request_id);
+    if (rows.empty()) return std::nullopt;
+    const std::string run_id = rows[0]["run_id"].c_str();
+    tx.exec_prepared("gang_renew_answered", run_id, worker_id, rows[0]["lease_epoch"].as<int64_t>(),
+                     Seconds(lease_ttl));
+    return GrantOf(tx, rows, worker_id);  // read after the renewal: the lease as it is now
   });
 }
 

@@ -90,6 +90,9 @@ class PostgresRunStore final : public RunStore, public GangQueue {
                                                    const std::string& candidate) override;
   // GangQueue (postgres_gang_queue.cc).
   absl::StatusOr<GangWait> WaitForGang(const GangOffer& offer) override;
+  absl::StatusOr<std::optional<GangGrant>> AnswerGangAgain(const std::string& worker_id,
+                                                           const std::string& request_id,
+                                                           absl::Duration lease_ttl) override;
   absl::Status LeaveGangPool(const std::string& worker_id) override;
   absl::StatusOr<RendezvousState> PostRendezvous(const RendezvousCall& call) override;
   absl::StatusOr<RendezvousState> CheckInRendezvous(const RendezvousCall& call) override;
