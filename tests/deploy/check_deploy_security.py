@@ -24,8 +24,14 @@ Kubernetes (every document of every *.yaml under deploy/kubernetes/):
   - NetworkPolicy, evaluated: default-deny ingress; the scheduler's gRPC port admits workers and
     pods labelled parity.dev/client: "true" and nothing else; its HTTP port and the workers'
     metrics port admit Prometheus (namespace monitoring, app.kubernetes.io/name: prometheus) and
-    nothing else; workers may egress to the scheduler's gRPC port and DNS, nothing else; a
-    PostgreSQL pod, if any, admits only the scheduler;
+    nothing else; workers may egress to the scheduler's gRPC port, DNS, and other workers' gang
+    ports, nothing else; a PostgreSQL pod, if any, admits only the scheduler;
+  - gangs: the worker pod pins its ephemeral port range (sysctl net.ipv4.ip_local_port_range),
+    workers admit and reach other workers of the namespace on exactly that range (its ends and
+    middle in, the ports just outside it out) and nobody else does (strangers, other namespaces,
+    the scheduler, Prometheus); the worker announces its pod IP as PARITY_RENDEZVOUS_HOST
+    (fieldRef status.podIP: the default 0.0.0.0 is reported by a host name other pods cannot
+    resolve);
   - Services select existing pods and name their ports; deploy/prometheus/prometheus-kubernetes.yml
     scrapes Service ports that exist, over https with credentials where the pod serves TLS.
 systemd (deploy/systemd/*.service, *.env.example) and the "systemd" section of deploy/README.md:
@@ -41,7 +47,9 @@ systemd (deploy/systemd/*.service, *.env.example) and the "systemd" section of d
     /etc/parity any other way;
   - `systemd-analyze verify` prints nothing (when systemd-analyze exists; the executables are
     replaced by /bin/true, as they are not installed here);
-  - the Slurm script passes `bash -n` and puts no token on the worker's command line.
+  - every Slurm script passes `bash -n`, puts no token on the worker's command line, and handles
+    the end of its allocation: an `#SBATCH --signal=...TERM@...` and a `trap` of TERM that passes
+    it on.
 Exit status 0 when all holds; 1 with one line per problem otherwise.
 
   check_deploy_security.py --root SOURCE_DIR
@@ -478,12 +486,44 @@ def check_network_policies(docs, pods, problems):
             for p in pod["ports"].values() or [5432]:
                 expect("Ingress", (ns, pod["labels"]), sched, p, True, f"scheduler -> PostgreSQL {p}")
                 expect("Ingress", (ns, pod["labels"]), work, p, False, f"a worker -> PostgreSQL {p}")
-    # Workers: out to the scheduler and DNS only.
+    check_gang_ports(worker, sched, work, grpc, expect, problems)
+    # Workers: out to the scheduler and DNS only (and other workers' gang ports, above).
     expect("Egress", work, sched, grpc, True, f"worker egress to the scheduler's gRPC {grpc}")
     expect("Egress", work, KUBE_DNS, 53, True, "worker egress to DNS (UDP 53)", protocol="UDP")
     expect("Egress", work, KUBE_DNS, 53, True, "worker egress to DNS (TCP 53)", protocol="TCP")
     expect("Egress", work, STRANGER, 443, False, "worker egress to another pod")
     expect("Egress", work, OUTSIDER, 5432, False, "worker egress to another namespace")
+
+
+def check_gang_ports(worker, sched, work, grpc, expect, problems):
+    """A gang's ranks listen on ports from the worker pod's ephemeral range: workers, and only
+    workers, must reach each other on exactly that range."""
+    span = worker["sysctls"].get("net.ipv4.ip_local_port_range")
+    if not span or not re.fullmatch(r"\s*\d+\s+\d+\s*", str(span)):
+        problems.add(f"{worker['where']}", "no sysctl net.ipv4.ip_local_port_range 'LOW HIGH': the "
+                                           "gang ports the NetworkPolicy admits must be pinned")
+        return
+    low, high = (int(v) for v in str(span).split())
+    for port in (low, (low + high) // 2, high):
+        expect("Ingress", work, work, port, True, f"worker -> worker gang port {port}")
+        expect("Egress", work, work, port, True, f"worker egress to another worker's gang port {port}")
+        for other, what in ((STRANGER, "an unlabelled pod"), (OUTSIDER, "a pod in another namespace"),
+                            (sched, "the scheduler"), (PROMETHEUS, "Prometheus")):
+            expect("Ingress", work, other, port, False, f"{what} -> worker gang port {port}")
+        expect("Egress", work, STRANGER, port, False, f"worker egress to another pod's port {port}")
+        expect("Egress", work, sched, port, port == grpc,
+               f"worker egress to the scheduler's port {port}")
+    for port in (low - 1, high + 1):
+        expect("Ingress", work, work, port, False,
+               f"worker -> worker port {port}, outside the pinned range {low}-{high},")
+
+
+def check_rendezvous_host(where, container, problems):
+    entry = env_map(container).get("PARITY_RENDEZVOUS_HOST") or {}
+    field = ((entry.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+    if field != "status.podIP" and not flag_value(container, "--rendezvous-host"):
+        problems.add(where, "PARITY_RENDEZVOUS_HOST must be the pod IP (valueFrom.fieldRef "
+                            "status.podIP): a gang's other workers dial it")
 
 
 def check_services(docs, pods, problems):
@@ -573,6 +613,7 @@ def check_kubernetes(root, problems, known_env):
             token_secret = check_roles(cwhere, container, env_from_secret, mounted, problems)
             if program(container) == "parity-worker":
                 worker_token_secrets.append(token_secret)
+                check_rendezvous_host(cwhere, container, problems)
                 gpus = ((container.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
                 if doc["kind"] == "DaemonSet" and not gpus:
                     problems.add(cwhere, "the GPU worker has no nvidia.com/gpu limit")
@@ -582,8 +623,10 @@ def check_kubernetes(root, problems, known_env):
             for port in container.get("ports") or []:
                 if port.get("name"):
                     ports[port["name"]] = port.get("containerPort")
+        sysctls = {x.get("name"): x.get("value")
+                   for x in (spec.get("securityContext") or {}).get("sysctls") or []}
         pods.append({"where": where, "labels": meta.get("labels") or {}, "ports": ports,
-                     "containers": list(all_containers(spec))})
+                     "containers": list(all_containers(spec)), "sysctls": sysctls})
     if not worker_token_secrets:
         problems.add("deploy/kubernetes", "no parity-worker container")
     services = check_services(docs, pods, problems)
@@ -872,6 +915,11 @@ def check_slurm(root, problems):
             text = f.read()
         if TOKEN_FLAG.search(text) or "--database-url" in text:
             problems.add(where, "a token or database URL on a command line")
+        if not re.search(r"^#SBATCH\s+--signal=\S*TERM@\d+", text, re.M):
+            problems.add(where, "no '#SBATCH --signal=B:TERM@SECONDS': the workers would be killed "
+                                "at the time limit without checkpointing")
+        if not re.search(r"^\s*trap\s+'[^']*kill\s+-TERM[^']*'\s+TERM", text, re.M):
+            problems.add(where, "no `trap 'kill -TERM ...' TERM`: SIGTERM would not reach the worker")
 
 
 def known_environment(root):

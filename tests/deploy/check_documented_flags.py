@@ -5,8 +5,10 @@ A researcher copies commands from the docs; a flag that does not exist (say `par
 --log-format` before the worker had one) fails with "unknown option" at the worst moment. This
 check finds every command line in fenced code blocks and inline code spans that starts with one of
 Parity's programs, runs that program (and subcommand) with --help, and checks each --flag shown is
-in the help text. Exits 1 listing every unknown flag with its file and line, and 2 when a program
-is missing (build first).
+in the help text. The Slurm scripts (deploy/slurm/*.sbatch) start the worker through a variable
+(`"$worker_bin"`, `"${PARITY_WORKER_BIN:-parity-worker}"`): each of their command lines that
+starts parity-worker so is checked the same way. Exits 1 listing every unknown flag with its file
+and line, and 2 when a program is missing (build first).
 
     check_documented_flags.py --root REPO --build BUILD_DIR
 """
@@ -86,6 +88,45 @@ def program_of(word, root, build):
     return None
 
 
+def script_lines(path):
+    """(line number, logical line) of a shell script, backslash continuations joined."""
+    pending, start = "", 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        yield start, pending + line
+        pending = ""
+
+
+def worker_variables(path):
+    """The script's variables that hold the worker binary (worker_bin="${X:-parity-worker}")."""
+    names = set()
+    for _, line in script_lines(path):
+        match = re.match(r"^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$", line)
+        if match and "parity-worker" in match.group(2):
+            names.add(match.group(1))
+    return names
+
+
+def sbatch_worker_commands(root):
+    """(path, line number, words) of every worker command line in deploy/slurm/*.sbatch."""
+    for path in sorted((root / "deploy" / "slurm").glob("*.sbatch")):
+        variables = worker_variables(path)
+        for number, line in script_lines(path):
+            if line.lstrip().startswith("#"):
+                continue
+            for words in split_commands(line):
+                first = words[0]
+                if re.fullmatch(r"[A-Za-z_]\w*=.*", first):
+                    continue  # an assignment (worker_bin=...), not a command
+                names = {m.group(1) for m in re.finditer(r"\$\{?([A-Za-z_]\w*)", first)}
+                if re.search(r"(^|[/:-])parity-worker\}?$", first) or names & variables:
+                    yield path, number, ["parity-worker"] + words[1:]
+
+
 class HelpCache:
     def __init__(self):
         self.cache = {}
@@ -163,6 +204,16 @@ def main():
                         unknown.append(f"{path.relative_to(root)}:{number}: {flag.group(0)} is "
                                        f"not a flag of `{' '.join([words[0]] + [w for w in words[1:3] if not w.startswith('-')])}`"
                                        f" (its --help does not list it)")
+    for path, number, words in sbatch_worker_commands(root):
+        help_text = command_help(build / PROGRAMS["parity-worker"], [], helps)
+        for word in words[1:]:
+            flag = FLAG.match(word)
+            if not flag:
+                continue
+            checked += 1
+            if help_text is None or not re.search(re.escape(flag.group(0)) + r"(?![a-z0-9-])", help_text):
+                unknown.append(f"{path.relative_to(root)}:{number}: {flag.group(0)} is not a flag "
+                               "of `parity-worker` (its --help does not list it)")
     if unknown:
         print(f"{len(unknown)} documented flag(s) that the programs do not have "
               "(fix the doc, or add the flag):")
