@@ -163,9 +163,10 @@ def nccl_gang_of_one(bundle, out, corpus, example, deadline, device="cuda", expe
 
 def nccl_text(result):
     if "skipped" in result:
-        verdict = f"NOT RUN ({result['skipped']})"
-    else:
-        verdict = "PASS" if result.get("pass") else "FAIL"
+        return (f"nccl at world size 1: NOT RUN ({result['skipped']}); NCCL was not checked at all "
+                f"(at most world size 1 could be: the lent machine has one GPU and NCCL cannot "
+                f"put two ranks on one GPU)")
+    verdict = "PASS" if result.get("pass") else "FAIL"
     if result.get("device", "cuda").startswith("cpu"):
         verdict += " (a wiring check with --device cpu: Gloo, not NCCL)"
     return (f"nccl at world size 1: {verdict}; {NCCL_NOTE}. communicator "
