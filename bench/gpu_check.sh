@@ -14,11 +14,15 @@
 #      only there) and `parity-worker --list-devices`;
 #   3. the CUDA backend's op parity test, kernels_cuda_ops_test, with PARITY_REQUIRE_GPU=1 (a
 #      skip is a failure there);
+#   3c. NCCL at world size 1 (`gpu_engine_check.py nccl`, 90 s at most from the budget, skipped
+#      and said so when it is gone): parity-train --device cuda --rank 0 --world-size 1
+#      --rendezvous-listen 127.0.0.1 (rank 0 hosts the rendezvous, one-rank NCCL sums every
+#      step) against the same run without a communicator: the curve and final validation BPC bit
+#      for bit, the run trains, its summary names "nccl". It prints that NCCL ran at world size 1
+#      only: the lent machine has one GPU and NCCL cannot put two ranks on one GPU;
 #   4. bench/gpu_engine_check.py: 50-step fp32 training of micro dense and micro MoE with
 #      parity-train --device cpu and --device cuda, train_bpc compared step by step (1e-4
-#      relative), the NCCL communicator as a gang of one (rank 0 hosts the rendezvous, one-rank
-#      NCCL sums every step: the plain CUDA curve bit for bit; the machine has one GPU and NCCL
-#      cannot put two ranks on one) and one larger dense run on CUDA for throughput (by 300 s);
+#      relative), 3c's result merged, and one larger dense run on CUDA for throughput (by 300 s);
 #   3b. the op parity test under compute-sanitizer memcheck and racecheck if the machine has it;
 #   5. the PyTorch peer (bench/gpu_torch_peer.py, 210 s at most): the 2B study's dense 1C baseline
 #      and its r_a ~ 20% MoE in PyTorch bf16, eager and torch.compile (tokens/s, MFU, peak
@@ -112,6 +116,19 @@ print(":".join(dirs))' 2>/dev/null)"
       stage op_test "$?"
       grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/cuda_ops_test.log" | head -20
     } 2>&1 | tee "$out/gpu_check.log"
+
+    # 3c. NCCL at world size 1 (its result joins gpu_check.json in step 4): bounded by the
+    # budget, and skipped, saying so, when the budget is gone.
+    t="$(budget 90)"
+    if [ "$t" -gt 0 ]; then
+      echo "== NCCL at world size 1 (${t} s at most)" | tee -a "$out/gpu_check.log"
+      timeout "$t" python3 bench/gpu_engine_check.py nccl "$b" "$out" "$(($(date +%s) + t - 5))" \
+        2>&1 | tee -a "$out/gpu_check.log"
+      stage nccl_world1 "${PIPESTATUS[0]}"
+    else
+      stage nccl_world1 "skipped: $(left) s left"
+      echo "== NCCL at world size 1: skipped, $(left) s left of the budget" | tee -a "$out/gpu_check.log"
+    fi
 
     # 4. training comparison and throughput (needs the most time; before the sanitizers).
     python3 bench/gpu_engine_check.py "$b" "$out" "$((start + 300))" 2>&1 |

@@ -261,10 +261,20 @@ void ExpectSameCurve(const Curve& one, const Curve& gang, int world) {
 
 TEST_F(DataParallelTest, DenseCurveOnOneTwoAndFourRanksMatchesOneProcess) {
   const std::string spec = Spec(false, "dense");
-  const Curve one = CurveOf(RunGang(spec, 0, "single"));
-  // A gang of one (the Gloo path with its store, one rank) is the plain process bit for bit.
-  const Curve solo = CurveOf(RunGang(spec, 1, "solo"));
+  const std::vector<nlohmann::json> single = RunGang(spec, 0, "single");
+  const Curve one = CurveOf(single);
+  // A gang of one (the Gloo path with its store, one rank) is the plain process bit for bit, and
+  // its summary says it really summed through Gloo (bench/gpu_check.sh checks "nccl" the same
+  // way on a GPU); the plain process runs the no-op communicator and says nothing.
+  const std::vector<nlohmann::json> solo_lines = RunGang(spec, 1, "solo");
+  const Curve solo = CurveOf(solo_lines);
   EXPECT_EQ(MaxDiff(one, solo), 0.0);
+  ASSERT_FALSE(solo_lines.empty());
+  EXPECT_EQ(solo_lines.back()["event"], "summary");
+  EXPECT_EQ(solo_lines.back().value("communicator", ""), "gloo");
+  EXPECT_EQ(solo_lines.back().value("world_size", 0), 1);
+  ASSERT_FALSE(single.empty());
+  EXPECT_FALSE(single.back().contains("communicator"));
   ExpectSameCurve(one, CurveOf(RunGang(spec, 2, "two")), 2);
   ExpectSameCurve(one, CurveOf(RunGang(spec, 4, "four")), 4);
 }

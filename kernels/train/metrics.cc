@@ -145,6 +145,8 @@ nlohmann::json SummaryLine(const Session& s, const Telemetry& t, TrainSummary& s
     // Of train_seconds, rank 0's time in the gang's collectives after its backward (the gradient
     // not summed during it, the statistics sum, waiting for slower ranks).
     j["world_size"] = s.comm->world_size();
+    // Which library summed (gloo or nccl): a gang of one must show it really ran the backend's.
+    j["communicator"] = std::string(s.comm->Name());
     j["comm_seconds"] = t.comm_seconds;
   }
   if (t.trained_steps > 0) j["final_train_bpc"] = summary.final_train_bpc;

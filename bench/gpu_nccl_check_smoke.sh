@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The wiring of bench/gpu_check.sh's stage 3c (`gpu_engine_check.py nccl`) on a machine without a
+# GPU: the same two runs with --device cpu, where a gang of one sums through Gloo. It must pass,
+# name "gloo" as the communicator, and say plainly that NCCL ran at world size 1 only.
+#   bench/gpu_nccl_check_smoke.sh PARITY_TRAIN
+set -euo pipefail
+cd "$(dirname "$0")/.."
+train="$(realpath "$1")"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bundle/bin" "$tmp/bundle/data" "$tmp/out"
+ln -s "$train" "$tmp/bundle/bin/parity-train"
+# A 240 KB corpus of its own (data/ is git-ignored): enough windows for training and evaluation.
+python3 -c 'import sys
+sys.stdout.write("".join(f"Verse {i}: In the beginning God created the heaven and the earth. " for i in range(3500)))' \
+  >"$tmp/bundle/data/kjv.txt"
+set +e
+PARITY_NCCL_CHECK_DEVICE=cpu python3 bench/gpu_engine_check.py nccl "$tmp/bundle" "$tmp/out" \
+  "$(($(date +%s) + 170))" | tee "$tmp/out/stdout.txt"
+status="${PIPESTATUS[0]}"
+set -e
+fail() { echo "FAIL: $*"; cat "$tmp/out/nccl_check.json" 2>/dev/null; exit 1; }
+[ "$status" -eq 0 ] || fail "exit $status"
+grep -q '^nccl at world size 1: PASS' "$tmp/out/stdout.txt" || fail "no PASS line"
+grep -q 'NCCL ran at world size 1 only: the lent machine has one GPU and NCCL cannot put two ranks on one GPU' \
+  "$tmp/out/stdout.txt" || fail "the plain statement is missing"
+python3 - "$tmp/out/nccl_check.json" <<'PY' || fail "nccl_check.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["pass"] and r["communicator"] == "gloo" and r["world_size"] == 1, r
+assert r["final_val_bpc"] is not None and r["final_val_bpc"] == r["final_val_bpc_plain"], r
+assert r["last_train_bpc"] < r["first_train_bpc"], r
+PY
+echo "gpu_check stage 3c wiring: PASS"
