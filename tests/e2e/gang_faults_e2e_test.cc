@@ -9,12 +9,16 @@
 //     preemption: no attempt spent) and trains once every rank comes up;
 //   - a stale rank of an old gang epoch is refused, with FAILED_PRECONDITION / LEASE_EPOCH, at
 //     the rendezvous and on every write (heartbeat, metrics, completion) through real gRPC, while
-//     the gang of the new epoch trains undisturbed.
+//     the gang of the new epoch trains undisturbed; and a parity-train rank of the old epoch is
+//     refused by a rendezvous store of the new one (given its address and token), which then
+//     forms with a rank of its own epoch.
 #include <signal.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +28,7 @@
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/gang_fixture.h"
+#include "worker/child_process.h"
 
 namespace parity::e2e {
 namespace {
@@ -314,6 +319,86 @@ class GangStaleEpochE2ETest : public GangStackTest {
   }
 };
 
+// The engine's side of the fence, with the run's own spec (`run_json`, as a worker wrote it):
+// rank 0 of gang epoch `current` serves its rendezvous store; a rank 1 of epoch `stale`, given
+// rank 0's address and token, is refused by the store and exits with the reason, and rank 0 is
+// not formed by it; a rank 1 of epoch `current` then joins, and both train one step.
+void ExpectAStaleRankRefusedByTheStore(const fs::path& dir, const std::string& run_json,
+                                       int64_t current, int64_t stale) {
+  fs::create_directories(dir);
+  auto rank = [&](int r, int64_t epoch, const std::vector<std::string>& gang,
+                  const std::string& token) {
+    std::vector<std::string> argv = {
+        PARITY_TRAIN_BIN,
+        "--run",
+        run_json,
+        "--out",
+        (dir / absl::StrCat("out-", r, "-", epoch)).string(),
+        "--metrics",
+        (dir / absl::StrCat("rank-", r, "-", epoch, ".jsonl")).string(),
+        "--threads",
+        "1",
+        "--max-steps",
+        "1",
+        "--rank",
+        absl::StrCat(r),
+        "--world-size",
+        "2",
+        "--gang-epoch",
+        absl::StrCat(epoch),
+        "--rendezvous-timeout",
+        "60"};
+    argv.insert(argv.end(), gang.begin(), gang.end());
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!token.empty()) env.emplace_back("PARITY_RENDEZVOUS_TOKEN", token);
+    return worker::ChildProcess::Spawn(
+        {.argv = argv,
+         .env = env,
+         .log_path = (dir / absl::StrCat("rank-", r, "-", epoch, ".log")).string(),
+         .output_fd = 3});
+  };
+  auto lines = [&](int r, int64_t epoch) {
+    std::ifstream in(dir / absl::StrCat("rank-", r, "-", epoch, ".jsonl"));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  absl::StatusOr<std::unique_ptr<worker::ChildProcess>> rank0 =
+      rank(0, current, {"--rendezvous-listen", "127.0.0.1"}, "");
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  std::string address, token;
+  const std::regex rendezvous(R"re("address":"([^"]+)".*"token":"([0-9a-f]+)")re");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string text = lines(0, current);
+        std::smatch m;
+        if (!std::regex_search(text, m, rendezvous)) return false;
+        address = m[1].str();
+        token = m[2].str();
+        return true;
+      },
+      absl::Seconds(60)))
+      << "rank 0 never reported its rendezvous store";
+  absl::StatusOr<std::unique_ptr<worker::ChildProcess>> old =
+      rank(1, stale, {"--rendezvous", address}, token);
+  ASSERT_TRUE(old.ok()) << old.status();
+  const std::optional<worker::ExitStatus> refused = (*old)->WaitFor(absl::Seconds(60));
+  ASSERT_TRUE(refused.has_value()) << "the stale rank was not refused";
+  EXPECT_FALSE(refused->success());
+  EXPECT_NE(lines(1, stale).find(absl::StrCat("gang epoch ", current, "; the rank is of run")),
+            std::string::npos)
+      << lines(1, stale);
+  EXPECT_FALSE((*rank0)->TryWait().has_value()) << "rank 0 gave up on a stale rank's visit";
+  absl::StatusOr<std::unique_ptr<worker::ChildProcess>> fresh =
+      rank(1, current, {"--rendezvous", address}, token);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  const std::optional<worker::ExitStatus> joined = (*fresh)->WaitFor(absl::Seconds(120));
+  const std::optional<worker::ExitStatus> led = (*rank0)->WaitFor(absl::Seconds(60));
+  ASSERT_TRUE(joined.has_value() && led.has_value()) << "the gang of the current epoch hung";
+  // --max-steps: one step, a checkpoint, exit 3 ("stopped at the step limit").
+  EXPECT_EQ(joined->ToString(), led->ToString());
+  EXPECT_EQ(led->code, 3) << led->ToString() << "\n" << lines(0, current);
+  EXPECT_NE(lines(0, current).find("\"step\":1"), std::string::npos) << lines(0, current);
+}
+
 TEST_F(GangStaleEpochE2ETest, AStaleRankIsRefusedAtTheRendezvousAndOnEveryWrite) {
   const std::string sweep = stack_->Submit(GangSweepYaml("stale", 2, "3e10"));
   TestWorker a, b;
@@ -374,6 +459,14 @@ TEST_F(GangStaleEpochE2ETest, AStaleRankIsRefusedAtTheRendezvousAndOnEveryWrite)
                              "' AND train_bpc = 99")),
             "0");
   ExpectWholeCurve(run);
+  // And a rank process of the old epoch cannot join a gang's rendezvous store.
+  std::string run_json;
+  for (int w = 0; w < 2; ++w) {
+    const fs::path json = root_ / absl::StrCat("work-", w) / id / "run-attempt2.json";
+    if (fs::exists(json)) run_json = json.string();
+  }
+  ASSERT_FALSE(run_json.empty()) << "no worker kept the run's spec";
+  ExpectAStaleRankRefusedByTheStore(root_ / "store", run_json, new_epoch, old_epoch);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tests/e2e/gang_fixture.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,13 +54,30 @@ resources:
                       ranks, "\n");
 }
 
+namespace {
+
+// A process's command line, args joined by spaces; "" when it is gone. Read with read(2): a
+// process may exit mid-read (ESRCH), which an ifstream reports by throwing.
+std::string CommandLine(const std::string& pid) {
+  const int fd = ::open(absl::StrCat("/proc/", pid, "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string cmdline;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) cmdline.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  return cmdline;
+}
+
+}  // namespace
+
 pid_t RankPid(const std::string& run_id, int rank, const std::string& program) {
-  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
+  std::error_code error;
+  for (fs::directory_iterator it("/proc", error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    const std::string cmdline = CommandLine(name);
     if (cmdline.find(program) != std::string::npos && cmdline.find(run_id) != std::string::npos &&
         cmdline.find(absl::StrCat(" --rank ", rank, " ")) != std::string::npos) {
       return static_cast<pid_t>(std::stol(name));
