@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/spec_loader.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "tests/support/test_certificates.h"
 #include "tests/support/test_tokens.h"
 #include "worker/scheduler_client.h"
@@ -130,6 +132,7 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(StackOptions optio
   if (!channel.ok()) return channel.status();
   auto made = *channel;
   s->sweeps_ = parity::v1::SweepService::NewStub(made);
+  s->worker_api_ = parity::v1::WorkerService::NewStub(made);
   return s;
 }
 
@@ -174,6 +177,7 @@ absl::Status LocalStack::StartReplica(int index) {
       // Likewise the web dashboard (default 8080).
       {"PARITY_HTTP_LISTEN", "127.0.0.1:0"}};
   env.insert(env.end(), tls_env.begin(), tls_env.end());
+  env.insert(env.end(), options_.scheduler_env.begin(), options_.scheduler_env.end());
   absl::StatusOr<std::unique_ptr<worker::ChildProcess>> c = worker::ChildProcess::Spawn({
       .argv = {options_.scheduler_bin, "serve"},
       .env = env,
@@ -287,6 +291,39 @@ absl::StatusOr<std::vector<std::string>> LocalStack::Query(const std::string& sq
   if (!out.ok()) return out.status();
   std::vector<std::string> lines = absl::StrSplit(*out, '\n', absl::SkipEmpty());
   return lines;
+}
+
+std::string LocalStack::Submit(const std::string& yaml, parity::v1::SweepService::Stub* via) {
+  absl::StatusOr<parity::v1::SweepSpec> spec = core::ParseSweepSpec(yaml, core::SpecFormat::kYaml);
+  if (!spec.ok()) {
+    ADD_FAILURE() << "the sweep's YAML does not parse: " << spec.status();
+    return "";
+  }
+  parity::v1::SubmitSweepRequest request;
+  *request.mutable_spec() = *spec;
+  parity::v1::SubmitSweepResponse response;
+  const grpc::Status status =
+      (via != nullptr ? *via : *sweeps_).SubmitSweep(Deadline().get(), request, &response);
+  if (!status.ok()) {
+    ADD_FAILURE() << "SubmitSweep failed: " << status.error_message();
+    return "";
+  }
+  return response.sweep().sweep_id();
+}
+
+std::vector<parity::v1::Run> LocalStack::Runs(const std::string& sweep_id) {
+  parity::v1::ListRunsRequest request;
+  request.set_sweep_id(sweep_id);
+  request.set_page_size(100);
+  parity::v1::ListRunsResponse response;
+  if (!sweeps_->ListRuns(Deadline(10).get(), request, &response).ok()) return {};
+  return {response.runs().begin(), response.runs().end()};
+}
+
+std::unique_ptr<grpc::ClientContext> Deadline(int seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return context;
 }
 
 std::string LocalStack::LogTail(const std::string& name) const {

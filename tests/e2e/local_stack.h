@@ -11,7 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
 #include "parity/v1/sweep_service.grpc.pb.h"
+#include "parity/v1/worker_service.grpc.pb.h"
 #include "worker/child_process.h"
 
 namespace parity::e2e {
@@ -35,6 +37,9 @@ struct StackOptions {
   // electing one leader for upkeep with this lease; workers and the stack's channel get them all.
   int replicas = 1;
   std::string leader_ttl = "2s";
+  // Extra environment for the scheduler (its flags' PARITY_* names, e.g.
+  // PARITY_GANG_RENDEZVOUS_TIMEOUT).
+  std::vector<std::pair<std::string, std::string>> scheduler_env = {};
 };
 
 // Not thread-safe: one test thread drives it.
@@ -65,6 +70,13 @@ class LocalStack {
   absl::Status StartPostgres();
 
   parity::v1::SweepService::Stub& sweeps() { return *sweeps_; }
+  // The worker API over the same channel and admin token (a test acting as a worker).
+  parity::v1::WorkerService::Stub& worker_api() { return *worker_api_; }
+  // Submits the sweep `yaml` (core::ParseSweepSpec) through `via` (default sweeps()): its id,
+  // or "" after recording a test failure (ADD_FAILURE) that names why.
+  std::string Submit(const std::string& yaml, parity::v1::SweepService::Stub* via = nullptr);
+  // The sweep's runs (one page of 100), or none when the call fails.
+  std::vector<parity::v1::Run> Runs(const std::string& sweep_id);
   const std::string& root() const { return root_; }
   // 127.0.0.1:PORT of the (first) scheduler's gRPC port, of replica `index`, and every
   // replica's as a comma-separated list (what the workers and sweeps() are given).
@@ -93,7 +105,11 @@ class LocalStack {
   std::vector<std::unique_ptr<worker::ChildProcess>> schedulers_;  // one per replica
   std::vector<std::unique_ptr<worker::ChildProcess>> workers_;
   std::unique_ptr<parity::v1::SweepService::Stub> sweeps_;
+  std::unique_ptr<parity::v1::WorkerService::Stub> worker_api_;
 };
+
+// A client context whose deadline is `seconds` from now.
+std::unique_ptr<grpc::ClientContext> Deadline(int seconds = 30);
 
 // A deterministic text corpus of about `bytes` bytes (words from a small vocabulary).
 std::string SyntheticCorpus(size_t bytes);

@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "clients/cpp/scheduler_target.h"
-#include "core/spec_loader.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "parity/v1/worker_service.grpc.pb.h"
@@ -74,12 +73,6 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
   return *clients::MakeSchedulerChannel(options);
 }
 
-std::unique_ptr<grpc::ClientContext> Context(int seconds = 30) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
-  return context;
-}
-
 class ReplicasE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -120,26 +113,6 @@ class ReplicasE2ETest : public ::testing::Test {
     return rows.ok() && !rows->empty() ? (*rows)[0] : "";
   }
 
-  std::string Submit(v1::SweepService::Stub& sweeps, const std::string& yaml) {
-    absl::StatusOr<v1::SweepSpec> spec = core::ParseSweepSpec(yaml, core::SpecFormat::kYaml);
-    EXPECT_TRUE(spec.ok()) << spec.status();
-    v1::SubmitSweepRequest request;
-    *request.mutable_spec() = *spec;
-    v1::SubmitSweepResponse response;
-    const grpc::Status status = sweeps.SubmitSweep(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.sweep().sweep_id();
-  }
-
-  std::vector<v1::Run> Runs(const std::string& sweep_id) {
-    v1::ListRunsRequest request;
-    request.set_sweep_id(sweep_id);
-    request.set_page_size(100);
-    v1::ListRunsResponse response;
-    if (!stack_->sweeps().ListRuns(Context(10).get(), request, &response).ok()) return {};
-    return {response.runs().begin(), response.runs().end()};
-  }
-
   fs::path root_;
   std::unique_ptr<LocalStack> stack_;
 };
@@ -154,7 +127,7 @@ TEST_F(ReplicasE2ETest, ALongPollOnOneReplicaWakesOnASubmissionThroughTheOther) 
   cpu->set_kind(v1::DEVICE_KIND_CPU);
   cpu->set_threads(8);
   v1::RegisterWorkerResponse registered;
-  ASSERT_TRUE(via_b->RegisterWorker(Context().get(), registration, &registered).ok());
+  ASSERT_TRUE(via_b->RegisterWorker(Deadline().get(), registration, &registered).ok());
   std::vector<int64_t> waits_ms;
   for (int trial = 0; trial < 7; ++trial) {
     v1::LeaseRunRequest request;
@@ -165,11 +138,11 @@ TEST_F(ReplicasE2ETest, ALongPollOnOneReplicaWakesOnASubmissionThroughTheOther) 
     grpc::Status status;
     absl::Time answered;
     std::thread poll([&] {
-      status = via_b->LeaseRun(Context().get(), request, &leased);
+      status = via_b->LeaseRun(Deadline().get(), request, &leased);
       answered = absl::Now();
     });
     absl::SleepFor(absl::Milliseconds(400));  // parked on replica B by now
-    Submit(*via_a, SweepYaml(absl::StrCat("wake-", trial), /*baselines=*/false));
+    stack_->Submit(SweepYaml(absl::StrCat("wake-", trial), /*baselines=*/false), via_a.get());
     const absl::Time submitted = absl::Now();
     poll.join();
     ASSERT_TRUE(status.ok()) << status.error_message();
@@ -186,12 +159,12 @@ TEST_F(ReplicasE2ETest, ALongPollOnOneReplicaWakesOnASubmissionThroughTheOther) 
 
 TEST_F(ReplicasE2ETest, SweepCompletesWhenTheLeadingReplicaIsKilledMidSweep) {
   ASSERT_EQ(Leader(), "replica-0 1");
-  const std::string sweep = Submit(stack_->sweeps(), SweepYaml("replicas", /*baselines=*/true));
+  const std::string sweep = stack_->Submit(SweepYaml("replicas", /*baselines=*/true));
   ASSERT_TRUE(stack_->StartWorker(0).ok());
   ASSERT_TRUE(stack_->StartWorker(1).ok());
   ASSERT_TRUE(WaitUntil(
       [&] {
-        for (const v1::Run& run : Runs(sweep)) {
+        for (const v1::Run& run : stack_->Runs(sweep)) {
           if (run.state() == v1::RUN_STATE_RUNNING && run.latest_step() >= 1) return true;
         }
         return false;
@@ -210,7 +183,7 @@ TEST_F(ReplicasE2ETest, SweepCompletesWhenTheLeadingReplicaIsKilledMidSweep) {
     v1::GetSweepRequest request;
     request.set_sweep_id(sweep);
     v1::GetSweepResponse response;
-    const grpc::Status status = stack_->sweeps().GetSweep(Context(10).get(), request, &response);
+    const grpc::Status status = stack_->sweeps().GetSweep(Deadline(10).get(), request, &response);
     ASSERT_TRUE(status.ok()) << "call " << i << ": " << status.error_message();
   }
   ASSERT_TRUE(WaitUntil(
@@ -218,11 +191,11 @@ TEST_F(ReplicasE2ETest, SweepCompletesWhenTheLeadingReplicaIsKilledMidSweep) {
         v1::GetSweepRequest request;
         request.set_sweep_id(sweep);
         v1::GetSweepResponse response;
-        return stack_->sweeps().GetSweep(Context(10).get(), request, &response).ok() &&
+        return stack_->sweeps().GetSweep(Deadline(10).get(), request, &response).ok() &&
                response.sweep().state() != v1::SWEEP_STATE_ACTIVE;
       },
       absl::Minutes(6)));
-  const std::vector<v1::Run> runs = Runs(sweep);
+  const std::vector<v1::Run> runs = stack_->Runs(sweep);
   ASSERT_EQ(runs.size(), 3u);
   for (const v1::Run& run : runs) {
     EXPECT_EQ(run.state(), v1::RUN_STATE_SUCCEEDED)
