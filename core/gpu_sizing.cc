@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/accounting.h"
+#include "core/run_spec_defaults.h"
 #include "core/symbols.h"
 
 namespace parity::core {
@@ -26,11 +27,12 @@ std::string ModelLabel(const RunSpec& run) {
   return absl::StrCat("run ", run.name());
 }
 
-void AddOnce(std::vector<FieldViolation>& violations, std::string description) {
+void AddOnce(std::vector<FieldViolation>& violations, std::string description,
+             const char* field = kBudgetField) {
   for (const FieldViolation& v : violations) {
-    if (v.field == kBudgetField && v.description == description) return;
+    if (v.field == field && v.description == description) return;
   }
-  violations.push_back({kBudgetField, std::move(description)});
+  violations.push_back({field, std::move(description)});
 }
 
 }  // namespace
@@ -120,6 +122,28 @@ bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {
   training.set_micro_batch_sequences(static_cast<uint32_t>(chosen));
   resources.set_gpu_memory_bytes(std::max(resources.gpu_memory_bytes(), estimate(chosen).total));
   return true;
+}
+
+bool ShareBatchAmongRanks(RunSpec& run, std::vector<FieldViolation>& violations) {
+  const uint32_t ranks = RanksOf(run.resources());
+  auto& training = *run.mutable_training();
+  const uint64_t seq = training.sequence_length();
+  if (ranks <= 1 || seq == 0) return true;
+  // Whole sequences a rank: ResolveTraining made the batch a multiple of `ranks` sequences.
+  const uint64_t per_rank = training.batch_tokens() / seq / ranks;
+  const uint64_t micro = training.micro_batch_sequences();
+  if (micro == 0) {
+    training.set_micro_batch_sequences(static_cast<uint32_t>(per_rank));  // one micro-batch each
+    return true;
+  }
+  if (per_rank % micro == 0) return true;
+  AddOnce(violations,
+          absl::StrFormat("%s: each of the %d ranks trains %d sequences a step (batch_tokens / "
+                          "sequence_length / ranks), which are not whole micro-batches of %d: give "
+                          "a divisor of %d, or leave it unset",
+                          ModelLabel(run), ranks, per_rank, micro, per_rank),
+          "training.micro_batch_sequences");
+  return false;
 }
 
 }  // namespace parity::core

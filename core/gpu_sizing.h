@@ -35,4 +35,11 @@ MemoryPrecision PrecisionOf(const parity::v1::RunSpec& run);
 // when nothing fits (an identical violation from an earlier run of the same model is not repeated).
 bool SizeRunForGpu(parity::v1::RunSpec& run, std::vector<FieldViolation>& violations);
 
+// For a gang (resources.ranks > 1), after SizeRunForGpu: each rank trains whole micro-batches of
+// its batch_tokens/S/ranks sequences a step (the engine's grad_accum is then a multiple of the
+// world size). An unset micro_batch_sequences becomes that share (one micro-batch a rank); a set
+// one that does not divide it is a violation naming training.micro_batch_sequences (returns
+// false). Other runs are left alone.
+bool ShareBatchAmongRanks(parity::v1::RunSpec& run, std::vector<FieldViolation>& violations);
+
 }  // namespace parity::core

@@ -14,14 +14,19 @@ namespace parity::core {
 // η = 1.79·N^-0.713·D^0.307 (N parameters, D tokens).
 double StepLawLearningRate(double params, double tokens);
 
-// B = 0.58·D^0.571 tokens, rounded to a multiple of the sequence length (at least one sequence).
-uint64_t StepLawBatchTokens(double tokens, uint32_t sequence_length);
+// B = 0.58·D^0.571 tokens, rounded to a multiple of the sequence length (at least one sequence)
+// and, for a gang of `ranks` processes, to the nearest multiple of `ranks` sequences (at least
+// one a rank): the ranks share each step's batch in whole sequences.
+uint64_t StepLawBatchTokens(double tokens, uint32_t sequence_length, uint32_t ranks = 1);
 
 // Completes `training` for a run of `tokens` tokens whose rule-relevant size is `params` (N_a for
 // an MoE, which equals N for a dense model): learning_rate, batch_tokens, steps = round(D/B) (at
 // least 1), then FillTrainingDefaults (warmup_steps and the optimizer/cadence defaults).
 // FailedPrecondition when the explicit rule left a value unset (validation normally catches that
-// first).
-absl::Status ResolveTraining(parity::v1::TrainingSpec& training, uint64_t params, uint64_t tokens);
+// first). For a gang of `ranks` > 1 (resources.ranks) the Step Law's batch is a multiple of
+// `ranks` sequences, and an explicit batch_tokens that is not is InvalidArgument naming
+// training.batch_tokens.
+absl::Status ResolveTraining(parity::v1::TrainingSpec& training, uint64_t params, uint64_t tokens,
+                             uint32_t ranks = 1);
 
 }  // namespace parity::core

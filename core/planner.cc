@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/accounting.h"
@@ -259,7 +260,12 @@ uint64_t DenseOneCTokens(const SweepSpec& spec, const std::optional<PlannedModel
   if (!dense) return 0;
   const uint64_t tokens = TokensFor(compute, dense->accounting.flops_per_token());
   parity::v1::TrainingSpec training = spec.training();
-  if (!ResolveTraining(training, dense->accounting.active_params(), tokens).ok()) return tokens;
+  parity::v1::ResourceRequest resources = spec.resources();
+  FillResourceDefaults(resources);
+  if (!ResolveTraining(training, dense->accounting.active_params(), tokens, RanksOf(resources))
+           .ok()) {
+    return tokens;
+  }
   return training.steps() * training.batch_tokens();
 }
 
@@ -348,7 +354,10 @@ absl::StatusOr<RunSpec> MakeRun(const Cell& cell, const Row& row, uint64_t seed,
   for (const auto& [field, value] : setting) {
     (void)SetTrainingField(training, field, value);  // checked by validation
   }
-  PARITY_RETURN_IF_ERROR(ResolveTraining(training, acc.active_params(), cell.tokens));
+  parity::v1::ResourceRequest& resources = *run.mutable_resources() = spec.resources();
+  FillResourceDefaults(resources);  // a gang's batch is resolved for its ranks
+  PARITY_RETURN_IF_ERROR(
+      ResolveTraining(training, acc.active_params(), cell.tokens, RanksOf(resources)));
   // D is what the engine consumes: whole steps of batch_tokens.
   const uint64_t consumed = training.steps() * training.batch_tokens();
   SetTokens(consumed, ConsumedUniqueTokens(cell.variant, consumed, cell.unique), acc);
@@ -365,9 +374,20 @@ absl::StatusOr<RunSpec> MakeRun(const Cell& cell, const Row& row, uint64_t seed,
     run.set_predicted_efficiency_leverage(PredictedEfficiencyLeverage(
         acc.expert_activation_ratio(), acc.granularity(), acc.compute_flops()));
   }
-  *run.mutable_resources() = spec.resources();
   run.mutable_labels()->insert(spec.labels().begin(), spec.labels().end());
   return run;
+}
+
+// A run whose training could not be resolved: the field its message starts with
+// ("training.batch_tokens: …"), else "training".
+FieldViolation TrainingViolation(const absl::Status& status) {
+  const std::string message(status.message());
+  const size_t colon = message.find(": ");
+  if (absl::StartsWith(message, "training.") && colon != std::string::npos &&
+      message.find(' ') > colon) {
+    return {message.substr(0, colon), message.substr(colon + 2)};
+  }
+  return {"training", message};
 }
 
 // Budgets × data variants × rows × seeds × settings, in that nesting order. A row whose budget
@@ -407,9 +427,10 @@ std::vector<RunSpec> ExpandGrid(const SweepSpec& spec, const PlannedShapes& shap
           for (const HyperparameterSetting& setting : settings) {
             absl::StatusOr<RunSpec> run = MakeRun(cell, row, seed, setting);
             if (!run.ok()) {
-              violations.push_back({"training", std::string(run.status().message())});
-            } else if (!SizeRunForGpu(*run, violations)) {
-              // the violation names resources.gpu_memory_budget_bytes
+              violations.push_back(TrainingViolation(run.status()));
+            } else if (!SizeRunForGpu(*run, violations) ||
+                       !ShareBatchAmongRanks(*run, violations)) {
+              // the violation names resources.gpu_memory_budget_bytes or the micro-batch
             } else if (!names.insert(run->name()).second) {
               violations.push_back({"grid", absl::StrCat("run name '", run->name(),
                                                          "' is produced twice; give the axes "

@@ -93,4 +93,10 @@ void FillDataDefaults(parity::v1::DataSpec& d) {
   if (d.validation_fraction() == 0) d.set_validation_fraction(kDefaultValidationFraction);
 }
 
+void FillResourceDefaults(parity::v1::ResourceRequest& r) {
+  if (r.ranks() == 0 && r.gpus() > 1) r.set_ranks(r.gpus());
+}
+
+uint32_t RanksOf(const parity::v1::ResourceRequest& r) { return std::max<uint32_t>(1, r.ranks()); }
+
 }  // namespace parity::core

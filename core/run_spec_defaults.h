@@ -45,4 +45,12 @@ void FillModelDefaults(parity::v1::ModelSpec& model);
 // Fills the data's validation_fraction.
 void FillDataDefaults(parity::v1::DataSpec& data);
 
+// Fills resources.ranks when unset (0): one rank per GPU of a run of several GPUs — the engine
+// trains one GPU per process, so `gpus: 8` alone is an 8-rank data-parallel gang, never one
+// process beside seven idle GPUs. A CPU run or a run of one GPU keeps 0 (one process).
+void FillResourceDefaults(parity::v1::ResourceRequest& resources);
+
+// The processes that train a run of these resources (its world size, W): ranks, else 1.
+uint32_t RanksOf(const parity::v1::ResourceRequest& resources);
+
 }  // namespace parity::core

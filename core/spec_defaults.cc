@@ -71,6 +71,7 @@ std::vector<SpecDefault> MakeDefaults() {
       {"parity.v1.DataSpec.reuse", Yaml(v1::ReuseMode_descriptor(), v1::REUSE_MODE_UNIQUE)},
       {"parity.v1.DataVariant.reuse", "SweepSpec.data's"},
       {"parity.v1.SweepSpec.max_attempts", absl::StrCat(kDefaultMaxAttempts)},
+      {"parity.v1.ResourceRequest.ranks", "gpus when gpus > 1 (one rank per GPU), else 1"},
   };
   return out;
 }

@@ -517,6 +517,30 @@ void CheckLabels(Checker& c, const SweepSpec& spec) {
   }
 }
 
+// The engine trains one GPU per process (data parallelism only; no tensor or expert parallelism),
+// so a run's GPUs and its ranks are one number: more GPUs than ranks would sit idle, silently.
+// Unset ranks become gpus (FillResourceDefaults). A gang's global batch is shared by its ranks in
+// whole sequences (the batch itself is checked per run by the planner, where it is resolved).
+void CheckRanks(Checker& c, const SweepSpec& spec) {
+  const parity::v1::ResourceRequest& resources = spec.resources();
+  constexpr uint32_t kMaxRanks = 4096;
+  if (resources.ranks() > kMaxRanks) {
+    c.Add("resources.ranks", absl::StrCat(resources.ranks(), " exceeds ", kMaxRanks));
+  } else if (resources.ranks() == 1 && resources.gpus() > 1) {
+    c.Add("resources.ranks", absl::StrCat("1 process trains on one GPU, so ", resources.gpus() - 1,
+                                          " of the ", resources.gpus(),
+                                          " GPUs would sit idle: leave ranks unset (one rank per "
+                                          "GPU) or set ranks: ",
+                                          resources.gpus()));
+  } else if (resources.ranks() > 1 && resources.gpus() > 0 &&
+             resources.gpus() != resources.ranks()) {
+    c.Add("resources.gpus",
+          absl::StrCat(resources.gpus(), " GPUs for ", resources.ranks(),
+                       " ranks: each rank trains on one GPU, so give gpus equal to ranks (",
+                       resources.ranks(), "), or leave ranks unset"));
+  }
+}
+
 void CheckSchedulingFields(Checker& c, const SweepSpec& spec) {
   if (spec.description().size() > kMaxDescriptionBytes) {
     c.Add("description", absl::StrCat(spec.description().size(), " bytes, over the limit of ",
@@ -529,16 +553,7 @@ void CheckSchedulingFields(Checker& c, const SweepSpec& spec) {
     c.Add("priority", absl::StrCat(spec.priority(), " is outside [-", kMaxPriorityMagnitude, ", ",
                                    kMaxPriorityMagnitude, "]"));
   }
-  // A gang's GPUs are shared evenly by its ranks (one NCCL process per GPU group).
-  const parity::v1::ResourceRequest& resources = spec.resources();
-  constexpr uint32_t kMaxRanks = 4096;
-  if (resources.ranks() > kMaxRanks) {
-    c.Add("resources.ranks", absl::StrCat(resources.ranks(), " exceeds ", kMaxRanks));
-  } else if (resources.ranks() > 1 && resources.gpus() % resources.ranks() != 0) {
-    c.Add("resources.gpus",
-          absl::StrCat(resources.gpus(), " GPUs cannot be shared evenly by ", resources.ranks(),
-                       " ranks: give a multiple of resources.ranks"));
-  }
+  CheckRanks(c, spec);
 }
 
 }  // namespace

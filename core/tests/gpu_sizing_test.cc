@@ -1,12 +1,13 @@
 // GPU sizing in the planner: the largest micro-batch whose memory estimate fits the GPU the spec
 // names, the memory a run then asks for, the violation when one sequence does not fit, CPU specs
-// left alone, and byte sizes in specs.
+// left alone, byte sizes in specs, and a gang's batch shared by its ranks in whole micro-batches.
 #include "core/gpu_sizing.h"
 
 #include <cmath>
 #include <iostream>
 
 #include "core/field_violation.h"
+#include "core/hyperparameters.h"
 #include "core/memory_estimate.h"
 #include "core/planner.h"
 #include "core/spec_loader.h"
@@ -175,6 +176,56 @@ TEST(GpuSizingTest, FullStudyFitsAnH200) {
               << HumanBytes(fp32.total) << " (" << fp32.Describe() << ")\n  BF16 "
               << HumanBytes(bf16.total) << " (" << bf16.Describe() << ")\n";
   }
+}
+
+TEST(GangBatchTest, GpusAloneMakeOneRankPerGpuAndEachRankTrainsWholeMicroBatches) {
+  // 8 GPUs, ranks unset: an 8-rank gang (never one process beside seven idle GPUs); 64 sequences
+  // a step are 8 a rank, and the sized micro-batch divides them.
+  const RunSpec run = PlanOne(Spec(8, 141'000'000'000));
+  EXPECT_EQ(run.resources().ranks(), 8u);
+  EXPECT_EQ(run.resources().gpus(), 8u);
+  EXPECT_EQ(run.training().micro_batch_sequences(), 8u) << "the whole share of a rank fits";
+  EXPECT_EQ(run.training().batch_tokens() / 64 / run.training().micro_batch_sequences() % 8, 0u)
+      << "the engine's grad_accum is a multiple of the world size";
+}
+
+TEST(GangBatchTest, ACpuGangGetsOneMicroBatchARankWhenUnset) {
+  SweepSpec spec = Spec(0, 0);
+  spec.mutable_resources()->set_ranks(4);
+  const RunSpec run = PlanOne(spec);
+  EXPECT_EQ(run.resources().ranks(), 4u);
+  EXPECT_EQ(run.training().micro_batch_sequences(), 16u) << "64 sequences over 4 ranks";
+  spec.mutable_training()->set_micro_batch_sequences(8);
+  EXPECT_EQ(PlanOne(spec).training().micro_batch_sequences(), 8u) << "a divisor is kept";
+}
+
+TEST(GangBatchTest, ABatchOrMicroBatchTheRanksCannotShareIsAViolationNamingIt) {
+  SweepSpec spec = Spec(0, 0);
+  spec.mutable_resources()->set_ranks(3);  // 64 sequences do not divide among 3
+  std::vector<FieldViolation> violations = FieldViolationsOf(PlanSweep(spec).status());
+  ASSERT_FALSE(violations.empty()) << "expected the batch to be refused for 3 ranks";
+  EXPECT_EQ(violations[0].field, "training.batch_tokens");
+  EXPECT_NE(violations[0].description.find("do not divide among 3 ranks"), std::string::npos)
+      << violations[0].description;
+
+  spec.mutable_resources()->set_ranks(4);
+  spec.mutable_training()->set_micro_batch_sequences(32);  // 16 a rank: not whole micro-batches
+  violations = FieldViolationsOf(PlanSweep(spec).status());
+  ASSERT_FALSE(violations.empty()) << "expected the micro-batch to be refused";
+  EXPECT_EQ(violations[0].field, "training.micro_batch_sequences");
+  EXPECT_NE(violations[0].description.find("16 sequences a step"), std::string::npos)
+      << violations[0].description;
+}
+
+TEST(GangBatchTest, TheStepLawBatchIsRoundedToWholeSequencesARank) {
+  for (uint32_t ranks : {1u, 2u, 8u, 64u}) {
+    const uint64_t batch = StepLawBatchTokens(4e10, 4096, ranks);
+    EXPECT_EQ(batch % (uint64_t{4096} * ranks), 0u) << ranks << " ranks";
+    const double unrounded = double(StepLawBatchTokens(4e10, 4096));
+    EXPECT_LE(std::abs(double(batch) - unrounded), 4096.0 * ranks / 2 + 1)
+        << "the nearest multiple: " << ranks << " ranks";
+  }
+  EXPECT_EQ(StepLawBatchTokens(1e3, 64, 8), 8u * 64) << "at least one sequence a rank";
 }
 
 }  // namespace

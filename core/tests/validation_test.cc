@@ -117,12 +117,18 @@ const BadInput kBadInputs[] = {
      "101 exceeds 100"},
     {"priority out of range", [](SweepSpec& s) { s.set_priority(-2000000); }, "priority",
      "outside [-1000000, 1000000]"},
-    {"gang GPUs not shared evenly",
+    {"gang GPUs not one per rank",
      [](SweepSpec& s) {
        s.mutable_resources()->set_ranks(4);
-       s.mutable_resources()->set_gpus(6);
+       s.mutable_resources()->set_gpus(8);
      },
-     "resources.gpus", "6 GPUs cannot be shared evenly by 4 ranks"},
+     "resources.gpus", "8 GPUs for 4 ranks: each rank trains on one GPU"},
+    {"one process on several GPUs",
+     [](SweepSpec& s) {
+       s.mutable_resources()->set_ranks(1);
+       s.mutable_resources()->set_gpus(8);
+     },
+     "resources.ranks", "7 of the 8 GPUs would sit idle"},
     {"missing name", [](SweepSpec& s) { s.clear_name(); }, "name", "required"},
     {"malformed name", [](SweepSpec& s) { s.set_name("My Sweep"); }, "name", "must match"},
     {"no budget", [](SweepSpec& s) { s.mutable_grid()->clear_compute(); }, "grid.compute",
