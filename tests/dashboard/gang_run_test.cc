@@ -4,7 +4,8 @@
 //   - `parity status RUN`: the ranks with their hosts and devices, "waiting: 1 of 2 checked in,
 //     deadline in …", and "released … after placement" once rank 0 posted;
 //   - the run page in headless Chromium (dashboard_browser.mjs --mode gang, gang_run.mjs): the
-//     ranks table (rank, worker, host, devices, checked in) and the rendezvous line, axe-core.
+//     ranks table (rank, worker, host, devices, checked in) and the rendezvous line, axe-core;
+//   - the Python client's Client.gang() on the released gang.
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -184,6 +185,27 @@ TEST_F(GangRunTest, StatusAndTheRunPageShowTheRanksHostsAndRendezvous) {
   EXPECT_EQ(released.output.find("#token"), std::string::npos)
       << "the address carries the gang's secret: never shown\n"
       << released.output;
+
+  // The Python client's Client.gang(): the same placement, by the run's name.
+  const std::string script = absl::StrCat(
+      "import sys, parity_client\n"
+      "c = parity_client.connect(sys.argv[1], token=sys.argv[2])\n"
+      "g = c.gang(sys.argv[3])\n"
+      "assert g.released and g.checked_in == 2, g\n"
+      "assert [r.hostname for r in g.ranks] == sys.argv[4].split(','), g\n"
+      "assert g.rendezvous_seconds >= 0, g\n"
+      "assert c.gang(sys.argv[5]) is None, 'the other gang is not placed'\n"
+      "print('gang ok')\n");
+  const std::string other =
+      submitted.run_ids(0) == run_id ? submitted.run_ids(1) : submitted.run_ids(0);
+  const ChildResult python =
+      RunChild({"/usr/bin/env", absl::StrCat("PYTHONPATH=", PARITY_PYTHON_CLIENT_DIR),
+                PARITY_PYTHON, "-c", script, absl::StrCat("127.0.0.1:", server_->port()),
+                parity::testing::kTestAdminToken, "gang-study/" + answers[r0].run().spec().name(),
+                absl::StrCat(kHosts[r0], ",", kHosts[r1]), other},
+               (scratch_ / "python-gang.log").string(), absl::Seconds(60));
+  EXPECT_EQ(python.exit_code, 0) << python.output;
+  EXPECT_NE(python.output.find("gang ok"), std::string::npos) << python.output;
 }
 
 }  // namespace
