@@ -47,7 +47,8 @@ export function gangCard(run, gang) {
       h('td', {}, rank.checked_in ? `yes (+${spanText(millis(rank.check_in_time) - placed)})` : 'no')));
   return h('div', {class: 'card', 'data-testid': 'run-gang'},
     h('h2', {}, `Gang: ${num(gang.world_size)} ranks on ${hosts.size} host${hosts.size === 1 ? '' : 's'}`),
-    h('p', {class: 'muted'}, `epoch ${gang.lease_epoch} · placed ${new Date(placed).toISOString().replace('T', ' ').slice(0, 19)} UTC`),
+    h('p', {class: 'muted'}, `epoch ${gang.lease_epoch} · placed ${Number.isFinite(placed)
+        ? `${new Date(placed).toISOString().replace('T', ' ').slice(0, 19)} UTC` : '—'}`),
     h('p', {'data-testid': 'gang-rendezvous'}, `Rendezvous: ${rendezvousText(gang)}`),
     h('div', {class: 'table-scroll'},
       h('table', {class: 'data-table compact', 'data-testid': 'gang-ranks'},
