@@ -18,6 +18,7 @@
 #include "cli/client_format.h"
 #include "cli/commands.h"
 #include "cli/results_export.h"
+#include "cli/run_status_format.h"
 #include "cli/scheduler_connection.h"
 #include "cli/sweep_reference.h"
 #include "cli/sweep_watch.h"
@@ -121,6 +122,15 @@ int RunStatus(const SweepIdOptions& options) {
   get.set_sweep_id(options.id);
   parity::v1::GetSweepResponse sweep;
   grpc::Status status = stub->GetSweep(UnaryContext(options.scheduler).get(), get, &sweep);
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) {  // not a sweep: a run?
+    parity::v1::GetRunRequest get_run;
+    get_run.set_run_id(options.id);
+    parity::v1::GetRunResponse run;
+    status = stub->GetRun(UnaryContext(options.scheduler).get(), get_run, &run);
+    if (!status.ok()) return ReportRpcError(status, "status " + options.id, options.scheduler);
+    std::cout << FormatRunStatus(run, absl::Now());
+    return kExitOk;
+  }
   if (!status.ok()) return ReportRpcError(status, "status " + options.id, options.scheduler);
   const std::vector<parity::v1::Run> runs =
       ListAllRuns(*stub, options.id, options.scheduler, status);
@@ -278,9 +288,12 @@ void RegisterClientCommands(CLI::App& app, int& exit_code) {
   command->footer(std::string(kExitCodesHelp));
   command->callback([submit, &exit_code] { exit_code = RunSubmit(*submit); });
 
-  AddIdCommand(app, exit_code, "status", "List sweeps, or show one sweep's runs",
-               "Sweep: id, unique id prefix or name (omit to list sweeps)", false, &RunStatus,
-               std::make_shared<SweepIdOptions>());
+  AddIdCommand(app, exit_code, "status",
+               "List sweeps, show one sweep's runs, or one run (a gang's ranks, hosts and "
+               "rendezvous)",
+               "Sweep (id, id prefix or name) or run (id, unique id prefix, name, or SWEEP/RUN); "
+               "omit to list sweeps",
+               false, &RunStatus, std::make_shared<SweepIdOptions>(), IdNames::kSweepOrRun);
   AddIdCommand(app, exit_code, "watch", "Follow a sweep or a run live, with progress bars",
                "Sweep (id, id prefix or name) or run (id, unique id prefix, name, or "
                "SWEEP/RUN)",

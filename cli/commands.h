@@ -27,7 +27,7 @@ inline constexpr std::string_view kExitCodesHelp =
 // `parity plan SPEC [--format table|csv|json]`.
 void RegisterPlanCommand(CLI::App& app, int& exit_code);
 
-// The scheduler's clients: `submit SPEC [--wait]`, `status [SWEEP]`, `watch SWEEP|RUN`,
+// The scheduler's clients: `submit SPEC [--wait]`, `status [SWEEP|RUN]`, `watch SWEEP|RUN`,
 // `results SWEEP [--format table|csv|json]`, `cancel SWEEP`, `workers`; each with --scheduler
 // (env PARITY_SCHEDULER).
 void RegisterClientCommands(CLI::App& app, int& exit_code);

@@ -197,6 +197,46 @@ TEST(MessageJson, ProtoFieldNamesAndZeros) {
   EXPECT_EQ(doc["min_share"], 0);
 }
 
+// runs/ID is GetRunResponse as JSON: the run page's ranks table and rendezvous line read `gang`.
+TEST(MessageJson, ARunDocumentCarriesItsGangRanksHostsAndRendezvous) {
+  v1::GetRunResponse response;
+  response.mutable_run()->set_run_id("r");
+  EXPECT_FALSE(json::parse(MessageJson(response)).contains("gang")) << "a run of one rank";
+
+  v1::RunGang& gang = *response.mutable_gang();
+  gang.set_world_size(2);
+  gang.set_lease_epoch(7);
+  gang.mutable_placed_time()->set_seconds(1'800'000'000);
+  gang.mutable_rendezvous_deadline()->set_seconds(1'800'000'300);
+  for (uint32_t i = 0; i < 2; ++i) {
+    v1::RunGangRank& rank = *gang.add_ranks();
+    rank.set_rank(i);
+    rank.set_worker_id(i == 0 ? "w0" : "w1");
+    rank.set_hostname(i == 0 ? "node-a" : "node-b");
+    rank.add_device_indices(0);
+    rank.add_device_indices(1);
+  }
+  gang.mutable_ranks(0)->set_checked_in(true);
+  gang.mutable_ranks(0)->mutable_check_in_time()->set_seconds(1'800'000'002);
+  const json doc = json::parse(MessageJson(response));
+  ASSERT_TRUE(doc.contains("gang"));
+  const json& g = doc["gang"];
+  EXPECT_EQ(g["world_size"], 2);
+  EXPECT_EQ(g["lease_epoch"], "7") << "64-bit integers are strings in proto JSON";
+  EXPECT_EQ(g["placed_time"], "2027-01-15T08:00:00Z");
+  EXPECT_EQ(g["rendezvous_deadline"], "2027-01-15T08:05:00Z");
+  EXPECT_EQ(g["released"], false) << "zeros are printed: the page need not guess";
+  EXPECT_FALSE(g.contains("released_time")) << "unset until released";
+  ASSERT_EQ(g["ranks"].size(), 2u);
+  EXPECT_EQ(g["ranks"][1]["rank"], 1);
+  EXPECT_EQ(g["ranks"][1]["worker_id"], "w1");
+  EXPECT_EQ(g["ranks"][1]["hostname"], "node-b");
+  EXPECT_EQ(g["ranks"][1]["device_indices"], json::array({0, 1}));
+  EXPECT_EQ(g["ranks"][1]["checked_in"], false);
+  EXPECT_EQ(g["ranks"][0]["checked_in"], true);
+  EXPECT_EQ(g["ranks"][0]["check_in_time"], "2027-01-15T08:00:02Z");
+}
+
 TEST(ErrorJson, CodeMessageAndViolations) {
   const ParameterViolation violations[] = {{"limit", "must be 1..10000"}};
   const json doc = json::parse(ErrorJson(400, "INVALID_ARGUMENT", "bad", violations));

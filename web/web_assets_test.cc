@@ -59,5 +59,16 @@ TEST(WebAssets, TheDashboardCarriesEveryFailureRemedyOfCore) {
   }
 }
 
+// The run page (web/src/gang.js) words a gang's rendezvous as `parity status RUN` does
+// (cli/run_status_format.cc): the phrases are in the bundled app.js.
+TEST(WebAssets, TheRunPageWordsTheRendezvousAsTheCli) {
+  const std::string app(FindAsset("assets/app.js")->content());
+  for (const char* phrase :
+       {" after placement", " checked in, ", "deadline in ", "deadline passed ",
+        " ago (the scheduler fails and requeues the gang)"}) {
+    EXPECT_NE(app.find(phrase), std::string::npos) << "web/src/gang.js lacks \"" << phrase << "\"";
+  }
+}
+
 }  // namespace
 }  // namespace parity::web

@@ -14,7 +14,7 @@
 //                              response holds at most 100,000 points (runs_per_page =
 //                              min(1000, 100000 / points)): &page_token= from next_page_token;
 //                              a run_id list may name at most runs_per_page runs
-//   runs/ID                    GetRun
+//   runs/ID                    GetRun (with `gang`, a placed gang's ranks and rendezvous)
 //   runs/ID/history            the run's curves sampled to ?points= (default 1000, 2..5000),
 //                              expert-load summaries, and the latest per-expert shares
 //   runs/ID/metrics            raw points, paged: ?after_step=N (exclusive) &limit= (1..10000);

@@ -1,6 +1,7 @@
 #include "server/scheduling/sweeps_service.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -214,6 +215,11 @@ absl::StatusOr<v1::GetRunResponse> SweepsService::GetRun(const v1::GetRunRequest
   }
   PARITY_ASSIGN_OR_RETURN(v1::Run run, catalog_.GetRun(request.run_id()));
   v1::GetRunResponse response;
+  // Only a gang has a placement to read: a run of one rank costs no second query.
+  if (run.spec().resources().ranks() > 1) {
+    PARITY_ASSIGN_OR_RETURN(std::optional<v1::RunGang> gang, reads_.GetRunGang(run.run_id()));
+    if (gang) *response.mutable_gang() = std::move(*gang);
+  }
   *response.mutable_run() = std::move(run);
   return response;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -127,6 +128,13 @@ class ReadModels {
   // Runs by sweep and state, the lease queue and the live workers, for dashboards. Reads only;
   // cost grows with the runs table (one grouped scan), so callers cache it.
   virtual absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) = 0;
+  // A gang run's placement under the run's current lease epoch (GetRunResponse.gang): world
+  // size, epoch, when placed, the rendezvous deadline and release, and each rank's worker, its
+  // hostname, the rank's devices and its check-in. nullopt for a run of one rank, an unknown
+  // run, a PENDING run (a reaped gang's rows stay until its next placement) and a gang whose
+  // placement a failure cleared (GangQueue::FailGang); an ended gang otherwise keeps the
+  // placement it ended under. One indexed read (gangs' tables are keyed by run).
+  virtual absl::StatusOr<std::optional<v1::RunGang>> GetRunGang(const std::string& run_id) = 0;
   // Metric points of a run with step >= from_step, by step.
   virtual absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
                                                                    uint64_t from_step,

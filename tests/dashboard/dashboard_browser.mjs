@@ -10,6 +10,8 @@
 //        --failed-sweep ID --failed-run ID ...  (a sweep whose every run failed: USER_ERROR)
 //   node dashboard_browser.mjs --mode large --base-url http://127.0.0.1:PORT --token TOKEN
 //        --sweep ID --runs 10000 --counts JSON --failures JSON  (large_sweep.mjs)
+//   node dashboard_browser.mjs --mode gang --base-url http://127.0.0.1:PORT --token TOKEN
+//        --gang-run ID --rank-hosts A,B --rank-workers ID,ID  (a placed gang's run page, gang_run.mjs)
 //
 // Every page is checked with axe-core (vendored by web/'s npm ci) for WCAG 2.1 A/AA: no serious
 // or critical violation may remain; each page's counts go to SCREENSHOTS/axe-MODE.json.
@@ -28,6 +30,7 @@ import {pathToFileURL} from 'node:url';
 import {CheckFailed, TIMEOUT, axeResults, check, checkAccessibility, checkNoBrokenText, columnTexts,
         log} from './browser_support.mjs';
 import {failedSweep} from './failed_sweep.mjs';
+import {gangRun} from './gang_run.mjs';
 import {largeSweep} from './large_sweep.mjs';
 
 function parseArgs(argv) {
@@ -513,6 +516,7 @@ async function main() {
     else if (args.mode === 'signin') await signin(page, shots);
     else if (args.mode === 'failed') await failedSweep(page, shots, args);
     else if (args.mode === 'large') await largeSweep(page, shots, args);
+    else if (args.mode === 'gang') await gangRun(page, shots, args);
     else throw new CheckFailed(`unknown --mode ${args.mode}`);
     check(errors.length === 0, `the pages logged errors: ${errors.join(' | ')}`);
     check(failedRequests.length === 0 || (args.mode === 'signin' && failedRequests.every((r) => r.startsWith('401'))),

@@ -387,7 +387,7 @@ TEST_F(DashboardTest, AFailedSweepSaysWhyAndWhatToDoInTheCliAndTheDashboard) {
   const ChildResult unknown = RunChild(cli({"status", "no-such-study"}),
                                        (scratch_ / "unknown.log").string(), absl::Seconds(60));
   EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
-  EXPECT_NE(unknown.output.find("error: sweep 'no-such-study': no sweep you may see"),
+  EXPECT_NE(unknown.output.find("error: 'no-such-study': no sweep or run you may see"),
             std::string::npos)
       << unknown.output;
   const ChildResult results =

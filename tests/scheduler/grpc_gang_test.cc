@@ -1,6 +1,7 @@
 // A gang over real gRPC and PostgreSQL (SchedulerServer, PostgresRunStore): two workers' LeaseRun
 // long polls answered with one gang's slots, the rendezvous RPCs with the workers' tokens, rank
-// 0 alone reporting metrics, and a follower's failure stopping rank 0 at its next heartbeat.
+// 0 alone reporting metrics, and a follower's failure stopping rank 0 at its next heartbeat; what
+// GetRun shows of the gang (ranks, hosts, check-ins, the release) at each of those steps.
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
@@ -51,6 +52,16 @@ class GrpcGangTest : public ::testing::Test {
     return response.worker_id();
   }
 
+  // GetRun's answer for `run_id` (its gang, when placed, in .gang()).
+  v1::GetRunResponse GetRun(const std::string& run_id) {
+    v1::GetRunRequest request;
+    request.set_run_id(run_id);
+    v1::GetRunResponse response;
+    const grpc::Status status = sweeps_->GetRun(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
   std::unique_ptr<SchedulerServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SweepService::Stub> sweeps_;
@@ -88,6 +99,22 @@ TEST_F(GrpcGangTest, TwoWorkersGetOneGangMeetAtTheRendezvousAndRestartTogether) 
   EXPECT_EQ(answers[r0].lease().worker_id(), ids[r0]);
   const std::string run_id = submitted.run_ids(0);
   const int64_t epoch = answers[r0].gang().gang_epoch();
+  // What `parity status` and the dashboard read: every rank's worker, host and devices.
+  v1::GetRunResponse shown = GetRun(run_id);
+  ASSERT_TRUE(shown.has_gang()) << "a placed gang";
+  EXPECT_EQ(shown.gang().world_size(), 2u);
+  EXPECT_EQ(shown.gang().lease_epoch(), epoch);
+  EXPECT_FALSE(shown.gang().released());
+  ASSERT_EQ(shown.gang().ranks_size(), 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    const int holder = rank == 0 ? r0 : r1;
+    EXPECT_EQ(shown.gang().ranks(rank).rank(), static_cast<uint32_t>(rank));
+    EXPECT_EQ(shown.gang().ranks(rank).worker_id(), ids[holder]);
+    EXPECT_EQ(shown.gang().ranks(rank).hostname(), "grpc-gang");
+    EXPECT_EQ(shown.gang().ranks(rank).device_indices_size(),
+              answers[holder].gang().ranks(0).device_indices_size());
+    EXPECT_FALSE(shown.gang().ranks(rank).checked_in());
+  }
 
   v1::CheckInRendezvousRequest check_in;
   check_in.set_run_id(run_id);
@@ -98,6 +125,9 @@ TEST_F(GrpcGangTest, TwoWorkersGetOneGangMeetAtTheRendezvousAndRestartTogether) 
   v1::RendezvousResponse state;
   ASSERT_TRUE(workers_->CheckInRendezvous(Context().get(), check_in, &state).ok());
   EXPECT_FALSE(state.released());
+  shown = GetRun(run_id);
+  EXPECT_TRUE(shown.gang().ranks(1).checked_in()) << "rank 1 checked in";
+  EXPECT_FALSE(shown.gang().released()) << "waiting: 1 of 2 checked in";
   v1::PostRendezvousRequest post;
   post.set_run_id(run_id);
   post.set_lease_epoch(epoch);
@@ -108,6 +138,10 @@ TEST_F(GrpcGangTest, TwoWorkersGetOneGangMeetAtTheRendezvousAndRestartTogether) 
   EXPECT_TRUE(state.released());
   ASSERT_TRUE(workers_->CheckInRendezvous(Context().get(), check_in, &state).ok());
   EXPECT_EQ(state.address(), "127.0.0.1:29500");
+  shown = GetRun(run_id);
+  EXPECT_TRUE(shown.gang().released());
+  EXPECT_TRUE(shown.gang().has_released_time());
+  EXPECT_TRUE(shown.gang().ranks(0).checked_in());
 
   v1::ReportMetricsRequest metrics;
   metrics.set_run_id(run_id);
@@ -127,6 +161,7 @@ TEST_F(GrpcGangTest, TwoWorkersGetOneGangMeetAtTheRendezvousAndRestartTogether) 
   v1::CompleteRunResponse completed;
   ASSERT_TRUE(workers_->CompleteRun(Context().get(), failure, &completed).ok());
   EXPECT_EQ(completed.run().state(), v1::RUN_STATE_PENDING);
+  EXPECT_FALSE(GetRun(run_id).has_gang()) << "restarted: waiting to be placed again";
   v1::HeartbeatRequest beat;
   beat.set_worker_id(ids[r0]);
   beat.set_run_id(run_id);

@@ -3,6 +3,7 @@
 #include "server/store/memory/memory_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
 #include "tests/scheduler/gang_contract_test.h"
+#include "tests/scheduler/gang_read_models_contract_test.h"
 #include "tests/scheduler/lease_retry_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
@@ -36,6 +37,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, OutageContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RunHistoryContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, LeaseRetryContractTest, MemoryHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, GangContractTest, MemoryHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, GangReadModelsContractTest, MemoryHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

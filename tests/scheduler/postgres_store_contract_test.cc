@@ -6,6 +6,7 @@
 #include "server/store/postgres/postgres_run_store.h"
 #include "tests/scheduler/access_contract_test.h"
 #include "tests/scheduler/gang_contract_test.h"
+#include "tests/scheduler/gang_read_models_contract_test.h"
 #include "tests/scheduler/lease_retry_contract_test.h"
 #include "tests/scheduler/outage_contract_test.h"
 #include "tests/scheduler/read_models_contract_test.h"
@@ -44,6 +45,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, OutageContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RunHistoryContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, LeaseRetryContractTest, PostgresHarness);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, GangContractTest, PostgresHarness);
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, GangReadModelsContractTest, PostgresHarness);
 
 }  // namespace
 }  // namespace parity::server::testing

@@ -86,6 +86,9 @@ class CountingStore final : public SweepCatalog, public ReadModels {
       const std::vector<std::string>& run_ids, const MetricSampling& sampling) override {
     return reads_.SampleMetrics(run_ids, sampling);
   }
+  absl::StatusOr<std::optional<v1::RunGang>> GetRunGang(const std::string& run_id) override {
+    return reads_.GetRunGang(run_id);
+  }
 
  private:
   SweepCatalog& catalog_;

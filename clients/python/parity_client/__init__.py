@@ -15,7 +15,8 @@ from .errors import (FieldViolation, ParityAmbiguous, ParityError, ParityNotFoun
                      ParityPermissionDenied, ParityUnauthenticated, ParityUnavailable)
 from .plan import PlannedRun, PlanResult, PlanWarning
 from .resolve import resolve_sweep
-from .rows import MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, to_frame
+from .rows import (GangInfo, GangRank, MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo,
+                   to_frame)
 from .spec import load_spec, parse_spec, parse_quantity
 
 __all__ = [
@@ -24,5 +25,5 @@ __all__ = [
     "Analysis", "BaselineDelta", "DenseFrontier", "DenseLaw", "GridPoint", "GroupOptimum",
     "Leverage", "RunLeverage", "ParityAmbiguous", "ParityNotFound", "ParityPermissionDenied",
     "ParityUnauthenticated", "ParityUnavailable", "PlannedRun", "PlanResult", "PlanWarning",
-    "resolve_sweep", "WorkerInfo",
+    "resolve_sweep", "WorkerInfo", "GangInfo", "GangRank",
 ]

@@ -33,7 +33,7 @@ from .errors import ParityError, ParityUnauthenticated, from_rpc_error
 from .loopback import resolves_only_to_loopback
 from .plan import PlanResult
 from .resolve import is_uuid, resolve_run, resolve_sweep, sweep_key
-from .rows import (MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, dict_frame,
+from .rows import (GangInfo, MetricPoint, ResultRow, RunInfo, SweepInfo, WorkerInfo, dict_frame,
                    to_frame)
 from .spec import load_spec
 from .targets import CHANNEL_OPTIONS, scheduler_target
@@ -414,6 +414,14 @@ class Client:
                 candidates.append(_RunCandidate(r.run_id, r.spec.name, sweep.sweep_id, sweep.name,
                                                 RunInfo.from_proto(r).state))
         return resolve_run(text, candidates)
+
+    def gang(self, run):
+        """Where a gang run (resources.ranks > 1) is placed now: GangInfo with its world size,
+        epoch, placement and rendezvous times and its ranks (worker, hostname, devices, check-in),
+        as `parity status RUN` prints it; None for a run of one rank or a gang not placed (PENDING,
+        or restarted after a failure). `run`: as resolve_run takes it."""
+        response = self._call("GetRun", api.GetRunRequest(run_id=self.resolve_run(run)))
+        return GangInfo.from_proto(response.gang) if response.HasField("gang") else None
 
     def curve(self, run_id, from_step=0, timeout=None):
         """A run's metric points (training and validation BPC, learning rate, throughput ...)

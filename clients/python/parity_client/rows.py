@@ -180,6 +180,68 @@ class RunInfo:
                    failure_class=failure_class, failure=run.failure.message)
 
 
+def _utc(message, name):
+    """A Timestamp field as an aware UTC datetime; None when unset."""
+    if not message.HasField(name):
+        return None
+    return getattr(message, name).ToDatetime(tzinfo=datetime.timezone.utc)
+
+
+@dataclass
+class GangRank:
+    """One rank of a placed gang (parity.v1.RunGangRank): the worker that runs it, that worker's
+    host, the rank's device indices there, and its rendezvous check-in."""
+
+    rank: int
+    worker_id: str
+    hostname: str  # "" once the scheduler forgot the worker
+    device_indices: List[int]
+    checked_in: bool
+    check_in_time: Optional[datetime.datetime]  # UTC; None until it checked in
+
+
+@dataclass
+class GangInfo:
+    """Where a gang run (resources.ranks > 1) is placed under its current epoch
+    (parity.v1.RunGang, GetRunResponse.gang): what `parity status RUN` prints."""
+
+    world_size: int
+    lease_epoch: int
+    placed_time: Optional[datetime.datetime]  # UTC
+    rendezvous_deadline: Optional[datetime.datetime]  # UTC: every rank checks in before
+    released: bool  # every rank checked in and rank 0 posted its address
+    released_time: Optional[datetime.datetime]  # UTC; None until released
+    ranks: List[GangRank] = field(default_factory=list)  # lowest rank first
+
+    @property
+    def checked_in(self):
+        """How many ranks checked in."""
+        return sum(1 for rank in self.ranks if rank.checked_in)
+
+    @property
+    def hosts(self):
+        """The distinct hosts the ranks run on, sorted."""
+        return sorted({rank.hostname or rank.worker_id for rank in self.ranks})
+
+    @property
+    def rendezvous_seconds(self):
+        """Seconds from placement to release; NaN while not released."""
+        if not self.released or self.released_time is None or self.placed_time is None:
+            return math.nan
+        return (self.released_time - self.placed_time).total_seconds()
+
+    @classmethod
+    def from_proto(cls, gang):
+        ranks = [GangRank(rank=r.rank, worker_id=r.worker_id, hostname=r.hostname,
+                          device_indices=list(r.device_indices), checked_in=r.checked_in,
+                          check_in_time=_utc(r, "check_in_time")) for r in gang.ranks]
+        return cls(world_size=gang.world_size, lease_epoch=gang.lease_epoch,
+                   placed_time=_utc(gang, "placed_time"),
+                   rendezvous_deadline=_utc(gang, "rendezvous_deadline"),
+                   released=gang.released, released_time=_utc(gang, "released_time"),
+                   ranks=ranks)
+
+
 @dataclass
 class WorkerInfo:
     """A worker daemon the scheduler saw recently (parity.v1.Worker). devices reads like

@@ -11,7 +11,7 @@ import unittest
 from parity.v1 import run_pb2, sweep_service_pb2 as api
 
 from parity_client.analysis import Analysis
-from parity_client.rows import MetricPoint, ResultRow, RunInfo, flat_row, to_frame
+from parity_client.rows import GangInfo, MetricPoint, ResultRow, RunInfo, flat_row, to_frame
 
 
 def result_row(name, sets, deltas):
@@ -79,6 +79,46 @@ class EvalSetRowsTest(unittest.TestCase):
         analysis = Analysis.from_proto(response)
         self.assertEqual(analysis.eval_set, "code")
         self.assertEqual(analysis.eval_sets, ["validation", "code"])
+
+
+class GangRowsTest(unittest.TestCase):
+    """Client.gang(): GetRunResponse.gang as GangInfo, what `parity status RUN` prints."""
+
+    def gang(self, released):
+        response = api.GetRunResponse()
+        gang = response.gang
+        gang.world_size = 2
+        gang.lease_epoch = 7
+        gang.placed_time.FromSeconds(1_800_000_000)
+        gang.rendezvous_deadline.FromSeconds(1_800_000_300)
+        for i, host in enumerate(["node-a", "node-b"]):
+            rank = gang.ranks.add(rank=i, worker_id=f"w{i}", hostname=host, device_indices=[i])
+            if i == 1 or released:
+                rank.checked_in = True
+                rank.check_in_time.FromMilliseconds(1_800_000_001_500)
+        if released:
+            gang.released = True
+            gang.released_time.FromMilliseconds(1_800_000_003_200)
+        return GangInfo.from_proto(response.gang)
+
+    def test_a_waiting_gang(self):
+        gang = self.gang(released=False)
+        self.assertEqual(gang.world_size, 2)
+        self.assertEqual(gang.lease_epoch, 7)
+        self.assertEqual(gang.hosts, ["node-a", "node-b"])
+        self.assertEqual(gang.checked_in, 1)
+        self.assertFalse(gang.released)
+        self.assertIsNone(gang.released_time)
+        self.assertTrue(math.isnan(gang.rendezvous_seconds), "not released: NaN")
+        self.assertIsNone(gang.ranks[0].check_in_time, "rank 0 has not checked in")
+        self.assertEqual(gang.ranks[1].device_indices, [1])
+        self.assertEqual(gang.rendezvous_deadline.timestamp(), 1_800_000_300)
+
+    def test_a_released_gang_says_how_long_its_rendezvous_took(self):
+        gang = self.gang(released=True)
+        self.assertEqual(gang.checked_in, 2)
+        self.assertAlmostEqual(gang.rendezvous_seconds, 3.2)
+        self.assertEqual(gang.ranks[0].check_in_time.tzinfo.utcoffset(None).total_seconds(), 0)
 
 
 if __name__ == "__main__":

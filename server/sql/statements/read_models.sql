@@ -1,5 +1,5 @@
--- ReadModels' statements: results, event feeds, counts, metric listings and samples
--- (postgres_run_store.cc, postgres_run_counts.cc, postgres_metric_sampling.cc).
+-- ReadModels' statements: results, event feeds, counts, metric listings and samples, a run's
+-- gang (postgres_run_store.cc, postgres_run_counts.cc, postgres_metric_sampling.cc).
 
 -- fragment: results_filter
 -- QueryResults' filter, on runs or the results view (the same column names): $1 sweep ('' =
@@ -204,3 +204,22 @@ FROM picked p
 CROSS JOIN LATERAL (SELECT * FROM metrics x WHERE x.run_id = p.run_id AND x.step = p.step
                     LIMIT 1) m
 ORDER BY m.run_id, m.step
+
+-- name: run_gang
+-- $1 run: its gang's placement under the run's current lease epoch, one row per rank, lowest
+-- first, each with its worker's hostname ('' once retention forgot the worker). No row: a run
+-- of one rank, a PENDING run (a reaped gang's rows stay until its next placement) or a
+-- placement a failure cleared. Times in microseconds since the epoch; NULL until they happen.
+SELECT g.world_size, g.lease_epoch,
+       (extract(epoch FROM g.placed_at) * 1000000)::bigint AS placed_us,
+       (extract(epoch FROM g.deadline) * 1000000)::bigint AS deadline_us,
+       (extract(epoch FROM g.released_at) * 1000000)::bigint AS released_us,
+       s.rank, s.worker_id::text AS worker_id, coalesce(w.hostname, '') AS hostname,
+       s.device_indices::text AS devices,
+       (extract(epoch FROM s.checked_in_at) * 1000000)::bigint AS checked_in_us
+FROM runs r
+JOIN gang_rendezvous g ON g.run_id = r.run_id AND g.lease_epoch = r.lease_epoch
+JOIN gang_slots s ON s.run_id = g.run_id AND s.lease_epoch = g.lease_epoch
+LEFT JOIN workers w ON w.worker_id = s.worker_id
+WHERE r.run_id = $1::uuid AND r.state <> 'PENDING'
+ORDER BY s.rank

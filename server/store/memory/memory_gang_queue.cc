@@ -227,10 +227,12 @@ absl::StatusOr<RendezvousState> MemoryRunStore::PostRendezvous(const RendezvousC
                      "address needs a new gang epoch (fail the gang and let it restart)"));
   }
   (*gang)->address = call.address;
+  if (!rank0.checked_in) rank0.checked_in_at = now_();
   rank0.checked_in = true;
   const RendezvousState state = StateOf(**gang);
   const bool was = (*gang)->released;
   (*gang)->released = was || state.checked_in == state.world_size;
+  if (!was && (*gang)->released) (*gang)->released_at = now_();
   RendezvousState after = StateOf(**gang);
   after.released_now = !was && after.released;
   return after;
@@ -245,10 +247,14 @@ absl::StatusOr<RendezvousState> MemoryRunStore::CheckInRendezvous(const Rendezvo
     return LeaseEpochError(call.run_id, absl::StrCat("this worker does not hold rank ", call.rank));
   }
   // Rank 0 checks in by posting its address (PostRendezvous); it may ask here for the state.
-  if (call.rank != 0) (*gang)->slots[call.rank].checked_in = true;
+  if (GangSlotRow& slot = (*gang)->slots[call.rank]; call.rank != 0 && !slot.checked_in) {
+    slot.checked_in = true;
+    slot.checked_in_at = now_();  // the first check-in counts
+  }
   const RendezvousState state = StateOf(**gang);
   const bool was = (*gang)->released;
   (*gang)->released = was || (!(*gang)->address.empty() && state.checked_in == state.world_size);
+  if (!was && (*gang)->released) (*gang)->released_at = now_();
   RendezvousState after = StateOf(**gang);
   after.released_now = !was && after.released;
   return after;

@@ -4,7 +4,8 @@
 // and paged as PostgresRunStore::QueryResults does (order_by checked against
 // kResultsOrderColumns, NULLs last, keyset page tokens of results_paging.h, keys that change
 // ordered as of the walk's start: here an event-id watermark); events come with a commit watermark
-// (event ids: one mutex orders commits); samples follow the SQL of postgres_metric_sampling.cc.
+// (event ids: one mutex orders commits); samples follow the SQL of postgres_metric_sampling.cc; a
+// run's gang is read as run_gang (statements/read_models.sql) reads it.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/proto_time.h"
 #include "server/store/memory/memory_run_store.h"
 #include "server/store/results_paging.h"
 
@@ -411,6 +413,39 @@ absl::StatusOr<std::vector<v1::MetricPoint>> MemoryRunStore::SampleMetrics(
       }
       out.push_back(std::move(point));
     }
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<v1::RunGang>> MemoryRunStore::GetRunGang(const std::string& run_id) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto run = runs_.find(run_id);
+  auto gang = gangs_.find(run_id);
+  // As run_gang (read_models.sql): the placement under the run's current epoch, not while PENDING.
+  if (run == runs_.end() || gang == gangs_.end() ||
+      gang->second.lease_epoch != run->second.lease_epoch ||
+      run->second.run.state() == v1::RUN_STATE_PENDING) {
+    return std::nullopt;
+  }
+  const GangRow& row = gang->second;
+  v1::RunGang out;
+  out.set_world_size(static_cast<uint32_t>(row.slots.size()));
+  out.set_lease_epoch(row.lease_epoch);
+  *out.mutable_placed_time() = ToProtoTime(row.placed);
+  *out.mutable_rendezvous_deadline() = ToProtoTime(row.deadline);
+  out.set_released(row.released);
+  if (row.released) *out.mutable_released_time() = ToProtoTime(row.released_at);
+  for (const GangSlotRow& slot : row.slots) {  // by rank
+    v1::RunGangRank& rank = *out.add_ranks();
+    rank.set_rank(slot.slot.rank);
+    rank.set_worker_id(slot.slot.worker_id);
+    // '' for a worker retention forgot, as the SQL's LEFT JOIN.
+    if (auto worker = workers_.find(slot.slot.worker_id); worker != workers_.end()) {
+      rank.set_hostname(worker->second.worker.hostname());
+    }
+    for (uint32_t index : slot.slot.device_indices) rank.add_device_indices(index);
+    rank.set_checked_in(slot.checked_in);
+    if (slot.checked_in) *rank.mutable_check_in_time() = ToProtoTime(slot.checked_in_at);
   }
   return out;
 }

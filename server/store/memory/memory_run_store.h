@@ -117,6 +117,7 @@ class MemoryRunStore final : public RunStore, public GangQueue {
   absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
                                                            uint64_t from_step, int limit) override;
+  absl::StatusOr<std::optional<v1::RunGang>> GetRunGang(const std::string& run_id) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> SampleMetrics(
       const std::vector<std::string>& run_ids, const MetricSampling& sampling) override;
 
@@ -212,6 +213,7 @@ class MemoryRunStore final : public RunStore, public GangQueue {
     bool delivered = false;
     std::string delivered_request_id;  // the LeaseRun attempt it was delivered to
     bool checked_in = false;
+    absl::Time checked_in_at{};  // the first check-in (checked_in_at in PostgreSQL)
     absl::Time expires;
   };
   struct GangRow {
@@ -221,6 +223,7 @@ class MemoryRunStore final : public RunStore, public GangQueue {
     absl::Time deadline;
     absl::Time placed;
     bool released = false;
+    absl::Time released_at;  // when released (released_at in PostgreSQL)
   };
 
   std::string NewId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,5 +1,6 @@
 // PostgresRunStore's SweepCatalog (sweeps, runs) and its ReadModels' results, event and metric
-// reads. The RunQueue is in postgres_run_queue.cc and postgres_run_queue_batches.cc.
+// reads and a run's gang (GetRunGang). The RunQueue is in postgres_run_queue.cc and
+// postgres_run_queue_batches.cc.
 #include "server/store/postgres/postgres_run_store.h"
 
 #include <optional>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "core/proto_time.h"
 #include "core/spec_defaults.h"
 #include "core/status_macros.h"
 #include "server/store/deterministic_bytes.h"
@@ -18,6 +20,7 @@
 #include "server/store/postgres/pg_support.h"
 #include "server/store/results_paging.h"
 #include "server/store/store_errors.h"
+#include "server/store/uuid.h"
 
 namespace parity::server {
 namespace {
@@ -320,6 +323,36 @@ absl::StatusOr<std::vector<v1::MetricPoint>> PostgresRunStore::ListMetrics(
         }
         return points;
       });
+}
+
+absl::StatusOr<std::optional<v1::RunGang>> PostgresRunStore::GetRunGang(const std::string& run_id) {
+  if (!IsUuid(run_id)) return std::nullopt;
+  return WithTransaction(*pool_, [&](pqxx::work& tx) -> absl::StatusOr<std::optional<v1::RunGang>> {
+    const pqxx::result rows = tx.exec_prepared("run_gang", run_id);
+    if (rows.empty()) return std::nullopt;
+    const auto time_of = [](const pqxx::field& micros) {
+      return ToProtoTime(pg::TimeFromMicros(micros.as<int64_t>()));
+    };
+    v1::RunGang gang;
+    gang.set_world_size(rows[0]["world_size"].as<uint32_t>());
+    gang.set_lease_epoch(rows[0]["lease_epoch"].as<int64_t>());
+    *gang.mutable_placed_time() = time_of(rows[0]["placed_us"]);
+    *gang.mutable_rendezvous_deadline() = time_of(rows[0]["deadline_us"]);
+    gang.set_released(!rows[0]["released_us"].is_null());
+    if (gang.released()) *gang.mutable_released_time() = time_of(rows[0]["released_us"]);
+    for (const pqxx::row& row : rows) {
+      v1::RunGangRank& rank = *gang.add_ranks();
+      rank.set_rank(row["rank"].as<uint32_t>());
+      rank.set_worker_id(row["worker_id"].c_str());
+      rank.set_hostname(row["hostname"].c_str());
+      for (uint32_t index : pg::ParseIntArray(row["devices"].c_str())) {
+        rank.add_device_indices(index);
+      }
+      rank.set_checked_in(!row["checked_in_us"].is_null());
+      if (rank.checked_in()) *rank.mutable_check_in_time() = time_of(row["checked_in_us"]);
+    }
+    return gang;
+  });
 }
 
 }  // namespace parity::server

@@ -78,6 +78,7 @@ class PostgresRunStore final : public RunStore, public GangQueue {
   absl::StatusOr<RunCounts> CountRunsByState(const RunCountsQuery& query) override;
   absl::StatusOr<std::vector<v1::MetricPoint>> ListMetrics(const std::string& run_id,
                                                            uint64_t from_step, int limit) override;
+  absl::StatusOr<std::optional<v1::RunGang>> GetRunGang(const std::string& run_id) override;
   // AccessTokens (postgres_access_tokens.cc).
   absl::StatusOr<StoredAccessToken> CreateToken(const NewAccessToken& token) override;
   absl::StatusOr<std::optional<StoredAccessToken>> FindToken(

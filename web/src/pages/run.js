@@ -1,12 +1,14 @@
-// One run: state and progress, its accounting, its curves (train/validation BPC against tokens,
-// learning rate and gradient norm against steps) and, for an MoE run, the expert load: each
-// expert's share of the routing slots at the latest logged step, and max/min load over steps.
+// One run: state and progress, for a gang its ranks and rendezvous (gang.js), its accounting,
+// its curves (train/validation BPC against tokens, learning rate and gradient norm against steps)
+// and, for an MoE run, the expert load: each expert's share of the routing slots at the latest
+// logged step, and max/min load over steps.
 import {getJson, isReport} from '../api.js';
 import {ChartPanel} from '../charts.js';
 import {count, dateTime, duration, fixed, flops, h, isLiveRun, layoutName, num, percent,
         stateBadge, stateName} from '../format.js';
 import {expertShareDatasets, isDense, layerColour, multipleLabel, series} from '../figures.js';
 import {failureBlock, failureClassName, failureRemedy} from '../failures.js';
+import {gangCard} from '../gang.js';
 import {hrefFor} from '../router.js';
 
 // One validation curve per evaluation set, the legend naming the set; the single
@@ -79,6 +81,7 @@ function summaryFacts(run) {
 export function mountRunPage(root, runId) {
   const head = h('div', {class: 'page-head'});
   const stats = h('section', {class: 'stats', 'data-testid': 'run-summary'});
+  const gangSection = h('section', {});  // a gang's ranks and rendezvous (gang.js)
   const details = h('section', {class: 'two-columns'});
   const curves = h('section', {class: 'chart-grid'});
   const expertSection = h('section', {class: 'chart-grid'});
@@ -86,7 +89,7 @@ export function mountRunPage(root, runId) {
   const curvesTitle = h('h2', {class: 'section-title'}, 'Training curves');
   const expertTitle = h('h2', {class: 'section-title'}, 'Expert load');
   const noMetrics = h('p', {class: 'muted', hidden: true, 'data-testid': 'no-metrics'});
-  root.append(head, stats, details, curvesTitle, noMetrics, curves, expertTitle, expertNote,
+  root.append(head, stats, gangSection, details, curvesTitle, noMetrics, curves, expertTitle, expertNote,
               expertSection);
 
   const bpc = new ChartPanel(curves, {
@@ -169,6 +172,8 @@ export function mountRunPage(root, runId) {
                           message: run.failure?.message || '(no message)',
                           remedy: failureRemedy(run.failure_class)})
           : null;
+      const gang = gangCard(run, runDoc.gang);
+      gangSection.replaceChildren(...(gang ? [gang] : []));
       details.replaceChildren(
           h('div', {class: 'card'}, h('h2', {}, 'Accounting'), definitionList(accountingFacts(spec))),
           h('div', {class: 'card'}, h('h2', {}, 'Outcome'), failure,

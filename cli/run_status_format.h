@@ -1,0 +1,27 @@
+// `parity status RUN`: one run's state, progress and last failure, and for a gang
+// (resources.ranks > 1) where its ranks run and how far its rendezvous got (GetRunResponse.gang).
+// Pure: the caller passes the time to measure deadlines against, so tests fix it.
+#pragma once
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "parity/v1/sweep_service.pb.h"
+
+namespace parity::cli {
+
+// "3.2 s", "4m 10s", "2h 5m": a span as a person reads it (negative spans as their magnitude).
+std::string SpanText(absl::Duration span);
+
+// The rendezvous in one line, as of `now`:
+//   "released 3.2 s after placement"
+//   "waiting: 2 of 4 checked in, deadline in 4m 10s"
+//   "waiting: 1 of 2 checked in, deadline passed 12 s ago (the scheduler fails and requeues it)"
+std::string RendezvousText(const parity::v1::RunGang& gang, absl::Time now);
+
+// The run's header lines, then for a gang its placement: hosts, epoch, the rendezvous line and
+// one row per rank (rank, worker, host, devices, checked in). A PENDING gang says it waits to
+// be placed; a run of one rank prints no gang part.
+std::string FormatRunStatus(const parity::v1::GetRunResponse& response, absl::Time now);
+
+}  // namespace parity::cli
