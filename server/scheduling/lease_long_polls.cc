@@ -22,6 +22,7 @@ void LeaseLongPolls::Park(std::unique_ptr<PendingLease> lease, uint64_t tried_at
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
+      if (wake_on_park_.erase(lease->request.worker_id) > 0) retry_at = absl::InfinitePast();
       // Wake the thread only if this call is due before it would wake anyway: a fleet of idle
       // workers re-parks every idle_poll_interval, and each wake looks at every parked call.
       if (retry_at < sleeping_until_ || tried_at_generation != generation_) changed_ = true;
@@ -30,6 +31,25 @@ void LeaseLongPolls::Park(std::unique_ptr<PendingLease> lease, uint64_t tried_at
     }
   }
   lease->done(v1::LeaseRunResponse());
+}
+
+void LeaseLongPolls::WakeWorkers(const std::vector<std::string>& worker_ids) {
+  constexpr size_t kMaxRemembered = 4096;  // a woken worker that never parks again is forgotten
+  absl::MutexLock lock(&mu_);
+  for (const std::string& worker : worker_ids) {
+    bool parked = false;
+    for (Parked& p : parked_) {
+      if (p.lease->request.worker_id != worker) continue;
+      p.retry_at = absl::InfinitePast();
+      parked = true;
+    }
+    if (parked) {
+      changed_ = true;
+    } else {
+      if (wake_on_park_.size() >= kMaxRemembered) wake_on_park_.clear();
+      wake_on_park_.insert(worker);
+    }
+  }
 }
 
 void LeaseLongPolls::Stop() {

@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -57,6 +59,11 @@ class LeaseLongPolls {
   // answers it empty at once.
   void Park(std::unique_ptr<PendingLease> lease, uint64_t tried_at_generation, absl::Time retry_at);
 
+  // Retries at once the parked calls of these workers (a gang placement gave them slots), and a
+  // call of theirs that is mid-try when it parks next: a placement wakes the R workers it placed,
+  // not every parked call.
+  void WakeWorkers(const std::vector<std::string>& worker_ids);
+
   // Answers every parked call empty and ends the thread; later Park() calls answer at once.
   void Stop();
 
@@ -78,6 +85,8 @@ class LeaseLongPolls {
   bool changed_ ABSL_GUARDED_BY(mu_) = false;     // a Notify() or an earlier retry_at parked
   absl::Time sleeping_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // while it sleeps
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Woken workers none of whose calls was parked (one was mid-try): their next Park is due now.
+  absl::flat_hash_set<std::string> wake_on_park_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: started once everything above exists
 };
 

@@ -19,12 +19,18 @@ namespace parity::server {
 bool LeasesService::GangsActive() {
   if (gangs_ == nullptr) return false;
   const absl::Time now = clock_.Now();
+  const uint64_t generation = work_signal_.generation();
   {
     absl::MutexLock lock(&gang_counts_mu_);
-    if (now < gang_counts_read_ + options_.idle_poll_interval) {
+    // Fresh after a wake-up (a submission may have brought a gang), at most every 50 ms; else
+    // once an interval. The others use the last counts.
+    const bool news =
+        generation != gang_counts_generation_ && now >= gang_counts_read_ + absl::Milliseconds(50);
+    if (!news && now < gang_counts_read_ + options_.idle_poll_interval) {
       return gang_counts_.waiting_gangs + gang_counts_.undelivered_slots > 0;
     }
-    gang_counts_read_ = now;  // one reader per interval; the others use the last counts
+    gang_counts_read_ = now;
+    gang_counts_generation_ = generation;
   }
   absl::StatusOr<GangCounts> counts = gangs_->CountGangs();
   if (!counts.ok()) return false;  // the ordinary lease goes on; the next interval asks again
@@ -59,7 +65,8 @@ bool LeasesService::TryGang(std::unique_ptr<PendingLease>& lease) {
                  wait.status().ToString());
     return false;
   }
-  if (wait->placed_others) work_signal_.Notify();  // their parked calls collect their slots
+  // Their parked calls collect their slots now (only theirs: a placement is R workers' news).
+  if (wait->placed_others) long_polls_.WakeWorkers(wait->placed_workers);
   if (wait->grant) {
     AnswerGang(std::move(lease), *wait->grant);
     return true;

@@ -146,11 +146,13 @@ void LeasesService::TryLease(std::unique_ptr<PendingLease> lease) {
     // The retry found no lease of its own: it was looked up once, and the long poll's tries are
     // ordinary leases (under the same request id).
     lease->request.retry = false;
-    // While a gang waits (or has slots to collect), the next tries ask the gang pool first.
+    // While a gang waits (or has slots to collect), the next tries ask the gang pool first — the
+    // first of them at once, not after an idle interval.
+    absl::Time retry_at = std::min(lease->deadline, now + options_.idle_poll_interval);
     if (lease->accepts_gangs && !lease->in_gang_pool && GangsActive()) {
       lease->in_gang_pool = true;
+      retry_at = now;
     }
-    const absl::Time retry_at = std::min(lease->deadline, now + options_.idle_poll_interval);
     long_polls_.Park(std::move(lease), generation, retry_at);
   });
 }

@@ -150,6 +150,7 @@ class LeasesService {
   absl::Mutex gang_counts_mu_;
   GangCounts gang_counts_ ABSL_GUARDED_BY(gang_counts_mu_);
   absl::Time gang_counts_read_ ABSL_GUARDED_BY(gang_counts_mu_) = absl::InfinitePast();
+  uint64_t gang_counts_generation_ ABSL_GUARDED_BY(gang_counts_mu_) = 0;  // WorkSignal's then
   struct KnownOwner {
     std::string owner;
     absl::Time until;

@@ -59,8 +59,9 @@ struct GangGrant {
 };
 
 struct GangWait {
-  std::optional<GangGrant> grant;  // the asking worker's slots, placed now or before
-  bool placed_others = false;      // slots went to other waiting workers: wake their calls
+  std::optional<GangGrant> grant;           // the asking worker's slots, placed now or before
+  bool placed_others = false;               // slots went to other waiting workers: wake their calls
+  std::vector<std::string> placed_workers;  // those workers (ids), each once
   // A gang has waited past reservation_after, cannot be placed, could be on the live fleet, and
   // this worker could host one of its ranks: it is kept for the gang (no ordinary runs).
   bool reserved = false;

@@ -114,6 +114,7 @@ TYPED_TEST_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderOneEpochOrNothin
   const GangWait placed = this->Wait(this->Offer(b, 4));
   ASSERT_TRUE(placed.grant.has_value());
   EXPECT_TRUE(placed.placed_others) << "a's calls must be woken to collect their slots";
+  EXPECT_EQ(placed.placed_workers, std::vector<std::string>{a}) << "a alone is woken, once";
   const GangWait collected = this->Wait(this->Offer(a, 4));
   ASSERT_TRUE(collected.grant.has_value()) << "a's next try gets its slots";
   EXPECT_EQ(placed.grant->lease_epoch, collected.grant->lease_epoch) << "one epoch for all";

@@ -1,6 +1,7 @@
 // LeaseLongPolls without a database: a parked LeaseRun goes back to the lease queue when the
 // work signal moves on (including a move during its last try) or when its retry time comes;
-// a cancelled one is answered empty; stopping answers every parked call. Time is a FakeClock:
+// the workers a gang placement names are retried at once (and only they); a cancelled one is
+// answered empty; stopping answers every parked call. Time is a FakeClock:
 // a retry time is reached by Advance(), never by sleeping.
 #include "server/scheduling/lease_long_polls.h"
 
@@ -133,6 +134,23 @@ TEST_F(LeaseLongPollsTest, EachParkedCallIsRetriedAtItsOwnTimeWhateverTheOrderPa
   clock_.AwaitSleeperUntil(start + absl::Seconds(30));
   EXPECT_EQ(outcomes_.retried(), (std::vector<std::string>{"soon", "late"}))
       << "expected the call due in 30 s to still be waiting";
+}
+
+TEST_F(LeaseLongPollsTest, WakingWorkersRetriesTheirCallsOnlyAndOneThatParksLater) {
+  polls_.Park(Call("placed"), signal_.generation(), clock_.Now() + absl::Hours(1));
+  polls_.Park(Call("bystander"), signal_.generation(), clock_.Now() + absl::Hours(1));
+  polls_.WakeWorkers({"placed", "mid-try"});  // mid-try: no call of it parked yet
+  EXPECT_TRUE(outcomes_.WaitRetried("placed", absl::Seconds(10)))
+      << "a gang placement's worker must collect its slots at once";
+  polls_.Park(Call("mid-try"), signal_.generation(), clock_.Now() + absl::Hours(1));
+  EXPECT_TRUE(outcomes_.WaitRetried("mid-try", absl::Seconds(10)))
+      << "a woken worker's call that parks after the wake-up is due at once";
+  polls_.Park(Call("mid-try"), signal_.generation(), clock_.Now() + absl::Hours(1));
+  absl::SleepFor(absl::Milliseconds(50));
+  std::vector<std::string> retried = outcomes_.retried();
+  EXPECT_EQ(std::count(retried.begin(), retried.end(), "bystander"), 0)
+      << "a placement wakes the workers it placed, not every parked call";
+  EXPECT_EQ(std::count(retried.begin(), retried.end(), "mid-try"), 1) << "woken once";
 }
 
 TEST_F(LeaseLongPollsTest, AWakeUpDuringTheLastTryIsNotLost) {

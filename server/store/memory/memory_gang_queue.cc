@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/proto_time.h"
@@ -70,7 +71,12 @@ absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
     if (PlaceOver(*run, offer)) {
       wait.grant = DeliverSlots(offer.worker_id, offer.request_id);
       for (const GangSlotRow& slot : gangs_.at(run->run.run_id()).slots) {
-        wait.placed_others = wait.placed_others || slot.slot.worker_id != offer.worker_id;
+        if (slot.slot.worker_id == offer.worker_id ||
+            absl::c_linear_search(wait.placed_workers, slot.slot.worker_id)) {
+          continue;
+        }
+        wait.placed_others = true;
+        wait.placed_workers.push_back(slot.slot.worker_id);
       }
       return wait;
     }

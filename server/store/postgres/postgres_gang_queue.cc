@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "server/store/gang_placement.h"
@@ -168,7 +169,12 @@ void TryPlace(pqxx::work& tx, const GangOffer& offer, GangWait& wait) {
         WritePlacement(tx, run_id, *slots, offer);
         wait.grant = DeliverSlots(tx, offer.worker_id, offer.request_id);
         for (const GangSlot& slot : *slots) {
-          wait.placed_others = wait.placed_others || slot.worker_id != offer.worker_id;
+          if (slot.worker_id == offer.worker_id ||
+              absl::c_linear_search(wait.placed_workers, slot.worker_id)) {
+            continue;
+          }
+          wait.placed_others = true;
+          wait.placed_workers.push_back(slot.worker_id);
         }
         return;
       }
