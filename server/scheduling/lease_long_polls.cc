@@ -22,7 +22,10 @@ void LeaseLongPolls::Park(std::unique_ptr<PendingLease> lease, uint64_t tried_at
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
-      if (wake_on_park_.erase(lease->request.worker_id) > 0) retry_at = absl::InfinitePast();
+      if (wake_on_park_.erase(lease->request.worker_id) > 0) {
+        retry_at = absl::InfinitePast();
+        lease->in_gang_pool = lease->accepts_gangs;
+      }
       // Wake the thread only if this call is due before it would wake anyway: a fleet of idle
       // workers re-parks every idle_poll_interval, and each wake looks at every parked call.
       if (retry_at < sleeping_until_ || tried_at_generation != generation_) changed_ = true;
@@ -41,6 +44,7 @@ void LeaseLongPolls::WakeWorkers(const std::vector<std::string>& worker_ids) {
     for (Parked& p : parked_) {
       if (p.lease->request.worker_id != worker) continue;
       p.retry_at = absl::InfinitePast();
+      p.lease->in_gang_pool = p.lease->accepts_gangs;
       parked = true;
     }
     if (parked) {

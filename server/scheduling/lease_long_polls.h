@@ -62,6 +62,7 @@ class LeaseLongPolls {
   // Retries at once the parked calls of these workers (a gang placement gave them slots), and a
   // call of theirs that is mid-try when it parks next: a placement wakes the R workers it placed,
   // not every parked call.
+  // Woken calls ask the gang pool first (PendingLease::in_gang_pool, when they accept gangs).
   void WakeWorkers(const std::vector<std::string>& worker_ids);
 
   // Answers every parked call empty and ends the thread; later Park() calls answer at once.

@@ -40,6 +40,16 @@ bool LeasesService::GangsActive() {
   return counts->waiting_gangs + counts->undelivered_slots > 0;
 }
 
+bool LeasesService::GangsWaitingAfterPlacement() {
+  {
+    absl::MutexLock lock(&gang_counts_mu_);
+    gang_counts_read_ = absl::InfinitePast();  // the counts changed: the next reader reads them
+  }
+  if (!GangsActive()) return false;
+  absl::MutexLock lock(&gang_counts_mu_);
+  return gang_counts_.waiting_gangs > 0;
+}
+
 GangOffer LeasesService::GangOfferOf(const LeaseRequest& request, bool leaving) const {
   GangOffer offer;
   offer.worker_id = request.worker_id;
@@ -65,8 +75,14 @@ bool LeasesService::TryGang(std::unique_ptr<PendingLease>& lease) {
                  wait.status().ToString());
     return false;
   }
-  // Their parked calls collect their slots now (only theirs: a placement is R workers' news).
+  // Their parked calls collect their slots now — only theirs while no other gang waits: a lone
+  // placement is R workers' news, not every parked call's. With a backlog every pool worker
+  // tries again, so that placements go on in parallel (a few pool tries chained one after the
+  // other died out whenever concurrent tries skipped each other's locked rows).
   if (wait->placed_others) long_polls_.WakeWorkers(wait->placed_workers);
+  const bool placed_now =
+      wait->placed_others || (wait->grant && wait->grant->slots.front().rank == 0);
+  if (placed_now && GangsWaitingAfterPlacement()) work_signal_.Notify();
   if (wait->grant) {
     AnswerGang(std::move(lease), *wait->grant);
     return true;

@@ -120,6 +120,8 @@ class LeasesService {
   // leases_gangs.cc. Whether parked calls should try the gang pool: a gang pending or slots not
   // yet collected (counts read at most once per idle_poll_interval).
   bool GangsActive();
+  // After a placement: the counts read afresh; whether more gangs wait (eligible now).
+  bool GangsWaitingAfterPlacement();
   // A parked call's gang try: true when it consumed the call (answered it with its slots, or
   // parked it again because a starving gang reserves its worker).
   bool TryGang(std::unique_ptr<PendingLease>& lease);
