@@ -427,7 +427,14 @@ std::vector<RunSpec> ExpandGrid(const SweepSpec& spec, const PlannedShapes& shap
           for (const HyperparameterSetting& setting : settings) {
             absl::StatusOr<RunSpec> run = MakeRun(cell, row, seed, setting);
             if (!run.ok()) {
-              violations.push_back(TrainingViolation(run.status()));
+              // Every run of a sweep shares its batch rule: say a refusal once, not per run.
+              FieldViolation violation = TrainingViolation(run.status());
+              const auto same = [&](const FieldViolation& v) {
+                return v.field == violation.field && v.description == violation.description;
+              };
+              if (std::none_of(violations.begin(), violations.end(), same)) {
+                violations.push_back(std::move(violation));
+              }
             } else if (!SizeRunForGpu(*run, violations) ||
                        !ShareBatchAmongRanks(*run, violations)) {
               // the violation names resources.gpu_memory_budget_bytes or the micro-batch

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +19,7 @@
 #include "parity/v1/worker_service.grpc.pb.h"
 #include "server/scheduler_server.h"
 #include "tests/dashboard/child_runner.h"
+#include "tests/support/gang_lease_calls.h"
 #include "tests/support/postgres_environment.h"
 #include "tests/support/test_tokens.h"
 
@@ -109,24 +109,9 @@ TEST_F(GangRunTest, StatusAndTheRunPageShowTheRanksHostsAndRendezvous) {
     ASSERT_TRUE(workers_->RegisterWorker(Context().get(), request, &response).ok());
     ids.push_back(response.worker_id());
   }
-  std::vector<v1::LeaseRunResponse> answers(2);
-  std::vector<grpc::Status> statuses(2);
-  std::vector<std::thread> polls;
-  for (int i = 0; i < 2; ++i) {
-    polls.emplace_back([&, i] {
-      v1::LeaseRunRequest request;
-      request.set_worker_id(ids[i]);
-      *request.add_free_devices() = cpu;
-      request.mutable_wait_time()->set_seconds(15);
-      request.set_accepts_gangs(true);
-      statuses[i] = workers_->LeaseRun(Context().get(), request, &answers[i]);
-    });
-  }
-  for (std::thread& poll : polls) poll.join();
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
-    ASSERT_TRUE(answers[i].has_gang()) << "worker " << i << " got no rank";
-  }
+  const std::vector<v1::LeaseRunResponse> answers =
+      ::parity::testing::LeaseGangSlots(*workers_, ids, cpu, [] { return Context(); });
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const int r0 = answers[0].gang().ranks(0).rank() == 0 ? 0 : 1, r1 = 1 - r0;
   const std::string run_id = answers[r0].run().run_id();
   ASSERT_EQ(answers[r1].run().run_id(), run_id) << "one gang";

@@ -6,13 +6,13 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "parity/v1/sweep_service.grpc.pb.h"
 #include "parity/v1/worker_service.grpc.pb.h"
 #include "server/scheduler_server.h"
 #include "tests/scheduler/scheduler_fixture.h"
+#include "tests/support/gang_lease_calls.h"
 #include "tests/support/test_tokens.h"
 
 namespace parity::server::testing {
@@ -76,24 +76,9 @@ TEST_F(GrpcGangTest, TwoWorkersGetOneGangMeetAtTheRendezvousAndRestartTogether) 
   ASSERT_TRUE(sweeps_->SubmitSweep(Context().get(), submit, &submitted).ok());
   const std::vector<std::string> ids = {RegisterWorker(), RegisterWorker()};
 
-  std::vector<v1::LeaseRunResponse> answers(2);
-  std::vector<grpc::Status> statuses(2);
-  std::vector<std::thread> polls;
-  for (int i = 0; i < 2; ++i) {
-    polls.emplace_back([&, i] {
-      v1::LeaseRunRequest request;
-      request.set_worker_id(ids[i]);
-      *request.add_free_devices() = CpuDevice();
-      request.mutable_wait_time()->set_seconds(15);
-      request.set_accepts_gangs(true);
-      statuses[i] = workers_->LeaseRun(Context().get(), request, &answers[i]);
-    });
-  }
-  for (std::thread& poll : polls) poll.join();
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(statuses[i].ok()) << statuses[i].error_message();
-    ASSERT_TRUE(answers[i].has_gang()) << "worker " << i << " got no slot";
-  }
+  const std::vector<v1::LeaseRunResponse> answers =
+      ::parity::testing::LeaseGangSlots(*workers_, ids, CpuDevice(), [this] { return Context(); });
+  ASSERT_FALSE(HasFailure());
   const int r0 = answers[0].gang().ranks(0).rank() == 0 ? 0 : 1, r1 = 1 - r0;
   EXPECT_EQ(answers[r0].gang().gang_epoch(), answers[r1].gang().gang_epoch());
   EXPECT_EQ(answers[r0].lease().worker_id(), ids[r0]);
