@@ -43,6 +43,18 @@ class Communicator {
   virtual absl::Status Broadcast(void* data, size_t bytes, int root) = 0;
   virtual absl::Status BroadcastHost(void* data, size_t bytes, int root) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // Sums that are only queued — NCCL on a stream of its own, ordered after the device work the
+  // engine queued so far — and waited for together by WaitQueued: what lets a gradient sum
+  // overlap the rest of the backward on a GPU. `data` must not be written until WaitQueued
+  // returns. Backends that sum host memory (local, Gloo) say false and are never asked.
+  virtual bool QueuesOnDevice() const { return false; }
+  virtual absl::Status QueueAllReduceSum(float* data, int64_t count) {
+    return AllReduceSum(data, count);
+  }
+  // Every queued sum finished (or the gang is broken: Unavailable / DeadlineExceeded), and the
+  // engine's later device work ordered after them.
+  virtual absl::Status WaitQueued() { return absl::OkStatus(); }
 };
 
 // How this process joins its gang (parity-train's --rank, --world-size, --rendezvous-listen,

@@ -1,5 +1,8 @@
 // The NCCL communicator of the CUDA backend (kernels/comm/communicator.h). Collectives run on the
-// engine's stream (BackendState::stream) so they are ordered with the ops around them. The
+// engine's stream (BackendState::stream) so they are ordered with the ops around them; queued
+// gradient sums (QueueAllReduceSum) run on a stream of their own, each after an event recorded on
+// the engine's stream when it was queued, so that a layer's sum overlaps the backward of the
+// layers below, and WaitQueued joins them back before the optimizer reads the gradients. The
 // communicator is created non-blocking (ncclConfig_t::blocking = 0) so that forming the gang and
 // every collective can be given up after a deadline (ncclCommAbort) instead of hanging on a dead
 // peer: a step's device work is waited for here, polling the stream and NCCL's async error.
@@ -29,14 +32,17 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int size, Device& device, cudaStream_t stream,
                    absl::Duration timeout)
-      : comm_(comm),
-        rank_(rank),
-        size_(size),
-        device_(device),
-        stream_(stream),
-        timeout_(timeout) {}
+      : comm_(comm), rank_(rank), size_(size), device_(device), stream_(stream), timeout_(timeout) {
+    // Without its own stream and events a queued sum simply runs on the engine's stream.
+    if (cudaStreamCreateWithFlags(&queue_, cudaStreamNonBlocking) != cudaSuccess) queue_ = stream_;
+    if (cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming) != cudaSuccess) ready_ = nullptr;
+    if (cudaEventCreateWithFlags(&done_, cudaEventDisableTiming) != cudaSuccess) done_ = nullptr;
+  }
   ~NcclCommunicator() override {
     if (comm_ != nullptr) (void)ncclCommAbort(comm_);  // safe whatever state it is in
+    if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
+    if (done_ != nullptr) (void)cudaEventDestroy(done_);
+    if (queue_ != stream_) (void)cudaStreamDestroy(queue_);
   }
 
   int rank() const override { return rank_; }
@@ -46,6 +52,34 @@ class NcclCommunicator final : public Communicator {
   absl::Status AllReduceSum(float* data, int64_t count) override {
     return Finish("ncclAllReduce", ncclAllReduce(data, data, static_cast<size_t>(count),
                                                  ncclFloat32, ncclSum, comm_, stream_));
+  }
+
+  bool QueuesOnDevice() const override { return comm_ != nullptr; }
+
+  absl::Status QueueAllReduceSum(float* data, int64_t count) override {
+    if (comm_ == nullptr) return NcclError("ncclAllReduce", ncclInvalidUsage);
+    // After the engine's work queued so far (the gradients of this range are final there).
+    if (queue_ != stream_ && ready_ != nullptr) {
+      if (cudaEventRecord(ready_, stream_) != cudaSuccess ||
+          cudaStreamWaitEvent(queue_, ready_, 0) != cudaSuccess) {
+        return absl::InternalError("cudaEventRecord/cudaStreamWaitEvent before ncclAllReduce");
+      }
+    }
+    return Enqueued("ncclAllReduce", ncclAllReduce(data, data, static_cast<size_t>(count),
+                                                   ncclFloat32, ncclSum, comm_, queue_));
+  }
+
+  absl::Status WaitQueued() override {
+    if (comm_ == nullptr) return NcclError("ncclAllReduce", ncclInvalidUsage);
+    if (absl::Status s = Drained("queued ncclAllReduce", queue_); !s.ok()) return s;
+    // The host saw the sums finish; the event orders the engine's stream after them all the same.
+    if (queue_ != stream_ && done_ != nullptr) {
+      if (cudaEventRecord(done_, queue_) != cudaSuccess ||
+          cudaStreamWaitEvent(stream_, done_, 0) != cudaSuccess) {
+        return absl::InternalError("cudaEventRecord/cudaStreamWaitEvent after the queued sums");
+      }
+    }
+    return absl::OkStatus();
   }
 
   absl::Status AllReduceSumHost(double* data, int64_t count) override {
@@ -84,14 +118,33 @@ class NcclCommunicator final : public Communicator {
   // Waits for the enqueued collective: NCCL's enqueue (non-blocking communicators may return
   // ncclInProgress) and then the stream, until the deadline; past it the communicator is aborted.
   absl::Status Finish(const char* call, ncclResult_t r) {
+    if (absl::Status s = Enqueued(call, r); !s.ok()) return s;
+    return Drained(call, stream_);
+  }
+
+  // Waits until NCCL has taken the call (a non-blocking communicator must not be given the next
+  // one before); the device work itself may still run.
+  absl::Status Enqueued(const char* call, ncclResult_t r) {
+    if (r != ncclSuccess && r != ncclInProgress) return NcclError(call, r);
+    return Poll(call, [] { return cudaSuccess; });
+  }
+
+  // Waits until `stream`'s work (the collectives on it among it) has finished.
+  absl::Status Drained(const char* call, cudaStream_t stream) {
+    return Poll(call, [stream] { return cudaStreamQuery(stream); });
+  }
+
+  // Polls NCCL's asynchronous state and `query` (cudaErrorNotReady: not yet) until both are done,
+  // until the deadline; past it the communicator is aborted.
+  template <typename Query>
+  absl::Status Poll(const char* call, Query query) {
     const absl::Time deadline = absl::Now() + timeout_;
     for (;;) {
-      if (r != ncclSuccess && r != ncclInProgress) return NcclError(call, r);
       ncclResult_t async = ncclSuccess;
       if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess) return NcclError(call, async);
       if (async != ncclSuccess && async != ncclInProgress) return NcclError(call, async);
       if (async == ncclSuccess) {
-        const cudaError_t q = cudaStreamQuery(stream_);
+        const cudaError_t q = query();
         if (q == cudaSuccess) return absl::OkStatus();
         if (q != cudaErrorNotReady) {
           return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(q)));
@@ -105,7 +158,6 @@ class NcclCommunicator final : public Communicator {
                          " did not finish within ", absl::FormatDuration(timeout_)));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-      r = ncclSuccess;
     }
   }
 
@@ -114,6 +166,9 @@ class NcclCommunicator final : public Communicator {
   Device& device_;
   cudaStream_t stream_;
   const absl::Duration timeout_;
+  cudaStream_t queue_ = nullptr;  // the queued sums' stream (stream_ if none could be made)
+  cudaEvent_t ready_ = nullptr;   // recorded on stream_ before each queued sum
+  cudaEvent_t done_ = nullptr;    // recorded on queue_ after them
 };
 
 }  // namespace

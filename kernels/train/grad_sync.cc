@@ -11,8 +11,8 @@ constexpr int64_t kBucketFloats = int64_t{1} << 24;
 }  // namespace
 
 GradientSync::GradientSync(Communicator& comm, float* grads, int64_t n, bool overlap)
-    : comm_(comm), grads_(grads), n_(n) {
-  if (overlap) thread_ = std::thread([this] { Loop(); });
+    : comm_(comm), grads_(grads), n_(n), queued_(overlap && comm.QueuesOnDevice()) {
+  if (overlap && !queued_) thread_ = std::thread([this] { Loop(); });
 }
 
 GradientSync::~GradientSync() {
@@ -34,7 +34,23 @@ absl::Status GradientSync::Sum(int64_t offset, int64_t count) {
   return absl::OkStatus();
 }
 
+absl::Status GradientSync::Queue(int64_t offset, int64_t count) {
+  for (int64_t done = 0; done < count; done += kBucketFloats) {
+    const absl::Status s =
+        comm_.QueueAllReduceSum(grads_ + offset + done, std::min(kBucketFloats, count - done));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 void GradientSync::Post(int64_t offset, int64_t count) {
+  if (queued_) {  // on the caller's (the backward's) thread: queuing returns at once
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.emplace_back(offset, count);
+    // After a failure the gang is broken: what is left is dropped, not queued.
+    if (status_.ok()) status_ = Queue(offset, count);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_.emplace_back(offset, count);
@@ -71,7 +87,7 @@ absl::Status GradientSync::Finish() {
     cv_.wait(lock, [&] { return pending_ == 0; });
     if (!status_.ok()) return status_;
     posted = done_;
-    if (!thread_.joinable()) posted.clear();  // nothing was summed yet: sum everything below
+    if (!thread_.joinable() && !queued_) posted.clear();  // nothing summed yet: all below
   }
   // The complement of the summed ranges, in ascending order, in buckets.
   std::sort(posted.begin(), posted.end());
@@ -79,11 +95,12 @@ absl::Status GradientSync::Finish() {
   posted.emplace_back(n_, 0);
   for (const auto& [offset, count] : posted) {
     if (offset > at) {
-      if (absl::Status s = Sum(at, offset - at); !s.ok()) return s;
+      absl::Status s = queued_ ? Queue(at, offset - at) : Sum(at, offset - at);
+      if (!s.ok()) return s;
     }
     at = std::max(at, offset + count);
   }
-  return absl::OkStatus();
+  return queued_ ? comm_.WaitQueued() : absl::OkStatus();
 }
 
 }  // namespace parity::kernels

@@ -3,7 +3,9 @@
 // run on host memory from any thread), each layer's range is summed on a communication thread as
 // soon as the last micro-batch's backward has finished that layer, overlapping with the backward
 // of the layers below; the rest (embedding, final norm, head) after the backward. On the CUDA
-// backend every bucket is summed after the backward, on the engine's stream.
+// backend with NCCL (Communicator::QueuesOnDevice) a posted range's sum is queued at once on the
+// communicator's own stream, after the backward work queued so far, so it runs on the GPU while
+// the layers below are differentiated; Finish queues the rest and waits for them all.
 //
 // Every rank issues the same collectives in the same order (layer ranges deepest first, then the
 // rest), so the sums pair up across ranks and every rank ends with the same bits.
@@ -30,7 +32,7 @@ class GradientSync {
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
-  bool overlapping() const { return thread_.joinable(); }
+  bool overlapping() const { return thread_.joinable() || queued_; }
   // [offset, offset + count) is final: sum it now (on the thread) — Transformer's GradsReadyHook.
   void Post(int64_t offset, int64_t count);
   // Waits for the posted ranges, then sums every range not posted. The first error, if any.
@@ -39,6 +41,7 @@ class GradientSync {
  private:
   absl::Status Sum(int64_t offset, int64_t count);
   void Loop();
+  absl::Status Queue(int64_t offset, int64_t count);  // queued mode: buckets queued on the device
 
   Communicator& comm_;
   float* const grads_;
@@ -51,6 +54,7 @@ class GradientSync {
   bool stop_ = false;                              // guarded by mu_
   absl::Status status_;                            // first error; guarded by mu_
   std::thread thread_;
+  const bool queued_;  // the communicator queues sums on the device (NCCL): no thread
 };
 
 }  // namespace parity::kernels

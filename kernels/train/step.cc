@@ -84,9 +84,9 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   model.ZeroGrads();
   r.loads.assign(model.NumMoeLayers(), std::vector<int64_t>(config.model.n_experts, 0));
   const double waited = s.loader->wait_seconds();
-  // Gloo sums host memory from any thread, so layers are summed while the backward goes on;
-  // NCCL's sums are queued on the engine's stream after the backward (grad_sync.h).
-  GradientSync sync(*s.comm, model.Grads(), n, s.Distributed() && s.comm->Name() == "gloo");
+  // Layers are summed while the backward goes on: Gloo's on a thread (it sums host memory from
+  // any thread), NCCL's queued on its own stream after each layer's backward (grad_sync.h).
+  GradientSync sync(*s.comm, model.Grads(), n, s.Distributed());
   PARITY_RETURN_IF_ERROR(RunMicroBatches(s, r, s.Distributed() ? &sync : nullptr));
   r.stop = stop;
   if (s.Distributed()) {
