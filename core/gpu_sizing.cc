@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/accounting.h"
+#include "core/gpu_limits.h"
 #include "core/run_spec_defaults.h"
 #include "core/symbols.h"
 
@@ -144,6 +145,36 @@ bool ShareBatchAmongRanks(RunSpec& run, std::vector<FieldViolation>& violations)
                           ModelLabel(run), ranks, per_rank, micro, per_rank),
           "training.micro_batch_sequences");
   return false;
+}
+
+bool CheckCudaShapes(const RunSpec& run, std::vector<FieldViolation>& violations) {
+  if (run.resources().gpus() == 0) return true;
+  const parity::v1::ModelSpec& model = run.model();
+  const std::string section = run.role() == parity::v1::RUN_ROLE_MOE ? "moe" : "dense";
+  const uint32_t head_dim = model.head_dim() != 0    ? model.head_dim()
+                            : model.num_heads() != 0 ? model.d_model() / model.num_heads()
+                                                     : 0;
+  bool fits = true;
+  if (head_dim > kCudaMaxHeadDim) {
+    // The resolved model always carries head_dim; the sweep usually sets it through num_heads.
+    const std::string field = section + ".num_heads";
+    AddOnce(violations,
+            absl::StrFormat(
+                "%s: head dimension %d exceeds the %d the CUDA attention kernel takes "
+                "(resources.gpus > 0): use more heads (d_model / num_heads, or head_dim, <= %d)",
+                ModelLabel(run), head_dim, kCudaMaxHeadDim, kCudaMaxHeadDim),
+            field.c_str());
+    fits = false;
+  }
+  if (model.has_moe() && model.moe().num_experts() > kCudaMaxExperts) {
+    AddOnce(violations,
+            absl::StrFormat("%s: %d experts exceed the %d the CUDA routing kernels take "
+                            "(resources.gpus > 0): a smaller granularity or total_ffn_ratio",
+                            ModelLabel(run), model.moe().num_experts(), kCudaMaxExperts),
+            "grid.moe");
+    fits = false;
+  }
+  return fits;
 }
 
 }  // namespace parity::core

@@ -42,4 +42,10 @@ bool SizeRunForGpu(parity::v1::RunSpec& run, std::vector<FieldViolation>& violat
 // false). Other runs are left alone.
 bool ShareBatchAmongRanks(parity::v1::RunSpec& run, std::vector<FieldViolation>& violations);
 
+// For a run with resources.gpus > 0: its resolved shapes within what the CUDA kernels take
+// (core/gpu_limits.h) — head dimension at most kCudaMaxHeadDim (a violation naming dense. or
+// moe.num_heads) and at most kCudaMaxExperts experts (naming grid.moe). Returns false
+// after appending the violation (once per model); CPU runs are left alone.
+bool CheckCudaShapes(const parity::v1::RunSpec& run, std::vector<FieldViolation>& violations);
+
 }  // namespace parity::core

@@ -435,9 +435,9 @@ std::vector<RunSpec> ExpandGrid(const SweepSpec& spec, const PlannedShapes& shap
               if (std::none_of(violations.begin(), violations.end(), same)) {
                 violations.push_back(std::move(violation));
               }
-            } else if (!SizeRunForGpu(*run, violations) ||
+            } else if (!CheckCudaShapes(*run, violations) || !SizeRunForGpu(*run, violations) ||
                        !ShareBatchAmongRanks(*run, violations)) {
-              // the violation names resources.gpu_memory_budget_bytes or the micro-batch
+              // the violation names the shape, resources.gpu_memory_budget_bytes or the batch
             } else if (!names.insert(run->name()).second) {
               violations.push_back({"grid", absl::StrCat("run name '", run->name(),
                                                          "' is produced twice; give the axes "

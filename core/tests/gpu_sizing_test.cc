@@ -228,5 +228,20 @@ TEST(GangBatchTest, TheStepLawBatchIsRoundedToWholeSequencesARank) {
   EXPECT_EQ(StepLawBatchTokens(1e3, 64, 8), 8u * 64) << "at least one sequence a rank";
 }
 
+TEST(CudaShapesTest, AGpuRunTheCudaKernelsCannotTakeIsRefusedAtSubmissionNamingTheField) {
+  // d_model 512 over one head: D_h = 512 > 256.
+  SweepSpec spec = Spec(1, 0);
+  spec.mutable_dense()->set_d_model(512);
+  spec.mutable_dense()->set_num_heads(1);
+  spec.mutable_dense()->set_ffn_hidden(1536);
+  std::vector<FieldViolation> violations = FieldViolationsOf(PlanSweep(spec).status());
+  ASSERT_FALSE(violations.empty()) << "expected a head dimension of 512 refused on a GPU";
+  EXPECT_EQ(violations[0].field, "dense.num_heads");
+  EXPECT_NE(violations[0].description.find("head dimension 512 exceeds the 256"), std::string::npos)
+      << violations[0].description;
+  spec.mutable_resources()->set_gpus(0);
+  EXPECT_TRUE(PlanSweep(spec).ok()) << "every shape fits the CPU";
+}
+
 }  // namespace
 }  // namespace parity::core

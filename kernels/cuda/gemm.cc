@@ -88,9 +88,15 @@ void Gemm(BackendState& st, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k,
   // Row-major C[m,n] = op(A)·op(B)  ⇔  column-major C^T[n,m] = op(B)^T·op(A)^T.
   const MatmulKey key{tb == Trans::kYes, ta == Trans::kYes, n,           m, k, ldb, lda, ldc,
                       Alignment(b),      Alignment(a),      Alignment(c)};
+  // Expert GEMMs bring a new row count with every routing, so the cache is bounded. Dropping it
+  // whole is safe: the heuristic gives a key the same algorithm again, so no result changes.
+  constexpr size_t kMaxMatmulPlans = 4096;
   std::lock_guard<std::mutex> lock(st.plans_mu);
   auto it = st.plans.find(key);
-  if (it == st.plans.end()) it = st.plans.emplace(key, MakePlan(st, key)).first;
+  if (it == st.plans.end()) {
+    if (st.plans.size() >= kMaxMatmulPlans) st.plans.clear();
+    it = st.plans.emplace(key, MakePlan(st, key)).first;
+  }
   const MatmulPlan& plan = it->second;
   if (plan.use_lt) {
     PARITY_CUBLAS_CHECK(cublasLtMatmul(st.lt.get(), plan.desc.get(), &alpha, b, plan.a.get(), a,

@@ -12,6 +12,7 @@
 // Dh + 1 floats so the row-wise dot products hit distinct banks.
 #include <cmath>
 
+#include "core/gpu_limits.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -432,6 +433,7 @@ void DispatchHeadDim(int64_t dh, Fn&& fn) {
   if (dh <= 32) return fn.template operator()<32>();
   if (dh <= 64) return fn.template operator()<64>();
   if (dh <= 128) return fn.template operator()<128>();
+  static_assert(core::kCudaMaxHeadDim == 256, "the largest head dimension dispatched here");
   if (dh <= 256) return fn.template operator()<256>();
   Die("attention", "head_dim above 256 is not supported by the CUDA kernel", __FILE__, __LINE__);
 }

@@ -5,13 +5,14 @@
 // counts use integer atomics (exact), every float sum has one thread or a fixed tree per output.
 #include <cmath>
 
+#include "core/gpu_limits.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace parity::kernels::cuda {
 namespace {
 
-constexpr int64_t kMaxExperts = 1024;  // top-K keeps a 32-bit "taken" mask per lane
+constexpr int64_t kMaxExperts = core::kCudaMaxExperts;  // top-K: a 32-bit "taken" mask a lane
 constexpr int64_t kStatTokens = 256;   // tokens per partial of the routing statistics
 constexpr int64_t kPlanChunk = 1024;   // slots per chunk of the routing plan's counting sort
 constexpr int kWarpsPerBlock = kBlock / 32;

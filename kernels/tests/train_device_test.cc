@@ -9,9 +9,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/gpu_limits.h"
 #include "kernels/backend/device_choice.h"
 #include "kernels/spec/run_spec_adapter.h"
 #include "kernels/train/checkpoint.h"
+#include "kernels/train/session.h"
 #include "kernels/train/trainer.h"
 
 namespace parity::kernels {
@@ -119,6 +121,25 @@ TEST_F(DeviceTest, UnsetPrecisionTrainsFp32OnCpuAndBf16IsRefusedNamingTheField) 
   r = RunTraining(c, {.out_dir = (dir_ / "b").string(), .metrics = &sink});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
   EXPECT_NE(r.status().message().find("training.precision"), std::string::npos) << r.status();
+}
+
+TEST_F(DeviceTest, ShapesTheCudaKernelsCannotTakeAreRefusedNamingTheFieldBeforeAnyWork) {
+  RunConfig c = Config(Spec());
+  EXPECT_TRUE(ValidateForDevice(c.model, DeviceKind::kCuda).ok()) << "the test model fits";
+  c.model.n_heads = 1;
+  c.model.n_kv_heads = 1;
+  c.model.d_model = core::kCudaMaxHeadDim * 2;
+  const absl::Status wide = ValidateForDevice(c.model, DeviceKind::kCuda);
+  EXPECT_EQ(wide.code(), absl::StatusCode::kInvalidArgument) << wide;
+  EXPECT_NE(wide.message().find("model.num_heads"), std::string::npos) << wide;
+  EXPECT_TRUE(ValidateForDevice(c.model, DeviceKind::kCpu).ok()) << "every shape fits the CPU";
+  c = Config(Spec());
+  c.model.layout = MoeLayout::kAllMoe;
+  c.model.n_experts = core::kCudaMaxExperts + 1;
+  c.model.top_k = 1;
+  const absl::Status many = ValidateForDevice(c.model, DeviceKind::kCuda);
+  EXPECT_EQ(many.code(), absl::StatusCode::kInvalidArgument) << many;
+  EXPECT_NE(many.message().find("model.moe.num_experts"), std::string::npos) << many;
 }
 
 TEST_F(DeviceTest, UnavailableCudaDeviceIsRefusedNamingTheFlag) {

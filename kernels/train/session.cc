@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/gpu_limits.h"
 #include "core/status_macros.h"
 #include "kernels/train/checkpoint.h"
 
@@ -21,6 +22,25 @@ absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind)
       kind == DeviceKind::kCuda ? "cuda" : "cpu",
       " backend yet (fp32 kernels only); set training.precision to PRECISION_FP32 or leave it "
       "unset"));
+}
+
+absl::Status ValidateForDevice(const ModelConfig& m, DeviceKind kind) {
+  if (kind != DeviceKind::kCuda) return absl::OkStatus();
+  if (m.head_dim() > core::kCudaMaxHeadDim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.num_heads: head dimension ", m.head_dim(), " exceeds the ", core::kCudaMaxHeadDim,
+        " the CUDA attention kernel takes; use more heads (d_model / num_heads <= ",
+        core::kCudaMaxHeadDim, ") or --device cpu"));
+  }
+  bool any_moe = false;
+  for (int64_t l = 0; l < m.n_layers; ++l) any_moe = any_moe || m.IsMoeLayer(l);
+  if (any_moe && m.n_experts > core::kCudaMaxExperts) {
+    return absl::InvalidArgumentError(absl::StrCat("model.moe.num_experts: ", m.n_experts,
+                                                   " experts exceed the ", core::kCudaMaxExperts,
+                                                   " the CUDA routing kernels take; fewer experts "
+                                                   "(a smaller granularity) or --device cpu"));
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -48,6 +68,7 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   PARITY_ASSIGN_OR_RETURN(const Precision precision,
                           ResolvePrecision(config.precision, options.device.kind));
   PARITY_RETURN_IF_ERROR(ValidateDataParallel(config.train, options.comm));
+  PARITY_RETURN_IF_ERROR(ValidateForDevice(config.model, options.device.kind));
   // Fail before any work if checkpoints could not be written.
   std::error_code ec;
   std::filesystem::create_directories(options.out_dir, ec);

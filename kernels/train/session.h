@@ -56,6 +56,10 @@ struct Session {
 // CPU. InvalidArgument naming training.precision when the engine cannot train in it there.
 absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind);
 
+// The model within what `kind`'s kernels take (core/gpu_limits.h for CUDA): InvalidArgument
+// naming the field otherwise, before any device memory is touched. Every shape fits the CPU.
+absl::Status ValidateForDevice(const ModelConfig& model, DeviceKind kind);
+
 // Validates the spec, creates the output directory, loads the corpus, creates the device and the
 // model, and initialises the weights from the seed (step 0).
 absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
