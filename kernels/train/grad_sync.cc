@@ -27,17 +27,10 @@ GradientSync::~GradientSync() {
 
 absl::Status GradientSync::Sum(int64_t offset, int64_t count) {
   for (int64_t done = 0; done < count; done += kBucketFloats) {
+    float* bucket = grads_ + offset + done;
+    const int64_t n = std::min(kBucketFloats, count - done);
     const absl::Status s =
-        comm_.AllReduceSum(grads_ + offset + done, std::min(kBucketFloats, count - done));
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GradientSync::Queue(int64_t offset, int64_t count) {
-  for (int64_t done = 0; done < count; done += kBucketFloats) {
-    const absl::Status s =
-        comm_.QueueAllReduceSum(grads_ + offset + done, std::min(kBucketFloats, count - done));
+        queued_ ? comm_.QueueAllReduceSum(bucket, n) : comm_.AllReduceSum(bucket, n);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -48,7 +41,7 @@ void GradientSync::Post(int64_t offset, int64_t count) {
     std::lock_guard<std::mutex> lock(mu_);
     done_.emplace_back(offset, count);
     // After a failure the gang is broken: what is left is dropped, not queued.
-    if (status_.ok()) status_ = Queue(offset, count);
+    if (status_.ok()) status_ = Sum(offset, count);
     return;
   }
   {
@@ -95,8 +88,7 @@ absl::Status GradientSync::Finish() {
   posted.emplace_back(n_, 0);
   for (const auto& [offset, count] : posted) {
     if (offset > at) {
-      absl::Status s = queued_ ? Queue(at, offset - at) : Sum(at, offset - at);
-      if (!s.ok()) return s;
+      if (absl::Status s = Sum(at, offset - at); !s.ok()) return s;
     }
     at = std::max(at, offset + count);
   }

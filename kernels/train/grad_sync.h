@@ -39,9 +39,9 @@ class GradientSync {
   absl::Status Finish();
 
  private:
+  // The range in buckets: summed now, or in queued mode queued on the device.
   absl::Status Sum(int64_t offset, int64_t count);
   void Loop();
-  absl::Status Queue(int64_t offset, int64_t count);  // queued mode: buckets queued on the device
 
   Communicator& comm_;
   float* const grads_;
