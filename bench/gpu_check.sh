@@ -7,8 +7,18 @@
 #                                           logs, gpu_check.json and gpu_check.txt into OUT_DIR
 #   bench/gpu_check.sh peer [OUT_DIR]       there, after `run`: step 5 alone (a rerun of it);
 #                                           here, PARITY_PEER_FLAGS=--smoke checks its wiring
+#   bench/gpu_check.sh preflight [BIN_DIR]  anywhere, in seconds: names every missing piece (the
+#                                           GPU, a CUDA library a binary needs, python3); exit 3
+#                                           when one the checks need is missing. BIN_DIR: the
+#                                           unpacked bundle's bin/ (default) or a build directory
 #
-# What it checks (570 s at most, GPU_CHECK_SECONDS; each stage gets what is left of that):
+# What it checks (420 s at most from its start, GPU_CHECK_SECONDS; every stage's deadline comes
+# from that one budget: a stage gets at most its share, capped by what is left less a reserve for
+# the stages after it, and is skipped — recorded so, never run unbounded — when under 10 s are
+# left for it; stages.txt has every stage's exit status and seconds):
+#   0. the preflight above (the CUDA libraries resolved through the bundle, the PyTorch wheels'
+#      nvidia/*/lib folders and torch/lib as the fallback): it stops the check in seconds, with
+#      the reason, when something is missing;
 #   1. the driver and the GPU as nvidia-smi sees them;
 #   2. worker_unit_test with a GPU present (DeviceInventoryTest.GpusReportNameAndMemory runs
 #      only there) and `parity-worker --list-devices`;
@@ -52,9 +62,66 @@ peer() {
   cut -c1-400 "$out/torch_peer.log"
   env LD_LIBRARY_PATH="$host_ld" python3 bench/gpu_study_cost.py "$plan" "$out/torch_peer.json" "$out"
 }
-stage() { echo "$1=$2" >>"$out/stages.txt"; }
+# stage NAME STATUS [SECONDS]: one line of stages.txt.
+stage() { echo "$1=$2${3:+ ${3}s}" >>"$out/stages.txt"; }
+
+# nvidia_lib_dirs: the PyTorch wheels' CUDA library folders (nvidia/<name>/lib, torch/lib last).
+nvidia_lib_dirs() {
+  python3 -c 'import glob, site
+dirs = []
+for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    dirs += sorted(glob.glob(sp + "/nvidia/*/lib")) + sorted(glob.glob(sp + "/nvidia/*/lib64"))
+for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    dirs += sorted(glob.glob(sp + "/torch/lib"))
+print(":".join(dirs))' 2>/dev/null
+}
+
+# preflight BINARY...: every piece the checks need (the GPU, python3, the binaries and every
+# library they link), each missing one named; 3 if any is missing.
+preflight() {
+  local missing=0 f lib
+  if ! command -v nvidia-smi >/dev/null; then
+    echo "preflight: missing: nvidia-smi (no NVIDIA driver here: this machine cannot run the check)"
+    missing=1
+  elif ! nvidia-smi --query-gpu=name --format=csv,noheader >/dev/null 2>&1; then
+    echo "preflight: missing: a GPU (nvidia-smi lists none: $(nvidia-smi -L 2>&1 | head -1))"
+    missing=1
+  fi
+  command -v python3 >/dev/null || { echo "preflight: missing: python3"; missing=1; }
+  for f in "$@"; do
+    if [ ! -x "$f" ]; then
+      echo "preflight: missing: $f (build with CUDA, then bench/gpu_check.sh bundle)"
+      missing=1
+      continue
+    fi
+    for lib in $(ldd "$f" 2>/dev/null | awk '/not found/ {print $1}'); do
+      echo "preflight: missing: $lib, which $(basename "$f") needs (not in the bundle, the" \
+        "PyTorch wheels' nvidia/*/lib folders, torch/lib or the system's library path)"
+      missing=1
+    done
+  done
+  python3 -c 'import torch' 2>/dev/null ||
+    echo "preflight: note: no PyTorch here: step 5 (the peer) will be skipped"
+  [ "$missing" -eq 0 ] && echo "preflight: every piece found"
+  return $((missing * 3))
+}
 
 case "$mode" in
+  preflight)
+    bin="${2:-.gpu/bundle/bin}"
+    nv="$(nvidia_lib_dirs)"
+    case "$bin" in */bin) lib="${bin%/bin}/lib" ;; *) lib="$bin" ;; esac
+    export LD_LIBRARY_PATH="$lib${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # A bundle's bin/ holds the binaries side by side; a build directory in their rooms.
+    if [ -d "$bin/kernels" ]; then
+      preflight "$bin/kernels/cuda/kernels_cuda_ops_test" "$bin/kernels/parity-train" \
+        "$bin/worker/tests/worker_unit_test" "$bin/worker/parity-worker"
+    else
+      preflight "$bin/kernels_cuda_ops_test" "$bin/parity-train" "$bin/worker_unit_test" \
+        "$bin/parity-worker"
+    fi
+    exit $?
+    ;;
   peer)
     out="${2:-${OUT:-gpu-check-out}}"
     out="$(cd "$out" && pwd)" || exit 1
@@ -69,22 +136,38 @@ case "$mode" in
     mkdir -p "$out"
     out="$(cd "$out" && pwd)"
     start="$(date +%s)"
-    deadline=$((start + ${GPU_CHECK_SECONDS:-570}))
+    deadline=$((start + ${GPU_CHECK_SECONDS:-420}))
     left() { echo $((deadline - $(date +%s))); }
-    # budget SECONDS: a stage's timeout, capped by what is left (0: skip the stage)
+    # budget SECONDS [RESERVE]: a stage's timeout — SECONDS, capped by what is left less RESERVE
+    # (default 60: the stages after it); 0 when under 10 s: the stage is skipped, never given
+    # `timeout 0`, which would mean no limit.
     budget() {
       local l
-      l=$(($(left) - 60))
+      l=$(($(left) - ${2:-60}))
       if [ "$l" -lt 10 ]; then echo 0; elif [ "$l" -lt "$1" ]; then echo "$l"; else echo "$1"; fi
+    }
+    # timed NAME SECONDS CMD...: CMD under `timeout` within the budget, its status and seconds in
+    # stages.txt; skipped (and said so) when its time is gone. Returns CMD's status (0 skipped).
+    timed() {
+      local name="$1" t t0 status
+      t="$(budget "$2")"
+      shift 2
+      if [ "$t" -eq 0 ]; then
+        stage "$name" "skipped: $(left) s left of the budget"
+        echo "== $name: skipped, $(left) s left of the budget"
+        return 0
+      fi
+      t0="$(date +%s)"
+      timeout "$t" "$@"
+      status=$?
+      stage "$name" "$status" "$(($(date +%s) - t0))"
+      return "$status"
     }
     rm -rf .gpu/bundle && tar -C .gpu -xzf .gpu/bundle.tar.gz || exit 1
     b="$PWD/.gpu/bundle"
-    # PyTorch's NVIDIA wheels carry cudart, cuBLAS, cuDNN and NCCL: nvidia/<name>/lib.
-    nv="$(python3 -c 'import glob, site
-dirs = []
-for sp in site.getsitepackages() + [site.getusersitepackages()]:
-    dirs += sorted(glob.glob(sp + "/nvidia/*/lib")) + sorted(glob.glob(sp + "/nvidia/*/lib64"))
-print(":".join(dirs))' 2>/dev/null)"
+    # PyTorch's NVIDIA wheels carry cudart, cuBLAS, cuDNN and NCCL: nvidia/<name>/lib, then
+    # torch/lib as the fallback.
+    nv="$(nvidia_lib_dirs)"
     export PARITY_HOST_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
     export LD_LIBRARY_PATH="$b/lib${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >"$out/env.txt"
@@ -92,6 +175,16 @@ print(":".join(dirs))' 2>/dev/null)"
     ldd "$b/bin/kernels_cuda_ops_test" "$b/bin/parity-train" |
       grep -E 'not found|libcu|libnccl|^/' >"$out/ldd.txt" 2>&1
     : >"$out/stages.txt"
+    # 0. The preflight: seconds, not the budget, when a piece is missing.
+    preflight "$b/bin/kernels_cuda_ops_test" "$b/bin/parity-train" "$b/bin/worker_unit_test" \
+      "$b/bin/parity-worker" | tee "$out/preflight.txt"
+    if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+      stage preflight 3 "$(($(date +%s) - start))"
+      echo "== gpu_check stopped by the preflight ($(($(date +%s) - start)) s): see above" |
+        tee -a "$out/preflight.txt"
+      exit 3
+    fi
+    stage preflight 0 "$(($(date +%s) - start))"
     {
       echo "== nvidia-smi"
       nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader |
@@ -103,17 +196,14 @@ print(":".join(dirs))' 2>/dev/null)"
       if [ ! -x "$fake" ]; then mkdir -p "$(dirname "$fake")" && cp "$b/bin/parity_fake_engine" "$fake"; fi
       filter='*'
       command -v promtool >/dev/null || filter='-WorkerMetricsTest.DevicesAndSchedulerCallsAreCounted'
-      status=0
-      timeout "$(budget 60)" "$b/bin/worker_unit_test" --gtest_color=no --gtest_filter="$filter" \
-        >"$out/worker_unit_test.log" 2>&1 || status=1
+      timed worker_unit_test 45 "$b/bin/worker_unit_test" --gtest_color=no \
+        --gtest_filter="$filter" >"$out/worker_unit_test.log" 2>&1
       tail -3 "$out/worker_unit_test.log"
-      timeout 20 "$b/bin/parity-worker" --list-devices --threads 16 || status=1
-      stage worker_checks "$status"
+      timed list_devices 20 "$b/bin/parity-worker" --list-devices --threads 16
 
       echo "== kernels_cuda_ops_test"
-      PARITY_REQUIRE_GPU=1 timeout "$(budget 150)" "$b/bin/kernels_cuda_ops_test" --gtest_color=no \
+      PARITY_REQUIRE_GPU=1 timed op_test 120 "$b/bin/kernels_cuda_ops_test" --gtest_color=no \
         --gtest_output="json:$out/cuda_ops_test.json" >"$out/cuda_ops_test.log" 2>&1
-      stage op_test "$?"
       grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/cuda_ops_test.log" | head -20
     } 2>&1 | tee "$out/gpu_check.log"
 
@@ -122,30 +212,39 @@ print(":".join(dirs))' 2>/dev/null)"
     t="$(budget 90)"
     if [ "$t" -gt 0 ]; then
       echo "== NCCL at world size 1 (${t} s at most)" | tee -a "$out/gpu_check.log"
+      t0="$(date +%s)"
       timeout "$t" python3 bench/gpu_engine_check.py nccl "$b" "$out" "$(($(date +%s) + t - 5))" \
         2>&1 | tee -a "$out/gpu_check.log"
-      stage nccl_world1 "${PIPESTATUS[0]}"
+      stage nccl_world1 "${PIPESTATUS[0]}" "$(($(date +%s) - t0))"
     else
       stage nccl_world1 "skipped: $(left) s left"
       echo "== NCCL at world size 1: skipped, $(left) s left of the budget" | tee -a "$out/gpu_check.log"
     fi
 
-    # 4. training comparison and throughput (needs the most time; before the sanitizers).
-    python3 bench/gpu_engine_check.py "$b" "$out" "$((start + 300))" 2>&1 |
-      tee -a "$out/gpu_check.log"
-    status="${PIPESTATUS[0]}"
+    # 4. training comparison and throughput (needs the most time; before the sanitizers): its
+    # own deadline from the budget, and `timeout` a little past it as the backstop.
+    t="$(budget 180)"
+    if [ "$t" -gt 0 ]; then
+      t0="$(date +%s)"
+      timeout "$((t + 10))" python3 bench/gpu_engine_check.py "$b" "$out" "$((t0 + t))" 2>&1 |
+        tee -a "$out/gpu_check.log"
+      status="${PIPESTATUS[0]}"
+      stage engine_check "$status" "$(($(date +%s) - t0))"
+    else
+      status=1  # the correctness checks did not run: not a pass
+      stage engine_check "skipped: $(left) s left of the budget"
+    fi
 
     # 3b. sanitizers, 45 s each at most (reported in the log and stages.txt only).
     san="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
     if [ -n "$san" ]; then
       for tool in memcheck racecheck; do
-        t="$(budget 45)"
-        [ "$t" -gt 0 ] && [ "$(left)" -gt 250 ] || break
-        PARITY_REQUIRE_GPU=1 timeout "$t" "$san" --tool "$tool" --error-exitcode 99 \
+        # Only while the peer keeps its time (it needs 60 s or more after them).
+        [ "$(left)" -gt 150 ] || { stage "sanitizer_$tool" "skipped: $(left) s left"; continue; }
+        PARITY_REQUIRE_GPU=1 timed "sanitizer_$tool" 45 "$san" --tool "$tool" --error-exitcode 99 \
           "$b/bin/kernels_cuda_ops_test" --gtest_color=no \
           --gtest_filter='*Attention*:*Routing*:*Route*:*Embedding*:*RmsNorm*:*PermuteAndCombine*' \
           >"$out/sanitizer_$tool.log" 2>&1
-        stage "sanitizer_$tool" "$?"
         tail -4 "$out/sanitizer_$tool.log" | tee -a "$out/gpu_check.log"
       done
     else
