@@ -2,8 +2,12 @@
 """The engine half of bench/gpu_check.sh, run on the GPU machine.
 
 1. The same 50-step fp32 runs (micro dense and micro MoE from kernels/examples) with
-   `parity-train --device cpu` and `--device cuda`; each step's train_bpc must agree within 1e-4
-   (relative).
+   `parity-train --device cpu` and `--device cuda`. Dense: each step's train_bpc must agree within
+   REL_TOL (5e-4, relative). MoE: the same, but only up to the first step whose expert loads differ (two
+   correct backends' last-bit differences flip a routing decision sooner or later — two CPU runs
+   that differ only in their BLAS kernels did at step 36 — and from there the curves are two
+   different, equally right trainings), that step and the largest difference before it reported,
+   plus a looser bound on the final losses (MOE_FINAL_TOL).
 2. A larger dense run on CUDA only, for throughput (tokens/s, counted FLOP/s).
 3. gpu_check.json and gpu_check.txt in OUT: these results, the op parity test's (from its gtest
    JSON), the sanitizer runs' exit codes, and the worker checks' status.
@@ -20,7 +24,17 @@ import subprocess
 import sys
 import time
 
-REL_TOL = 1e-4
+# Per step, relative. Two CPU runs that differ only in their thread count (OpenBLAS's blocking)
+# differed by up to 1.35e-4 over 50 steps of micro-dense on a 240 KB repetitive corpus (step 37;
+# 4.7e-6 on a 1.2 MB one: bench/gpu_engine_check_smoke.sh, 2026-12-03), so the first draft's 1e-4
+# could fail a correct GPU backend, whose summation orders differ more; 5e-4 still catches a
+# wrong kernel, which moves the curve by percents.
+REL_TOL = 5e-4
+# After routing diverges, how far the final train and validation BPC of two correct MoE runs may
+# drift apart (relative): two CPU runs that differ only in BLAS kernels end 8.2e-5 apart at step
+# 49; 100× that leaves room for the GPU's other summation orders, and still catches a real bug
+# (a wrong routing or gradient moves the 50-step loss by whole percents).
+MOE_FINAL_TOL = 1e-2
 STEPS = 50
 
 
@@ -88,23 +102,32 @@ def compare(bundle, out, corpus, example, name, deadline):
     spec = spec_from(example, corpus, name, STEPS)
     result = {"name": name, "steps": STEPS, "tolerance": REL_TOL, "pass": False}
     runs = {}
-    for device, threads in (("cpu", os.cpu_count() or 1), ("cuda", 1)):
+    # PARITY_ENGINE_CHECK_PEER=cpu compares two CPU runs (all threads against one): the wiring of
+    # this comparison, MoE's routing divergence included, on a machine without a GPU.
+    peer = os.environ.get("PARITY_ENGINE_CHECK_PEER", "cuda")
+    for device, threads in (("cpu", os.cpu_count() or 1), (peer, 1)):
         budget = min(90, remaining(deadline) - 20)
         if budget < 10:
             result["error"] = f"no time left for the {device} run"
             return result
-        lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget)
+        tag = "-peer" if "cpu" in runs else ""  # the peer's own folder when both are CPU runs
+        lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget, tag=tag)
+        device = "cuda" if device == peer and "cpu" in runs else device  # the peer's slot
         runs[device] = {l["step"]: l for l in lines}
         result[device] = {"exit": code, "seconds": round(seconds, 2),
                           "tokens_per_second": summary and summary.get("tokens_per_second"),
                           "final_val_bpc": summary and summary.get("final_val_bpc")}
         if code != 0:
             result[device]["stderr"] = stderr_tail(out, spec, device)
+    common = [(step, cpu, runs["cuda"][step]) for step, cpu in sorted(runs.get("cpu", {}).items())
+              if step in runs.get("cuda", {})]
+    moe = any("expert_load" in cpu for _, cpu, _ in common)
+    diverged = next((step for step, cpu, cuda in common
+                     if cpu.get("expert_load") != cuda.get("expert_load")), None)
     worst, worst_step, compared = 0.0, None, 0
-    for step, cpu in sorted(runs.get("cpu", {}).items()):
-        cuda = runs.get("cuda", {}).get(step)
-        if cuda is None:
-            continue
+    for step, cpu, cuda in common:
+        if diverged is not None and step >= diverged:
+            break  # from here the two runs route differently: compared by the final bound only
         a, b = cpu["train_bpc"], cuda["train_bpc"]
         rel = abs(a - b) / max(abs(a), 1e-30)
         compared += 1
@@ -115,7 +138,23 @@ def compare(bundle, out, corpus, example, name, deadline):
             for s in runs.get("cpu", {}) if s in runs.get("cuda", {})]
     result.update(steps_compared=compared, max_rel_diff_train_bpc=worst, worst_step=worst_step,
                   max_rel_diff_grad_norm=max(grad) if grad else None)
-    result["pass"] = compared == STEPS and worst <= REL_TOL
+    if not moe:
+        result["pass"] = compared == STEPS and worst <= REL_TOL
+        return result
+    # MoE: tight up to the first routing difference, then the final losses within MOE_FINAL_TOL.
+    result["routing_diverged_at_step"] = diverged
+    result["final_tolerance"] = MOE_FINAL_TOL
+    finals = {}
+    for key in ("train_bpc", "final_val_bpc"):
+        if key == "train_bpc" and common:
+            a, b = common[-1][1]["train_bpc"], common[-1][2]["train_bpc"]
+        else:
+            a, b = (result.get("cpu") or {}).get(key), (result.get("cuda") or {}).get(key)
+        finals[key] = (abs(a - b) / max(abs(a), 1e-30)) if a is not None and b is not None else None
+    result["final_rel_diff"] = finals
+    tight_ok = worst <= REL_TOL and compared >= 1 and (diverged is not None or compared == STEPS)
+    final_ok = all(v is not None and v <= MOE_FINAL_TOL for v in finals.values())
+    result["pass"] = len(common) == STEPS and tight_ok and final_ok
     return result
 
 
@@ -188,6 +227,12 @@ def nccl_main(bundle, out, deadline):
         json.dump(result, f, indent=1)
     print(nccl_text(result))
     return 0 if result["pass"] or "skipped" in result else 1
+
+
+def stage_status(stages, name):
+    """A stage's exit status from stages.txt ("0 12s" → "0"; "skipped: …" stays as it is)."""
+    value = stages.get(name, "not run")
+    return value if value.startswith("skipped") else value.split(" ")[0]
 
 
 def nccl_stage_result(out, stages):
@@ -270,7 +315,8 @@ def main():
     op = report["op_test"]
     report["pass"] = (not op.get("error") and op.get("failures") == 0 and not op.get("skipped")
                       and all(t["pass"] for t in report["training"]) and (report["nccl"]["pass"] or "skipped" in report["nccl"])
-                      and stages.get("worker_checks") == "0")
+                      and all(stage_status(stages, n) == "0"
+                              for n in ("worker_unit_test", "list_devices")))
     with open(os.path.join(out, "gpu_check.json"), "w") as f:
         json.dump(report, f, indent=1)
     text = [f"GPU: {report['gpu']}",
@@ -279,6 +325,10 @@ def main():
     for f_ in op.get("failed", []):
         text.append(f"  FAILED {f_['test']}: " + " | ".join(" ".join(m.split())[:300] for m in f_["messages"]))
     for t in report["training"]:
+        if t.get("routing_diverged_at_step") is not None or "final_rel_diff" in t:
+            text.append(f"  {t['name']}: routing first differs at step "
+                        f"{t.get('routing_diverged_at_step')} (compared tightly before it); final "
+                        f"rel diff {t.get('final_rel_diff')} (≤ {t.get('final_tolerance')})")
         text.append(f"train {t['name']}: {'PASS' if t['pass'] else 'FAIL'} steps compared "
                     f"{t.get('steps_compared')}/{t['steps']}, max rel diff train_bpc "
                     f"{t.get('max_rel_diff_train_bpc')} (step {t.get('worst_step')}), grad_norm "
