@@ -109,8 +109,12 @@ class CudaDevice final : public Device {
     }
     cuda::DeviceMemory memory(p);
     PARITY_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, state_->stream));
+    allocated_ += bytes;
     return std::make_unique<CudaBuffer>(std::move(memory), bytes, state_->stream);
   }
+  // What Allocate was asked for, as the CPU device counts it (core/memory_estimate.h is checked
+  // against it); the ops' scratch from the stream-ordered pool is not in it.
+  size_t AllocatedBytes() const override { return allocated_; }
   Stream& DefaultStream() override { return stream_; }
   void Copy(void* dst, const void* src, size_t bytes) override {
     PARITY_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state_->stream));
@@ -141,6 +145,7 @@ class CudaDevice final : public Device {
   FlopCounter flops_;
   OpContext context_;
   OpTable<float> f32_;
+  size_t allocated_ = 0;  // Allocate is called from the one thread that drives the model
 };
 
 absl::Status CudaError(const char* what, cudaError_t e) {
