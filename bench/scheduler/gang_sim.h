@@ -23,7 +23,6 @@
 
 namespace parity::gang_bench {
 
-
 constexpr int kWorkerThreads = 4;
 constexpr int kWorkerGpus = 8;
 

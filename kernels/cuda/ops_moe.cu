@@ -13,8 +13,8 @@ namespace parity::kernels::cuda {
 namespace {
 
 constexpr int64_t kMaxExperts = core::kCudaMaxExperts;  // top-K: a 32-bit "taken" mask a lane
-constexpr int64_t kStatTokens = 256;   // tokens per partial of the routing statistics
-constexpr int64_t kPlanChunk = 1024;   // slots per chunk of the routing plan's counting sort
+constexpr int64_t kStatTokens = 256;  // tokens per partial of the routing statistics
+constexpr int64_t kPlanChunk = 1024;  // slots per chunk of the routing plan's counting sort
 constexpr int kWarpsPerBlock = kBlock / 32;
 
 unsigned WarpBlocks(int64_t warps) {

@@ -8,8 +8,8 @@
 #pragma once
 
 #include <optional>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/scheduler/store_contract_test.h"
