@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROTOS = ["google/rpc/status.proto", "google/rpc/error_details.proto",
           "parity/v1/model.proto", "parity/v1/training.proto", "parity/v1/accounting.proto",
           "parity/v1/sweep.proto", "parity/v1/run.proto", "parity/v1/worker.proto",
-          "parity/v1/sweep_service.proto"]
+          "parity/v1/analysis.proto", "parity/v1/sweep_service.proto"]
 
 
 def _proto_dir():

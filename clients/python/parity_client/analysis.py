@@ -12,7 +12,7 @@ Two efficiency leverages, never to be confused (docs/domain.md):
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from parity.v1 import sweep_pb2, sweep_service_pb2 as api
+from parity.v1 import analysis_pb2 as api, sweep_pb2
 
 from .rows import enum_name
 

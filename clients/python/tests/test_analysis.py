@@ -6,7 +6,7 @@ clients/python)."""
 
 import unittest
 
-from parity.v1 import sweep_pb2, sweep_service_pb2 as api
+from parity.v1 import analysis_pb2 as parts, sweep_pb2, sweep_service_pb2 as api
 
 from parity_client.analysis import Analysis
 
@@ -31,22 +31,22 @@ def response():
     moe.frontier_leverage.interval.low, moe.frontier_leverage.interval.high = 1.3, 2.0
     moe.fixed_n_leverage.missing_reason = "the loss is below the law's floor c"
     moe.baselines.add(baseline="dense-1C-C1-unique", compute_multiple=1, delta_bpc=-0.05,
-                      verdict=api.DELTA_VERDICT_EXCEEDS_SPREAD, welch_p=0.01)
+                      verdict=parts.DELTA_VERDICT_EXCEEDS_SPREAD, welch_p=0.01)
     moe.baselines.add(baseline="dense-2C-C1-unique", compute_multiple=2, delta_bpc=0.01,
-                      verdict=api.DELTA_VERDICT_NO_SPREAD)
+                      verdict=parts.DELTA_VERDICT_NO_SPREAD)
     r.grid_points.add(name="dense-1C-C1-unique", group="C1/unique",
-                      role=sweep_pb2.RUN_ROLE_DENSE_BASELINE, verdict=api.DELTA_VERDICT_IS_BASELINE)
+                      role=sweep_pb2.RUN_ROLE_DENSE_BASELINE, verdict=parts.DELTA_VERDICT_IS_BASELINE)
     o = r.optimal_activation.add(group="C1/unique", compute_budget="C1", data_variant="unique",
-                                 status=api.OPTIMUM_STATUS_FIT_UNCHECKED,
+                                 status=parts.OPTIMUM_STATUS_FIT_UNCHECKED,
                                  reason="no lack-of-fit test", activation_rate=0.0,
                                  best_grid_activation_rate=0.25, probability_resamples=2000)
-    o.grid.add(activation_rate=0.15, probability_best=0.1, region=api.REGION_STATUS_OUTSIDE,
+    o.grid.add(activation_rate=0.15, probability_best=0.1, region=parts.REGION_STATUS_OUTSIDE,
                p_value_above_best=0.03)
-    o.grid.add(activation_rate=0.25, probability_best=0.9, region=api.REGION_STATUS_BEST)
+    o.grid.add(activation_rate=0.25, probability_best=0.9, region=parts.REGION_STATUS_BEST)
     o.region.low, o.region.high, o.region.contiguous = 0.25, 0.25, True
-    o.lack_of_fit.verdict = api.LACK_OF_FIT_VERDICT_UNTESTED
+    o.lack_of_fit.verdict = parts.LACK_OF_FIT_VERDICT_UNTESTED
     o.lack_of_fit.note = "one spare rate"
-    b = r.optimal_activation.add(group="C2/unique", status=api.OPTIMUM_STATUS_BRACKETED,
+    b = r.optimal_activation.add(group="C2/unique", status=parts.OPTIMUM_STATUS_BRACKETED,
                                  activation_rate=0.22, bpc=1.6)
     b.activation_rate_interval.low, b.activation_rate_interval.high = 0.15, 0.4
     r.efficiency_leverage_law_refusal = "too few granularities"
