@@ -6,14 +6,10 @@
 #   bench/gpu_engine_check_smoke.sh PARITY_TRAIN
 set -euo pipefail
 cd "$(dirname "$0")/.."
-train="$(realpath "$1")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/bundle/bin" "$tmp/bundle/data" "$tmp/out"
-ln -s "$train" "$tmp/bundle/bin/parity-train"
-python3 -c 'import sys
-sys.stdout.write("".join(f"Verse {i}: In the beginning God created the heaven and the earth. " for i in range(20000)))' \
-  >"$tmp/bundle/data/kjv.txt"
+. bench/gpu_smoke_bundle.sh
+cpu_smoke_bundle "$1" "$tmp" 20000  # 1.4 MB: micro-moe's unique tokens fit its training split
 PARITY_ENGINE_CHECK_PEER=cpu python3 - "$tmp/bundle" "$tmp/out" <<'PY'
 import json, os, sys, time
 sys.path.insert(0, "bench")

@@ -5,15 +5,10 @@
 #   bench/gpu_nccl_check_smoke.sh PARITY_TRAIN
 set -euo pipefail
 cd "$(dirname "$0")/.."
-train="$(realpath "$1")"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/bundle/bin" "$tmp/bundle/data" "$tmp/out"
-ln -s "$train" "$tmp/bundle/bin/parity-train"
-# A 240 KB corpus of its own (data/ is git-ignored): enough windows for training and evaluation.
-python3 -c 'import sys
-sys.stdout.write("".join(f"Verse {i}: In the beginning God created the heaven and the earth. " for i in range(3500)))' \
-  >"$tmp/bundle/data/kjv.txt"
+. bench/gpu_smoke_bundle.sh
+cpu_smoke_bundle "$1" "$tmp" 3500  # 240 KB: enough windows for training and evaluation
 set +e
 PARITY_NCCL_CHECK_DEVICE=cpu python3 bench/gpu_engine_check.py nccl "$tmp/bundle" "$tmp/out" \
   "$(($(date +%s) + 170))" | tee "$tmp/out/stdout.txt"
