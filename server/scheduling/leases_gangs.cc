@@ -79,9 +79,9 @@ bool LeasesService::TryGang(std::unique_ptr<PendingLease>& lease) {
   // placement is R workers' news, not every parked call's. With a backlog every pool worker
   // tries again, so that placements go on in parallel (a few pool tries chained one after the
   // other died out whenever concurrent tries skipped each other's locked rows).
-  if (wait->placed_others) long_polls_.WakeWorkers(wait->placed_workers);
+  if (wait->placed_others()) long_polls_.WakeWorkers(wait->placed_workers);
   const bool placed_now =
-      wait->placed_others || (wait->grant && wait->grant->slots.front().rank == 0);
+      wait->placed_others() || (wait->grant && wait->grant->slots.front().rank == 0);
   if (placed_now && GangsWaitingAfterPlacement()) work_signal_.Notify();
   if (wait->grant) {
     AnswerGang(std::move(lease), *wait->grant);

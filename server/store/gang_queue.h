@@ -59,9 +59,11 @@ struct GangGrant {
 };
 
 struct GangWait {
-  std::optional<GangGrant> grant;           // the asking worker's slots, placed now or before
-  bool placed_others = false;               // slots went to other waiting workers: wake their calls
-  std::vector<std::string> placed_workers;  // those workers (ids), each once
+  std::optional<GangGrant> grant;  // the asking worker's slots, placed now or before
+  // Other waiting workers given slots by a placement in this call (ids, each once): their calls
+  // must be woken to collect them.
+  std::vector<std::string> placed_workers;
+  bool placed_others() const { return !placed_workers.empty(); }
   // A gang has waited past reservation_after, cannot be placed, could be on the live fleet, and
   // this worker could host one of its ranks: it is kept for the gang (no ordinary runs).
   bool reserved = false;

@@ -81,7 +81,7 @@ class GangContractTest : public StoreContractTest<Harness> {
     EXPECT_FALSE(Wait(first).grant.has_value()) << "one worker cannot host both ranks";
     const GangWait placed = Wait(second);
     EXPECT_TRUE(placed.grant.has_value()) << "the second worker completes the gang";
-    EXPECT_TRUE(placed.placed_others);
+    EXPECT_TRUE(placed.placed_others());
     const GangWait woken = Wait(first);
     EXPECT_TRUE(woken.grant.has_value()) << "the first worker collects its slot";
     if (!placed.grant || !woken.grant) return {};
@@ -113,7 +113,7 @@ TYPED_TEST_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderOneEpochOrNothin
 
   const GangWait placed = this->Wait(this->Offer(b, 4));
   ASSERT_TRUE(placed.grant.has_value());
-  EXPECT_TRUE(placed.placed_others) << "a's calls must be woken to collect their slots";
+  EXPECT_TRUE(placed.placed_others()) << "a's calls must be woken to collect their slots";
   EXPECT_EQ(placed.placed_workers, std::vector<std::string>{a}) << "a alone is woken, once";
   const GangWait collected = this->Wait(this->Offer(a, 4));
   ASSERT_TRUE(collected.grant.has_value()) << "a's next try gets its slots";
@@ -141,7 +141,7 @@ TYPED_TEST_P(GangContractTest, PrefersFewerHosts) {
   const std::string run_id = this->GangRun("gang-few-hosts", 2, 2);
   const GangWait wait = this->Wait(this->Offer(a, 2));
   EXPECT_FALSE(wait.grant.has_value()) << "a is not needed: big hosts both ranks";
-  EXPECT_TRUE(wait.placed_others) << "placed on big during a's call";
+  EXPECT_TRUE(wait.placed_others()) << "placed on big during a's call";
   const GangWait on_big = this->Wait(this->Offer(big, 8));
   ASSERT_TRUE(on_big.grant.has_value());
   EXPECT_EQ(on_big.grant->slots.size(), 2u) << "both ranks on one host";

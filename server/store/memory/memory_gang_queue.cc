@@ -71,12 +71,10 @@ absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
     if (PlaceOver(*run, offer)) {
       wait.grant = DeliverSlots(offer.worker_id, offer.request_id);
       for (const GangSlotRow& slot : gangs_.at(run->run.run_id()).slots) {
-        if (slot.slot.worker_id == offer.worker_id ||
-            absl::c_linear_search(wait.placed_workers, slot.slot.worker_id)) {
-          continue;
+        if (slot.slot.worker_id != offer.worker_id &&
+            !absl::c_linear_search(wait.placed_workers, slot.slot.worker_id)) {
+          wait.placed_workers.push_back(slot.slot.worker_id);
         }
-        wait.placed_others = true;
-        wait.placed_workers.push_back(slot.slot.worker_id);
       }
       return wait;
     }

@@ -169,12 +169,10 @@ void TryPlace(pqxx::work& tx, const GangOffer& offer, GangWait& wait) {
         WritePlacement(tx, run_id, *slots, offer);
         wait.grant = DeliverSlots(tx, offer.worker_id, offer.request_id);
         for (const GangSlot& slot : *slots) {
-          if (slot.worker_id == offer.worker_id ||
-              absl::c_linear_search(wait.placed_workers, slot.worker_id)) {
-            continue;
+          if (slot.worker_id != offer.worker_id &&
+              !absl::c_linear_search(wait.placed_workers, slot.worker_id)) {
+            wait.placed_workers.push_back(slot.worker_id);
           }
-          wait.placed_others = true;
-          wait.placed_workers.push_back(slot.worker_id);
         }
         return;
       }
