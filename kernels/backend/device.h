@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend/op_table.h"
+#include "kernels/backend/op_table_bf16.h"
 
 namespace parity::kernels {
 
@@ -58,6 +59,8 @@ class Device {
   // Op tables; nullptr where the backend has no kernels for that precision.
   virtual const OpTable<float>* OpsF32() const = 0;
   virtual const OpTable<double>* OpsF64() const = 0;
+  // The bf16 mode's table (op_table_bf16.h); nullptr where the backend has no bf16 mode.
+  virtual const Bf16OpTable* OpsBf16() const { return nullptr; }
 };
 
 template <typename T>

@@ -1,5 +1,7 @@
 #include "kernels/backend/op_table.h"
 
+#include "kernels/backend/op_table_bf16.h"
+
 namespace parity::kernels {
 
 const char* OpName(OpKind kind) {
@@ -18,6 +20,42 @@ const char* OpName(OpKind kind) {
       break;
   }
   return "unknown";
+}
+
+bool Bf16OpTable::Complete() const {
+  const bool set[] = {
+      embedding_forward != nullptr,
+      embedding_backward != nullptr,
+      rmsnorm_forward != nullptr,
+      rmsnorm_backward != nullptr,
+      matmul_forward != nullptr,
+      matmul_forward_f32 != nullptr,
+      matmul_backward != nullptr,
+      matmul_backward_f32 != nullptr,
+      swiglu_forward != nullptr,
+      swiglu_backward != nullptr,
+      rope_forward != nullptr,
+      rope_backward != nullptr,
+      attention_forward != nullptr,
+      attention_backward != nullptr,
+      cross_entropy_forward != nullptr,
+      cross_entropy_backward != nullptr,
+      route_forward != nullptr,
+      route_backward != nullptr,
+      permute_forward != nullptr,
+      permute_backward != nullptr,
+      combine_forward != nullptr,
+      combine_backward != nullptr,
+      routing_plan != nullptr,
+      bias_update != nullptr,
+      sum_squares != nullptr,
+      adamw_update != nullptr,
+      cast_to_bf16 != nullptr,
+  };
+  for (const bool entry : set) {
+    if (!entry) return false;
+  }
+  return true;
 }
 
 }  // namespace parity::kernels
