@@ -69,9 +69,16 @@ absl::StatusOr<MemoryShape> MemoryShapeOf(const parity::v1::ModelSpec& model, ui
 }
 
 MemoryPrecision PrecisionOf(const RunSpec& run) {
-  // Unset trains fp32 until the engine has bf16 kernels (training.proto's Precision).
-  return run.training().precision() == parity::v1::PRECISION_BF16 ? MemoryPrecision::kBf16
-                                                                  : MemoryPrecision::kFp32;
+  // As the engine resolves it (kernels/train/session.cc ResolvePrecision): unset is bf16 on a
+  // GPU and fp32 on the CPU.
+  switch (run.training().precision()) {
+    case parity::v1::PRECISION_BF16:
+      return MemoryPrecision::kBf16;
+    case parity::v1::PRECISION_FP32:
+      return MemoryPrecision::kFp32;
+    default:
+      return run.resources().gpus() > 0 ? MemoryPrecision::kBf16 : MemoryPrecision::kFp32;
+  }
 }
 
 bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {

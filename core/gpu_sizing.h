@@ -22,8 +22,8 @@ inline constexpr double kUsableBudgetFraction = 0.9;
 // it (kernels/spec/run_spec_adapter.cc: a 1dense+SE model with no explicit D_se gets K·D_e).
 absl::StatusOr<MemoryShape> MemoryShapeOf(const parity::v1::ModelSpec& model, uint32_t seq_len);
 
-// The precision a run trains in: training.precision, unset meaning fp32 (the engine has no bf16
-// kernels yet).
+// The precision a run trains in: training.precision; unset means bf16 for a run with GPUs and
+// fp32 for a CPU run, as the engine resolves it.
 MemoryPrecision PrecisionOf(const parity::v1::RunSpec& run);
 
 // For a run with resources.gpus > 0 and resources.gpu_memory_budget_bytes > 0: picks the largest

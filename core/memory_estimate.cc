@@ -92,6 +92,8 @@ MemoryEstimate EstimateTrainingMemory(const MemoryShape& m, int64_t micro_batch_
       act.Add(T * K, kI32);      // slot_of
       act.Add(P, kI32);          // token_of
       act.Add(E, kI64);          // load
+      act.Add(E + 1, kI64);      // the routing plan's offsets
+      act.Add(E, kF32);          // loss-free balancing biases
       max_e = std::max(max_e, E), max_p = std::max(max_p, P), max_de = std::max(max_de, De);
     }
   }
@@ -99,6 +101,9 @@ MemoryEstimate EstimateTrainingMemory(const MemoryShape& m, int64_t micro_batch_
   act.Add(T, kF32);      // rstdf
   act.Add(T * V, kF32);  // logits
   act.Add(T, kF32);      // loss
+  int64_t moe_layers = 0;
+  for (const bool moe : m.moe_layer) moe_layers += moe ? 1 : 0;
+  act.Add(2 * moe_layers, 8);  // each router's {aux, z} losses (doubles)
   e.activations = act.bytes;
 
   Tally scratch;

@@ -1,5 +1,6 @@
 // The CPU backend: aligned host buffers, a synchronous stream, a thread pool, and the op tables
-// filled from the reference kernels in ops_*.h for float and double.
+// filled from the reference kernels in ops_*.h for float and double, and the bf16 mode's
+// emulation (ops_bf16.h).
 #include <cblas.h>
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/backend/device.h"
 #include "kernels/cpu/ops_attention.h"
+#include "kernels/cpu/ops_bf16.h"
 #include "kernels/cpu/ops_dense.h"
 #include "kernels/cpu/ops_moe.h"
 #include "kernels/cpu/ops_optim.h"
@@ -75,7 +77,8 @@ class CpuDevice final : public Device {
       : pool_(options.threads),
         context_{.pool = &pool_, .flops = &flops_},
         f32_(MakeCpuTable<float>()),
-        f64_(MakeCpuTable<double>()) {
+        f64_(MakeCpuTable<double>()),
+        bf16_(cpu::MakeBf16Table()) {
     // One owner of the cores: our pool splits GEMMs; OpenBLAS must not spawn its own threads.
     openblas_set_num_threads(1);
   }
@@ -99,6 +102,7 @@ class CpuDevice final : public Device {
   OpContext& Context() override { return context_; }
   const OpTable<float>* OpsF32() const override { return &f32_; }
   const OpTable<double>* OpsF64() const override { return &f64_; }
+  const Bf16OpTable* OpsBf16() const override { return &bf16_; }
 
  private:
   ThreadPool pool_;
@@ -107,6 +111,7 @@ class CpuDevice final : public Device {
   CpuStream stream_;
   OpTable<float> f32_;
   OpTable<double> f64_;
+  Bf16OpTable bf16_;  // the emulation (cpu/ops_bf16.h)
   size_t allocated_ = 0;  // Allocate is called from the one thread that drives the model
 };
 

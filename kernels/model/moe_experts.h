@@ -51,21 +51,23 @@ void ForEachExpertParallel(const OpContext& ctx, const std::vector<int64_t>& off
   });
 }
 
-// Saved activations of the grouped computation.
-template <typename T>
+// Saved activations of the grouped computation, in the activation precision A (the scalar in
+// fp32/fp64, bf16 in the bf16 mode).
+template <typename A>
 struct ExpertActivations {
-  T* xs;  // [P,D]   inputs grouped by expert
-  T* ab;  // [P,2De] SwiGLU inputs
-  T* g;   // [P,De]  SwiGLU outputs
-  T* ys;  // [P,D]   expert outputs (ungated)
+  A* xs;  // [P,D]   inputs grouped by expert
+  A* ab;  // [P,2De] SwiGLU inputs
+  A* g;   // [P,De]  SwiGLU outputs
+  A* ys;  // [P,D]   expert outputs (ungated)
 };
 
-// out[T,D] += Σ_k gate[t,k]·Expert_{expert[t,k]}(x[t])
-template <typename T>
-void GroupedExpertsForward(const OpTable<T>& ops, const OpContext& ctx, const ExpertShape& s,
+// out[T,D] += Σ_k gate[t,k]·Expert_{expert[t,k]}(x[t]). `Ops` is OpTable<T> (A = T) or the bf16
+// mode's Bf16OpTable (T = float, A = Bf16): the same calls type-check against both.
+template <typename Ops, typename T, typename A>
+void GroupedExpertsForward(const Ops& ops, const OpContext& ctx, const ExpertShape& s,
                            const std::vector<int64_t>& offsets, const int32_t* slot_of,
-                           const int32_t* token_of, const T* gate, const T* x, const T* w13,
-                           const T* w2, const ExpertActivations<T>& a, T* out) {
+                           const int32_t* token_of, const T* gate, const A* x, const A* w13,
+                           const A* w2, const ExpertActivations<A>& a, T* out) {
   const int64_t D = s.d_model, De = s.d_expert;
   ops.permute_forward(ctx, s.tokens * s.top_k, D, a.xs, x, token_of);
   for (int64_t e = 0; e < s.experts; ++e) {
@@ -81,20 +83,20 @@ void GroupedExpertsForward(const OpTable<T>& ops, const OpContext& ctx, const Ex
 }
 
 // Scratch for the backward, [P,D], [P,De], [P,2De], [P,D].
-template <typename T>
+template <typename A>
 struct ExpertScratch {
-  T* dys;
-  T* dg;
-  T* dab;
-  T* dxs;
+  A* dys;
+  A* dg;
+  A* dab;
+  A* dxs;
 };
 
 // From dout [T,D]: dgate [T,K] (=), dx [T,D] (+=), dw13/dw2 (+=).
-template <typename T>
-void GroupedExpertsBackward(const OpTable<T>& ops, const OpContext& ctx, const ExpertShape& s,
+template <typename Ops, typename T, typename A>
+void GroupedExpertsBackward(const Ops& ops, const OpContext& ctx, const ExpertShape& s,
                             const std::vector<int64_t>& offsets, const int32_t* slot_of,
-                            const T* gate, const T* w13, const T* w2, const ExpertActivations<T>& a,
-                            const T* dout, const ExpertScratch<T>& sc, T* dgate, T* dx, T* dw13,
+                            const T* gate, const A* w13, const A* w2, const ExpertActivations<A>& a,
+                            const T* dout, const ExpertScratch<A>& sc, T* dgate, A* dx, T* dw13,
                             T* dw2) {
   const int64_t D = s.d_model, De = s.d_expert;
   ops.combine_backward(ctx, s.tokens, s.top_k, D, sc.dys, dgate, dout, a.ys, gate, slot_of);

@@ -8,100 +8,89 @@
 // H/Hkv/Dh heads, F = D_ffn, E experts, K top-k, De/Dse expert and shared-expert widths,
 // P = T·K routing slots, V = 256.
 //
-// Threading: one thread calls everything (the ops parallelise inside). Templated on the scalar:
-// float trains, double exists for finite-difference gradient checks.
+// Precision: T is the master scalar (parameters, gradients, the residual stream, statistics), A
+// the activations' (GEMM inputs and outputs inside a block, their gradients). A = T is one
+// precision throughout: float trains the fp32 parity mode, double exists for finite-difference
+// gradient checks. Transformer<float, Bf16> is the bf16 mode (op_table_bf16.h says which array is
+// which): the GEMMs read a bf16 copy of the weights, cast from the masters before the first
+// Forward after any write through Params().
+//
+// Threading: one thread calls everything (the ops parallelise inside).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/backend/bf16.h"
 #include "kernels/backend/device.h"
 #include "kernels/backend/op_table.h"
+#include "kernels/backend/op_table_bf16.h"
 #include "kernels/model/config.h"
+#include "kernels/model/model.h"
 #include "kernels/model/rng.h"
 
 namespace parity::kernels {
 
-// One named parameter tensor inside the flat parameter buffer.
-struct ParamTensor {
-  std::string name;
-  int64_t offset = 0;  // elements from the start of the flat buffer
-  int64_t size = 0;
-  WeightDecay decay = WeightDecay::kApply;
-};
-
-// Routing statistics of one MoE layer for the last forward (host copies).
-struct RoutingStats {
-  std::vector<int64_t> load;  // [E] routing slots per expert (from the routing plan's offsets)
-  double aux_loss = 0;        // λ·E·Σ f_i·P_i
-  double z_loss = 0;          // λ_z·mean(lse²)
-};
-
-struct ForwardResult {
-  double ce = 0;   // mean cross-entropy over the micro-batch's tokens, nats
-  double aux = 0;  // Σ over MoE layers of the balance loss
-  double z = 0;    // Σ over MoE layers of the router z-loss
-};
-
-template <typename T>
-class Transformer {
+template <typename T, typename A = T>
+class Transformer final : public Model<T> {
  public:
+  // The op table the model dispatches through: one scalar's table, or the bf16 mode's.
+  using Ops = std::conditional_t<std::is_same_v<T, A>, OpTable<T>, Bf16OpTable>;
+  using GradsReadyHook = typename Model<T>::GradsReadyHook;
+
   // `max_batch`: most sequences a Forward may carry (activations are sized for it).
   static absl::StatusOr<std::unique_ptr<Transformer>> Create(const ModelConfig& config,
                                                              Device& device, int64_t max_batch);
-  ~Transformer();
+  ~Transformer() override;
 
-  const ModelConfig& config() const { return config_; }
-  int64_t NumParams() const { return num_params_; }
-  const std::vector<ParamTensor>& Tensors() const { return tensors_; }
-  T* Params() { return params_; }
-  T* Grads() { return grads_; }
+  const ModelConfig& config() const override { return config_; }
+  int64_t NumParams() const override { return num_params_; }
+  const std::vector<ParamTensor>& Tensors() const override { return tensors_; }
+  T* Params() override {
+    weights_stale_ = true;
+    return params_;
+  }
+  T* Grads() override { return grads_; }
 
-  // N(0, 0.02) matrices (residual output projections scaled by 1/√(2L)), unit norm weights.
-  void InitParams(Rng& rng);
-  void ZeroGrads();
+  void InitParams(Rng& rng) override;
+  void ZeroGrads() override;
+  ForwardResult Forward(const int32_t* tokens, const int32_t* targets, int64_t batch) override;
+  void Backward(double ce_scale, double aux_scale) override;
+  void SetGradsReadyHook(GradsReadyHook hook) override { grads_ready_ = std::move(hook); }
 
-  // Runs `batch` sequences of S tokens (host arrays, batch·S each) and saves activations.
-  ForwardResult Forward(const int32_t* tokens, const int32_t* targets, int64_t batch);
-  // Backward of the last Forward, ACCUMULATING into Grads():
-  //   grads += ∂(ce_scale·Σ_t ce_t + aux_scale·Σ_layers(aux + z))/∂θ.
-  void Backward(double ce_scale, double aux_scale);
-
-  // Called by Backward as soon as a layer's weight gradients are complete, with the layer's
-  // contiguous range of the flat gradient [offset, offset + count), deepest layer first; the
-  // embedding, final norm and head are not reported (they are complete only when Backward
-  // returns). Lets a data-parallel step sum a layer's gradient across ranks while the backward
-  // of the layers below runs. Empty = none.
-  using GradsReadyHook = std::function<void(int64_t offset, int64_t count)>;
-  void SetGradsReadyHook(GradsReadyHook hook) { grads_ready_ = std::move(hook); }
-
-  int64_t NumMoeLayers() const { return static_cast<int64_t>(moe_layers_.size()); }
-  int64_t MoeLayerIndex(int64_t i) const { return moe_layers_[i]; }  // i-th MoE layer's depth
-  const RoutingStats& Routing(int64_t i) const;
-  // Loss-free balancing biases b_i of the i-th MoE layer (added to scores for selection only):
-  // a device array of E floats, zero after Create. Move it with the device's ToHost/FromHost.
-  float* BalanceBias(int64_t i);
-
-  // Device memory this model holds (parameters, gradients, activations, scratch), in bytes.
-  size_t AllocatedBytes() const;
+  int64_t NumMoeLayers() const override { return static_cast<int64_t>(moe_layers_.size()); }
+  int64_t MoeLayerIndex(int64_t i) const override { return moe_layers_[i]; }
+  const RoutingStats& Routing(int64_t i) const override;
+  float* BalanceBias(int64_t i) override;
+  size_t AllocatedBytes() const override;
 
   struct Layer;  // per-layer parameter offsets and activations (transformer.cc)
 
  private:
   // The attention shape of a forward or backward over `batch` sequences.
   AttentionShape AttentionShapeFor(int64_t batch) const;
-  Transformer(const ModelConfig& config, Device& device, const OpTable<T>& ops, int64_t max_batch);
+  Transformer(const ModelConfig& config, Device& device, const Ops& ops, int64_t max_batch);
   absl::Status Allocate();
+  absl::Status AllocateActivations(int64_t max_ffn);
+  // The bf16 weight copy from the masters when they may have changed (no-op when A = T).
+  void RefreshWeights();
+  // y (=|+=) x·Wᵀ into an activation (A) or master-precision (T) array.
+  template <typename Y>
+  void MatmulForward(const MatmulShape& s, Y* y, const A* x, const A* w, Accumulate acc,
+                     FlopKind kind);
+  // dx (=|+=) dy·W, dW += dyᵀ·x, with dy an activation (A) or master-precision (T) gradient.
+  template <typename DY>
+  void MatmulBackward(const MatmulShape& s, A* dx, T* dw, const DY* dy, const A* x, const A* w,
+                      Accumulate acc, FlopKind kind);
   void MoeForward(Layer& layer, int64_t tokens, T* x_resid);
-  void MoeBackward(Layer& layer, int64_t tokens, T* dresid, T* dh);
+  void MoeBackward(Layer& layer, int64_t tokens, T* dresid, A* dh);
 
   ModelConfig config_;
   Device& device_;
-  const OpTable<T>& ops_;
+  const Ops& ops_;
   int64_t max_batch_;
   int64_t batch_ = 0;       // sequences in the last Forward
   double aux_scale_ = 1.0;  // aux_scale of the Backward in progress
@@ -111,6 +100,8 @@ class Transformer {
   std::vector<std::unique_ptr<Buffer>> buffers_;  // owns every allocation below
   T* params_ = nullptr;
   T* grads_ = nullptr;
+  A* weights_ = nullptr;       // what the GEMMs read: params_ itself when A = T, else a copy
+  bool weights_stale_ = true;  // Params() was handed out since the copy was made
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<int64_t> moe_layers_;
   struct Globals;
@@ -119,5 +110,6 @@ class Transformer {
 
 extern template class Transformer<float>;
 extern template class Transformer<double>;
+extern template class Transformer<float, Bf16>;
 
 }  // namespace parity::kernels

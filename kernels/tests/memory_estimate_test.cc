@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/gpu_sizing.h"
 #include "kernels/backend/device.h"
 #include "kernels/model/transformer.h"
@@ -36,14 +37,14 @@ struct Measured {
   int64_t params = 0;
 };
 
-Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec) {
+Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec, Precision precision) {
   absl::StatusOr<ParsedRunSpec> parsed = RunConfigFromRunSpec(spec);
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   if (!parsed.ok()) return {};
   const ModelConfig& mc = parsed->config.model;
   const int64_t batch = parsed->config.train.batch_size;
   auto device = MakeCpuDevice({.threads = 1});
-  auto model = Transformer<float>::Create(mc, *device, batch);
+  auto model = CreateModel(mc, precision, *device, batch);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return {};
   const int64_t n = (*model)->NumParams();
@@ -56,28 +57,33 @@ Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec) {
   return out;
 }
 
+// In both precisions: the bf16 mode allocates its weight copy and bf16 activations, and the
+// estimate that sizes GPU runs must know them buffer by buffer.
 void ExpectEstimateMatches(const parity::v1::RunSpec& spec) {
-  SCOPED_TRACE(spec.name());
-  const Measured measured = AllocateLikeTheTrainer(spec);
-  ASSERT_GT(measured.allocated, 0u) << "the CPU device counts what it allocates";
   absl::StatusOr<core::MemoryShape> shape =
       core::MemoryShapeOf(spec.model(), spec.training().sequence_length());
   ASSERT_TRUE(shape.ok()) << shape.status();
-  const core::MemoryEstimate estimate = core::EstimateTrainingMemory(
-      *shape, spec.training().micro_batch_sequences(), core::MemoryPrecision::kFp32);
-  EXPECT_EQ(estimate.params, measured.params) << "the estimate counts the engine's parameters";
-  const double expected = double(measured.allocated);
-  const double got = double(estimate.BufferBytes());
-  EXPECT_NEAR(got, expected, 0.02 * expected)
-      << "estimate " << estimate.Describe() << " vs " << measured.allocated << " bytes allocated";
-  // In practice it is exact; print the residual so a drift shows before it breaks the 2%.
-  std::cout << spec.name() << ": allocated " << measured.allocated << " B, estimate " << got
-            << " B, relative difference " << (got - expected) / expected << "\n";
-  const core::MemoryEstimate bf16 = core::EstimateTrainingMemory(
-      *shape, spec.training().micro_batch_sequences(), core::MemoryPrecision::kBf16);
-  EXPECT_EQ(bf16.weight_copies, estimate.params * 2u) << "BF16 adds a bf16 copy of the weights";
-  EXPECT_LT(bf16.activations, estimate.activations) << "BF16 halves most activations";
-  EXPECT_GT(2 * bf16.activations, estimate.activations) << "the residual stream stays fp32";
+  const int64_t micro = spec.training().micro_batch_sequences();
+  for (const auto& [precision, estimated] :
+       {std::pair{Precision::kFp32, core::MemoryPrecision::kFp32},
+        std::pair{Precision::kBf16, core::MemoryPrecision::kBf16}}) {
+    SCOPED_TRACE(absl::StrCat(spec.name(), " in ", PrecisionName(precision)));
+    const Measured measured = AllocateLikeTheTrainer(spec, precision);
+    ASSERT_GT(measured.allocated, 0u) << "the CPU device counts what it allocates";
+    const core::MemoryEstimate estimate = core::EstimateTrainingMemory(*shape, micro, estimated);
+    EXPECT_EQ(estimate.params, measured.params) << "the estimate counts the engine's parameters";
+    // Exact: the estimate mirrors the engine's allocation list, precision by precision.
+    EXPECT_EQ(estimate.BufferBytes(), measured.allocated)
+        << "estimate " << estimate.Describe() << " vs " << measured.allocated
+        << " bytes allocated";
+  }
+  const core::MemoryEstimate fp32 =
+      core::EstimateTrainingMemory(*shape, micro, core::MemoryPrecision::kFp32);
+  const core::MemoryEstimate bf16 =
+      core::EstimateTrainingMemory(*shape, micro, core::MemoryPrecision::kBf16);
+  EXPECT_EQ(bf16.weight_copies, fp32.params * 2u) << "BF16 adds a bf16 copy of the weights";
+  EXPECT_LT(bf16.activations, fp32.activations) << "BF16 halves most activations";
+  EXPECT_GT(2 * bf16.activations, fp32.activations) << "the residual stream stays fp32";
 }
 
 TEST(MemoryEstimateTest, MatchesTheEngineOnTheMicroExamples) {
@@ -121,8 +127,12 @@ TEST(MemoryEstimateTest, GrowsWithTheMicroBatch) {
   const auto one = core::EstimateTrainingMemory(*shape, 1, core::MemoryPrecision::kFp32);
   const auto two = core::EstimateTrainingMemory(*shape, 2, core::MemoryPrecision::kFp32);
   EXPECT_EQ(two.weights, one.weights) << "weights do not depend on the micro-batch";
-  EXPECT_EQ(two.activations + two.scratch, 2 * (one.activations + one.scratch) - 8 * 16 * 1)
-      << "activations and scratch are linear in the micro-batch (less the per-layer load[E])";
+  // One MoE layer of 16 experts: load[E] and plan offsets[E+1] (int64), biases[E] (float) and
+  // the router's {aux, z} (double) do not grow with the tokens.
+  const uint64_t fixed = 8 * 16 + 8 * 17 + 4 * 16 + 8 * 2;
+  EXPECT_EQ(two.activations + two.scratch, 2 * (one.activations + one.scratch) - fixed)
+      << "activations and scratch are linear in the micro-batch (less the per-layer routing "
+         "arrays)";
 }
 
 }  // namespace

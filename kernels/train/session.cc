@@ -11,17 +11,10 @@
 namespace parity::kernels {
 
 absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind) {
-  // Unset means fp32 on every device for now: bf16 is meant to become the GPU default, but
-  // every backend's op tables are fp32 (OpTable<float>) and bf16 needs weight copies and bf16
-  // kernels that no backend has yet. Defaulting a GPU run to a mode that is then refused would
-  // make every GPU spec name its precision.
-  const Precision resolved = requested != Precision::kUnspecified ? requested : Precision::kFp32;
-  if (resolved == Precision::kFp32) return resolved;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "training.precision: PRECISION_BF16 is not implemented by the ",
-      kind == DeviceKind::kCuda ? "cuda" : "cpu",
-      " backend yet (fp32 kernels only); set training.precision to PRECISION_FP32 or leave it "
-      "unset"));
+  // bf16 is the throughput mode on a GPU (tensor cores); on the CPU it is an emulation of the
+  // GPU's numerics (cpu/ops_bf16.h), slower than fp32, so it runs only when a spec asks for it.
+  if (requested != Precision::kUnspecified) return requested;
+  return kind == DeviceKind::kCuda ? Precision::kBf16 : Precision::kFp32;
 }
 
 absl::Status ValidateForDevice(const ModelConfig& m, DeviceKind kind) {
@@ -87,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   PARITY_ASSIGN_OR_RETURN(s->device, MakeDevice(options.device, options.threads));
   PARITY_ASSIGN_OR_RETURN(s->comm, MakeCommunicator(options.comm, options.device.kind, *s->device));
   PARITY_ASSIGN_OR_RETURN(s->model,
-                          Transformer<float>::Create(config.model, *s->device, tc.batch_size));
+                          CreateModel(config.model, precision, *s->device, tc.batch_size));
   const int64_t n = s->model->NumParams();
   const int64_t loads = s->model->NumMoeLayers() * config.model.n_experts;
   for (int64_t bytes : {n * 4, n * 4, std::max<int64_t>(loads, 1) * 8}) {
@@ -122,7 +115,7 @@ absl::Status ResumeSession(Session& s) {
   const std::string& source =
       s.options.resume_from.empty() ? s.options.out_dir : s.options.resume_from;
   Checkpoint& c = *ckpt;
-  Transformer<float>& model = *s.model;
+  Model<float>& model = *s.model;
   const std::string device(s.device->Name()), precision = PrecisionName(s.config.precision);
   // Resume is bit-identical only on the same kind of device in the same arithmetic.
   if (c.device != device || c.precision != precision) {
@@ -175,7 +168,7 @@ absl::Status SyncRanks(Session& s) {
   s.step = static_cast<int64_t>(header[1]);
   s.cursor = static_cast<int64_t>(header[2]);
   s.rng = Rng{.seed = header[3], .counter = header[4]};
-  Transformer<float>& model = *s.model;
+  Model<float>& model = *s.model;
   const size_t bytes = static_cast<size_t>(model.NumParams()) * sizeof(float);
   for (float* array : {model.Params(), s.adam_m, s.adam_v}) {
     PARITY_RETURN_IF_ERROR(comm.Broadcast(array, bytes, 0));
@@ -188,7 +181,7 @@ absl::Status SyncRanks(Session& s) {
 }
 
 absl::StatusOr<std::string> SaveCheckpoint(Session& s) {
-  Transformer<float>& model = *s.model;
+  Model<float>& model = *s.model;
   Device& d = *s.device;
   CheckpointHeader c;
   c.fingerprint = s.fingerprint;

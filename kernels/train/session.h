@@ -15,7 +15,7 @@
 #include "kernels/data/token_corpus.h"
 #include "kernels/model/config.h"
 #include "kernels/model/rng.h"
-#include "kernels/model/transformer.h"
+#include "kernels/model/model.h"
 #include "kernels/train/trainer.h"
 
 namespace parity::kernels {
@@ -30,7 +30,7 @@ struct Session {
   std::unique_ptr<Device> device;               // declared before what lives in its memory
   std::unique_ptr<Communicator> comm;           // the gang (world size 1: a no-op); uses device
   std::vector<std::unique_ptr<Buffer>> memory;  // the optimizer's device arrays below
-  std::unique_ptr<Transformer<float>> model;
+  std::unique_ptr<Model<float>> model;  // fp32 masters in every precision
   float* adam_m = nullptr;       // [N] first moments
   float* adam_v = nullptr;       // [N] second moments
   int64_t* step_load = nullptr;  // [MoE layers·E] the step's expert loads, for bias_update
@@ -53,7 +53,7 @@ struct Session {
 };
 
 // The precision a run trains with on a device of `kind`: unspecified → bf16 on CUDA, fp32 on the
-// CPU. InvalidArgument naming training.precision when the engine cannot train in it there.
+// CPU; an explicit one as asked (bf16 on the CPU is the GPU's numerics emulated, for checks).
 absl::StatusOr<Precision> ResolvePrecision(Precision requested, DeviceKind kind);
 
 // The model within what `kind`'s kernels take (core/gpu_limits.h for CUDA): InvalidArgument

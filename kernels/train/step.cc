@@ -16,7 +16,7 @@ namespace {
 // overlapping `sync`, the last micro-batch's backward posts each finished layer to it.
 absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
   const TrainConfig& tc = s.config.train;
-  Transformer<float>& model = *s.model;
+  Model<float>& model = *s.model;
   const int64_t accum = tc.grad_accum, local = s.LocalMicroBatches(), first = s.FirstMicroBatch();
   const int64_t B = tc.batch_size, step_start = s.cursor;
   for (int64_t i = 0; i < local; ++i) {
@@ -76,7 +76,7 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   const auto t0 = std::chrono::steady_clock::now();
   const RunConfig& config = s.config;
   const TrainConfig& tc = config.train;
-  Transformer<float>& model = *s.model;
+  Model<float>& model = *s.model;
   FlopCounter& flops = *s.context().flops;
   const int64_t n = model.NumParams();
   StepResult r;
