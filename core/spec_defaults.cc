@@ -72,6 +72,9 @@ std::vector<SpecDefault> MakeDefaults() {
       {"parity.v1.DataVariant.reuse", "SweepSpec.data's"},
       {"parity.v1.SweepSpec.max_attempts", absl::StrCat(kDefaultMaxAttempts)},
       {"parity.v1.ResourceRequest.ranks", "gpus when gpus > 1 (one rank per GPU), else 1"},
+      // As the engine resolves it (kernels/train/session.cc) and the planner sizes it
+      // (gpu_sizing.cc PrecisionOf).
+      {"parity.v1.TrainingSpec.precision", "bf16 when gpus > 0, else fp32"},
   };
   return out;
 }

@@ -48,10 +48,11 @@ RunSpec PlanOne(const SweepSpec& spec) {
   return runs->front();
 }
 
+// In the precision the run trains in: unset on a GPU run is bf16, as the engine resolves it.
 MemoryEstimate EstimateOf(const RunSpec& run, int64_t micro) {
   absl::StatusOr<MemoryShape> shape = MemoryShapeOf(run.model(), run.training().sequence_length());
   EXPECT_TRUE(shape.ok()) << shape.status();
-  return EstimateTrainingMemory(*shape, micro, MemoryPrecision::kFp32);
+  return EstimateTrainingMemory(*shape, micro, PrecisionOf(run));
 }
 
 // The smallest budget under which `micro` sequences fit.
@@ -141,6 +142,26 @@ TEST(GpuSizingTest, SpecsTakeByteSizes) {
 
 // The 2B study on H200s: every run fits, and the figures of the dense baseline and r_a = 20% at
 // S = 2048 (printed for the record) are what sizing chose.
+// The planner sizes a run in the precision the engine will train it in (session.cc's
+// ResolvePrecision): bf16 on a GPU unless the spec says fp32, fp32 on the CPU.
+TEST(GpuSizingTest, UnsetPrecisionIsBf16OnAGpuAndFp32OnTheCpu) {
+  RunSpec run;
+  EXPECT_EQ(PrecisionOf(run), MemoryPrecision::kFp32) << "a CPU run";
+  run.mutable_resources()->set_gpus(1);
+  EXPECT_EQ(PrecisionOf(run), MemoryPrecision::kBf16) << "a GPU run, precision unset";
+  run.mutable_training()->set_precision(parity::v1::PRECISION_FP32);
+  EXPECT_EQ(PrecisionOf(run), MemoryPrecision::kFp32) << "the fp32 parity mode, asked for";
+  run.mutable_resources()->set_gpus(0);
+  run.mutable_training()->set_precision(parity::v1::PRECISION_BF16);
+  EXPECT_EQ(PrecisionOf(run), MemoryPrecision::kBf16) << "bf16 asked for on the CPU";
+  // A spec that fixes fp32 on a GPU is sized larger than the default.
+  const RunSpec bf16 = PlanOne(Spec(1, 141'000'000'000));
+  SweepSpec fp32_spec = Spec(1, 141'000'000'000);
+  fp32_spec.mutable_training()->set_precision(parity::v1::PRECISION_FP32);
+  const RunSpec fp32 = PlanOne(fp32_spec);
+  EXPECT_GT(fp32.resources().gpu_memory_bytes(), bf16.resources().gpu_memory_bytes());
+}
+
 TEST(GpuSizingTest, FullStudyFitsAnH200) {
   absl::StatusOr<SweepSpec> spec = LoadSweepSpecFile("examples/full_study_2b.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -169,7 +190,8 @@ TEST(GpuSizingTest, FullStudyFitsAnH200) {
     const uint32_t micro = run->training().micro_batch_sequences();
     const MemoryEstimate fp32 = EstimateTrainingMemory(*shape, micro, MemoryPrecision::kFp32);
     const MemoryEstimate bf16 = EstimateTrainingMemory(*shape, micro, MemoryPrecision::kBf16);
-    EXPECT_EQ(fp32.total, run->resources().gpu_memory_bytes()) << name;
+    EXPECT_EQ(PrecisionOf(*run), MemoryPrecision::kBf16) << name << ": unset on a GPU is bf16";
+    EXPECT_EQ(bf16.total, run->resources().gpu_memory_bytes()) << name;
     EXPECT_LT(bf16.activations, fp32.activations) << name;
     std::cout << name << ": batch " << run->training().batch_tokens() / 2048 << " sequences on "
               << run->resources().gpus() << " GPUs, micro-batch " << micro << "\n  FP32 "
