@@ -92,6 +92,7 @@ bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {
     AddOnce(violations, absl::StrCat(ModelLabel(run), ": ", shape.status().message()));
     return false;
   }
+  shape->recompute = training.recompute_activations();
   const uint64_t usable = static_cast<uint64_t>(std::floor(double(budget) * kUsableBudgetFraction));
   const MemoryPrecision precision = PrecisionOf(run);
   const uint64_t sequences = seq == 0 ? 0 : training.batch_tokens() / seq;
@@ -120,11 +121,20 @@ bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {
   }
   if (chosen == 0) {
     const MemoryEstimate e = estimate(1);
+    // Activation checkpointing is the remedy to name first when it alone would make it fit.
+    MemoryShape recomputed = *shape;
+    recomputed.recompute = true;
+    const bool recompute_fits =
+        !shape->recompute && EstimateTrainingMemory(recomputed, 1, precision).total <= usable;
     AddOnce(violations,
             absl::StrFormat("%s: one sequence of S = %d needs %s (%s), over %g%% of the %s budget "
-                            "(%s); use a larger GPU, a shorter sequence or a smaller model",
+                            "(%s); %s",
                             ModelLabel(run), seq, HumanBytes(e.total), e.Describe(),
-                            kUsableBudgetFraction * 100, HumanBytes(budget), HumanBytes(usable)));
+                            kUsableBudgetFraction * 100, HumanBytes(budget), HumanBytes(usable),
+                            recompute_fits ? "set training.recompute_activations: true (it fits "
+                                             "then), or use a larger GPU"
+                                           : "use a larger GPU, a shorter sequence or a smaller "
+                                             "model"));
     return false;
   }
   training.set_micro_batch_sequences(static_cast<uint32_t>(chosen));

@@ -62,7 +62,13 @@ MemoryEstimate EstimateTrainingMemory(const MemoryShape& m, int64_t micro_batch_
   act.Add((L + 1) * T * D, kF32);  // residual stream at each layer boundary
   int64_t max_ffn = 0, max_e = 1, max_p = 1, max_de = 1;
   bool any_moe = false;
+  bool kind_counted[2] = {false, false};  // [dense, MoE], under recompute
   for (const bool moe : m.moe_layer) {
+    if (m.recompute && kind_counted[moe ? 1 : 0]) {
+      if (moe) act.Add(m.n_experts, kF32);  // its own loss-free balancing biases
+      continue;
+    }
+    kind_counted[moe ? 1 : 0] = true;
     act.Add(T * D, low);       // h1
     act.Add(T, kF32);          // rstd1
     act.Add(T * qkv, low);     // qkv

@@ -45,12 +45,17 @@ struct MemoryShape {
   int64_t vocab = 256;          // V (bytes)
   bool tied_head = true;        // the head reuses the embedding
   int64_t seq_len = 0;          // S
+  // training.recompute_activations: the layers of a kind share one set of saved activations (the
+  // engine recomputes each layer in the backward); the residual stream and each MoE layer's
+  // balancing biases stay per layer.
+  bool recompute = false;
 
   int64_t n_layers() const { return static_cast<int64_t>(moe_layer.size()); }
 };
 
 // CUDA context, cuBLAS/cuBLASLt workspaces, ops' stream-ordered scratch (the bf16 mode's casts of
-// fp32 gradients included) and the caching allocator's fragmentation: a fixed 2 GiB per process, whatever the model. Counted in `total`.
+// fp32 gradients included) and the caching allocator's fragmentation: a fixed 2 GiB per process,
+// whatever the model. Counted in `total`.
 inline constexpr uint64_t kWorkspaceBytes = uint64_t{2} << 30;
 
 // Bytes per part. `weight_copies` is 0 in FP32. `activations` is everything a forward saves for

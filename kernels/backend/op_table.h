@@ -23,15 +23,18 @@ namespace parity::kernels {
 
 // Which bucket an op's FLOPs go to. kModel is what the accounting formula M counts (non-vocabulary
 // matmuls, router, attention scores and weighted sums); kVocab is embedding/output head;
-// kElementwise is norms, activations, softmax (reported, not compared).
-enum class FlopKind : int { kModel = 0, kVocab = 1, kElementwise = 2 };
-inline constexpr int kNumFlopKinds = 3;
+// kElementwise is norms, activations, softmax (reported, not compared); kRecompute is everything
+// a layer's forward executes again in the backward under activation checkpointing (the model
+// moves it there; no op counts into it), so kModel stays M and MFU counts model FLOPs only.
+enum class FlopKind : int { kModel = 0, kVocab = 1, kElementwise = 2, kRecompute = 3 };
+inline constexpr int kNumFlopKinds = 4;
 
 // Counted FLOPs, per bucket. Ops add to it from the calling thread only (never inside workers).
 struct FlopCounter {
   std::array<double, kNumFlopKinds> flops{};
   void Add(FlopKind kind, double f) { flops[static_cast<int>(kind)] += f; }
   double Get(FlopKind kind) const { return flops[static_cast<int>(kind)]; }
+  double Total() const { return flops[0] + flops[1] + flops[2] + flops[3]; }
   void Reset() { flops.fill(0.0); }
 };
 

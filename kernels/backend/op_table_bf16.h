@@ -12,7 +12,8 @@
 // Matmul comes in two flavours per direction, by the precision of y (forward) or dy (backward):
 // `matmul_forward` writes a bf16 y, `matmul_forward_f32` an fp32 one (the residual adds, router
 // logits, the head's logits); `matmul_backward` reads a bf16 dy, `matmul_backward_f32` an fp32 one
-// (the residual's gradient, dlogits, the router's). dx is always bf16, dW always fp32 (+=).
+// (the residual's gradient, dlogits, the router's) and rounds it to bf16 for its GEMMs, since
+// tensor cores take bf16 operands only. dx is always bf16, dW always fp32 (+=).
 // Shapes and accumulate rules are PARITY_OPS's.
 #pragma once
 

@@ -59,16 +59,18 @@ void MatmulForwardBf16(const OpContext& ctx, const MatmulShape& s, Y* y, const B
 
 template <typename DY>
 void MatmulBackwardBf16(const OpContext& ctx, const MatmulShape& s, Bf16* dx, float* dw,
-                        const DY* dy, const Bf16* x, const Bf16* w, Accumulate acc,
-                        FlopKind kind) {
+                        const DY* dy, const Bf16* x, const Bf16* w, Accumulate acc, FlopKind kind) {
+  // Tensor cores take bf16 operands only, so an fp32 dy is rounded to bf16 for both GEMMs (as the
+  // CUDA backend does, and PyTorch autocast); the emulation rounds it at the same point.
   std::vector<float> dyf;
-  const float* dy32 = nullptr;
   if constexpr (std::is_same_v<DY, float>) {
-    dy32 = dy;
+    std::vector<Bf16> rounded(static_cast<size_t>(s.rows * s.out));
+    Narrow(ctx, rounded.data(), dy, s.rows * s.out);
+    dyf = Widen(ctx, rounded.data(), s.rows * s.out);
   } else {
     dyf = Widen(ctx, dy, s.rows * s.out);
-    dy32 = dyf.data();
   }
+  const float* dy32 = dyf.data();
   const std::vector<float> xf = Widen(ctx, x, s.rows * s.in), wf = Widen(ctx, w, s.out * s.in);
   std::vector<float> dxf;
   if (dx != nullptr) dxf = Start(ctx, dx, s.rows * s.in, acc);

@@ -90,6 +90,9 @@ struct TrainConfig {
   int64_t checkpoint_interval = 0;  // steps between checkpoints; 0 = only at the end
   double checkpoint_seconds = 0;    // also once this much training time passed; 0 = off
   int64_t keep_checkpoints = 2;
+  // training.recompute_activations: the model keeps each layer's input only and recomputes the
+  // layer in the backward (Transformer's `recompute`); the same bits, a third more compute.
+  bool recompute_activations = false;
 
   int64_t TokensPerStep(int64_t seq_len) const { return batch_size * grad_accum * seq_len; }
 };

@@ -82,10 +82,12 @@ class Model {
   virtual size_t AllocatedBytes() const = 0;
 };
 
-// A fp32-master model in `precision` (kFp32 or kBf16; resolved, never kUnspecified).
-// Unimplemented when the device has no kernels for it.
+// A fp32-master model in `precision` (kFp32 or kBf16; resolved, never kUnspecified), with
+// activation checkpointing when `recompute` (Transformer::Create). Unimplemented when the device
+// has no kernels for it.
 absl::StatusOr<std::unique_ptr<Model<float>>> CreateModel(const ModelConfig& config,
                                                           Precision precision, Device& device,
-                                                          int64_t max_batch);
+                                                          int64_t max_batch,
+                                                          bool recompute = false);
 
 }  // namespace parity::kernels

@@ -25,8 +25,8 @@ void Transformer<T, A>::MatmulForward(const MatmulShape& s, Y* y, const A* x, co
 
 template <typename T, typename A>
 template <typename DY>
-void Transformer<T, A>::MatmulBackward(const MatmulShape& s, A* dx, T* dw, const DY* dy,
-                                       const A* x, const A* w, Accumulate acc, FlopKind kind) {
+void Transformer<T, A>::MatmulBackward(const MatmulShape& s, A* dx, T* dw, const DY* dy, const A* x,
+                                       const A* w, Accumulate acc, FlopKind kind) {
   const OpContext& ctx = device_.Context();
   if constexpr (std::is_same_v<DY, A>) {
     ops_.matmul_backward(ctx, s, dx, dw, dy, x, w, acc, kind);
@@ -48,12 +48,51 @@ AttentionShape Transformer<T, A>::AttentionShapeFor(int64_t batch) const {
 }
 
 template <typename T, typename A>
-ForwardResult Transformer<T, A>::Forward(const int32_t* tokens, const int32_t* targets,
-                                      int64_t batch) {
+void Transformer<T, A>::LayerForward(Layer& y, int64_t Tn, const AttentionShape& as) {
   const ModelConfig& m = config_;
   const OpContext& ctx = device_.Context();
-  const int64_t S = m.seq_len, Tn = batch * S, D = m.d_model, Dh = m.head_dim();
-  const int64_t qkv_width = (m.n_heads + 2 * m.n_kv_heads) * Dh;
+  const int64_t D = m.d_model, qkv_width = (m.n_heads + 2 * m.n_kv_heads) * m.head_dim();
+  const T* p = params_;
+  const A* w = weights_;
+  // Attention block: x_mid = x_in + attention(rmsnorm(x_in))·W_o^T
+  ops_.rmsnorm_forward(ctx, Tn, D, y.h1, y.rstd1, y.x_in, p + y.attn_norm);
+  MatmulForward({Tn, D, qkv_width}, y.qkv, y.h1, w + y.w_qkv, Accumulate::kNo, FlopKind::kModel);
+  ops_.rope_forward(ctx, as, y.qkv);
+  ops_.attention_forward(ctx, as, y.att, y.att_lse, y.qkv);
+  device_.Copy(y.x_mid, y.x_in, Tn * D * sizeof(T));
+  MatmulForward({Tn, D, D}, y.x_mid, y.att, w + y.w_o, Accumulate::kYes, FlopKind::kModel);
+  // FFN block: x_out = x_mid + ffn(rmsnorm(x_mid))
+  ops_.rmsnorm_forward(ctx, Tn, D, y.h2, y.rstd2, y.x_mid, p + y.ffn_norm);
+  device_.Copy(y.x_out, y.x_mid, Tn * D * sizeof(T));
+  if (!y.moe) {
+    const int64_t F = m.d_ffn;
+    MatmulForward({Tn, D, 2 * F}, y.ab, y.h2, w + y.w13, Accumulate::kNo, FlopKind::kModel);
+    ops_.swiglu_forward(ctx, Tn, F, y.g, y.ab);
+    MatmulForward({Tn, F, D}, y.x_out, y.g, w + y.w2, Accumulate::kYes, FlopKind::kModel);
+  } else {
+    MoeForward(y, Tn, y.x_out);
+  }
+}
+
+// Under activation checkpointing only the layer's input survived the forward (the residual
+// stream); the ops run again on it, so the activations are the forward's bits.
+template <typename T, typename A>
+void Transformer<T, A>::RecomputeLayer(Layer& y, int64_t Tn, const AttentionShape& as) {
+  OpContext& ctx = device_.Context();
+  FlopCounter* counted = ctx.flops;
+  FlopCounter again;
+  ctx.flops = &again;
+  LayerForward(y, Tn, as);
+  ctx.flops = counted;
+  if (counted != nullptr) counted->Add(FlopKind::kRecompute, again.Total());
+}
+
+template <typename T, typename A>
+ForwardResult Transformer<T, A>::Forward(const int32_t* tokens, const int32_t* targets,
+                                         int64_t batch) {
+  const ModelConfig& m = config_;
+  const OpContext& ctx = device_.Context();
+  const int64_t S = m.seq_len, Tn = batch * S, D = m.d_model;
   const AttentionShape as = AttentionShapeFor(batch);
   batch_ = batch;
   RefreshWeights();
@@ -64,35 +103,11 @@ ForwardResult Transformer<T, A>::Forward(const int32_t* tokens, const int32_t* t
   ForwardResult result;
 
   ops_.embedding_forward(ctx, Tn, D, g_->resid, g_->tokens, p + g_->wte);
-  for (auto& lp : layers_) {
-    Layer& y = *lp;
-    // Attention block: x_mid = x_in + attention(rmsnorm(x_in))·W_o^T
-    ops_.rmsnorm_forward(ctx, Tn, D, y.h1, y.rstd1, y.x_in, p + y.attn_norm);
-    MatmulForward({Tn, D, qkv_width}, y.qkv, y.h1, w + y.w_qkv, Accumulate::kNo,
-                        FlopKind::kModel);
-    ops_.rope_forward(ctx, as, y.qkv);
-    ops_.attention_forward(ctx, as, y.att, y.att_lse, y.qkv);
-    device_.Copy(y.x_mid, y.x_in, Tn * D * sizeof(T));
-    MatmulForward({Tn, D, D}, y.x_mid, y.att, w + y.w_o, Accumulate::kYes,
-                        FlopKind::kModel);
-    // FFN block: x_out = x_mid + ffn(rmsnorm(x_mid))
-    ops_.rmsnorm_forward(ctx, Tn, D, y.h2, y.rstd2, y.x_mid, p + y.ffn_norm);
-    device_.Copy(y.x_out, y.x_mid, Tn * D * sizeof(T));
-    if (!y.moe) {
-      const int64_t F = m.d_ffn;
-      MatmulForward({Tn, D, 2 * F}, y.ab, y.h2, w + y.w13, Accumulate::kNo,
-                          FlopKind::kModel);
-      ops_.swiglu_forward(ctx, Tn, F, y.g, y.ab);
-      MatmulForward({Tn, F, D}, y.x_out, y.g, w + y.w2, Accumulate::kYes,
-                          FlopKind::kModel);
-    } else {
-      MoeForward(y, Tn, y.x_out);
-    }
-  }
+  for (auto& lp : layers_) LayerForward(*lp, Tn, as);
   ops_.rmsnorm_forward(ctx, Tn, D, g_->hf, g_->rstdf, g_->resid + m.n_layers * Tn * D,
                        p + g_->final_norm);
   MatmulForward({Tn, D, m.vocab_size}, g_->logits, g_->hf, w + g_->head, Accumulate::kNo,
-                      FlopKind::kVocab);
+                FlopKind::kVocab);
   ops_.cross_entropy_forward(ctx, Tn, m.vocab_size, g_->loss, g_->logits, g_->targets);
   // The micro-batch's one readback of losses: per-token cross-entropy and the routers' {aux, z}.
   device_.ToHost(g_->host_loss.data(), g_->loss, Tn * sizeof(T));
@@ -121,8 +136,7 @@ void Transformer<T, A>::MoeForward(Layer& y, int64_t Tn, T* out) {
   const OpContext& ctx = device_.Context();
   const int64_t D = m.d_model, E = m.n_experts, K = m.top_k, De = m.d_expert;
   const A* w = weights_;
-  MatmulForward({Tn, D, E}, y.rlogits, y.h2, w + y.router, Accumulate::kNo,
-                      FlopKind::kModel);
+  MatmulForward({Tn, D, E}, y.rlogits, y.h2, w + y.router, Accumulate::kNo, FlopKind::kModel);
   const RouteShape rs{.tokens = Tn,
                       .experts = E,
                       .top_k = K,
@@ -139,15 +153,13 @@ void Transformer<T, A>::MoeForward(Layer& y, int64_t Tn, T* out) {
   device_.ToHost(y.offsets.data(), y.plan_offsets, (E + 1) * sizeof(int64_t));
   for (int64_t e = 0; e < E; ++e) y.stats.load[e] = y.offsets[e + 1] - y.offsets[e];
   const ExpertShape es{.tokens = Tn, .top_k = K, .experts = E, .d_model = D, .d_expert = De};
-  GroupedExpertsForward(ops_, ctx, es, y.offsets, y.slot_of, y.token_of, y.gate, y.h2,
-                           w + y.e_w13, w + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, out);
+  GroupedExpertsForward(ops_, ctx, es, y.offsets, y.slot_of, y.token_of, y.gate, y.h2, w + y.e_w13,
+                        w + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, out);
   const int64_t Dse = m.SharedDim();
   if (Dse > 0) {
-    MatmulForward({Tn, D, 2 * Dse}, y.ab, y.h2, w + y.s_w13, Accumulate::kNo,
-                        FlopKind::kModel);
+    MatmulForward({Tn, D, 2 * Dse}, y.ab, y.h2, w + y.s_w13, Accumulate::kNo, FlopKind::kModel);
     ops_.swiglu_forward(ctx, Tn, Dse, y.g, y.ab);
-    MatmulForward({Tn, Dse, D}, out, y.g, w + y.s_w2, Accumulate::kYes,
-                        FlopKind::kModel);
+    MatmulForward({Tn, Dse, D}, out, y.g, w + y.s_w2, Accumulate::kYes, FlopKind::kModel);
   }
 }
 
@@ -165,33 +177,35 @@ void Transformer<T, A>::Backward(double ce_scale, double aux_scale) {
 
   ops_.cross_entropy_backward(ctx, Tn, m.vocab_size, g_->dlogits, g_->logits, g_->targets,
                               ce_scale);
-  MatmulBackward({Tn, D, m.vocab_size}, g_->dhf, dw + g_->head, g_->dlogits, g_->hf,
-                       w + g_->head, Accumulate::kNo, FlopKind::kVocab);
+  MatmulBackward({Tn, D, m.vocab_size}, g_->dhf, dw + g_->head, g_->dlogits, g_->hf, w + g_->head,
+                 Accumulate::kNo, FlopKind::kVocab);
   device_.Zero(g_->dresid, Tn * D * sizeof(T));
   ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dw + g_->final_norm, g_->dhf,
                         g_->resid + m.n_layers * Tn * D, p + g_->final_norm, g_->rstdf);
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
     Layer& y = **it;
+    // The top layer's activations are still the forward's: no layer ran after it.
+    if (recompute_ && it != layers_.rbegin()) RecomputeLayer(y, Tn, as);
     // FFN block (dresid is both the block's output gradient and, after, its input gradient).
     if (!y.moe) {
       const int64_t F = m.d_ffn;
-      MatmulBackward({Tn, F, D}, g_->dg, dw + y.w2, g_->dresid, y.g, w + y.w2,
-                           Accumulate::kNo, FlopKind::kModel);
+      MatmulBackward({Tn, F, D}, g_->dg, dw + y.w2, g_->dresid, y.g, w + y.w2, Accumulate::kNo,
+                     FlopKind::kModel);
       ops_.swiglu_backward(ctx, Tn, F, g_->dab, g_->dg, y.ab);
-      MatmulBackward({Tn, D, 2 * F}, g_->dh, dw + y.w13, g_->dab, y.h2, w + y.w13,
-                           Accumulate::kNo, FlopKind::kModel);
+      MatmulBackward({Tn, D, 2 * F}, g_->dh, dw + y.w13, g_->dab, y.h2, w + y.w13, Accumulate::kNo,
+                     FlopKind::kModel);
     } else {
       MoeBackward(y, Tn, g_->dresid, g_->dh);
     }
     ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dw + y.ffn_norm, g_->dh, y.x_mid, p + y.ffn_norm,
                           y.rstd2);
     // Attention block.
-    MatmulBackward({Tn, D, D}, g_->datt, dw + y.w_o, g_->dresid, y.att, w + y.w_o,
-                         Accumulate::kNo, FlopKind::kModel);
+    MatmulBackward({Tn, D, D}, g_->datt, dw + y.w_o, g_->dresid, y.att, w + y.w_o, Accumulate::kNo,
+                   FlopKind::kModel);
     ops_.attention_backward(ctx, as, g_->dqkv, g_->datt, y.att, y.att_lse, y.qkv);
     ops_.rope_backward(ctx, as, g_->dqkv);
     MatmulBackward({Tn, D, qkv_width}, g_->dh, dw + y.w_qkv, g_->dqkv, y.h1, w + y.w_qkv,
-                         Accumulate::kNo, FlopKind::kModel);
+                   Accumulate::kNo, FlopKind::kModel);
     ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dw + y.attn_norm, g_->dh, y.x_in, p + y.attn_norm,
                           y.rstd1);
     if (grads_ready_) {             // layer parameters are laid out contiguously, attn_norm first
@@ -213,19 +227,18 @@ void Transformer<T, A>::MoeBackward(Layer& y, int64_t Tn, T* dy, A* dh) {
   T* dw = grads_;
   const int64_t Dse = m.SharedDim();
   if (Dse > 0) {
-    MatmulBackward({Tn, Dse, D}, g_->dg, dw + y.s_w2, dy, y.g, w + y.s_w2,
-                         Accumulate::kNo, FlopKind::kModel);
+    MatmulBackward({Tn, Dse, D}, g_->dg, dw + y.s_w2, dy, y.g, w + y.s_w2, Accumulate::kNo,
+                   FlopKind::kModel);
     ops_.swiglu_backward(ctx, Tn, Dse, g_->dab, g_->dg, y.ab);
-    MatmulBackward({Tn, D, 2 * Dse}, dh, dw + y.s_w13, g_->dab, y.h2, w + y.s_w13,
-                         Accumulate::kNo, FlopKind::kModel);
+    MatmulBackward({Tn, D, 2 * Dse}, dh, dw + y.s_w13, g_->dab, y.h2, w + y.s_w13, Accumulate::kNo,
+                   FlopKind::kModel);
   } else {
     device_.Zero(dh, Tn * D * sizeof(A));
   }
   const ExpertShape es{.tokens = Tn, .top_k = K, .experts = E, .d_model = D, .d_expert = De};
   GroupedExpertsBackward(ops_, ctx, es, y.offsets, y.slot_of, y.gate, w + y.e_w13, w + y.e_w2,
-                            {y.xs, y.ab_e, y.g_e, y.ys}, dy,
-                            {g_->dys, g_->dg_e, g_->dab_e, g_->dxs}, g_->dgate, dh, dw + y.e_w13,
-                            dw + y.e_w2);
+                         {y.xs, y.ab_e, y.g_e, y.ys}, dy, {g_->dys, g_->dg_e, g_->dab_e, g_->dxs},
+                         g_->dgate, dh, dw + y.e_w13, dw + y.e_w2);
   const RouteShape rs{.tokens = Tn,
                       .experts = E,
                       .top_k = K,
@@ -234,8 +247,8 @@ void Transformer<T, A>::MoeBackward(Layer& y, int64_t Tn, T* dy, A* dh) {
                       .z_weight = m.z_loss_weight,
                       .grad_scale = aux_scale_};
   ops_.route_backward(ctx, rs, g_->drlogits, g_->dgate, y.rprobs, y.rlse, y.expert, y.load);
-  MatmulBackward({Tn, D, E}, dh, dw + y.router, g_->drlogits, y.h2, w + y.router,
-                       Accumulate::kYes, FlopKind::kModel);
+  MatmulBackward({Tn, D, E}, dh, dw + y.router, g_->drlogits, y.h2, w + y.router, Accumulate::kYes,
+                 FlopKind::kModel);
 }
 
 template class Transformer<float>;

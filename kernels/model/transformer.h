@@ -41,9 +41,13 @@ class Transformer final : public Model<T> {
   using Ops = std::conditional_t<std::is_same_v<T, A>, OpTable<T>, Bf16OpTable>;
   using GradsReadyHook = typename Model<T>::GradsReadyHook;
 
-  // `max_batch`: most sequences a Forward may carry (activations are sized for it).
+  // `max_batch`: most sequences a Forward may carry (activations are sized for it). `recompute`:
+  // activation checkpointing — the layers of a kind share one set of activation buffers, and the
+  // backward runs each layer's forward again from its input (kept in the residual stream) before
+  // differentiating it. The same ops on the same inputs: the same bits as without.
   static absl::StatusOr<std::unique_ptr<Transformer>> Create(const ModelConfig& config,
-                                                             Device& device, int64_t max_batch);
+                                                             Device& device, int64_t max_batch,
+                                                             bool recompute = false);
   ~Transformer() override;
 
   const ModelConfig& config() const override { return config_; }
@@ -72,9 +76,14 @@ class Transformer final : public Model<T> {
  private:
   // The attention shape of a forward or backward over `batch` sequences.
   AttentionShape AttentionShapeFor(int64_t batch) const;
-  Transformer(const ModelConfig& config, Device& device, const Ops& ops, int64_t max_batch);
+  Transformer(const ModelConfig& config, Device& device, const Ops& ops, int64_t max_batch,
+              bool recompute);
   absl::Status Allocate();
   absl::Status AllocateActivations(int64_t max_ffn);
+  // One layer's forward from y.x_in into y.x_out, saving its activations.
+  void LayerForward(Layer& y, int64_t tokens, const AttentionShape& as);
+  // LayerForward again in the backward, its FLOPs moved to FlopKind::kRecompute.
+  void RecomputeLayer(Layer& y, int64_t tokens, const AttentionShape& as);
   // The bf16 weight copy from the masters when they may have changed (no-op when A = T).
   void RefreshWeights();
   // y (=|+=) x·Wᵀ into an activation (A) or master-precision (T) array.
@@ -92,6 +101,7 @@ class Transformer final : public Model<T> {
   Device& device_;
   const Ops& ops_;
   int64_t max_batch_;
+  bool recompute_;
   int64_t batch_ = 0;       // sequences in the last Forward
   double aux_scale_ = 1.0;  // aux_scale of the Backward in progress
   GradsReadyHook grads_ready_;

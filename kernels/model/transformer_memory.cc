@@ -36,15 +36,67 @@ class BufferList {
   absl::Status status_;
 };
 
+// One layer's saved activations, in the precisions its Layer struct declares (T for x_mid,
+// statistics and the router, A for the rest).
+template <typename Layer>
+void AllocateLayer(BufferList& a, Layer& y, const ModelConfig& m, int64_t Tn, int64_t max_batch) {
+  using T = std::remove_pointer_t<decltype(y.x_mid)>;
+  using A = std::remove_pointer_t<decltype(y.h1)>;
+  const int64_t D = m.d_model, S = m.seq_len;
+  const int64_t qkv_width = (m.n_heads + 2 * m.n_kv_heads) * m.head_dim();
+  y.h1 = a.Get<A>(Tn * D);
+  y.rstd1 = a.Get<T>(Tn);
+  y.qkv = a.Get<A>(Tn * qkv_width);
+  y.att_lse = a.Get<T>(max_batch * m.n_heads * S);
+  y.att = a.Get<A>(Tn * D);
+  y.x_mid = a.Get<T>(Tn * D);
+  y.h2 = a.Get<A>(Tn * D);
+  y.rstd2 = a.Get<T>(Tn);
+  const int64_t f = y.moe ? m.SharedDim() : m.d_ffn;
+  if (f > 0) {
+    y.ab = a.Get<A>(Tn * 2 * f);
+    y.g = a.Get<A>(Tn * f);
+  }
+  if (!y.moe) return;
+  const int64_t E = m.n_experts, K = m.top_k, P = Tn * K, De = m.d_expert;
+  y.rlogits = a.Get<T>(Tn * E);
+  y.rprobs = a.Get<T>(Tn * E);
+  y.rlse = a.Get<T>(Tn);
+  y.gate = a.Get<T>(Tn * K);
+  y.xs = a.Get<A>(P * D);
+  y.ab_e = a.Get<A>(P * 2 * De);
+  y.g_e = a.Get<A>(P * De);
+  y.ys = a.Get<A>(P * D);
+  y.expert = a.Get<int32_t>(Tn * K);
+  y.slot_of = a.Get<int32_t>(Tn * K);
+  y.token_of = a.Get<int32_t>(P);
+  y.load = a.Get<int64_t>(E);
+  y.plan_offsets = a.Get<int64_t>(E + 1);
+  y.bias = a.Get<float>(E);
+}
+
+// Under activation checkpointing a layer reuses the activation buffers of the first layer of its
+// kind (recomputed before its backward); it keeps its own parameter offsets.
+template <typename Layer>
+void ShareActivations(const Layer& first, Layer& y) {
+  Layer shared = first;
+  shared.attn_norm = y.attn_norm, shared.w_qkv = y.w_qkv, shared.w_o = y.w_o;
+  shared.ffn_norm = y.ffn_norm, shared.w13 = y.w13, shared.w2 = y.w2;
+  shared.router = y.router, shared.e_w13 = y.e_w13, shared.e_w2 = y.e_w2;
+  shared.s_w13 = y.s_w13, shared.s_w2 = y.s_w2;
+  y = std::move(shared);
+}
+
 }  // namespace
 
 template <typename T, typename A>
 Transformer<T, A>::Transformer(const ModelConfig& config, Device& device, const Ops& ops,
-                               int64_t max_batch)
+                               int64_t max_batch, bool recompute)
     : config_(config),
       device_(device),
       ops_(ops),
       max_batch_(max_batch),
+      recompute_(recompute),
       g_(std::make_unique<Globals>()) {}
 
 template <typename T, typename A>
@@ -52,7 +104,7 @@ Transformer<T, A>::~Transformer() = default;
 
 template <typename T, typename A>
 absl::StatusOr<std::unique_ptr<Transformer<T, A>>> Transformer<T, A>::Create(
-    const ModelConfig& config, Device& device, int64_t max_batch) {
+    const ModelConfig& config, Device& device, int64_t max_batch, bool recompute) {
   const std::string name(device.Name());
   const Ops* ops = nullptr;
   if constexpr (std::is_same_v<T, A>) {
@@ -74,7 +126,7 @@ absl::StatusOr<std::unique_ptr<Transformer<T, A>>> Transformer<T, A>::Create(
     }
   }
   if (max_batch <= 0) return absl::InvalidArgumentError("max_batch must be positive");
-  std::unique_ptr<Transformer> model(new Transformer(config, device, *ops, max_batch));
+  std::unique_ptr<Transformer> model(new Transformer(config, device, *ops, max_batch, recompute));
   absl::Status status = model->Allocate();
   if (!status.ok()) return status;
   return model;
@@ -140,46 +192,28 @@ absl::Status Transformer<T, A>::AllocateActivations(int64_t max_ffn) {
   } else {
     weights_ = a.Get<A>(num_params_);
   }
-  const int64_t Tn = max_batch_ * m.seq_len, S = m.seq_len;
+  const int64_t Tn = max_batch_ * m.seq_len;
   g_->tokens = a.Get<int32_t>(Tn);
   g_->targets = a.Get<int32_t>(Tn);
   g_->resid = a.Get<T>((L + 1) * Tn * D);
   int64_t max_e = 1, max_p = 1, max_de = 1;
+  const Layer* first_of_kind[2] = {nullptr, nullptr};  // [dense, MoE], under recompute
   for (int64_t l = 0; l < L && a.status().ok(); ++l) {
     Layer& y = *layers_[l];
+    const Layer*& first = first_of_kind[y.moe ? 1 : 0];
+    if (recompute_ && first != nullptr) {
+      ShareActivations(*first, y);
+      if (y.moe) y.bias = a.Get<float>(m.n_experts);  // state, not an activation: never shared
+    } else {
+      AllocateLayer(a, y, m, Tn, max_batch_);
+      if (y.moe) {
+        const int64_t E = m.n_experts, P = Tn * m.top_k, De = m.d_expert;
+        max_e = std::max(max_e, E), max_p = std::max(max_p, P), max_de = std::max(max_de, De);
+      }
+      first = &y;
+    }
     y.x_in = g_->resid + l * Tn * D;
     y.x_out = g_->resid + (l + 1) * Tn * D;
-    y.h1 = a.Get<A>(Tn * D);
-    y.rstd1 = a.Get<T>(Tn);
-    y.qkv = a.Get<A>(Tn * qkv_width);
-    y.att_lse = a.Get<T>(max_batch_ * m.n_heads * S);
-    y.att = a.Get<A>(Tn * D);
-    y.x_mid = a.Get<T>(Tn * D);
-    y.h2 = a.Get<A>(Tn * D);
-    y.rstd2 = a.Get<T>(Tn);
-    const int64_t f = y.moe ? m.SharedDim() : m.d_ffn;
-    if (f > 0) {
-      y.ab = a.Get<A>(Tn * 2 * f);
-      y.g = a.Get<A>(Tn * f);
-    }
-    if (y.moe) {
-      const int64_t E = m.n_experts, K = m.top_k, P = Tn * K, De = m.d_expert;
-      y.rlogits = a.Get<T>(Tn * E);
-      y.rprobs = a.Get<T>(Tn * E);
-      y.rlse = a.Get<T>(Tn);
-      y.gate = a.Get<T>(Tn * K);
-      y.xs = a.Get<A>(P * D);
-      y.ab_e = a.Get<A>(P * 2 * De);
-      y.g_e = a.Get<A>(P * De);
-      y.ys = a.Get<A>(P * D);
-      y.expert = a.Get<int32_t>(Tn * K);
-      y.slot_of = a.Get<int32_t>(Tn * K);
-      y.token_of = a.Get<int32_t>(P);
-      y.load = a.Get<int64_t>(E);
-      y.plan_offsets = a.Get<int64_t>(E + 1);
-      y.bias = a.Get<float>(E);
-      max_e = std::max(max_e, E), max_p = std::max(max_p, P), max_de = std::max(max_de, De);
-    }
   }
   g_->hf = a.Get<A>(Tn * D);
   g_->rstdf = a.Get<T>(Tn);
@@ -259,15 +293,15 @@ size_t Transformer<T, A>::AllocatedBytes() const {
 
 absl::StatusOr<std::unique_ptr<Model<float>>> CreateModel(const ModelConfig& config,
                                                           Precision precision, Device& device,
-                                                          int64_t max_batch) {
+                                                          int64_t max_batch, bool recompute) {
   switch (precision) {
     case Precision::kFp32: {
-      auto model = Transformer<float>::Create(config, device, max_batch);
+      auto model = Transformer<float>::Create(config, device, max_batch, recompute);
       if (!model.ok()) return model.status();
       return std::unique_ptr<Model<float>>(*std::move(model));
     }
     case Precision::kBf16: {
-      auto model = Transformer<float, Bf16>::Create(config, device, max_batch);
+      auto model = Transformer<float, Bf16>::Create(config, device, max_batch, recompute);
       if (!model.ok()) return model.status();
       return std::unique_ptr<Model<float>>(*std::move(model));
     }

@@ -65,8 +65,7 @@ struct Transformer<T, A>::Globals {
   // Backward scratch, reused by every layer: the residual's gradient and the router's are T, the
   // gradients of activations A.
   T* dresid = nullptr;
-  A *dh = nullptr, *dhf = nullptr, *dqkv = nullptr, *datt = nullptr, *dab = nullptr,
-    *dg = nullptr;
+  A *dh = nullptr, *dhf = nullptr, *dqkv = nullptr, *datt = nullptr, *dab = nullptr, *dg = nullptr;
   T* dlogits = nullptr;
   T *drlogits = nullptr, *dgate = nullptr;
   A *dys = nullptr, *dg_e = nullptr, *dab_e = nullptr, *dxs = nullptr;

@@ -146,6 +146,7 @@ absl::Status TrainingFromSpec(const parity::v1::TrainingSpec& t, RunConfig& c) {
   tc.eval_tokens = static_cast<int64_t>(t.eval_tokens());
   tc.checkpoint_interval = t.checkpoint_every_steps();
   tc.checkpoint_seconds = t.checkpoint_every_seconds();
+  tc.recompute_activations = t.recompute_activations();
   switch (t.precision()) {
     case parity::v1::PRECISION_UNSPECIFIED:
       c.precision = Precision::kUnspecified;

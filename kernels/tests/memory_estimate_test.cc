@@ -6,6 +6,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -37,14 +38,15 @@ struct Measured {
   int64_t params = 0;
 };
 
-Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec, Precision precision) {
+Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec, Precision precision,
+                                bool recompute) {
   absl::StatusOr<ParsedRunSpec> parsed = RunConfigFromRunSpec(spec);
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   if (!parsed.ok()) return {};
   const ModelConfig& mc = parsed->config.model;
   const int64_t batch = parsed->config.train.batch_size;
   auto device = MakeCpuDevice({.threads = 1});
-  auto model = CreateModel(mc, precision, *device, batch);
+  auto model = CreateModel(mc, precision, *device, batch, recompute);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return {};
   const int64_t n = (*model)->NumParams();
@@ -67,15 +69,20 @@ void ExpectEstimateMatches(const parity::v1::RunSpec& spec) {
   for (const auto& [precision, estimated] :
        {std::pair{Precision::kFp32, core::MemoryPrecision::kFp32},
         std::pair{Precision::kBf16, core::MemoryPrecision::kBf16}}) {
-    SCOPED_TRACE(absl::StrCat(spec.name(), " in ", PrecisionName(precision)));
-    const Measured measured = AllocateLikeTheTrainer(spec, precision);
-    ASSERT_GT(measured.allocated, 0u) << "the CPU device counts what it allocates";
-    const core::MemoryEstimate estimate = core::EstimateTrainingMemory(*shape, micro, estimated);
-    EXPECT_EQ(estimate.params, measured.params) << "the estimate counts the engine's parameters";
-    // Exact: the estimate mirrors the engine's allocation list, precision by precision.
-    EXPECT_EQ(estimate.BufferBytes(), measured.allocated)
-        << "estimate " << estimate.Describe() << " vs " << measured.allocated
-        << " bytes allocated";
+    for (const bool recompute : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(spec.name(), " in ", PrecisionName(precision),
+                                recompute ? ", recomputing activations" : ""));
+      const Measured measured = AllocateLikeTheTrainer(spec, precision, recompute);
+      ASSERT_GT(measured.allocated, 0u) << "the CPU device counts what it allocates";
+      core::MemoryShape s = *shape;
+      s.recompute = recompute;
+      const core::MemoryEstimate estimate = core::EstimateTrainingMemory(s, micro, estimated);
+      EXPECT_EQ(estimate.params, measured.params) << "the estimate counts the engine's parameters";
+      // Exact: the estimate mirrors the engine's allocation list, precision by precision.
+      EXPECT_EQ(estimate.BufferBytes(), measured.allocated)
+          << "estimate " << estimate.Describe() << " vs " << measured.allocated
+          << " bytes allocated";
+    }
   }
   const core::MemoryEstimate fp32 =
       core::EstimateTrainingMemory(*shape, micro, core::MemoryPrecision::kFp32);
@@ -84,6 +91,17 @@ void ExpectEstimateMatches(const parity::v1::RunSpec& spec) {
   EXPECT_EQ(bf16.weight_copies, fp32.params * 2u) << "BF16 adds a bf16 copy of the weights";
   EXPECT_LT(bf16.activations, fp32.activations) << "BF16 halves most activations";
   EXPECT_GT(2 * bf16.activations, fp32.activations) << "the residual stream stays fp32";
+  core::MemoryShape recomputed = *shape;
+  recomputed.recompute = true;
+  int64_t layers_of_kind[2] = {0, 0};
+  for (const bool moe : shape->moe_layer) ++layers_of_kind[moe ? 1 : 0];
+  const uint64_t kept =
+      core::EstimateTrainingMemory(recomputed, micro, core::MemoryPrecision::kFp32).activations;
+  if (std::max(layers_of_kind[0], layers_of_kind[1]) > 1) {
+    EXPECT_LT(kept, fp32.activations) << "recomputation keeps one layer's activations of each kind";
+  } else {
+    EXPECT_EQ(kept, fp32.activations) << "one layer of each kind: nothing to share";
+  }
 }
 
 TEST(MemoryEstimateTest, MatchesTheEngineOnTheMicroExamples) {

@@ -128,9 +128,9 @@ TEST_F(DeviceTest, UnsetPrecisionTrainsFp32OnCpuAndBf16WhenTheSpecAsks) {
   // A bf16 checkpoint does not resume as fp32: the run's numerics would change mid-curve.
   c.precision = Precision::kFp32;
   c.train.steps += 1;
-  r = RunTraining(c, {.out_dir = (dir_ / "b").string(),
-                      .resume = ResumeMode::kResumeIfPresent,
-                      .metrics = &sink});
+  r = RunTraining(
+      c,
+      {.out_dir = (dir_ / "b").string(), .resume = ResumeMode::kResumeIfPresent, .metrics = &sink});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_NE(r.status().message().find("training.precision"), std::string::npos) << r.status();
 }

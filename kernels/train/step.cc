@@ -51,7 +51,7 @@ absl::Status ReduceStepStats(Session& s, StepResult& r, bool stop) {
                            r.z,
                            static_cast<double>(r.target_bytes),
                            flops.Get(FlopKind::kModel),
-                           flops.Get(FlopKind::kVocab) + flops.Get(FlopKind::kElementwise),
+                           flops.Total() - flops.Get(FlopKind::kModel),
                            stop ? 1.0 : 0.0};
   const size_t fixed = v.size();
   for (const auto& layer : r.loads) v.insert(v.end(), layer.begin(), layer.end());
@@ -60,8 +60,7 @@ absl::Status ReduceStepStats(Session& s, StepResult& r, bool stop) {
   r.target_bytes = static_cast<int64_t>(v[3]);
   // The other ranks' share of the forward/backward FLOPs; the optimizer's are replicated.
   r.model_flops = v[4] - flops.Get(FlopKind::kModel);
-  r.total_flops = v[4] + v[5] - flops.Get(FlopKind::kModel) - flops.Get(FlopKind::kVocab) -
-                  flops.Get(FlopKind::kElementwise);
+  r.total_flops = v[4] + v[5] - flops.Total();
   r.stop = v[6] > 0;
   size_t k = fixed;
   for (auto& layer : r.loads) {
@@ -123,8 +122,7 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.data_wait_seconds = s.loader->wait_seconds() - waited;
   r.model_flops += flops.Get(FlopKind::kModel);
-  r.total_flops +=
-      flops.Get(FlopKind::kModel) + flops.Get(FlopKind::kVocab) + flops.Get(FlopKind::kElementwise);
+  r.total_flops += flops.Total();  // executed FLOPs, recomputation included
   return r;
 }
 
