@@ -162,6 +162,38 @@ TEST(GpuSizingTest, UnsetPrecisionIsBf16OnAGpuAndFp32OnTheCpu) {
   EXPECT_GT(fp32.resources().gpu_memory_bytes(), bf16.resources().gpu_memory_bytes());
 }
 
+// training.recompute_activations: the planner sizes with one layer's activations of each kind,
+// so a budget too small for one sequence with every activation kept names it as the remedy, and
+// with it the run fits and takes a larger micro-batch than without.
+TEST(GpuSizingTest, RecomputingActivationsFitsMoreAndIsNamedAsTheRemedy) {
+  const RunSpec reference = PlanOne(Spec(1, 141'000'000'000));
+  absl::StatusOr<MemoryShape> shape = MemoryShapeOf(reference.model(), 64);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  MemoryShape recomputed = *shape;
+  recomputed.recompute = true;
+  const MemoryPrecision precision = PrecisionOf(reference);
+  // A budget between one sequence recomputed and one sequence kept.
+  const uint64_t budget = static_cast<uint64_t>(std::ceil(
+      double(EstimateTrainingMemory(recomputed, 1, precision).total) / kUsableBudgetFraction));
+  ASSERT_GT(EstimateTrainingMemory(*shape, 1, precision).total, budget * kUsableBudgetFraction);
+  absl::StatusOr<std::vector<RunSpec>> refused = PlanSweep(Spec(1, budget));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  const std::vector<FieldViolation> violations = FieldViolationsOf(refused.status());
+  ASSERT_EQ(violations.size(), 1u) << refused.status();
+  EXPECT_NE(violations[0].description.find("set training.recompute_activations: true"),
+            std::string::npos)
+      << violations[0].description;
+
+  SweepSpec with = Spec(1, budget);
+  with.mutable_training()->set_recompute_activations(true);
+  const RunSpec run = PlanOne(with);
+  EXPECT_GE(run.training().micro_batch_sequences(), 1u);
+  EXPECT_EQ(
+      run.resources().gpu_memory_bytes(),
+      EstimateTrainingMemory(recomputed, run.training().micro_batch_sequences(), precision).total)
+      << "the run asks for what it was sized with, recomputation included";
+}
+
 TEST(GpuSizingTest, FullStudyFitsAnH200) {
   absl::StatusOr<SweepSpec> spec = LoadSweepSpecFile("examples/full_study_2b.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();

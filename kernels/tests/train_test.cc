@@ -151,6 +151,26 @@ TEST_F(TrainTest, ResumeFromANamedOlderCheckpointElsewhereIsBitIdentical) {
 }
 
 // Time-based cadence: with a step cadence of 0, a checkpoint still lands once the interval passed.
+// training.recompute_activations changes memory and time, never the numbers: the same final
+// checkpoint, byte for byte, and the same counted model FLOPs per token.
+TEST_F(TrainTest, RecomputingActivationsTrainsTheSameBits) {
+  RunConfig c = TinyMoeRun();
+  CollectingSink kept, again;
+  auto a = RunTraining(c, {.out_dir = (dir_ / "a").string(), .threads = 2, .metrics = &kept});
+  ASSERT_TRUE(a.ok()) << a.status();
+  c.train.recompute_activations = true;
+  auto b = RunTraining(c, {.out_dir = (dir_ / "b").string(), .threads = 2, .metrics = &again});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(ReadFile(a->checkpoint_path), ReadFile(b->checkpoint_path));
+  const nlohmann::json& x = kept.lines.back();
+  const nlohmann::json& y = again.lines.back();
+  EXPECT_EQ(x["final_train_bpc"], y["final_train_bpc"]);
+  EXPECT_EQ(x["measured_flops_per_token"], y["measured_flops_per_token"]) << "M counts the model";
+  EXPECT_GT(y["measured_flops_per_token_total"].get<double>(),
+            x["measured_flops_per_token_total"].get<double>())
+      << "the executed FLOPs include the recomputed forwards";
+}
+
 TEST_F(TrainTest, CheckpointsAreAlsoWrittenByElapsedTime) {
   RunConfig c = TinyMoeRun();
   c.train.checkpoint_interval = 0;
