@@ -1,4 +1,6 @@
-// Rotary positions and causal grouped-query attention in fp32, mirroring cpu/ops_attention.h.
+// Rotary positions and causal grouped-query attention in fp32, mirroring cpu/ops_attention.h. The
+// bf16 mode's instances (T = Bf16: qkv, out, dout, dqkv) widen tiles into the same float shared
+// memory and round only their stores; lse stays fp32.
 //
 // Attention is a tiled FlashAttention-2 style kernel of our own: a block owns 32 query rows of one
 // (sequence, head), streams 32-key tiles through shared memory with an online softmax, and saves

@@ -1,7 +1,9 @@
 // CUDA kernels for the dense ops (embedding, RMSNorm, matmul, SwiGLU, cross-entropy), mirroring
 // cpu/ops_dense.h operation for operation. Cross-token reductions (embedding rows, RMSNorm weight
 // gradients) use no atomics: each output element is summed by one thread in a fixed order, or in
-// two passes (fixed chunks, then the chunks in order), so results repeat bit for bit.
+// two passes (fixed chunks, then the chunks in order), so results repeat bit for bit. RMSNorm and
+// SwiGLU are templated on the element types the bf16 mode stores in bf16 (float math, one
+// rounding per bf16 store); the matmuls pick the bf16 GEMM overloads of gemm.h.
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"

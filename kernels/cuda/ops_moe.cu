@@ -3,6 +3,7 @@
 // gates, load, aux and z losses), the routing plan (a stable counting sort of the T·K slots by
 // expert), permute and combine as gathers, and the bias update. No float atomics anywhere: slot
 // counts use integer atomics (exact), every float sum has one thread or a fixed tree per output.
+// Permute and combine also have bf16 instances (bf16 x/xs/dx/dxs, ys/dys; fp32 y, dy and gates).
 #include <cmath>
 
 #include "core/gpu_limits.h"

@@ -64,7 +64,7 @@ TEST_F(CudaBf16OpsTest, TableIsCompleteAndItsFp32EntriesAreTheFp32Ops) {
 // bit for bit on every non-NaN input: ties (both directions), subnormals, overflow to infinity.
 TEST_F(CudaBf16OpsTest, CastToBf16RoundsToNearestEven) {
   std::vector<float> src = RandomFloats(100'003, 70);
-  for (size_t i = 0; i < src.size(); i += 3) src[i] *= 1e-30f;  // small and subnormal-adjacent
+  for (size_t i = 0; i < src.size(); i += 3) src[i] *= 1e-30f;  // tiny magnitudes too
   const uint32_t special[] = {0x3f808000u,  // 1 + 2^-8: a tie, rounds down to the even 1.0
                               0x3f818000u,  // a tie that rounds up to the even neighbour
                               0x3f808001u,  // just above a tie: up
