@@ -65,10 +65,12 @@ struct MatmulPlan {
   LtMatmulDesc desc;
   LtLayout a, b, c;
   cublasLtMatmulAlgo_t algo{};
-  bool use_lt = false;  // no Lt algorithm for this shape: plain cublasSgemm (also fp32, no TF32)
+  bool use_lt = false;  // no Lt algorithm for this shape: cublasSgemm (fp32, no TF32) or
+                        // cublasGemmEx (bf16 inputs), CUBLAS_COMPUTE_32F either way
 };
-// transa, transb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c (column-major terms)
-using MatmulKey = std::array<int64_t, 11>;
+// transa, transb, m, n, k, lda, ldb, ldc, align_a, align_b, align_c (column-major terms), then
+// the cudaDataType_t of A/B and of C/D (fp32/fp32, bf16/bf16 or bf16/fp32).
+using MatmulKey = std::array<int64_t, 13>;
 
 }  // namespace parity::kernels::cuda
 

@@ -1,6 +1,6 @@
 // The CUDA backend: device buffers, the device's stream, cuBLAS/cuBLASLt handles and workspace
-// (BackendState), and the fp32 op table filled from ops_*.cu. There is no fp64 table: the CPU
-// backend keeps the finite-difference checks.
+// (BackendState), and the op tables filled from ops_*.cu: fp32 (the parity mode) and bf16 (the
+// throughput mode). There is no fp64 table: the CPU backend keeps the finite-difference checks.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -88,6 +88,45 @@ OpTable<float> MakeCudaTable() {
   return t;
 }
 
+// The bf16 mode's table: the bf16 overloads from ops.h where an op stores or reads bf16 arrays,
+// the fp32 ops where op_table_bf16.h keeps every array fp32. An overloaded name resolves to the
+// overload whose type the entry has, so a precision mismatch does not compile.
+Bf16OpTable MakeCudaBf16Table() {
+  // Every entry of Bf16OpTable is set below; a new entry changes the size and stops the build
+  // here until it is filled (the GPU test also checks Complete()).
+  static_assert(sizeof(Bf16OpTable) == 27 * sizeof(void (*)()),
+                "Bf16OpTable changed: fill its new entries in MakeCudaBf16Table");
+  Bf16OpTable t;
+  t.embedding_forward = &cuda::EmbeddingForward;
+  t.embedding_backward = &cuda::EmbeddingBackward;
+  t.rmsnorm_forward = &cuda::RmsNormForward;
+  t.rmsnorm_backward = &cuda::RmsNormBackward;
+  t.matmul_forward = &cuda::MatmulForward;
+  t.matmul_forward_f32 = &cuda::MatmulForward;
+  t.matmul_backward = &cuda::MatmulBackward;
+  t.matmul_backward_f32 = &cuda::MatmulBackward;
+  t.swiglu_forward = &cuda::SwiGluForward;
+  t.swiglu_backward = &cuda::SwiGluBackward;
+  t.rope_forward = &cuda::RopeForward;
+  t.rope_backward = &cuda::RopeBackward;
+  t.attention_forward = &cuda::AttentionForward;
+  t.attention_backward = &cuda::AttentionBackward;
+  t.cross_entropy_forward = &cuda::CrossEntropyForward;
+  t.cross_entropy_backward = &cuda::CrossEntropyBackward;
+  t.route_forward = &cuda::RouteForward;
+  t.route_backward = &cuda::RouteBackward;
+  t.permute_forward = &cuda::PermuteForward;
+  t.permute_backward = &cuda::PermuteBackward;
+  t.combine_forward = &cuda::CombineForward;
+  t.combine_backward = &cuda::CombineBackward;
+  t.routing_plan = &cuda::RoutingPlan;
+  t.bias_update = &cuda::BiasUpdate;
+  t.sum_squares = &cuda::SumSquares;
+  t.adamw_update = &cuda::AdamWUpdate;
+  t.cast_to_bf16 = &cuda::CastToBf16;
+  return t;
+}
+
 class CudaDevice final : public Device {
  public:
   CudaDevice(std::string name, std::unique_ptr<BackendState> state)
@@ -95,7 +134,8 @@ class CudaDevice final : public Device {
         state_(std::move(state)),
         stream_(state_->stream),
         context_{.pool = nullptr, .flops = &flops_, .backend = state_.get()},
-        f32_(MakeCudaTable()) {}
+        f32_(MakeCudaTable()),
+        bf16_(MakeCudaBf16Table()) {}
   ~CudaDevice() override { (void)cudaStreamSynchronize(state_->stream); }
 
   std::string_view Name() const override { return name_; }
@@ -137,6 +177,7 @@ class CudaDevice final : public Device {
   OpContext& Context() override { return context_; }
   const OpTable<float>* OpsF32() const override { return &f32_; }
   const OpTable<double>* OpsF64() const override { return nullptr; }
+  const Bf16OpTable* OpsBf16() const override { return &bf16_; }
 
  private:
   std::string name_;
@@ -145,6 +186,7 @@ class CudaDevice final : public Device {
   FlopCounter flops_;
   OpContext context_;
   OpTable<float> f32_;
+  Bf16OpTable bf16_;
   size_t allocated_ = 0;  // Allocate is called from the one thread that drives the model
 };
 

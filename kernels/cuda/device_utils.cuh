@@ -2,10 +2,12 @@
 // fixed summation tree (so every reduction repeats bit for bit), and stream-ordered scratch memory.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "kernels/backend/bf16.h"
 #include "kernels/cuda/backend_state.h"
 
 namespace parity::kernels::cuda {
@@ -43,6 +45,21 @@ class Scratch {
   cudaStream_t stream_;
   T* ptr_ = nullptr;
 };
+
+// Element access for kernels templated on their storage type (float, or Bf16 in the bf16 mode):
+// values are widened to float on load, and rounded to nearest-even only when stored as bf16. The
+// float overloads are plain loads and stores, so the fp32 instantiations compile to the same code
+// as before the templating.
+static_assert(sizeof(Bf16) == sizeof(__nv_bfloat16) && alignof(Bf16) == alignof(__nv_bfloat16),
+              "Bf16 must be layout-compatible with __nv_bfloat16");
+__device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float Load(const Bf16* p, int64_t i) {
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+__device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void Store(Bf16* p, int64_t i, float v) {
+  reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+}
 
 // Butterfly (xor) reductions: lane i adds lane i^o's value, and a+b == b+a exactly, so every lane
 // ends with the same bits and the tree is the same on every run.

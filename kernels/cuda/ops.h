@@ -1,4 +1,6 @@
-// The CUDA backend's op implementations (fp32), one declaration per OpTable<float> entry; the
+// The CUDA backend's op implementations: one declaration per OpTable<float> entry, then the bf16
+// mode's overloads (Bf16OpTable, backend/op_table_bf16.h; its fp32 entries — embedding,
+// cross-entropy, route, routing plan, bias update, sum of squares, AdamW — are the fp32 ops). The
 // comments on PARITY_OPS in backend/op_table.h define each op, and every op here mirrors its CPU
 // reference in cpu/ops_*.h: the same outputs, the same accumulate-or-overwrite behaviour, the
 // same FLOP counts (added on the host, so the counted M equals the plan). All pointers are device
@@ -8,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/backend/bf16.h"
 #include "kernels/backend/op_table.h"
 
 namespace parity::kernels::cuda {
@@ -65,5 +68,44 @@ void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, floa
 double SumSquares(const OpContext& ctx, int64_t n, const float* g);
 void AdamWUpdate(const OpContext& ctx, int64_t n, float* p, float* m, float* v, const float* g,
                  double grad_scale, const AdamWArgs& a, WeightDecay decay);
+
+// ---- the bf16 mode: each array in the precision op_table_bf16.h gives it; math in fp32, bf16
+// stores rounded to nearest-even.
+// ops_dense.cu
+void RmsNormForward(const OpContext& ctx, int64_t t, int64_t d, Bf16* out, float* rstd,
+                    const float* x, const float* w);
+void RmsNormBackward(const OpContext& ctx, int64_t t, int64_t d, float* dx, float* dw,
+                     const Bf16* dout, const float* x, const float* w, const float* rstd);
+void MatmulForward(const OpContext& ctx, const MatmulShape& s, Bf16* y, const Bf16* x,
+                   const Bf16* w, Accumulate acc, FlopKind kind);  // matmul_forward
+void MatmulForward(const OpContext& ctx, const MatmulShape& s, float* y, const Bf16* x,
+                   const Bf16* w, Accumulate acc, FlopKind kind);  // matmul_forward_f32
+void MatmulBackward(const OpContext& ctx, const MatmulShape& s, Bf16* dx, float* dw, const Bf16* dy,
+                    const Bf16* x, const Bf16* w, Accumulate acc,
+                    FlopKind kind);  // matmul_backward
+// matmul_backward_f32: dy is rounded to bf16 first (tensor-core operands are bf16).
+void MatmulBackward(const OpContext& ctx, const MatmulShape& s, Bf16* dx, float* dw,
+                    const float* dy, const Bf16* x, const Bf16* w, Accumulate acc, FlopKind kind);
+void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, Bf16* g, const Bf16* ab);
+void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, Bf16* dab, const Bf16* dg,
+                    const Bf16* ab);
+// ops_attention.cu
+void RopeForward(const OpContext& ctx, const AttentionShape& s, Bf16* qkv);
+void RopeBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv);
+void AttentionForward(const OpContext& ctx, const AttentionShape& s, Bf16* out, float* lse,
+                      const Bf16* qkv);
+void AttentionBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv, const Bf16* dout,
+                       const Bf16* out, const float* lse, const Bf16* qkv);
+// ops_moe.cu
+void PermuteForward(const OpContext& ctx, int64_t p, int64_t d, Bf16* xs, const Bf16* x,
+                    const int32_t* token_of);
+void PermuteBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, Bf16* dx,
+                     const Bf16* dxs, const int32_t* slot_of);
+void CombineForward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* y, const Bf16* ys,
+                    const float* gate, const int32_t* slot_of);
+void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, Bf16* dys, float* dgate,
+                     const float* dy, const Bf16* ys, const float* gate, const int32_t* slot_of);
+// ops_optim.cu: dst[n] = bf16(src[n]) (the weight copy; not counted as FLOPs).
+void CastToBf16(const OpContext& ctx, int64_t n, Bf16* dst, const float* src);
 
 }  // namespace parity::kernels::cuda

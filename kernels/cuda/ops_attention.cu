@@ -1,4 +1,6 @@
-// Rotary positions and causal grouped-query attention in fp32, mirroring cpu/ops_attention.h.
+// Rotary positions and causal grouped-query attention in fp32, mirroring cpu/ops_attention.h. The
+// bf16 mode's instances (T = Bf16: qkv, out, dout, dqkv) widen tiles into the same float shared
+// memory and round only their stores; lse stays fp32.
 //
 // Attention is a tiled FlashAttention-2 style kernel of our own: a block owns 32 query rows of one
 // (sequence, head), streams 32-key tiles through shared memory with an online softmax, and saves
@@ -41,23 +43,26 @@ __global__ void RopeTableKernel(int64_t seq, int64_t half, int64_t head_dim, dou
   }
 }
 
-// One thread per rotated pair (token, head among the H + Hkv q/k heads, j < Dh/2).
+// One thread per rotated pair (token, head among the H + Hkv q/k heads, j < Dh/2). T: float, or
+// Bf16 in the bf16 mode (rotated in float, rounded once on store).
+template <typename T>
 __global__ void RopeApplyKernel(int64_t tokens, int64_t seq, int64_t rotated, int64_t half,
-                                int64_t head_dim, int64_t ld, float* qkv, const float2* table) {
+                                int64_t head_dim, int64_t ld, T* qkv, const float2* table) {
   const int64_t n = tokens * rotated * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = idx % half, rest = idx / half;
     const int64_t h = rest % rotated, tok = rest / rotated, p = tok % seq;
-    float* v = qkv + tok * ld + h * head_dim;
+    T* v = qkv + tok * ld + h * head_dim;
     const float2 cs = table[p * half + j];
-    const float x0 = v[j], x1 = v[j + half];
-    v[j] = x0 * cs.x - x1 * cs.y;
-    v[j + half] = x0 * cs.y + x1 * cs.x;
+    const float x0 = Load(v, j), x1 = Load(v, j + half);
+    Store(v, j, x0 * cs.x - x1 * cs.y);
+    Store(v, j + half, x0 * cs.y + x1 * cs.x);
   }
 }
 
-void RopeRotate(const OpContext& ctx, const AttentionShape& s, float* qkv, double sign) {
+template <typename T>
+void RopeRotate(const OpContext& ctx, const AttentionShape& s, T* qkv, double sign) {
   if (s.positions != Positions::kRotary) return;
   const int64_t half = s.head_dim / 2, rotated = s.heads + s.kv_heads, tokens = s.batch * s.seq;
   if (tokens > 0 && half > 0) {
@@ -85,12 +90,14 @@ __device__ __forceinline__ double Slope(const AttnArgs& a, int64_t h) {
   return a.alibi ? pow(2.0, -8.0 * static_cast<double>(h + 1) / static_cast<double>(a.heads)) : 0.0;
 }
 
-// dst[r, 0:dh] = src[r·ld + 0:dh] for r < valid, zero for valid ≤ r < kTile.
-__device__ __forceinline__ void LoadRows(float* dst, int lds, const float* src, int64_t ld,
-                                         int valid, int dh) {
+// dst[r, 0:dh] = src[r·ld + 0:dh] for r < valid, zero for valid ≤ r < kTile. Shared memory is
+// always float: a bf16 source (T = Bf16) is widened on the way in.
+template <typename T>
+__device__ __forceinline__ void LoadRows(float* dst, int lds, const T* src, int64_t ld, int valid,
+                                         int dh) {
   for (int e = threadIdx.x; e < kTile * dh; e += kThreads) {
     const int r = e / dh, c = e - r * dh;
-    dst[r * lds + c] = r < valid ? src[r * ld + c] : 0.0f;
+    dst[r * lds + c] = r < valid ? Load(src, r * ld + c) : 0.0f;
   }
 }
 // v[r] = src[r] for r < valid, else 0.
@@ -129,9 +136,10 @@ template <int kMaxDh>
 constexpr int kOwn = kMaxDh* kTile / kThreads;  // output elements per thread
 
 // Grid (B·H, query tiles). Shared: q, k, v [kTile][dh+1], p [kTile][kTile+1], alpha/l/m [kTile].
-template <int kMaxDh>
+// T (qkv, out): float, or Bf16 in the bf16 mode; lse is always fp32.
+template <int kMaxDh, typename T>
 __global__ void __launch_bounds__(kThreads)
-    AttentionForwardKernel(AttnArgs a, float* out, float* lse, const float* qkv) {
+    AttentionForwardKernel(AttnArgs a, T* out, float* lse, const T* qkv) {
   extern __shared__ float smem[];
   const int dh = static_cast<int>(a.dh), lds = dh + 1;
   float* sq = smem;
@@ -146,9 +154,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t g = h / (a.heads / a.kv_heads);
   const int64_t q0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int q_valid = static_cast<int>(a.seq - q0 < kTile ? a.seq - q0 : kTile);
-  const float* base = qkv + b * a.seq * a.ld;
-  const float* kg = base + (a.heads + g) * a.dh;
-  const float* vg = base + (a.heads + a.kv_heads + g) * a.dh;
+  const T* base = qkv + b * a.seq * a.ld;
+  const T* kg = base + (a.heads + g) * a.dh;
+  const T* vg = base + (a.heads + a.kv_heads + g) * a.dh;
   LoadRows(sq, lds, base + q0 * a.ld + h * a.dh, a.ld, q_valid, dh);
 
   const int tid = threadIdx.x, r = tid / kRowThreads, sub = tid % kRowThreads;
@@ -210,32 +218,33 @@ __global__ void __launch_bounds__(kThreads)
     const int e = tid + k * kThreads;
     if (e < kTile * dh) {
       const int row = e / dh, d = e - row * dh;
-      if (row < q_valid) out[(b * a.seq + q0 + row) * a.ldo + h * a.dh + d] = o[k] / sl[row];
+      if (row < q_valid) Store(out, (b * a.seq + q0 + row) * a.ldo + h * a.dh + d, o[k] / sl[row]);
     }
   }
   if (tid < q_valid) lse[bh * a.seq + q0 + tid] = sm[tid] + logf(sl[tid]);
 }
 
 // delta[b,h,i] = Σ_d dout·out (= Σ_j p·dp, the softmax-backward row term). One warp per row.
-__global__ void AttentionDeltaKernel(AttnArgs a, int64_t rows, float* delta, const float* dout,
-                                     const float* out) {
+template <typename T>
+__global__ void AttentionDeltaKernel(AttnArgs a, int64_t rows, float* delta, const T* dout,
+                                     const T* out) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(kBlock / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;  // uniform per warp
   const int64_t bh = row / a.seq, i = row % a.seq, b = bh / a.heads, h = bh % a.heads;
   const int64_t off = (b * a.seq + i) * a.ldo + h * a.dh;
   double acc = 0.0;
-  for (int64_t d = lane; d < a.dh; d += 32) acc += dout[off + d] * out[off + d];
+  for (int64_t d = lane; d < a.dh; d += 32) acc += Load(dout, off + d) * Load(out, off + d);
   acc = WarpSum(acc);
   if (lane == 0) delta[row] = static_cast<float>(acc);
 }
 
 // dq for one query tile: Σ over visible keys of ds·k, ds = p·(dp − delta)·scale.
 // Shared: q, dout, k, v [kTile][dh+1], ds [kTile][kTile+1], lse/delta [kTile].
-template <int kMaxDh>
+template <int kMaxDh, typename T>
 __global__ void __launch_bounds__(kThreads)
-    AttentionDqKernel(AttnArgs a, float* dqkv, const float* dout, const float* lse,
-                      const float* delta, const float* qkv) {
+    AttentionDqKernel(AttnArgs a, T* dqkv, const T* dout, const float* lse, const float* delta,
+                      const T* qkv) {
   extern __shared__ float smem[];
   const int dh = static_cast<int>(a.dh), lds = dh + 1;
   float* sq = smem;
@@ -250,9 +259,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t g = h / (a.heads / a.kv_heads);
   const int64_t q0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int q_valid = static_cast<int>(a.seq - q0 < kTile ? a.seq - q0 : kTile);
-  const float* base = qkv + b * a.seq * a.ld;
-  const float* kg = base + (a.heads + g) * a.dh;
-  const float* vg = base + (a.heads + a.kv_heads + g) * a.dh;
+  const T* base = qkv + b * a.seq * a.ld;
+  const T* kg = base + (a.heads + g) * a.dh;
+  const T* vg = base + (a.heads + a.kv_heads + g) * a.dh;
   LoadRows(sq, lds, base + q0 * a.ld + h * a.dh, a.ld, q_valid, dh);
   LoadRows(sdo, lds, dout + (b * a.seq + q0) * a.ldo + h * a.dh, a.ldo, q_valid, dh);
   LoadVec(slse, lse + bh * a.seq + q0, q_valid);
@@ -302,7 +311,7 @@ __global__ void __launch_bounds__(kThreads)
     const int e = tid + k * kThreads;
     if (e < kTile * dh) {
       const int row = e / dh, d = e - row * dh;
-      if (row < q_valid) dqkv[(b * a.seq + q0 + row) * a.ld + h * a.dh + d] = dq[k];
+      if (row < q_valid) Store(dqkv, (b * a.seq + q0 + row) * a.ld + h * a.dh + d, dq[k]);
     }
   }
 }
@@ -310,10 +319,10 @@ __global__ void __launch_bounds__(kThreads)
 // dk, dv for one key tile of kv head g: Σ over the group's heads and the queries i ≥ j of
 // ds·q and p·dout. Grid (B·Hkv, key tiles).
 // Shared: k, v, q, dout [kTile][dh+1], p, ds [kTile][kTile+1], lse/delta [kTile].
-template <int kMaxDh>
+template <int kMaxDh, typename T>
 __global__ void __launch_bounds__(kThreads)
-    AttentionDkDvKernel(AttnArgs a, float* dqkv, const float* dout, const float* lse,
-                        const float* delta, const float* qkv) {
+    AttentionDkDvKernel(AttnArgs a, T* dqkv, const T* dout, const float* lse, const float* delta,
+                        const T* qkv) {
   extern __shared__ float smem[];
   const int dh = static_cast<int>(a.dh), lds = dh + 1;
   float* sk = smem;
@@ -329,7 +338,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t group = a.heads / a.kv_heads;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int k_valid = static_cast<int>(a.seq - k0 < kTile ? a.seq - k0 : kTile);
-  const float* base = qkv + b * a.seq * a.ld;
+  const T* base = qkv + b * a.seq * a.ld;
   LoadRows(sk, lds, base + k0 * a.ld + (a.heads + g) * a.dh, a.ld, k_valid, dh);
   LoadRows(sv, lds, base + k0 * a.ld + (a.heads + a.kv_heads + g) * a.dh, a.ld, k_valid, dh);
 
@@ -386,9 +395,9 @@ __global__ void __launch_bounds__(kThreads)
     if (e < kTile * dh) {
       const int col = e / dh, d = e - col * dh;
       if (col < k_valid) {
-        float* row = dqkv + (b * a.seq + k0 + col) * a.ld;
-        row[(a.heads + g) * a.dh + d] = dk[k];
-        row[(a.heads + a.kv_heads + g) * a.dh + d] = dv[k];
+        T* row = dqkv + (b * a.seq + k0 + col) * a.ld;
+        Store(row, (a.heads + g) * a.dh + d, dk[k]);
+        Store(row, (a.heads + a.kv_heads + g) * a.dh + d, dv[k]);
       }
     }
   }
@@ -438,33 +447,26 @@ void DispatchHeadDim(int64_t dh, Fn&& fn) {
   Die("attention", "head_dim above 256 is not supported by the CUDA kernel", __FILE__, __LINE__);
 }
 
-}  // namespace
-
-void RopeForward(const OpContext& ctx, const AttentionShape& s, float* qkv) {
-  RopeRotate(ctx, s, qkv, 1.0);
-}
-void RopeBackward(const OpContext& ctx, const AttentionShape& s, float* dqkv) {
-  RopeRotate(ctx, s, dqkv, -1.0);
-}
-
-void AttentionForward(const OpContext& ctx, const AttentionShape& s, float* out, float* lse,
-                      const float* qkv) {
+template <typename T>
+void AttentionForwardImpl(const OpContext& ctx, const AttentionShape& s, T* out, float* lse,
+                          const T* qkv) {
   const int64_t S = s.seq, Dh = s.head_dim;
   if (s.batch * s.heads * S > 0) {
     const AttnArgs a = MakeArgs(s);
     const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
                     static_cast<unsigned>((S + kTile - 1) / kTile));
     DispatchHeadDim(Dh, [&]<int kMaxDh>() {
-      LaunchTiled(AttentionForwardKernel<kMaxDh>, grid, ForwardSmem(Dh), StreamOf(ctx), a, out, lse,
-                  qkv);
+      LaunchTiled(AttentionForwardKernel<kMaxDh, T>, grid, ForwardSmem(Dh), StreamOf(ctx), a, out,
+                  lse, qkv);
     });
   }
   ctx.Count(FlopKind::kModel, 4.0 * s.batch * s.heads * S * S * Dh);
   ctx.Count(FlopKind::kElementwise, 4.0 * s.batch * s.heads * S * S / 2);
 }
 
-void AttentionBackward(const OpContext& ctx, const AttentionShape& s, float* dqkv,
-                       const float* dout, const float* out, const float* lse, const float* qkv) {
+template <typename T>
+void AttentionBackwardImpl(const OpContext& ctx, const AttentionShape& s, T* dqkv, const T* dout,
+                           const T* out, const float* lse, const T* qkv) {
   const int64_t S = s.seq, Dh = s.head_dim;
   if (s.batch * s.heads * S > 0) {
     const AttnArgs a = MakeArgs(s);
@@ -476,15 +478,49 @@ void AttentionBackward(const OpContext& ctx, const AttentionShape& s, float* dqk
     PARITY_CUDA_LAUNCHED();
     const auto tiles = static_cast<unsigned>((S + kTile - 1) / kTile);
     DispatchHeadDim(Dh, [&]<int kMaxDh>() {
-      LaunchTiled(AttentionDqKernel<kMaxDh>, dim3(static_cast<unsigned>(s.batch * s.heads), tiles),
-                  DqSmem(Dh), stream, a, dqkv, dout, lse, delta.get(), qkv);
-      LaunchTiled(AttentionDkDvKernel<kMaxDh>,
+      LaunchTiled(AttentionDqKernel<kMaxDh, T>,
+                  dim3(static_cast<unsigned>(s.batch * s.heads), tiles), DqSmem(Dh), stream, a,
+                  dqkv, dout, lse, static_cast<const float*>(delta.get()), qkv);
+      LaunchTiled(AttentionDkDvKernel<kMaxDh, T>,
                   dim3(static_cast<unsigned>(s.batch * s.kv_heads), tiles), DkDvSmem(Dh), stream, a,
-                  dqkv, dout, lse, delta.get(), qkv);
+                  dqkv, dout, lse, static_cast<const float*>(delta.get()), qkv);
     });
   }
   ctx.Count(FlopKind::kModel, 8.0 * s.batch * s.heads * S * S * Dh);
   ctx.Count(FlopKind::kElementwise, 4.0 * s.batch * s.heads * S * S / 2);
+}
+
+}  // namespace
+
+void RopeForward(const OpContext& ctx, const AttentionShape& s, float* qkv) {
+  RopeRotate(ctx, s, qkv, 1.0);
+}
+void RopeBackward(const OpContext& ctx, const AttentionShape& s, float* dqkv) {
+  RopeRotate(ctx, s, dqkv, -1.0);
+}
+void AttentionForward(const OpContext& ctx, const AttentionShape& s, float* out, float* lse,
+                      const float* qkv) {
+  AttentionForwardImpl(ctx, s, out, lse, qkv);
+}
+void AttentionBackward(const OpContext& ctx, const AttentionShape& s, float* dqkv,
+                       const float* dout, const float* out, const float* lse, const float* qkv) {
+  AttentionBackwardImpl(ctx, s, dqkv, dout, out, lse, qkv);
+}
+
+// ---- the bf16 mode (op_table_bf16.h): qkv, out, dout and dqkv bf16; lse fp32 -------------------
+void RopeForward(const OpContext& ctx, const AttentionShape& s, Bf16* qkv) {
+  RopeRotate(ctx, s, qkv, 1.0);
+}
+void RopeBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv) {
+  RopeRotate(ctx, s, dqkv, -1.0);
+}
+void AttentionForward(const OpContext& ctx, const AttentionShape& s, Bf16* out, float* lse,
+                      const Bf16* qkv) {
+  AttentionForwardImpl(ctx, s, out, lse, qkv);
+}
+void AttentionBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv, const Bf16* dout,
+                       const Bf16* out, const float* lse, const Bf16* qkv) {
+  AttentionBackwardImpl(ctx, s, dqkv, dout, out, lse, qkv);
 }
 
 }  // namespace parity::kernels::cuda

@@ -1,7 +1,9 @@
 // CUDA kernels for the dense ops (embedding, RMSNorm, matmul, SwiGLU, cross-entropy), mirroring
 // cpu/ops_dense.h operation for operation. Cross-token reductions (embedding rows, RMSNorm weight
 // gradients) use no atomics: each output element is summed by one thread in a fixed order, or in
-// two passes (fixed chunks, then the chunks in order), so results repeat bit for bit.
+// two passes (fixed chunks, then the chunks in order), so results repeat bit for bit. RMSNorm and
+// SwiGLU are templated on the element types the bf16 mode stores in bf16 (float math, one
+// rounding per bf16 store); the matmuls pick the bf16 GEMM overloads of gemm.h.
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -47,8 +49,9 @@ __global__ void EmbeddingBackwardKernel(int64_t t, int64_t d, float* dtable, con
   if (col < d) dtable[row * d + col] = acc;
 }
 
-// One block per row.
-__global__ void RmsNormForwardKernel(int64_t d, float* out, float* rstd, const float* x,
+// One block per row. TOut: float, or Bf16 in the bf16 mode (x, w and rstd stay fp32).
+template <typename TOut>
+__global__ void RmsNormForwardKernel(int64_t d, TOut* out, float* rstd, const float* x,
                                      const float* w) {
   __shared__ double red[32];
   const int64_t i = blockIdx.x;
@@ -58,28 +61,32 @@ __global__ void RmsNormForwardKernel(int64_t d, float* out, float* rstd, const f
   ss = BlockSum(ss, red);
   const float r = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(d) + kRmsNormEps));
   if (threadIdx.x == 0) rstd[i] = r;
-  float* oi = out + i * d;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) oi[j] = xi[j] * r * w[j];
+  TOut* oi = out + i * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) Store(oi, j, xi[j] * r * w[j]);
 }
 
-// dx[i,:] += r·w·g − r³/D·x·Σ_j x·w·g, one block per row.
-__global__ void RmsNormBackwardDxKernel(int64_t d, float* dx, const float* dout, const float* x,
+// dx[i,:] += r·w·g − r³/D·x·Σ_j x·w·g, one block per row. TG (dout): float or Bf16.
+template <typename TG>
+__global__ void RmsNormBackwardDxKernel(int64_t d, float* dx, const TG* dout, const float* x,
                                         const float* w, const float* rstd) {
   __shared__ double red[32];
   const int64_t i = blockIdx.x;
   const float* xi = x + i * d;
-  const float* gi = dout + i * d;
+  const TG* gi = dout + i * d;
   const float r = rstd[i];
   double dot = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dot += xi[j] * w[j] * gi[j];
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dot += xi[j] * w[j] * Load(gi, j);
   const float dotf = static_cast<float>(BlockSum(dot, red));
   const float coef = r * r * r * dotf / static_cast<float>(d);
   float* dxi = dx + i * d;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dxi[j] += r * w[j] * gi[j] - coef * xi[j];
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    dxi[j] += r * w[j] * Load(gi, j) - coef * xi[j];
+  }
 }
 
 // Pass 1 of dw: partial[chunk, j] = Σ over the chunk's rows of g·x·r (one thread per column).
-__global__ void RmsNormDwPartialKernel(int64_t t, int64_t d, double* partial, const float* dout,
+template <typename TG>
+__global__ void RmsNormDwPartialKernel(int64_t t, int64_t d, double* partial, const TG* dout,
                                        const float* x, const float* rstd) {
   const int64_t chunk = blockIdx.x;
   const int64_t col = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -87,7 +94,7 @@ __global__ void RmsNormDwPartialKernel(int64_t t, int64_t d, double* partial, co
   const int64_t r0 = chunk * kDwRowsPerChunk;
   const int64_t r1 = r0 + kDwRowsPerChunk < t ? r0 + kDwRowsPerChunk : t;
   double acc = 0.0;
-  for (int64_t i = r0; i < r1; ++i) acc += dout[i * d + col] * x[i * d + col] * rstd[i];
+  for (int64_t i = r0; i < r1; ++i) acc += Load(dout, i * d + col) * x[i * d + col] * rstd[i];
   partial[chunk * d + col] = acc;
 }
 
@@ -102,26 +109,28 @@ __global__ void RmsNormDwFinalKernel(int64_t chunks, int64_t d, float* dw, const
 
 __device__ __forceinline__ float Sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
-__global__ void SwiGluForwardKernel(int64_t t, int64_t f, float* g, const float* ab) {
+// T: float, or Bf16 in the bf16 mode (g, ab, dg, dab all bf16; the math in float).
+template <typename T>
+__global__ void SwiGluForwardKernel(int64_t t, int64_t f, T* g, const T* ab) {
   const int64_t n = t * f;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = idx / f, j = idx - i * f;
-    const float a = ab[i * 2 * f + j], b = ab[i * 2 * f + f + j];
-    g[idx] = a * Sigmoid(a) * b;
+    const float a = Load(ab, i * 2 * f + j), b = Load(ab, i * 2 * f + f + j);
+    Store(g, idx, a * Sigmoid(a) * b);
   }
 }
 
-__global__ void SwiGluBackwardKernel(int64_t t, int64_t f, float* dab, const float* dg,
-                                     const float* ab) {
+template <typename T>
+__global__ void SwiGluBackwardKernel(int64_t t, int64_t f, T* dab, const T* dg, const T* ab) {
   const int64_t n = t * f;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = idx / f, j = idx - i * f;
-    const float a = ab[i * 2 * f + j], b = ab[i * 2 * f + f + j], d = dg[idx];
+    const float a = Load(ab, i * 2 * f + j), b = Load(ab, i * 2 * f + f + j), d = Load(dg, idx);
     const float sg = Sigmoid(a);
-    dab[i * 2 * f + f + j] = d * a * sg;
-    dab[i * 2 * f + j] = d * b * sg * (1.0f + a * (1.0f - sg));
+    Store(dab, i * 2 * f + f + j, d * a * sg);
+    Store(dab, i * 2 * f + j, d * b * sg * (1.0f + a * (1.0f - sg)));
   }
 }
 
@@ -190,8 +199,13 @@ void EmbeddingBackward(const OpContext& ctx, int64_t t, int64_t d, int64_t v, fl
   ctx.Count(FlopKind::kVocab, static_cast<double>(t) * d);
 }
 
-void RmsNormForward(const OpContext& ctx, int64_t t, int64_t d, float* out, float* rstd,
-                    const float* x, const float* w) {
+namespace {
+
+// Host halves shared by the fp32 ops and the bf16 mode's: the element types pick the kernel
+// instance and the Gemm overload; shapes, launches and FLOP counts are the same for both.
+template <typename TOut>
+void RmsNormForwardImpl(const OpContext& ctx, int64_t t, int64_t d, TOut* out, float* rstd,
+                        const float* x, const float* w) {
   if (t > 0) {
     RmsNormForwardKernel<<<static_cast<unsigned>(t), kBlock, 0, StreamOf(ctx)>>>(d, out, rstd, x,
                                                                                  w);
@@ -200,8 +214,9 @@ void RmsNormForward(const OpContext& ctx, int64_t t, int64_t d, float* out, floa
   ctx.Count(FlopKind::kElementwise, 4.0 * t * d);
 }
 
-void RmsNormBackward(const OpContext& ctx, int64_t t, int64_t d, float* dx, float* dw,
-                     const float* dout, const float* x, const float* w, const float* rstd) {
+template <typename TG>
+void RmsNormBackwardImpl(const OpContext& ctx, int64_t t, int64_t d, float* dx, float* dw,
+                         const TG* dout, const float* x, const float* w, const float* rstd) {
   if (t > 0) {
     const cudaStream_t stream = StreamOf(ctx);
     RmsNormBackwardDxKernel<<<static_cast<unsigned>(t), kBlock, 0, stream>>>(d, dx, dout, x, w,
@@ -219,16 +234,19 @@ void RmsNormBackward(const OpContext& ctx, int64_t t, int64_t d, float* dx, floa
   ctx.Count(FlopKind::kElementwise, 10.0 * t * d);
 }
 
-void MatmulForward(const OpContext& ctx, const MatmulShape& s, float* y, const float* x,
-                   const float* w, Accumulate acc, FlopKind kind) {
+// y[T,N] (=|+=) x[T,K]·W[N,K]^T.
+template <typename TY, typename TX>
+void MatmulForwardImpl(const OpContext& ctx, const MatmulShape& s, TY* y, const TX* x, const TX* w,
+                       Accumulate acc, FlopKind kind) {
   Gemm(State(ctx), Trans::kNo, Trans::kYes, s.rows, s.out, s.in, 1.0f, x, s.in, w, s.in,
        acc == Accumulate::kYes ? 1.0f : 0.0f, y, s.out);
   ctx.Count(kind, 2.0 * s.rows * s.out * s.in);
 }
 
-void MatmulBackward(const OpContext& ctx, const MatmulShape& s, float* dx, float* dw,
-                    const float* dy, const float* x, const float* w, Accumulate acc,
-                    FlopKind kind) {
+// dx[T,K] (=|+=) dy·W (skipped when dx is null);  dW[N,K] += dy^T·x (always fp32).
+template <typename T>
+void MatmulBackwardImpl(const OpContext& ctx, const MatmulShape& s, T* dx, float* dw, const T* dy,
+                        const T* x, const T* w, Accumulate acc, FlopKind kind) {
   BackendState& st = State(ctx);
   if (dx != nullptr) {
     Gemm(st, Trans::kNo, Trans::kNo, s.rows, s.in, s.out, 1.0f, dy, s.out, w, s.in,
@@ -239,7 +257,8 @@ void MatmulBackward(const OpContext& ctx, const MatmulShape& s, float* dx, float
   ctx.Count(kind, 2.0 * s.rows * s.out * s.in);
 }
 
-void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, float* g, const float* ab) {
+template <typename T>
+void SwiGluForwardImpl(const OpContext& ctx, int64_t t, int64_t f, T* g, const T* ab) {
   if (t * f > 0) {
     SwiGluForwardKernel<<<GridFor(t * f), kBlock, 0, StreamOf(ctx)>>>(t, f, g, ab);
     PARITY_CUDA_LAUNCHED();
@@ -247,13 +266,79 @@ void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, float* g, const f
   ctx.Count(FlopKind::kElementwise, 5.0 * t * f);
 }
 
-void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, float* dab, const float* dg,
-                    const float* ab) {
+template <typename T>
+void SwiGluBackwardImpl(const OpContext& ctx, int64_t t, int64_t f, T* dab, const T* dg,
+                        const T* ab) {
   if (t * f > 0) {
     SwiGluBackwardKernel<<<GridFor(t * f), kBlock, 0, StreamOf(ctx)>>>(t, f, dab, dg, ab);
     PARITY_CUDA_LAUNCHED();
   }
   ctx.Count(FlopKind::kElementwise, 10.0 * t * f);
+}
+
+}  // namespace
+
+void RmsNormForward(const OpContext& ctx, int64_t t, int64_t d, float* out, float* rstd,
+                    const float* x, const float* w) {
+  RmsNormForwardImpl(ctx, t, d, out, rstd, x, w);
+}
+void RmsNormBackward(const OpContext& ctx, int64_t t, int64_t d, float* dx, float* dw,
+                     const float* dout, const float* x, const float* w, const float* rstd) {
+  RmsNormBackwardImpl(ctx, t, d, dx, dw, dout, x, w, rstd);
+}
+void MatmulForward(const OpContext& ctx, const MatmulShape& s, float* y, const float* x,
+                   const float* w, Accumulate acc, FlopKind kind) {
+  MatmulForwardImpl(ctx, s, y, x, w, acc, kind);
+}
+void MatmulBackward(const OpContext& ctx, const MatmulShape& s, float* dx, float* dw,
+                    const float* dy, const float* x, const float* w, Accumulate acc,
+                    FlopKind kind) {
+  MatmulBackwardImpl(ctx, s, dx, dw, dy, x, w, acc, kind);
+}
+void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, float* g, const float* ab) {
+  SwiGluForwardImpl(ctx, t, f, g, ab);
+}
+void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, float* dab, const float* dg,
+                    const float* ab) {
+  SwiGluBackwardImpl(ctx, t, f, dab, dg, ab);
+}
+
+// ---- the bf16 mode (op_table_bf16.h) -----------------------------------------------------------
+void RmsNormForward(const OpContext& ctx, int64_t t, int64_t d, Bf16* out, float* rstd,
+                    const float* x, const float* w) {
+  RmsNormForwardImpl(ctx, t, d, out, rstd, x, w);
+}
+void RmsNormBackward(const OpContext& ctx, int64_t t, int64_t d, float* dx, float* dw,
+                     const Bf16* dout, const float* x, const float* w, const float* rstd) {
+  RmsNormBackwardImpl(ctx, t, d, dx, dw, dout, x, w, rstd);
+}
+void MatmulForward(const OpContext& ctx, const MatmulShape& s, Bf16* y, const Bf16* x,
+                   const Bf16* w, Accumulate acc, FlopKind kind) {
+  MatmulForwardImpl(ctx, s, y, x, w, acc, kind);
+}
+void MatmulForward(const OpContext& ctx, const MatmulShape& s, float* y, const Bf16* x,
+                   const Bf16* w, Accumulate acc, FlopKind kind) {
+  MatmulForwardImpl(ctx, s, y, x, w, acc, kind);
+}
+void MatmulBackward(const OpContext& ctx, const MatmulShape& s, Bf16* dx, float* dw, const Bf16* dy,
+                    const Bf16* x, const Bf16* w, Accumulate acc, FlopKind kind) {
+  MatmulBackwardImpl(ctx, s, dx, dw, dy, x, w, acc, kind);
+}
+// The tensor cores take bf16 operands only, so the fp32 dy is rounded to bf16 (a stream-ordered
+// scratch copy) and both products run as in the bf16-dy op: dx = bf16(dy)·W, dW += bf16(dy)^T·x.
+void MatmulBackward(const OpContext& ctx, const MatmulShape& s, Bf16* dx, float* dw,
+                    const float* dy, const Bf16* x, const Bf16* w, Accumulate acc, FlopKind kind) {
+  const int64_t n = s.rows * s.out;
+  Scratch<Bf16> dy16(StreamOf(ctx), n);
+  CastToBf16(ctx, n, dy16.get(), dy);
+  MatmulBackwardImpl(ctx, s, dx, dw, static_cast<const Bf16*>(dy16.get()), x, w, acc, kind);
+}
+void SwiGluForward(const OpContext& ctx, int64_t t, int64_t f, Bf16* g, const Bf16* ab) {
+  SwiGluForwardImpl(ctx, t, f, g, ab);
+}
+void SwiGluBackward(const OpContext& ctx, int64_t t, int64_t f, Bf16* dab, const Bf16* dg,
+                    const Bf16* ab) {
+  SwiGluBackwardImpl(ctx, t, f, dab, dg, ab);
 }
 
 void CrossEntropyForward(const OpContext& ctx, int64_t t, int64_t v, float* loss,

@@ -3,6 +3,7 @@
 // gates, load, aux and z losses), the routing plan (a stable counting sort of the T·K slots by
 // expert), permute and combine as gathers, and the bias update. No float atomics anywhere: slot
 // counts use integer atomics (exact), every float sum has one thread or a fixed tree per output.
+// Permute and combine also have bf16 instances (bf16 x/xs/dx/dxs, ys/dys; fp32 y, dy and gates).
 #include <cmath>
 
 #include "core/gpu_limits.h"
@@ -245,7 +246,10 @@ __global__ void BiasUpdateKernel(int64_t E, float* bias, const int64_t* load, do
   }
 }
 
-__global__ void PermuteForwardKernel(int64_t p, int64_t d, float* xs, const float* x,
+// T (xs, x, dx, dxs; ys, dys in combine): float, or Bf16 in the bf16 mode, where values are
+// widened on load and rounded once on store; a copy of bf16 values is exact.
+template <typename T>
+__global__ void PermuteForwardKernel(int64_t p, int64_t d, T* xs, const T* x,
                                      const int32_t* token_of) {
   const int64_t n = p * d;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
@@ -255,22 +259,26 @@ __global__ void PermuteForwardKernel(int64_t p, int64_t d, float* xs, const floa
   }
 }
 
-// dx[t,c] += Σ_k dxs[slot_of[t,k], c], k in order (a gather: one writer per element).
-__global__ void PermuteBackwardKernel(int64_t t, int64_t k, int64_t d, float* dx, const float* dxs,
+// dx[t,c] += Σ_k dxs[slot_of[t,k], c], k in order (a gather: one writer per element). bf16:
+// dx = bf16(((float(dx) + dxs_0) + dxs_1) + …), the CPU's float additions, rounded once.
+template <typename T>
+__global__ void PermuteBackwardKernel(int64_t t, int64_t k, int64_t d, T* dx, const T* dxs,
                                       const int32_t* slot_of) {
   const int64_t n = t * d;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = idx / d, col = idx - row * d;
-    float acc = dx[idx];
+    float acc = Load(dx, idx);
     for (int64_t j = 0; j < k; ++j)
-      acc += dxs[static_cast<int64_t>(slot_of[row * k + j]) * d + col];
-    dx[idx] = acc;
+      acc += Load(dxs, static_cast<int64_t>(slot_of[row * k + j]) * d + col);
+    Store(dx, idx, acc);
   }
 }
 
 // y[t,c] += Σ_k gate·ys[slot, c]; explicit round-to-nearest multiply then add, as the CPU does.
-__global__ void CombineForwardKernel(int64_t t, int64_t k, int64_t d, float* y, const float* ys,
+// y and gate are fp32 in both modes (y is the residual stream).
+template <typename T>
+__global__ void CombineForwardKernel(int64_t t, int64_t k, int64_t d, float* y, const T* ys,
                                      const float* gate, const int32_t* slot_of) {
   const int64_t n = t * d;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
@@ -278,7 +286,7 @@ __global__ void CombineForwardKernel(int64_t t, int64_t k, int64_t d, float* y, 
     const int64_t row = idx / d, col = idx - row * d;
     float acc = y[idx];
     for (int64_t j = 0; j < k; ++j) {
-      const float src = ys[static_cast<int64_t>(slot_of[row * k + j]) * d + col];
+      const float src = Load(ys, static_cast<int64_t>(slot_of[row * k + j]) * d + col);
       acc = __fadd_rn(acc, __fmul_rn(gate[row * k + j], src));
     }
     y[idx] = acc;
@@ -286,9 +294,10 @@ __global__ void CombineForwardKernel(int64_t t, int64_t k, int64_t d, float* y, 
 }
 
 // One warp per (t, k): dys[slot,:] = gate·dy[t,:] (each slot has exactly one (t, k)), and
-// dgate[t,k] = dy[t,:]·ys[slot,:].
-__global__ void CombineBackwardKernel(int64_t t, int64_t k, int64_t d, float* dys, float* dgate,
-                                      const float* dy, const float* ys, const float* gate,
+// dgate[t,k] = dy[t,:]·ys[slot,:]. dy, gate and dgate are fp32 in both modes.
+template <typename T>
+__global__ void CombineBackwardKernel(int64_t t, int64_t k, int64_t d, T* dys, float* dgate,
+                                      const float* dy, const T* ys, const float* gate,
                                       const int32_t* slot_of) {
   const int64_t pair = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
@@ -298,8 +307,8 @@ __global__ void CombineBackwardKernel(int64_t t, int64_t k, int64_t d, float* dy
   const float* dyi = dy + row * d;
   double dot = 0.0;
   for (int64_t c = lane; c < d; c += 32) {
-    dys[slot * d + c] = g * dyi[c];
-    dot += dyi[c] * ys[slot * d + c];
+    Store(dys, slot * d + c, g * dyi[c]);
+    dot += dyi[c] * Load(ys, slot * d + c);
   }
   dot = WarpSum(dot);
   if (lane == 0) dgate[pair] = static_cast<float>(dot);
@@ -374,15 +383,19 @@ void BiasUpdate(const OpContext& ctx, int64_t e, float* bias, const int64_t* loa
   PARITY_CUDA_LAUNCHED();
 }
 
-void PermuteForward(const OpContext& ctx, int64_t p, int64_t d, float* xs, const float* x,
-                    const int32_t* token_of) {
+namespace {
+
+template <typename T>
+void PermuteForwardImpl(const OpContext& ctx, int64_t p, int64_t d, T* xs, const T* x,
+                        const int32_t* token_of) {
   if (p * d == 0) return;
   PermuteForwardKernel<<<GridFor(p * d), kBlock, 0, StreamOf(ctx)>>>(p, d, xs, x, token_of);
   PARITY_CUDA_LAUNCHED();
 }
 
-void PermuteBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* dx,
-                     const float* dxs, const int32_t* slot_of) {
+template <typename T>
+void PermuteBackwardImpl(const OpContext& ctx, int64_t t, int64_t k, int64_t d, T* dx, const T* dxs,
+                         const int32_t* slot_of) {
   if (t * d > 0) {
     PermuteBackwardKernel<<<GridFor(t * d), kBlock, 0, StreamOf(ctx)>>>(t, k, d, dx, dxs, slot_of);
     PARITY_CUDA_LAUNCHED();
@@ -390,8 +403,9 @@ void PermuteBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, floa
   ctx.Count(FlopKind::kElementwise, static_cast<double>(t) * k * d);
 }
 
-void CombineForward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* y,
-                    const float* ys, const float* gate, const int32_t* slot_of) {
+template <typename T>
+void CombineForwardImpl(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* y,
+                        const T* ys, const float* gate, const int32_t* slot_of) {
   if (t * d > 0) {
     CombineForwardKernel<<<GridFor(t * d), kBlock, 0, StreamOf(ctx)>>>(t, k, d, y, ys, gate,
                                                                        slot_of);
@@ -400,15 +414,54 @@ void CombineForward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float
   ctx.Count(FlopKind::kElementwise, 2.0 * t * k * d);
 }
 
-void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* dys,
-                     float* dgate, const float* dy, const float* ys, const float* gate,
-                     const int32_t* slot_of) {
+template <typename T>
+void CombineBackwardImpl(const OpContext& ctx, int64_t t, int64_t k, int64_t d, T* dys,
+                         float* dgate, const float* dy, const T* ys, const float* gate,
+                         const int32_t* slot_of) {
   if (t * k > 0) {
     CombineBackwardKernel<<<WarpBlocks(t * k), kBlock, 0, StreamOf(ctx)>>>(t, k, d, dys, dgate, dy,
                                                                            ys, gate, slot_of);
     PARITY_CUDA_LAUNCHED();
   }
   ctx.Count(FlopKind::kElementwise, 3.0 * t * k * d);
+}
+
+}  // namespace
+
+void PermuteForward(const OpContext& ctx, int64_t p, int64_t d, float* xs, const float* x,
+                    const int32_t* token_of) {
+  PermuteForwardImpl(ctx, p, d, xs, x, token_of);
+}
+void PermuteBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* dx,
+                     const float* dxs, const int32_t* slot_of) {
+  PermuteBackwardImpl(ctx, t, k, d, dx, dxs, slot_of);
+}
+void CombineForward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* y,
+                    const float* ys, const float* gate, const int32_t* slot_of) {
+  CombineForwardImpl(ctx, t, k, d, y, ys, gate, slot_of);
+}
+void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* dys,
+                     float* dgate, const float* dy, const float* ys, const float* gate,
+                     const int32_t* slot_of) {
+  CombineBackwardImpl(ctx, t, k, d, dys, dgate, dy, ys, gate, slot_of);
+}
+
+// ---- the bf16 mode (op_table_bf16.h): xs/x/dx/dxs, ys/dys bf16; y, dy, gate, dgate fp32 ------
+void PermuteForward(const OpContext& ctx, int64_t p, int64_t d, Bf16* xs, const Bf16* x,
+                    const int32_t* token_of) {
+  PermuteForwardImpl(ctx, p, d, xs, x, token_of);
+}
+void PermuteBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, Bf16* dx,
+                     const Bf16* dxs, const int32_t* slot_of) {
+  PermuteBackwardImpl(ctx, t, k, d, dx, dxs, slot_of);
+}
+void CombineForward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float* y, const Bf16* ys,
+                    const float* gate, const int32_t* slot_of) {
+  CombineForwardImpl(ctx, t, k, d, y, ys, gate, slot_of);
+}
+void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, Bf16* dys, float* dgate,
+                     const float* dy, const Bf16* ys, const float* gate, const int32_t* slot_of) {
+  CombineBackwardImpl(ctx, t, k, d, dys, dgate, dy, ys, gate, slot_of);
 }
 
 }  // namespace parity::kernels::cuda

@@ -1,7 +1,7 @@
 // The update ops on the device, mirroring cpu/ops_optim.h: Σ g² in double in two deterministic
-// passes (a grid fixed by n, then the block partials in order), and AdamW with the CPU's exact
+// passes (a grid fixed by n, then the block partials in order), AdamW with the CPU's exact
 // float operation order (explicit round-to-nearest intrinsics, so no fused multiply-add changes a
-// bit relative to the CPU build).
+// bit relative to the CPU build), and the bf16 mode's weight copy (cast_to_bf16).
 #include <algorithm>
 #include <cmath>
 
@@ -51,6 +51,15 @@ __global__ void AdamWKernel(int64_t n, float* p, float* m, float* v, const float
   }
 }
 
+// dst[i] = bf16(src[i]), round to nearest-even (bf16.h's ToBf16, bit for bit on finite values
+// and infinities; a NaN stays a NaN).
+__global__ void CastToBf16Kernel(int64_t n, Bf16* dst, const float* src) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    Store(dst, i, src[i]);
+  }
+}
+
 }  // namespace
 
 double SumSquares(const OpContext& ctx, int64_t n, const float* g) {
@@ -89,6 +98,12 @@ void AdamWUpdate(const OpContext& ctx, int64_t n, float* p, float* m, float* v, 
   c.step_m = static_cast<float>(1.0 / bc1);
   c.step_v = static_cast<float>(1.0 / std::sqrt(bc2));
   AdamWKernel<<<GridFor(n), kBlock, 0, StreamOf(ctx)>>>(n, p, m, v, g, c);
+  PARITY_CUDA_LAUNCHED();
+}
+
+void CastToBf16(const OpContext& ctx, int64_t n, Bf16* dst, const float* src) {
+  if (n <= 0) return;
+  CastToBf16Kernel<<<GridFor(n), kBlock, 0, StreamOf(ctx)>>>(n, dst, src);
   PARITY_CUDA_LAUNCHED();
 }
 

@@ -1,9 +1,6 @@
 // GPU parity of the MoE ops: route (expert choice and slot counts identical to the CPU float
 // reference, values within tolerance), the routing plan (identical to a stable counting sort),
 // the loss-free bias update (bit-identical to the trainer's formula), permute and combine.
-#include <algorithm>
-#include <numeric>
-
 #include "kernels/cpu/ops_moe.h"
 #include "kernels/cuda/tests/cuda_test_util.h"
 
@@ -12,44 +9,6 @@ namespace {
 
 constexpr double kTol = 1e-5;
 constexpr double kReduceTol = 1e-4;
-
-// The definition of the routing plan: a stable counting sort of the T·K slots by expert.
-void ReferencePlan(int64_t t, int64_t k, int64_t e, const std::vector<int32_t>& expert,
-                   std::vector<int64_t>& offsets, std::vector<int32_t>& slot_of,
-                   std::vector<int32_t>& token_of) {
-  offsets.assign(e + 1, 0);
-  for (int32_t x : expert) ++offsets[x + 1];
-  std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
-  std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
-  slot_of.assign(t * k, 0);
-  token_of.assign(t * k, 0);
-  for (int64_t i = 0; i < t * k; ++i) {
-    const int64_t slot = cursor[expert[i]]++;
-    slot_of[i] = static_cast<int32_t>(slot);
-    token_of[slot] = static_cast<int32_t>(i / k);
-  }
-}
-
-// K distinct experts per token, drawn with a skew so some experts get many slots and some none.
-std::vector<int32_t> RandomExperts(int64_t t, int64_t k, int64_t e, uint64_t seed) {
-  Rng rng{.seed = seed};
-  std::vector<int32_t> expert(t * k);
-  const int64_t pool = e > k ? e - 1 : e;  // the last expert stays empty where K allows it
-  for (int64_t i = 0; i < t; ++i) {
-    for (int64_t j = 0; j < k; ++j) {
-      int32_t x;
-      bool dup;
-      do {
-        const uint64_t r = rng.Below(4);
-        x = static_cast<int32_t>(r == 0 ? rng.Below(std::min<int64_t>(3, pool)) : rng.Below(pool));
-        dup = false;
-        for (int64_t q = 0; q < j; ++q) dup |= expert[i * k + q] == x;
-      } while (dup);
-      expert[i * k + j] = x;
-    }
-  }
-  return expert;
-}
 
 struct RouteCase {
   RouteShape shape;

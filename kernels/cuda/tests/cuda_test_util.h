@@ -1,17 +1,22 @@
 // Fixture and helpers for the GPU parity tests: a CUDA device (the test skips, naming the reason,
 // when there is none; PARITY_REQUIRE_GPU=1 makes that a failure), a CPU reference context, device
 // upload/download, a normwise error check whose message names the op, the worst element and both
-// values, and a check that both backends counted the same FLOPs.
+// values, its bf16 form (the rounding bound per element plus a normwise term), a check that both
+// backends counted the same FLOPs, and the MoE tests' routing-plan definition.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
+#include "kernels/backend/bf16.h"
 #include "kernels/backend/device.h"
 #include "kernels/backend/thread_pool.h"
 #include "kernels/model/rng.h"
@@ -49,6 +54,87 @@ void ExpectClose(const std::string& what, const std::vector<float>& gpu, const s
                       << ", reference max |x| " << scale << ")";
 }
 
+// The bf16 mode's host side: round to nearest-even (bf16.h's ToBf16, the reference rounding),
+// widen back, and the raw bits (for bit-for-bit comparisons: Bf16 has no operator==).
+inline std::vector<Bf16> RoundToBf16(const std::vector<float>& v) {
+  std::vector<Bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = ToBf16(v[i]);
+  return out;
+}
+inline std::vector<float> Widen(const std::vector<Bf16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = ToFloat(v[i]);
+  return out;
+}
+inline std::vector<uint16_t> Bits(const std::vector<Bf16>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = v[i].bits;
+  return out;
+}
+
+// For an output stored in bf16: every element within the rounding bound 2^-8·|ref_i| (bf16 keeps
+// 8 significant bits; round-to-nearest is off by at most half an ulp) plus tol·max|ref|, the
+// error of the fp32 math before the rounding.
+template <typename R>
+void ExpectCloseBf16(const std::string& what, const std::vector<Bf16>& gpu,
+                     const std::vector<R>& ref, double tol) {
+  ASSERT_EQ(gpu.size(), ref.size()) << what << ": size mismatch";
+  double scale = 0.0;
+  for (const R& r : ref) scale = std::max(scale, std::abs(double(r)));
+  int64_t bad = 0;
+  size_t at = 0;
+  double worst = -1.0;  // error over its allowance
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = double(ref[i]), g = double(ToFloat(gpu[i]));
+    const double allowed = 0x1.0p-8 * std::abs(r) + tol * scale;
+    const double over = std::isnan(g) ? INFINITY : std::abs(g - r) / allowed;
+    if (!(over <= 1.0)) ++bad;
+    if (!(over <= worst)) worst = over, at = i;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size()
+                    << " bf16 elements outside 2^-8·|ref| + " << tol << "·max|ref| (worst [" << at
+                    << "]: cuda " << ToFloat(gpu[at]) << " vs reference " << double(ref[at]) << ", "
+                    << worst << "× its allowance; reference max |x| " << scale << ")";
+}
+
+// The definition of the routing plan: a stable counting sort of the T·K slots by expert.
+inline void ReferencePlan(int64_t t, int64_t k, int64_t e, const std::vector<int32_t>& expert,
+                          std::vector<int64_t>& offsets, std::vector<int32_t>& slot_of,
+                          std::vector<int32_t>& token_of) {
+  offsets.assign(e + 1, 0);
+  for (int32_t x : expert) ++offsets[x + 1];
+  std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+  std::vector<int64_t> cursor(offsets.begin(), offsets.end() - 1);
+  slot_of.assign(t * k, 0);
+  token_of.assign(t * k, 0);
+  for (int64_t i = 0; i < t * k; ++i) {
+    const int64_t slot = cursor[expert[i]]++;
+    slot_of[i] = static_cast<int32_t>(slot);
+    token_of[slot] = static_cast<int32_t>(i / k);
+  }
+}
+
+// K distinct experts per token, drawn with a skew so some experts get many slots and some none.
+inline std::vector<int32_t> RandomExperts(int64_t t, int64_t k, int64_t e, uint64_t seed) {
+  Rng rng{.seed = seed};
+  std::vector<int32_t> expert(t * k);
+  const int64_t pool = e > k ? e - 1 : e;  // the last expert stays empty where K allows it
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t x;
+      bool dup;
+      do {
+        const uint64_t r = rng.Below(4);
+        x = static_cast<int32_t>(r == 0 ? rng.Below(std::min<int64_t>(3, pool)) : rng.Below(pool));
+        dup = false;
+        for (int64_t q = 0; q < j; ++q) dup |= expert[i * k + q] == x;
+      } while (dup);
+      expert[i * k + j] = x;
+    }
+  }
+  return expert;
+}
+
 class CudaOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -63,6 +149,7 @@ class CudaOpsTest : public ::testing::Test {
     gpu_ = *std::move(device);
     ops_ = gpu_->OpsF32();
     ASSERT_NE(ops_, nullptr);
+    bf16_ = gpu_->OpsBf16();
     gpu_->Context().flops->Reset();
   }
 
@@ -101,6 +188,7 @@ class CudaOpsTest : public ::testing::Test {
 
   std::unique_ptr<Device> gpu_;
   const OpTable<float>* ops_ = nullptr;
+  const Bf16OpTable* bf16_ = nullptr;  // the bf16 tests assert it is set
   ThreadPool pool_{2};
   FlopCounter cpu_flops_;
   OpContext cpu_{.pool = &pool_, .flops = &cpu_flops_};
