@@ -12,36 +12,52 @@
 #                                           when one the checks need is missing. BIN_DIR: the
 #                                           unpacked bundle's bin/ (default) or a build directory
 #
-# What it checks (420 s at most from its start, GPU_CHECK_SECONDS; every stage's deadline comes
-# from that one budget: a stage gets at most its share, capped by what is left less a reserve for
-# the stages after it, and is skipped — recorded so, never run unbounded — when under 10 s are
-# left for it; stages.txt has every stage's exit status and seconds):
+# What it checks, in this order (420 s at most from its start, GPU_CHECK_SECONDS; every stage's
+# deadline comes from that one budget: a stage gets at most its cap, capped by what is left less a
+# reserve of 60 s for the stages after it, and is skipped — recorded so, never run unbounded —
+# when under 10 s are left for it; stages.txt has every stage's exit status and seconds). The
+# seconds after each stage are the expected cost on an H200 with 16 cores, then the cap:
 #   0. the preflight above (the CUDA libraries resolved through the bundle, the PyTorch wheels'
 #      nvidia/*/lib folders and torch/lib as the fallback): it stops the check in seconds, with
-#      the reason, when something is missing;
-#   1. the driver and the GPU as nvidia-smi sees them;
+#      the reason, when something is missing;                                          ~2 s
+#   1. the driver and the GPU as nvidia-smi sees them;                                   ~1 s
 #   2. worker_unit_test with a GPU present (DeviceInventoryTest.GpusReportNameAndMemory runs
-#      only there) and `parity-worker --list-devices`;
+#      only there) and `parity-worker --list-devices`;                        ~12 s (45 + 20)
 #   3. the CUDA backend's op parity test, kernels_cuda_ops_test, with PARITY_REQUIRE_GPU=1 (a
-#      skip is a failure there);
-#   3c. NCCL at world size 1 (`gpu_engine_check.py nccl`, 90 s at most from the budget, skipped
-#      and said so when it is gone): parity-train --device cuda --rank 0 --world-size 1
-#      --rendezvous-listen 127.0.0.1 (rank 0 hosts the rendezvous, one-rank NCCL sums every
-#      step) against the same run without a communicator: the curve and final validation BPC bit
-#      for bit, the run trains, its summary names "nccl". It prints that NCCL ran at world size 1
-#      only: the lent machine has one GPU and NCCL cannot put two ranks on one GPU;
-#   4. bench/gpu_engine_check.py: 50-step fp32 training of micro dense and micro MoE with
-#      parity-train --device cpu and --device cuda, train_bpc compared step by step (5e-4
-#      relative; MoE only up to the first step whose expert loads differ, that step reported, and
-#      its final losses within 1e-2), 3c's result merged, and one larger dense run on CUDA for
-#      throughput (180 s at most from the budget);
-#   3b. the op parity test under compute-sanitizer memcheck and racecheck if the machine has it;
-#   5. the PyTorch peer (bench/gpu_torch_peer.py, 210 s at most): the 2B study's dense 1C baseline
-#      and its r_a ~ 20% MoE in PyTorch bf16, eager and torch.compile (tokens/s, MFU, peak
-#      memory, compile time) and the bf16 GEMM ceiling at their shapes; then
-#      bench/gpu_study_cost.py merges them into gpu_check.json/.txt with the H200-hours of the
-#      243-run study at those speeds (an extrapolation). Its result does not change the exit
-#      status, which is the correctness checks' (1-4).
+#      skip is a failure there): every op of the fp32 table and of the bf16 table (against fp32
+#      within bf16 tolerance; the report counts the bf16 tests apart);             ~40 s (120)
+#   4. bench/gpu_engine_check.py's training checks, each its own stage engine_<part> (its header
+#      has each part's checks and tolerances), micro models from kernels/examples, every spec
+#      with an explicit training.precision (unset would be bf16 on CUDA):
+#      fp32_dense, fp32_moe: 50 steps fp32, --device cpu against cuda, train_bpc step by step
+#        within 5e-4 (MoE up to the first step whose expert loads differ, that step reported,
+#        then its final losses within 1e-2);                                  ~8 + ~10 s (60 each)
+#      bf16_emulation: micro dense bf16 on CUDA against the CPU's bf16 emulation, 50 steps, step
+#        by step within 2e-3 to step 20, 1e-2 after;                                ~10 s (60)
+#      bf16_vs_fp32: 200 steps bf16 against fp32 on CUDA, windows of 20 steps within 3% (MoE
+#        5%, if time), the last within 2% (4%);                                     ~20 s (60)
+#      bf16_repeat: two bf16 MoE runs bit-identical (metrics, checkpoints), and one stopped at
+#        step 25 and resumed ends byte-identical to them;                           ~12 s (45)
+#   3c. NCCL at world size 1 (`gpu_engine_check.py nccl`): parity-train --device cuda --rank 0
+#      --world-size 1 --rendezvous-listen 127.0.0.1 (rank 0 hosts the rendezvous, one-rank NCCL
+#      sums every step) against the same run without a communicator, fp32: the curve and final
+#      validation BPC bit for bit, the run trains, its summary names "nccl". It prints that NCCL
+#      ran at world size 1 only: the lent machine has one GPU and NCCL cannot put two ranks on
+#      one GPU. After step 4's checks, so that a hung NCCL cannot take their time;  ~10 s (60)
+#   4t. engine_throughput: dense d512 L8 S1024 on CUDA in fp32 and bf16 (tokens/s, counted
+#      model FLOP/s, MFU against 989 TFLOP/s; not the 2B shapes), then the report: the op test,
+#      every part and 3c into gpu_check.json/.txt (its exit status is the check's);  ~25 s (60)
+#   3b. the op parity test under compute-sanitizer memcheck and racecheck if the machine has it,
+#      while over 150 s are left;                                                ~60 s (45 each)
+#   5. the PyTorch peer (bench/gpu_torch_peer.py, what is left, at most 210 s, at least 60): the
+#      2B study's dense 1C baseline and its r_a ~ 20% MoE in PyTorch bf16, eager and
+#      torch.compile (tokens/s, MFU, peak memory, compile time) and the bf16 GEMM ceiling at
+#      their shapes; then bench/gpu_study_cost.py merges them into gpu_check.json/.txt with the
+#      H200-hours of the 243-run study at those speeds (an extrapolation), beside the engine's
+#      fp32 and bf16 figures. Its result does not change the exit status, which is the
+#      correctness checks' (1-4, 3c).                                              ~170 s (210)
+# Expected: ~200 s to the end of 3b, the peer in the ~195 s left; every stage at its cap would
+# leave the later engine parts skipped (NOT RUN in the report: not a pass), never past 420 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-}"
@@ -209,9 +225,35 @@ case "$mode" in
       grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/cuda_ops_test.log" | head -20
     } 2>&1 | tee "$out/gpu_check.log"
 
-    # 3c. NCCL at world size 1 (its result joins gpu_check.json in step 4): bounded by the
+    # engine_part NAME CAP: gpu_engine_check.py's part NAME as its own stage (its header has
+    # what each part checks and its expected seconds), within CAP seconds and the budget's
+    # deadline (`timeout` a little past it as the backstop); skipped, and said so, when the
+    # budget is gone (the report then counts it NOT RUN: not a pass).
+    engine_part() {
+      local name="$1" t t0
+      t="$(budget "$2")"
+      if [ "$t" -gt 0 ]; then
+        t0="$(date +%s)"
+        echo "== engine: $name (${t} s at most)" | tee -a "$out/gpu_check.log"
+        timeout "$((t + 10))" python3 bench/gpu_engine_check.py part "$name" "$b" "$out" \
+          "$((t0 + t))" 2>&1 | tee -a "$out/gpu_check.log"
+        stage "engine_$name" "${PIPESTATUS[0]}" "$(($(date +%s) - t0))"
+      else
+        stage "engine_$name" "skipped: $(left) s left of the budget"
+        echo "== engine: $name skipped, $(left) s left of the budget" | tee -a "$out/gpu_check.log"
+      fi
+    }
+    # 4. the engine's training checks, the most decisive first: fp32 against the CPU, bf16
+    # against the CPU's emulation, bf16 against fp32, determinism and resume.
+    engine_part fp32_dense 60
+    engine_part fp32_moe 60
+    engine_part bf16_emulation 60
+    engine_part bf16_vs_fp32 60
+    engine_part bf16_repeat 45
+
+    # 3c. NCCL at world size 1 (its result joins gpu_check.json in the report): bounded by the
     # budget, and skipped, saying so, when the budget is gone.
-    t="$(budget 90)"
+    t="$(budget 60)"
     if [ "$t" -gt 0 ]; then
       echo "== NCCL at world size 1 (${t} s at most)" | tee -a "$out/gpu_check.log"
       t0="$(date +%s)"
@@ -223,19 +265,12 @@ case "$mode" in
       echo "== NCCL at world size 1: skipped, $(left) s left of the budget" | tee -a "$out/gpu_check.log"
     fi
 
-    # 4. training comparison and throughput (needs the most time; before the sanitizers): its
-    # own deadline from the budget, and `timeout` a little past it as the backstop.
-    t="$(budget 180)"
-    if [ "$t" -gt 0 ]; then
-      t0="$(date +%s)"
-      timeout "$((t + 10))" python3 bench/gpu_engine_check.py "$b" "$out" "$((t0 + t))" 2>&1 |
-        tee -a "$out/gpu_check.log"
-      status="${PIPESTATUS[0]}"
-      stage engine_check "$status" "$(($(date +%s) - t0))"
-    else
-      status=1  # the correctness checks did not run: not a pass
-      stage engine_check "skipped: $(left) s left of the budget"
-    fi
+    # 4, then: the engine's speed (a measurement, not a check), and the report, which merges
+    # the parts and 3c into gpu_check.json/.txt; its exit status is the check's.
+    engine_part throughput 60
+    echo "== engine report" | tee -a "$out/gpu_check.log"
+    python3 bench/gpu_engine_check.py report "$b" "$out" 2>&1 | tee -a "$out/gpu_check.log"
+    status="${PIPESTATUS[0]}"
 
     # 3b. sanitizers, 45 s each at most (reported in the log and stages.txt only).
     san="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)"
@@ -268,7 +303,7 @@ case "$mode" in
     exit "$status"
     ;;
   *)
-    sed -n '2,30p' "$0"
+    sed -n '2,/^set -uo/{/^set -uo/!p}' "$0"
     exit 2
     ;;
 esac

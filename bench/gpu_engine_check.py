@@ -1,28 +1,48 @@
 #!/usr/bin/env python3
-"""The engine half of bench/gpu_check.sh, run on the GPU machine.
+"""The engine half of bench/gpu_check.sh, run on the GPU machine: training checks on the CUDA
+backend, each a "part" that gpu_check.sh runs as its own stage (its deadline from the one budget,
+its result in OUT/engine_<part>.json), then a report that merges them into gpu_check.json/.txt.
 
-1. The same 50-step fp32 runs (micro dense and micro MoE from kernels/examples) with
-   `parity-train --device cpu` and `--device cuda`. Dense: each step's train_bpc must agree within
-   REL_TOL (5e-4, relative). MoE: the same, but only up to the first step whose expert loads differ (two
-   correct backends' last-bit differences flip a routing decision sooner or later — two CPU runs
-   that differ only in their BLAS kernels did at step 36 — and from there the curves are two
-   different, equally right trainings), that step and the largest difference before it reported,
-   plus a looser bound on the final losses (MOE_FINAL_TOL).
-2. A larger dense run on CUDA only, for throughput (tokens/s, counted FLOP/s).
-3. gpu_check.json and gpu_check.txt in OUT: these results, the op parity test's (from its gtest
-   JSON), the sanitizer runs' exit codes, and the worker checks' status.
+Parts, in gpu_check.sh's order (the most decisive first; seconds expected on an H200 with 16 CPU
+cores — a CUDA process spends ~2–3 s starting, the micro models then run at hundreds of steps a
+second, so the CPU peer's runs and the process starts dominate):
+  fp32_dense      micro dense, 50 steps, fp32, --device cpu against --device cuda: train_bpc
+                  step by step within REL_TOL (5e-4 relative)                              ~8 s
+  fp32_moe        micro MoE, the same up to the first step whose expert loads differ (two correct
+                  backends' last-bit differences flip a routing decision sooner or later — two CPU
+                  runs that differ only in their BLAS kernels did at step 36 — and from there the
+                  curves are two different, equally right trainings), that step and the largest
+                  difference before it reported, plus the final losses within MOE_FINAL_TOL  ~10 s
+  bf16_emulation  micro dense, 50 steps, bf16 on CUDA against the CPU's bf16 emulation
+                  (gpu_engine_bf16.py: 2e-3 relative to step 20, 1e-2 after)                ~10 s
+  bf16_vs_fp32    200 steps of micro dense (then MoE if time) in bf16 and fp32 on CUDA: windows
+                  of 20 steps within 3%/5%, the last within 2%/4%                          ~20 s
+  bf16_repeat     micro MoE bf16 twice (bit-identical metrics, byte-identical checkpoints), and
+                  stopped at step 25 then resumed (ends byte-identical to the straight run)  ~12 s
+  throughput      dense d512 L8 S1024 (not the 2B shapes), 8 steps of 131,072 tokens, fp32 and
+                  bf16 on CUDA: tokens/s, counted model FLOP/s, MFU against 989 TFLOP/s      ~25 s
+All precisions are explicit in every spec (unset is bf16 on CUDA, fp32 on the CPU).
 
-Usage: gpu_engine_check.py BUNDLE_DIR OUT_DIR DEADLINE_UNIX_SECONDS
+Usage: gpu_engine_check.py part NAME BUNDLE_DIR OUT_DIR DEADLINE_UNIX_SECONDS
+       gpu_engine_check.py report BUNDLE_DIR OUT_DIR       (the parts' JSON → gpu_check.json/.txt;
+                                                            exit 0 only when every check passed)
+       gpu_engine_check.py BUNDLE_DIR OUT_DIR DEADLINE     (every part in order, then the report)
        gpu_engine_check.py nccl BUNDLE_DIR OUT_DIR DEADLINE_UNIX_SECONDS   (gpu_check.sh's stage
-       3c alone: the NCCL communicator at world size 1, into OUT_DIR/nccl_check.json; step 4
-       then reads it. PARITY_NCCL_CHECK_DEVICE=cpu runs it on the CPU, expecting Gloo: a check
-       of its wiring on a machine without a GPU)
+       3c: the NCCL communicator at world size 1, into OUT_DIR/nccl_check.json; the report reads
+       it. PARITY_NCCL_CHECK_DEVICE=cpu runs it on the CPU, expecting Gloo: a check of its wiring)
+PARITY_ENGINE_CHECK_PEER=cpu puts a CPU run (one thread against all) where the CUDA run would be,
+and PARITY_ENGINE_CHECK_SMOKE=1 shortens every part (fewer steps, the throughput run at the micro
+shape): the CPU wiring check, bench/gpu_engine_check_smoke.sh.
 """
 import json
 import os
-import subprocess
 import sys
 import time
+
+import gpu_engine_bf16 as bf16
+import gpu_engine_report as report
+from gpu_engine_report import NCCL_NOTE
+from gpu_engine_runs import BF16, FP32, against_cpu, remaining, rel, run_record, spec_from, train
 
 # Per step, relative. Two CPU runs that differ only in their thread count (OpenBLAS's blocking)
 # differed by up to 1.35e-4 over 50 steps of micro-dense on a 240 KB repetitive corpus (step 37;
@@ -36,91 +56,27 @@ REL_TOL = 5e-4
 # (a wrong routing or gradient moves the 50-step loss by whole percents).
 MOE_FINAL_TOL = 1e-2
 STEPS = 50
+PEAK_BF16 = 989e12  # H200 SXM dense bf16 tensor-core peak (1,979 is with sparsity)
+PARTS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat", "throughput")
+SMOKE = os.environ.get("PARITY_ENGINE_CHECK_SMOKE") == "1"
 
 
-def remaining(deadline):
-    return deadline - time.time()
+def compare(bundle, out, corpus, example, name, deadline, steps=STEPS):
+    """fp32 on the CPU (all threads) against the device under test, step by step."""
+    spec = spec_from(example, corpus, name, steps, FP32)
+    result = {"name": name, "steps": steps, "tolerance": REL_TOL, "pass": False}
+    runs = against_cpu(bundle, out, spec, deadline, result)
+    if runs is None:
+        return result
+    return judge(result, runs["cpu"], runs["cuda"], steps)
 
 
-def spec_from(example, corpus, name, steps, **training):
-    with open(example) as f:
-        spec = json.load(f)
-    spec["name"] = name
-    spec["data"]["corpus"] = corpus
-    spec["training"].update(
-        steps=steps, logEverySteps=1, evalEverySteps=10 * steps, evalTokens=8192,
-        checkpointEverySteps=0, **training)
-    return spec
-
-
-def train(bundle, out, spec, device, threads, budget, extra=(), tag=""):
-    """Runs parity-train; returns (metrics lines, summary line or None, exit code, seconds)."""
-    run_dir = os.path.join(out, "runs", f"{spec['name']}-{device}{tag}")
-    os.makedirs(run_dir, exist_ok=True)
-    spec_path = os.path.join(run_dir, "spec.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f, indent=1)
-    metrics = os.path.join(run_dir, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    cmd = [os.path.join(bundle, "bin", "parity-train"), "--run", spec_path, "--out",
-           os.path.join(run_dir, "ckpt"), "--metrics", metrics, "--device", device,
-           "--threads", str(threads), *extra]
-    start = time.time()
-    with open(os.path.join(run_dir, "stderr.log"), "w") as err:
-        try:
-            code = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                  timeout=max(1, budget)).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout"
-    seconds = time.time() - start
-    lines, summary = [], None
-    if os.path.exists(metrics):
-        with open(metrics) as f:
-            for raw in f:
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    continue
-                if line.get("event") == "metrics":
-                    lines.append(line)
-                elif line.get("event") == "summary":
-                    summary = line
-    return lines, summary, code, seconds
-
-
-def stderr_tail(out, spec, device):
-    path = os.path.join(out, "runs", f"{spec['name']}-{device}", "stderr.log")
-    try:
-        with open(path) as f:
-            return f.read()[-600:]
-    except OSError:
-        return ""
-
-
-def compare(bundle, out, corpus, example, name, deadline):
-    spec = spec_from(example, corpus, name, STEPS)
-    result = {"name": name, "steps": STEPS, "tolerance": REL_TOL, "pass": False}
-    runs = {}
-    # PARITY_ENGINE_CHECK_PEER=cpu compares two CPU runs (all threads against one): the wiring of
-    # this comparison, MoE's routing divergence included, on a machine without a GPU.
-    peer = os.environ.get("PARITY_ENGINE_CHECK_PEER", "cuda")
-    for device, threads in (("cpu", os.cpu_count() or 1), (peer, 1)):
-        budget = min(90, remaining(deadline) - 20)
-        if budget < 10:
-            result["error"] = f"no time left for the {device} run"
-            return result
-        tag = "-peer" if "cpu" in runs else ""  # the peer's own folder when both are CPU runs
-        lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget, tag=tag)
-        device = "cuda" if device == peer and "cpu" in runs else device  # the peer's slot
-        runs[device] = {l["step"]: l for l in lines}
-        result[device] = {"exit": code, "seconds": round(seconds, 2),
-                          "tokens_per_second": summary and summary.get("tokens_per_second"),
-                          "final_val_bpc": summary and summary.get("final_val_bpc")}
-        if code != 0:
-            result[device]["stderr"] = stderr_tail(out, spec, device)
-    common = [(step, cpu, runs["cuda"][step]) for step, cpu in sorted(runs.get("cpu", {}).items())
-              if step in runs.get("cuda", {})]
+def judge(result, cpu_runs, cuda_runs, steps):
+    """The verdict on two runs' metrics ({step: line}) into `result` (which holds each run's
+    record under "cpu" and "cuda"): dense step by step; MoE up to the first routing difference,
+    then the final losses."""
+    common = [(step, cpu, cuda_runs[step]) for step, cpu in sorted(cpu_runs.items())
+              if step in cuda_runs]
     moe = any("expert_load" in cpu for _, cpu, _ in common)
     diverged = next((step for step, cpu, cuda in common
                      if cpu.get("expert_load") != cuda.get("expert_load")), None)
@@ -128,18 +84,16 @@ def compare(bundle, out, corpus, example, name, deadline):
     for step, cpu, cuda in common:
         if diverged is not None and step >= diverged:
             break  # from here the two runs route differently: compared by the final bound only
-        a, b = cpu["train_bpc"], cuda["train_bpc"]
-        rel = abs(a - b) / max(abs(a), 1e-30)
+        d = rel(cpu["train_bpc"], cuda["train_bpc"])
         compared += 1
-        if rel > worst or worst_step is None:
-            worst, worst_step = rel, step
-    grad = [abs(runs["cpu"][s]["grad_norm"] - runs["cuda"][s]["grad_norm"]) /
-            max(abs(runs["cpu"][s]["grad_norm"]), 1e-30)
-            for s in runs.get("cpu", {}) if s in runs.get("cuda", {})]
+        if d > worst or worst_step is None:
+            worst, worst_step = d, step
+    grad = [rel(cpu["grad_norm"], cuda["grad_norm"]) for _, cpu, cuda in common]
     result.update(steps_compared=compared, max_rel_diff_train_bpc=worst, worst_step=worst_step,
                   max_rel_diff_grad_norm=max(grad) if grad else None)
+    fp32_both = all(result[s]["precision"] == "fp32" for s in ("cpu", "cuda"))
     if not moe:
-        result["pass"] = compared == STEPS and worst <= REL_TOL
+        result["pass"] = compared == steps and worst <= REL_TOL and fp32_both
         return result
     # MoE: tight up to the first routing difference, then the final losses within MOE_FINAL_TOL.
     result["routing_diverged_at_step"] = diverged
@@ -149,17 +103,13 @@ def compare(bundle, out, corpus, example, name, deadline):
         if key == "train_bpc" and common:
             a, b = common[-1][1]["train_bpc"], common[-1][2]["train_bpc"]
         else:
-            a, b = (result.get("cpu") or {}).get(key), (result.get("cuda") or {}).get(key)
-        finals[key] = (abs(a - b) / max(abs(a), 1e-30)) if a is not None and b is not None else None
+            a, b = result["cpu"].get(key), result["cuda"].get(key)
+        finals[key] = rel(a, b) if a is not None and b is not None else None
     result["final_rel_diff"] = finals
-    tight_ok = worst <= REL_TOL and compared >= 1 and (diverged is not None or compared == STEPS)
+    tight_ok = worst <= REL_TOL and compared >= 1 and (diverged is not None or compared == steps)
     final_ok = all(v is not None and v <= MOE_FINAL_TOL for v in finals.values())
-    result["pass"] = len(common) == STEPS and tight_ok and final_ok
+    result["pass"] = len(common) == steps and tight_ok and final_ok and fp32_both
     return result
-
-
-NCCL_NOTE = ("NCCL ran at world size 1 only: the lent machine has one GPU and NCCL cannot put two "
-             "ranks on one GPU")
 
 
 def nccl_gang_of_one(bundle, out, corpus, example, deadline, device="cuda", expect="nccl"):
@@ -169,8 +119,10 @@ def nccl_gang_of_one(bundle, out, corpus, example, deadline, device="cuda", expe
     and the final validation BPC must equal the plain CUDA run's (world size 1, the no-op
     communicator) bit for bit, the run must train (last train BPC below the first), and its
     summary must name the communicator that summed ("nccl"; "gloo" with --device cpu, which is
-    how PARITY_NCCL_CHECK_DEVICE=cpu checks this function's wiring on a machine without a GPU)."""
-    spec = spec_from(example, corpus, "nccl-gang-of-one", 20)
+    how PARITY_NCCL_CHECK_DEVICE=cpu checks this function's wiring on a machine without a GPU).
+    In fp32: the communicator sums the fp32 gradients in either precision, and fp32 keeps this
+    check apart from the bf16 kernels."""
+    spec = spec_from(example, corpus, "nccl-gang-of-one", 20, FP32)
     result = {"name": "nccl-gang-of-one", "pass": False, "device": device, "note": NCCL_NOTE}
     runs, summaries = {}, {}
     for tag, extra in (("", ()), ("-nccl", ("--rank", "0", "--world-size", "1", "--gang-epoch",
@@ -185,7 +137,7 @@ def nccl_gang_of_one(bundle, out, corpus, example, deadline, device="cuda", expe
         result["exit" + tag] = code
         result["seconds" + tag] = round(seconds, 2)
         if code != 0:
-            result["stderr" + tag] = stderr_tail(out, spec, device + tag)
+            result["stderr" + tag] = run_record(out, spec, device, tag, summary, code, 0)["stderr"]
     plain, gang = summaries[""], summaries["-nccl"]
     result.update(steps=len(runs["-nccl"]), communicator=gang.get("communicator"),
                   world_size=gang.get("world_size"), final_val_bpc=gang.get("final_val_bpc"),
@@ -200,151 +152,111 @@ def nccl_gang_of_one(bundle, out, corpus, example, deadline, device="cuda", expe
     return result
 
 
-def nccl_text(result):
-    if "skipped" in result:
-        return (f"nccl at world size 1: NOT RUN ({result['skipped']}); NCCL was not checked at all "
-                f"(at most world size 1 could be: the lent machine has one GPU and NCCL cannot "
-                f"put two ranks on one GPU)")
-    verdict = "PASS" if result.get("pass") else "FAIL"
-    if result.get("device", "cuda").startswith("cpu"):
-        verdict += " (a wiring check with --device cpu: Gloo, not NCCL)"
-    return (f"nccl at world size 1: {verdict}; {NCCL_NOTE}. communicator "
-            f"{result.get('communicator')}, world size {result.get('world_size')}, final val BPC "
-            f"{result.get('final_val_bpc')} (plain run {result.get('final_val_bpc_plain')}), train "
-            f"BPC {result.get('first_train_bpc')} -> {result.get('last_train_bpc')}, exits "
-            f"{result.get('exit')}/{result.get('exit-nccl')}"
-            + (f"; {result['error']}" if "error" in result else ""))
-
-
 def nccl_main(bundle, out, deadline):
     """gpu_check.sh's stage 3c: the check alone, into OUT/nccl_check.json."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     device = os.environ.get("PARITY_NCCL_CHECK_DEVICE", "cuda")
     result = nccl_gang_of_one(bundle, out, os.path.join(bundle, "data", "kjv.txt"),
-                              os.path.join(repo, "kernels", "examples", "micro_dense.json"),
+                              os.path.join(examples_dir(), "micro_dense.json"),
                               deadline, device, "nccl" if device.startswith("cuda") else "gloo")
     with open(os.path.join(out, "nccl_check.json"), "w") as f:
         json.dump(result, f, indent=1)
-    print(nccl_text(result))
+    print(report.nccl_text(result))
     return 0 if result["pass"] or "skipped" in result else 1
 
 
-def stage_status(stages, name):
-    """A stage's exit status from stages.txt ("0 12s" → "0"; "skipped: …" stays as it is)."""
-    value = stages.get(name, "not run")
-    return value if value.startswith("skipped") else value.split(" ")[0]
-
-
-def nccl_stage_result(out, stages):
-    """Stage 3c's result for the report: its JSON, or why there is none (a stage that ran and
-    left no result, e.g. killed at its timeout by a hung NCCL, fails the check)."""
-    path = os.path.join(out, "nccl_check.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
-    state = stages.get("nccl_world1", "not run")
-    if state.startswith("skipped") or state == "not run":
-        return {"name": "nccl-gang-of-one", "pass": False, "skipped": state}
-    return {"name": "nccl-gang-of-one", "pass": False, "error": f"no result (stage exit {state})"}
+def throughput_run(bundle, out, corpus, example, precision, deadline, cap, after):
+    """One run for speed: tokens/s as the median of the steps after the first two (cuBLASLt plans
+    and the allocator warm up there), counted model FLOPs/token from the metrics, MFU against
+    the bf16 peak (for fp32 too: the same yardstick; fp32 has no tensor-core path here)."""
+    label = "fp32" if precision == FP32 else "bf16"
+    if SMOKE:  # the micro shape, a few steps: the wiring only
+        spec = spec_from(example, corpus, f"throughput-micro-{label}", 4, precision)
+    else:
+        spec = spec_from(example, corpus, f"throughput-dense-d512-l8-s1024-{label}", 8, precision,
+                         batchTokens=131072, sequenceLength=1024, microBatchSequences=32,
+                         warmupSteps=2)
+        spec["model"].update(dModel=512, numLayers=8, numHeads=8, numKvHeads=8, ffnHidden=1408)
+    device = os.environ.get("PARITY_ENGINE_CHECK_PEER", "cuda")
+    threads = (os.cpu_count() or 1) if device == "cpu" else 1
+    budget = min(cap, remaining(deadline) - after)
+    if budget < 10:
+        return {"error": "no time left"}
+    lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget)
+    res = run_record(out, spec, device, "", summary, code, seconds)
+    res.update(steps=len(lines), shape=spec["model"] | {"sequenceLength": spec["training"][
+        "sequenceLength"], "batchTokens": spec["training"]["batchTokens"]})
+    timed = sorted(l["tokens_per_second"] for l in lines[2:]) or [
+        l["tokens_per_second"] for l in lines[-1:]]
+    if timed:
+        tps, m = timed[len(timed) // 2], lines[-1].get("flops_per_token")
+        res.update(tokens_per_second=tps, flops_per_token=m,
+                   model_flops_per_second=tps * m if m else None,
+                   mfu=tps * m / PEAK_BF16 if m else None)
+    return res
 
 
 def throughput(bundle, out, corpus, example, deadline):
-    spec = spec_from(example, corpus, "throughput-dense-d512-l8-s1024", 8,
-                     batchTokens=131072, sequenceLength=1024, microBatchSequences=32,
-                     warmupSteps=2)
-    spec["model"].update(dModel=512, numLayers=8, numHeads=8, numKvHeads=8, ffnHidden=1408)
-    budget = min(90, remaining(deadline) - 15)
-    if budget < 15:
-        return {"error": "no time left"}
-    lines, summary, code, seconds = train(bundle, out, spec, "cuda", 1, budget)
-    res = {"exit": code, "seconds": round(seconds, 2), "steps": len(lines)}
-    if lines:
-        last = lines[-1]
-        res.update(tokens_per_second=last.get("tokens_per_second"),
-                   flops_per_second=last.get("flops_per_second"),
-                   flops_per_token=last.get("flops_per_token"))
-    if code != 0:
-        res["stderr"] = stderr_tail(out, spec, "cuda")
+    res = {"name": "throughput", "note": "dense d512 L8 S1024 (micro scale), not the 2B shapes"
+           if not SMOKE else "smoke: the micro dense shape on the CPU"}
+    # bf16 first (the mode the study trains in; ~8 s expected), leaving fp32 (~12 s) the rest.
+    res["bf16"] = throughput_run(bundle, out, corpus, example, BF16, deadline, 30, 15)
+    res["fp32"] = throughput_run(bundle, out, corpus, example, FP32, deadline, 60, 3)
+    # Measurements, not checks: the part passes when both runs finished.
+    res["pass"] = all(res[k].get("exit") == 0 for k in ("fp32", "bf16"))
     return res
 
 
-def op_test_summary(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        return {"error": f"no gtest JSON: {e}"}
-    res = {"tests": doc.get("tests"), "failures": doc.get("failures"),
-           "disabled": doc.get("disabled"), "failed": [], "skipped": []}
-    for suite in doc.get("testsuites", []):
-        for t in suite.get("testsuite", []):
-            name = f"{suite['name']}.{t['name']}"
-            if t.get("failures"):
-                res["failed"].append({"test": name, "messages": [
-                    x.get("failure", "")[:800] for x in t["failures"]]})
-            if t.get("result") == "SKIPPED":
-                res["skipped"].append(name)
-    return res
-
-
-def main():
-    bundle, out, deadline = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def examples_dir():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(repo, "kernels", "examples")
+
+
+def run_part(name, bundle, out, deadline):
+    """One part into OUT/engine_<name>.json; its line of the summary on stdout; 0 if it passed."""
     corpus = os.path.join(bundle, "data", "kjv.txt")
-    examples = os.path.join(repo, "kernels", "examples")
-    report = {"gpu": open(os.path.join(out, "nvidia-smi.txt")).read().strip()
-              if os.path.exists(os.path.join(out, "nvidia-smi.txt")) else None}
-    report["op_test"] = op_test_summary(os.path.join(out, "cuda_ops_test.json"))
-    report["training"] = [
-        compare(bundle, out, corpus, os.path.join(examples, "micro_dense.json"), "micro-dense",
-                deadline),
-        compare(bundle, out, corpus, os.path.join(examples, "micro_moe.json"), "micro-moe",
-                deadline)]
-    report["throughput"] = throughput(bundle, out, corpus,
-                                      os.path.join(examples, "micro_dense.json"), deadline)
-    stages = {}
-    stages_path = os.path.join(out, "stages.txt")
-    if os.path.exists(stages_path):
-        for line in open(stages_path):
-            key, _, value = line.strip().partition("=")
-            stages[key] = value
-    report["stages"] = stages
-    # Stage 3c (gpu_check.sh): NCCL at world size 1. Not run for want of time is reported, not
-    # failed; run and wrong, or hung past its timeout, fails.
-    report["nccl"] = nccl_stage_result(out, stages)
-    op = report["op_test"]
-    report["pass"] = (not op.get("error") and op.get("failures") == 0 and not op.get("skipped")
-                      and all(t["pass"] for t in report["training"]) and (report["nccl"]["pass"] or "skipped" in report["nccl"])
-                      and all(stage_status(stages, n) == "0"
-                              for n in ("worker_unit_test", "list_devices")))
-    with open(os.path.join(out, "gpu_check.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    text = [f"GPU: {report['gpu']}",
-            f"op parity test: {op.get('tests')} tests, {op.get('failures')} failed, "
-            f"skipped {len(op.get('skipped', []))}" + (f" ({op['error']})" if "error" in op else "")]
-    for f_ in op.get("failed", []):
-        text.append(f"  FAILED {f_['test']}: " + " | ".join(" ".join(m.split())[:300] for m in f_["messages"]))
-    for t in report["training"]:
-        if t.get("routing_diverged_at_step") is not None or "final_rel_diff" in t:
-            text.append(f"  {t['name']}: routing first differs at step "
-                        f"{t.get('routing_diverged_at_step')} (compared tightly before it); final "
-                        f"rel diff {t.get('final_rel_diff')} (≤ {t.get('final_tolerance')})")
-        text.append(f"train {t['name']}: {'PASS' if t['pass'] else 'FAIL'} steps compared "
-                    f"{t.get('steps_compared')}/{t['steps']}, max rel diff train_bpc "
-                    f"{t.get('max_rel_diff_train_bpc')} (step {t.get('worst_step')}), grad_norm "
-                    f"{t.get('max_rel_diff_grad_norm')}; cpu {t.get('cpu')}; cuda {t.get('cuda')}"
-                    + (f"; {t['error']}" if "error" in t else ""))
-    text.append(nccl_text(report["nccl"]))
-    text.append(f"throughput: {report['throughput']}")
-    text.append(f"stages: {stages}")
-    text.append(f"overall: {'PASS' if report['pass'] else 'FAIL'}")
-    with open(os.path.join(out, "gpu_check.txt"), "w") as f:
-        f.write("\n".join(text) + "\n")
-    print("\n".join(text))
-    return 0 if report["pass"] else 1
+    ex = examples_dir()
+    dense, moe = os.path.join(ex, "micro_dense.json"), os.path.join(ex, "micro_moe.json")
+    short = 20 if SMOKE else None  # the smoke's step counts (a minute on two cores for all parts)
+    if name == "fp32_dense":
+        res = compare(bundle, out, corpus, dense, "micro-dense", deadline, short or STEPS)
+    elif name == "fp32_moe":
+        res = compare(bundle, out, corpus, moe, "micro-moe", deadline, short or STEPS)
+    elif name == "bf16_emulation":
+        res = bf16.bf16_vs_emulation(bundle, out, corpus, dense, deadline,
+                                     *((short, short // 2) if SMOKE else ()))
+    elif name == "bf16_vs_fp32":
+        res = bf16.bf16_vs_fp32(bundle, out, corpus, ex, deadline,
+                                2 * short if SMOKE else bf16.CURVE_STEPS)
+    elif name == "bf16_repeat":
+        res = bf16.bf16_repeat(bundle, out, corpus, moe, deadline,
+                               *((12, 6) if SMOKE else (bf16.REPEAT_STEPS, bf16.REPEAT_STOP)))
+    elif name == "throughput":
+        res = throughput(bundle, out, corpus, dense, deadline)
+    else:
+        print(f"gpu_engine_check.py: unknown part {name!r}; the parts: {', '.join(PARTS)}")
+        return 2
+    res["part"] = name
+    with open(os.path.join(out, f"engine_{name}.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    print("\n".join(report.part_text(name, res)))
+    return 0 if res["pass"] else 1
+
+
+def main(argv):
+    if len(argv) == 4 and argv[0] == "nccl":
+        return nccl_main(argv[1], argv[2], float(argv[3]))
+    if len(argv) == 5 and argv[0] == "part":
+        return run_part(argv[1], argv[2], argv[3], float(argv[4]))
+    if len(argv) == 3 and argv[0] == "report":
+        return report.write(argv[2], PARTS)
+    if len(argv) == 3:
+        bundle, out, deadline = argv[0], argv[1], float(argv[2])
+        for name in PARTS:
+            run_part(name, bundle, out, deadline)
+        return report.write(out, PARTS)
+    print(__doc__)
+    return 2
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "nccl":
-        sys.exit(nccl_main(sys.argv[2], sys.argv[3], float(sys.argv[4])))
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
