@@ -107,7 +107,7 @@ def summary_lines(peer, study, engine_throughput):
     return lines
 
 
-ENGINE_SHAPE = "micro dense d512 L8 S1024, NOT the 2B shapes"
+ENGINE_SHAPE = "dense d512 L8 S1024 (micro scale), not the 2B shapes"  # the throughput part's
 
 
 def engine_figure(tp):
@@ -124,7 +124,8 @@ def engine_lines(throughput):
     (MFU >= 40% dense, >= 25% MoE; >= 1.0x PyTorch compile dense, >= 1.5x eager MoE) are not
     judged from them."""
     throughput = throughput or {}
-    return [f"engine {label} ({ENGINE_SHAPE}): {engine_figure(throughput.get(label))}"
+    shape = throughput.get("note") or ENGINE_SHAPE
+    return [f"engine {label} ({shape}): {engine_figure(throughput.get(label))}"
             for label in ("fp32", "bf16")] + [
         "engine vs the targets (MFU >= 40% dense, >= 25% MoE; >= 1.0x PyTorch compile dense, "
         ">= 1.5x PyTorch eager MoE): not judged, the engine was not run at the 2B shapes"]
