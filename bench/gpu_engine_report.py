@@ -118,8 +118,10 @@ def part_text(name, res):
                  f"{g(res.get('max_rel_diff_grad_norm'))}" + runs]
         if "final_rel_diff" in res:
             f = res["final_rel_diff"]
-            lines.append(f"  routing first differs at step {res.get('routing_diverged_at_step')} "
-                         f"(compared tightly before it); final rel diff train "
+            at = res.get("routing_diverged_at_step")
+            lines.append((f"  routing first differs at step {at} (compared tightly before it)"
+                          if at is not None else "  routing never differed (compared tightly "
+                          "throughout)") + "; final rel diff train "
                          f"{g(f.get('train_bpc'))}, val {g(f.get('final_val_bpc'))} "
                          f"<= {g(res.get('final_tolerance'))}")
         return lines + errors
