@@ -174,7 +174,13 @@ def part_text(name, res):
                 lines.append(f"  engine {label}: {t['tokens_per_second']:.0f} tok/s, "
                              f"{(t.get('model_flops_per_second') or 0) / 1e12:.2f} TFLOP/s "
                              f"(counted model FLOPs), MFU {100 * (t.get('mfu') or 0):.2f}% of "
-                             f"989 TFLOP/s; {t.get('steps')} steps")
+                             f"989 TFLOP/s; {t.get('steps')} steps"
+                             + (f"; peak device memory {t['peak_device_memory_bytes'] / 2**30:.2f}"
+                                f" GiB, the planner's estimate "
+                                f"{t['estimated_device_memory_bytes'] / 2**30:.2f} GiB (ratio "
+                                f"{t['memory_ratio']:.3f}, aim within 0.85-1.15)"
+                                if t.get("memory_ratio") else
+                                "; no peak device memory / estimate in the summary"))
             else:
                 why = t.get("error") or f"exit {t.get('exit')}"
                 lines.append(f"  engine {label}: none ({why}"
