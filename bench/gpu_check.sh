@@ -34,8 +34,8 @@
 #        then its final losses within 1e-2);                                  ~8 + ~10 s (60 each)
 #      bf16_emulation: micro dense bf16 on CUDA against the CPU's bf16 emulation, 50 steps, step
 #        by step within 2e-3 to step 20, 1e-2 after;                                ~10 s (60)
-#      bf16_vs_fp32: 200 steps bf16 against fp32 on CUDA, windows of 20 steps within 3% (MoE
-#        5%, if time), the last within 2% (4%);                                     ~20 s (60)
+#      bf16_vs_fp32: 200 steps bf16 against fp32 on CUDA, every window of 20 steps within 3%
+#        (MoE 5%, if time);                                                         ~20 s (60)
 #      bf16_repeat: two bf16 MoE runs bit-identical (metrics, checkpoints), and one stopped at
 #        step 25 and resumed ends byte-identical to them;                           ~12 s (45)
 #   3c. NCCL at world size 1 (`gpu_engine_check.py nccl`): parity-train --device cuda --rank 0

@@ -5,8 +5,8 @@
   train_bpc step by step within EMULATION_TOL_EARLY up to step EMULATION_EARLY_STEPS, then
   EMULATION_TOL_LATE (relative).
 - bf16_vs_fp32: micro dense (then micro MoE if the deadline leaves time) for 200 steps in bf16
-  and in fp32 on the GPU: mean train BPC over windows of 20 steps within 3% (MoE 5%), the last
-  window within 2% (MoE 4%): kernels/tests/bf16_test.cc's bounds on the CPU.
+  and in fp32 on the GPU: mean train BPC over every window of 20 steps within 3% (MoE 5%):
+  kernels/tests/bf16_test.cc's bounds on the CPU. The last window's gap is reported too.
 - bf16_repeat: two bf16 runs of micro MoE (its dense first layer covers the dense ops, its
   routing the rest): every metric value but the timings bit-identical and the final checkpoints
   byte-identical; then a run stopped with --max-steps at half way and resumed with --resume ends
@@ -22,35 +22,38 @@ import time
 import gpu_engine_runs as r
 
 # Why these bounds. The emulation widens bf16 to fp32, runs the fp32 reference op and rounds its
-# bf16 outputs where the GPU's kernels round theirs, so the two differ only where the fp32 sums
-# inside an op are taken in another order (cuBLASLt's tensor-core K tiles and split-K against
-# OpenBLAS; tiled online-softmax attention against the S×S reference), plus one known point:
-# the CUDA matmul_backward_f32 rounds its fp32 dy to bf16 before the GEMM (kernels/cuda/README.md
-# "bf16 mode") and the emulation (cpu/ops_bf16.cc) does not yet. bf16 turns last-bit differences
-# into whole bf16 ulps (2^-8) on the elements near a rounding boundary, the optimizer carries
-# them forward, so the gap starts near zero and grows with the steps.
-# Measured on the CPU, 2026-12-03, micro dense on data/kjv.txt (the corpus the GPU run uses),
-# per-step relative train_bpc difference, max over steps 1–20 | 21–50 | 21–200:
-#   the emulation at 2 threads against 1 (only OpenBLAS's blocking moves):
-#                                                        7.1e-5 | 3.2e-3 | 9.7e-3
-#   bf16 against fp32 (every GEMM output rounded differently: a far larger perturbation than
-#   the GPU's summation orders or its dy rounding):      2.0e-4 | 2.9e-3 | 1.0e-2
-# (on the smoke's synthetic, more repetitive corpus the thread change gave 4.6e-5 | 6.8e-3).
-# The bounds are 10× the larger early figure and 3× the larger figure to step 50. So they do not
+# bf16 outputs where the GPU's kernels round theirs (an fp32 dy too, before matmul_backward_f32's
+# GEMMs: kernels/cuda/README.md "bf16 mode"), so the two differ only where the fp32 sums inside
+# an op are taken in another order (cuBLASLt's tensor-core K tiles and split-K against OpenBLAS;
+# tiled online-softmax attention against the S×S reference). bf16 turns those last-bit
+# differences into whole bf16 ulps (2^-8) on the elements near a rounding boundary, the
+# optimizer carries them forward, and the gap grows with the steps until the two runs are two
+# equally right trainings (~1% apart per step by step 200).
+# Measured on the CPU, 2026-12-03 (main at a6040fb: dy rounded), micro dense on data/kjv.txt
+# (the corpus the GPU run uses), max per-step relative train_bpc difference, steps
+# 1–20 | 21–50 | 21–200:
+#   the emulation at 2 threads against 1 (OpenBLAS's blocking):  2.5e-4 | 3.7e-3 | 9.7e-3
+#   bf16 against fp32 (every GEMM output rounded differently: a larger perturbation than the
+#   GPU's summation orders):                                     1.2e-4 | 4.7e-3 | 1.2e-2
+# The bounds are 8× the larger early figure and 2× the larger figure to step 50. They cannot
 # tell bf16 from fp32 at this size (the op test checks each rounding, and each run's summary
 # must say "precision":"bf16"); they catch a wrong bf16 kernel (a transposed operand, a stale
 # weight copy, a missed accumulate), which moves the loss by percents within the first steps.
+# A late-only failure (steps 21–50 over 1e-2, steps 1–20 well inside 2e-3) is more likely a
+# faster drift than a bug: the JSON keeps both maxima and their steps to judge it.
 EMULATION_STEPS = 50
 EMULATION_EARLY_STEPS = 20
 EMULATION_TOL_EARLY = 2e-3
 EMULATION_TOL_LATE = 1e-2
 # kernels/tests/bf16_test.cc TracksFp32OverTwoHundredSteps (tiny models on the CPU; measured at
-# most 0.65% dense, 2.2% MoE, 1.6% MoE in the last window): windows of 20 steps. Measured on the
-# CPU at the micro models on data/kjv.txt, 200 steps: dense at most 0.25% (0.13% in the last
-# window), MoE 0.78% (0.27%). Not on a corpus the model nearly memorises: on the smoke's
-# synthetic one train BPC falls to 0.22 by step 60 and one loss spike is a 10% window gap.
+# most 1.1% dense, 2.6% MoE since the emulation rounds dy as the GPU does; it had a tighter bound
+# on the last window, 2%/4%, until then): every window of 20 steps. Measured on the CPU at the
+# micro models on data/kjv.txt, 200 steps (main at a6040fb): dense at most 0.29% (0.13% in the
+# last window), MoE 1.43% (1.0%): 10× and 3.5× inside the bounds. Not on a corpus the model
+# nearly memorises: on the smoke's synthetic one train BPC falls to 0.22 by step 60 and a single
+# loss spike makes a 10% window gap.
 CURVE_STEPS, CURVE_WINDOW = 200, 20
-CURVE_TOL = {"dense": (0.03, 0.02), "moe": (0.05, 0.04)}  # (every window, the last window)
+CURVE_TOL = {"dense": 0.03, "moe": 0.05}  # every window's mean, relative
 REPEAT_STEPS, REPEAT_STOP = 50, 25
 
 
@@ -107,9 +110,9 @@ def window_means(bpc, window):
 
 def curve_pair(bundle, out, corpus, example, kind, deadline, steps, window):
     """One model in fp32 and in bf16 on the device under test: window means and their gaps."""
-    every, last = CURVE_TOL[kind]
+    every = CURVE_TOL[kind]
     res = {"model": kind, "steps": steps, "window": window, "pass": False,
-           "tolerance": {"every_window": every, "last_window": last}}
+           "tolerance": {"every_window": every}}
     device = peer_device()
     threads = (os.cpu_count() or 1) if device == "cpu" else 1
     means = {}
@@ -129,7 +132,7 @@ def curve_pair(bundle, out, corpus, example, kind, deadline, steps, window):
                window_means_bf16=[round(m, 5) for m in means["bf16"]],
                window_rel_diff=[round(g, 5) for g in gaps])
     n = steps // window
-    res["pass"] = (len(gaps) == n and n >= 1 and all(g <= every for g in gaps) and gaps[-1] <= last
+    res["pass"] = (len(gaps) == n and n >= 1 and all(g <= every for g in gaps)
                    and res["bf16"]["precision"] == "bf16" and res["fp32"]["precision"] == "fp32"
                    and means["bf16"][-1] < means["bf16"][0])  # and bf16 training learns
     return res

@@ -16,7 +16,7 @@ second, so the CPU peer's runs and the process starts dominate):
   bf16_emulation  micro dense, 50 steps, bf16 on CUDA against the CPU's bf16 emulation
                   (gpu_engine_bf16.py: 2e-3 relative to step 20, 1e-2 after)                ~10 s
   bf16_vs_fp32    200 steps of micro dense (then MoE if time) in bf16 and fp32 on CUDA: windows
-                  of 20 steps within 3%/5%, the last within 2%/4%                          ~20 s
+                  of 20 steps within 3% (dense) and 5% (MoE)                               ~20 s
   bf16_repeat     micro MoE bf16 twice (bit-identical metrics, byte-identical checkpoints), and
                   stopped at step 25 then resumed (ends byte-identical to the straight run)  ~12 s
   throughput      dense d512 L8 S1024 (not the 2B shapes), 8 steps of 131,072 tokens, fp32 and

@@ -146,9 +146,8 @@ def part_text(name, res):
             lines.append(
                 f"bf16 vs fp32 {kind} {c['steps']} steps: {verdict(c)} window-mean gaps "
                 f"(every {c['window']} steps) max {g(max(gaps) if gaps else None)} <= "
-                f"{g(t['every_window'])}, last {g(gaps[-1] if gaps else None)} <= "
-                f"{g(t['last_window'])}; last window bpc fp32 "
-                f"{(c.get('window_means_fp32') or [None])[-1]}, bf16 "
+                f"{g(t['every_window'])}, last window {g(gaps[-1] if gaps else None)}; its bpc "
+                f"fp32 {(c.get('window_means_fp32') or [None])[-1]}, bf16 "
                 f"{(c.get('window_means_bf16') or [None])[-1]}" + runs
                 + (f"; {c['error']}" if "error" in c else ""))
             lines += errors
