@@ -15,6 +15,7 @@
 #include "kernels/backend/op_table.h"
 #include "kernels/model/config.h"
 #include "kernels/model/rng.h"
+#include "kernels/model/step_profile.h"
 
 namespace parity::kernels {
 
@@ -80,6 +81,10 @@ class Model {
 
   // Device memory this model holds (parameters, weight copy, gradients, activations, scratch).
   virtual size_t AllocatedBytes() const = 0;
+
+  // While set, Forward and Backward synchronise the device around each op of a timed bucket and
+  // add its seconds to `profile` (step_profile.h); null (the default) times nothing.
+  virtual void SetProfile(StepProfile* profile) = 0;
 };
 
 // A fp32-master model in `precision` (kFp32 or kBf16; resolved, never kUnspecified), with

@@ -4,6 +4,7 @@
 // pick the table entry for the precision of y or dy.
 #include "kernels/model/transformer.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "kernels/model/moe_experts.h"
@@ -12,15 +13,34 @@
 namespace parity::kernels {
 
 template <typename T, typename A>
+template <typename F>
+void Transformer<T, A>::Timed(OpBucket bucket, F&& call) {
+  if (profile_ == nullptr) {
+    call();
+    return;
+  }
+  // Drain what is queued first, so that the op's time is its own.
+  Stream& stream = device_.DefaultStream();
+  stream.Synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  call();
+  stream.Synchronize();
+  profile_->Add(bucket,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+template <typename T, typename A>
 template <typename Y>
 void Transformer<T, A>::MatmulForward(const MatmulShape& s, Y* y, const A* x, const A* w,
                                       Accumulate acc, FlopKind kind) {
   const OpContext& ctx = device_.Context();
-  if constexpr (std::is_same_v<Y, A>) {
-    ops_.matmul_forward(ctx, s, y, x, w, acc, kind);
-  } else {
-    ops_.matmul_forward_f32(ctx, s, y, x, w, acc, kind);
-  }
+  Timed(OpBucket::kGemm, [&] {
+    if constexpr (std::is_same_v<Y, A>) {
+      ops_.matmul_forward(ctx, s, y, x, w, acc, kind);
+    } else {
+      ops_.matmul_forward_f32(ctx, s, y, x, w, acc, kind);
+    }
+  });
 }
 
 template <typename T, typename A>
@@ -28,11 +48,13 @@ template <typename DY>
 void Transformer<T, A>::MatmulBackward(const MatmulShape& s, A* dx, T* dw, const DY* dy, const A* x,
                                        const A* w, Accumulate acc, FlopKind kind) {
   const OpContext& ctx = device_.Context();
-  if constexpr (std::is_same_v<DY, A>) {
-    ops_.matmul_backward(ctx, s, dx, dw, dy, x, w, acc, kind);
-  } else {
-    ops_.matmul_backward_f32(ctx, s, dx, dw, dy, x, w, acc, kind);
-  }
+  Timed(OpBucket::kGemm, [&] {
+    if constexpr (std::is_same_v<DY, A>) {
+      ops_.matmul_backward(ctx, s, dx, dw, dy, x, w, acc, kind);
+    } else {
+      ops_.matmul_backward_f32(ctx, s, dx, dw, dy, x, w, acc, kind);
+    }
+  });
 }
 
 template <typename T, typename A>
@@ -57,8 +79,10 @@ void Transformer<T, A>::LayerForward(Layer& y, int64_t Tn, const AttentionShape&
   // Attention block: x_mid = x_in + attention(rmsnorm(x_in))·W_o^T
   ops_.rmsnorm_forward(ctx, Tn, D, y.h1, y.rstd1, y.x_in, p + y.attn_norm);
   MatmulForward({Tn, D, qkv_width}, y.qkv, y.h1, w + y.w_qkv, Accumulate::kNo, FlopKind::kModel);
-  ops_.rope_forward(ctx, as, y.qkv);
-  ops_.attention_forward(ctx, as, y.att, y.att_lse, y.qkv);
+  Timed(OpBucket::kAttention, [&] {
+    ops_.rope_forward(ctx, as, y.qkv);
+    ops_.attention_forward(ctx, as, y.att, y.att_lse, y.qkv);
+  });
   device_.Copy(y.x_mid, y.x_in, Tn * D * sizeof(T));
   MatmulForward({Tn, D, D}, y.x_mid, y.att, w + y.w_o, Accumulate::kYes, FlopKind::kModel);
   // FFN block: x_out = x_mid + ffn(rmsnorm(x_mid))
@@ -145,16 +169,20 @@ void Transformer<T, A>::MoeForward(Layer& y, int64_t Tn, T* out) {
                       .z_weight = m.z_loss_weight,
                       .grad_scale = 1.0};
   const bool use_bias = m.bias_update_rate > 0;
-  ops_.route_forward(ctx, rs, y.rprobs, y.rlse, y.expert, y.gate, y.load, y.losses, y.rlogits,
-                     use_bias ? y.bias : nullptr);
-  ops_.routing_plan(ctx, Tn, K, E, y.plan_offsets, y.slot_of, y.token_of, y.expert);
-  // The layer's one readback: the grouped GEMMs need each expert's row count on the host, and
-  // the step's expert load is the same numbers.
-  device_.ToHost(y.offsets.data(), y.plan_offsets, (E + 1) * sizeof(int64_t));
+  Timed(OpBucket::kMoeRouting, [&] {
+    ops_.route_forward(ctx, rs, y.rprobs, y.rlse, y.expert, y.gate, y.load, y.losses, y.rlogits,
+                       use_bias ? y.bias : nullptr);
+    ops_.routing_plan(ctx, Tn, K, E, y.plan_offsets, y.slot_of, y.token_of, y.expert);
+    // The layer's one readback: the grouped GEMMs need each expert's row count on the host, and
+    // the step's expert load is the same numbers.
+    device_.ToHost(y.offsets.data(), y.plan_offsets, (E + 1) * sizeof(int64_t));
+  });
   for (int64_t e = 0; e < E; ++e) y.stats.load[e] = y.offsets[e + 1] - y.offsets[e];
   const ExpertShape es{.tokens = Tn, .top_k = K, .experts = E, .d_model = D, .d_expert = De};
-  GroupedExpertsForward(ops_, ctx, es, y.offsets, y.slot_of, y.token_of, y.gate, y.h2, w + y.e_w13,
-                        w + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, out);
+  Timed(OpBucket::kMoeExperts, [&] {
+    GroupedExpertsForward(ops_, ctx, es, y.offsets, y.slot_of, y.token_of, y.gate, y.h2,
+                          w + y.e_w13, w + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, out);
+  });
   const int64_t Dse = m.SharedDim();
   if (Dse > 0) {
     MatmulForward({Tn, D, 2 * Dse}, y.ab, y.h2, w + y.s_w13, Accumulate::kNo, FlopKind::kModel);
@@ -202,8 +230,10 @@ void Transformer<T, A>::Backward(double ce_scale, double aux_scale) {
     // Attention block.
     MatmulBackward({Tn, D, D}, g_->datt, dw + y.w_o, g_->dresid, y.att, w + y.w_o, Accumulate::kNo,
                    FlopKind::kModel);
-    ops_.attention_backward(ctx, as, g_->dqkv, g_->datt, y.att, y.att_lse, y.qkv);
-    ops_.rope_backward(ctx, as, g_->dqkv);
+    Timed(OpBucket::kAttention, [&] {
+      ops_.attention_backward(ctx, as, g_->dqkv, g_->datt, y.att, y.att_lse, y.qkv);
+      ops_.rope_backward(ctx, as, g_->dqkv);
+    });
     MatmulBackward({Tn, D, qkv_width}, g_->dh, dw + y.w_qkv, g_->dqkv, y.h1, w + y.w_qkv,
                    Accumulate::kNo, FlopKind::kModel);
     ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dw + y.attn_norm, g_->dh, y.x_in, p + y.attn_norm,
@@ -236,9 +266,11 @@ void Transformer<T, A>::MoeBackward(Layer& y, int64_t Tn, T* dy, A* dh) {
     device_.Zero(dh, Tn * D * sizeof(A));
   }
   const ExpertShape es{.tokens = Tn, .top_k = K, .experts = E, .d_model = D, .d_expert = De};
-  GroupedExpertsBackward(ops_, ctx, es, y.offsets, y.slot_of, y.gate, w + y.e_w13, w + y.e_w2,
-                         {y.xs, y.ab_e, y.g_e, y.ys}, dy, {g_->dys, g_->dg_e, g_->dab_e, g_->dxs},
-                         g_->dgate, dh, dw + y.e_w13, dw + y.e_w2);
+  Timed(OpBucket::kMoeExperts, [&] {
+    GroupedExpertsBackward(ops_, ctx, es, y.offsets, y.slot_of, y.gate, w + y.e_w13, w + y.e_w2,
+                           {y.xs, y.ab_e, y.g_e, y.ys}, dy, {g_->dys, g_->dg_e, g_->dab_e, g_->dxs},
+                           g_->dgate, dh, dw + y.e_w13, dw + y.e_w2);
+  });
   const RouteShape rs{.tokens = Tn,
                       .experts = E,
                       .top_k = K,
@@ -246,7 +278,9 @@ void Transformer<T, A>::MoeBackward(Layer& y, int64_t Tn, T* dy, A* dh) {
                       .aux_weight = m.aux_loss_weight,
                       .z_weight = m.z_loss_weight,
                       .grad_scale = aux_scale_};
-  ops_.route_backward(ctx, rs, g_->drlogits, g_->dgate, y.rprobs, y.rlse, y.expert, y.load);
+  Timed(OpBucket::kMoeRouting, [&] {
+    ops_.route_backward(ctx, rs, g_->drlogits, g_->dgate, y.rprobs, y.rlse, y.expert, y.load);
+  });
   MatmulBackward({Tn, D, E}, dh, dw + y.router, g_->drlogits, y.h2, w + y.router, Accumulate::kYes,
                  FlopKind::kModel);
 }

@@ -70,6 +70,7 @@ class Transformer final : public Model<T> {
   const RoutingStats& Routing(int64_t i) const override;
   float* BalanceBias(int64_t i) override;
   size_t AllocatedBytes() const override;
+  void SetProfile(StepProfile* profile) override { profile_ = profile; }
 
   struct Layer;  // per-layer parameter offsets and activations (transformer.cc)
 
@@ -84,6 +85,9 @@ class Transformer final : public Model<T> {
   void LayerForward(Layer& y, int64_t tokens, const AttentionShape& as);
   // LayerForward again in the backward, its FLOPs moved to FlopKind::kRecompute.
   void RecomputeLayer(Layer& y, int64_t tokens, const AttentionShape& as);
+  // Runs `call` (op calls), timed into `bucket` while a profile is being taken.
+  template <typename F>
+  void Timed(OpBucket bucket, F&& call);
   // The bf16 weight copy from the masters when they may have changed (no-op when A = T).
   void RefreshWeights();
   // y (=|+=) x·Wᵀ into an activation (A) or master-precision (T) array.
@@ -105,6 +109,7 @@ class Transformer final : public Model<T> {
   int64_t batch_ = 0;       // sequences in the last Forward
   double aux_scale_ = 1.0;  // aux_scale of the Backward in progress
   GradsReadyHook grads_ready_;
+  StepProfile* profile_ = nullptr;
   std::vector<ParamTensor> tensors_;
   int64_t num_params_ = 0;
   std::vector<std::unique_ptr<Buffer>> buffers_;  // owns every allocation below

@@ -171,6 +171,39 @@ TEST_F(TrainTest, RecomputingActivationsTrainsTheSameBits) {
       << "the executed FLOPs include the recomputed forwards";
 }
 
+// --profile-step: the step's metrics line carries its time split by kind of work; timing
+// synchronises the device but changes no number.
+TEST_F(TrainTest, AProfiledStepReportsItsTimeSplitAndChangesNoNumber) {
+  RunConfig c = TinyMoeRun();
+  c.train.log_interval = 100;  // the profiled step is logged anyway
+  CollectingSink plain, profiled;
+  auto a = RunTraining(c, {.out_dir = (dir_ / "a").string(), .threads = 2, .metrics = &plain});
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = RunTraining(
+      c, {.out_dir = (dir_ / "b").string(), .threads = 2, .metrics = &profiled, .profile_step = 5});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(ReadFile(a->checkpoint_path), ReadFile(b->checkpoint_path));
+  const nlohmann::json* line = nullptr;
+  for (const nlohmann::json& j : profiled.lines) {
+    if (j.contains("profile")) {
+      EXPECT_EQ(line, nullptr) << "one profiled step";
+      line = &j;
+    }
+  }
+  ASSERT_NE(line, nullptr) << "the profiled step's metrics line was not written";
+  EXPECT_EQ((*line)["step"], 5);
+  const nlohmann::json& p = (*line)["profile"];
+  double sum = 0;
+  for (const char* bucket : {"gemm", "attention", "moe_routing", "moe_experts", "optimizer"}) {
+    const double seconds = p[std::string(bucket) + "_seconds"].get<double>();
+    EXPECT_GT(seconds, 0.0) << bucket << ": this MoE model does every kind of work";
+    sum += seconds;
+  }
+  EXPECT_GE(p["other_seconds"].get<double>(), 0.0);
+  EXPECT_NEAR(sum + p["other_seconds"].get<double>(), p["step_seconds"].get<double>(), 1e-9)
+      << "the buckets and the rest make up the step";
+}
+
 TEST_F(TrainTest, CheckpointsAreAlsoWrittenByElapsedTime) {
   RunConfig c = TinyMoeRun();
   c.train.checkpoint_interval = 0;

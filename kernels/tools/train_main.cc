@@ -4,7 +4,7 @@
 //   parity-train --run RUN.json --out DIR [--resume | --resume-from FILE]
 //                [--metrics-fd N | --metrics FILE]
 //                [--device cpu|cuda[:N]] [--threads N] [--run-id ID] [--max-steps N]
-//                [--max-corpus-bytes N] [--no-prefetch]
+//                [--max-corpus-bytes N] [--no-prefetch] [--profile-step N]
 //                [--rank R --world-size W (--rendezvous-listen HOST | --rendezvous HOST:PORT)
 //                 --gang-epoch E [--rendezvous-timeout S] [--collective-timeout S] [--comm-host H]]
 //                (ranks > 0: rank 0's gang token in PARITY_RENDEZVOUS_TOKEN, never argv)
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   CLI::App app{"parity-train: train one Parity run on the CPU or CUDA backend"};
   std::string run_path, out_dir, metrics_path, run_id, device, resume_from;
   int metrics_fd = -1, threads = 0;
-  int64_t max_steps = 0;
+  int64_t max_steps = 0, profile_step = 0;
   int64_t max_corpus_bytes = parity::kernels::kDefaultMaxCorpusBytes;
   bool resume = false, no_prefetch = false;
   app.add_option("--run", run_path,
@@ -166,6 +166,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (default: the spec's, else 1)");
   app.add_option("--max-steps", max_steps,
                  "stop after this many steps in this process (checkpoint, exit 3)");
+  app.add_option("--profile-step", profile_step,
+                 "time this step (1-based) op by op, the device synchronised around each: its "
+                 "metrics line carries \"profile\" (seconds in gemm, attention, moe_routing, "
+                 "moe_experts, optimizer, other)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max-corpus-bytes", max_corpus_bytes,
                  "refuse a raw corpus file larger than this (bytes; a prepared dataset "
                  "directory has no limit)")
@@ -234,6 +239,7 @@ int main(int argc, char** argv) {
       .metrics = &sink,
       .stop = &g_stop,
       .max_steps = max_steps,
+      .profile_step = profile_step,
       .prefetch = no_prefetch ? parity::kernels::Prefetch::kOff : parity::kernels::Prefetch::kOn,
       .comm = CommOptionsFrom(gang, run_id, sink, fd)};
   auto summary = parity::kernels::RunTraining(parsed->config, options);

@@ -85,6 +85,17 @@ nlohmann::json MetricsLine(const Session& s, const StepResult& r, const Telemetr
       {"flops", static_cast<double>(s.step) * r.model_flops},
       {"time", absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone())},
   };
+  if (r.profile.has_value()) {
+    // Seconds of the step by kind of work; "other" is the rest (norms, SwiGLU, embedding, loss,
+    // copies, waiting for data).
+    nlohmann::json p = nlohmann::json::object();
+    for (size_t b = 0; b < kNumOpBuckets; ++b) {
+      p[std::string(OpBucketName(static_cast<OpBucket>(b))) + "_seconds"] = r.profile->seconds[b];
+    }
+    p["other_seconds"] = std::max(0.0, r.seconds - r.profile->Sum());
+    p["step_seconds"] = r.seconds;
+    j["profile"] = p;
+  }
   if (!eval_bpc.empty()) {
     j["val_bpc"] = eval_bpc[0];
     nlohmann::json sets = nlohmann::json::object();

@@ -14,8 +14,8 @@
 #include "kernels/data/batch_loader.h"
 #include "kernels/data/token_corpus.h"
 #include "kernels/model/config.h"
-#include "kernels/model/rng.h"
 #include "kernels/model/model.h"
+#include "kernels/model/rng.h"
 #include "kernels/train/trainer.h"
 
 namespace parity::kernels {
@@ -30,9 +30,9 @@ struct Session {
   std::unique_ptr<Device> device;               // declared before what lives in its memory
   std::unique_ptr<Communicator> comm;           // the gang (world size 1: a no-op); uses device
   std::vector<std::unique_ptr<Buffer>> memory;  // the optimizer's device arrays below
-  std::unique_ptr<Model<float>> model;  // fp32 masters in every precision
-  float* adam_m = nullptr;       // [N] first moments
-  float* adam_v = nullptr;       // [N] second moments
+  std::unique_ptr<Model<float>> model;          // fp32 masters in every precision
+  float* adam_m = nullptr;                      // [N] first moments
+  float* adam_v = nullptr;                      // [N] second moments
   int64_t* step_load = nullptr;  // [MoE layers·E] the step's expert loads, for bias_update
   uint64_t fingerprint = 0;
   int64_t step = 0;    // optimizer steps completed

@@ -69,6 +69,20 @@ absl::Status ReduceStepStats(Session& s, StepResult& r, bool stop) {
   return absl::OkStatus();
 }
 
+// Hands the model a profile for the step being timed and takes it back on every return path.
+class ProfileScope {
+ public:
+  ProfileScope(Model<float>& model, std::optional<StepProfile>& profile) : model_(model) {
+    if (profile.has_value()) model_.SetProfile(&*profile);
+  }
+  ~ProfileScope() { model_.SetProfile(nullptr); }
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  Model<float>& model_;
+};
+
 }  // namespace
 
 absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
@@ -86,7 +100,17 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   // Layers are summed while the backward goes on: Gloo's on a thread (it sums host memory from
   // any thread), NCCL's queued on its own stream after each layer's backward (grad_sync.h).
   GradientSync sync(*s.comm, model.Grads(), n, s.Distributed());
-  PARITY_RETURN_IF_ERROR(RunMicroBatches(s, r, s.Distributed() ? &sync : nullptr));
+  if (s.options.profile_step == s.step + 1) r.profile.emplace();
+  {
+    ProfileScope scope(model, r.profile);
+    PARITY_RETURN_IF_ERROR(RunMicroBatches(s, r, s.Distributed() ? &sync : nullptr));
+  }
+  // Everything after the micro-batches is the optimizer's share of a profiled step.
+  std::chrono::steady_clock::time_point update_start;
+  if (r.profile.has_value()) {
+    s.device->DefaultStream().Synchronize();
+    update_start = std::chrono::steady_clock::now();
+  }
   r.stop = stop;
   if (s.Distributed()) {
     const auto c0 = std::chrono::steady_clock::now();
@@ -119,7 +143,11 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   ++s.step;
   // The step's work is queued on the device's stream; its time is only known once it is done.
   s.device->DefaultStream().Synchronize();
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto end = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(end - t0).count();
+  if (r.profile.has_value()) {
+    r.profile->Add(OpBucket::kOptimizer, std::chrono::duration<double>(end - update_start).count());
+  }
   r.data_wait_seconds = s.loader->wait_seconds() - waited;
   r.model_flops += flops.Get(FlopKind::kModel);
   r.total_flops += flops.Total();  // executed FLOPs, recomputation included

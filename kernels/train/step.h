@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,7 @@ struct StepResult {
   double data_wait_seconds = 0;  // of `seconds`, waiting for batches (BatchLoader::Next)
   double comm_seconds = 0;  // of `seconds`, in the gang's collectives (incl. waiting for peers)
   bool stop = false;        // some rank of the gang was asked to stop (agreed at this step)
+  std::optional<StepProfile> profile;  // this rank's time split, at TrainerOptions::profile_step
 
   double TrainBpc(int64_t step_tokens) const { return BitsPerByte(ce, step_tokens, target_bytes); }
 };

@@ -78,7 +78,8 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
       PARITY_ASSIGN_OR_RETURN(eval_bpc, Evaluate(s));
       summary.SetEval(s.corpus, eval_bpc);
     }
-    if (s.IsRankZero() && (s.step % tc.log_interval == 0 || s.step == 1 || last || eval)) {
+    if (s.IsRankZero() && (s.step % tc.log_interval == 0 || s.step == 1 || last || eval ||
+                           step.profile.has_value())) {
       opt.metrics->Write(MetricsLine(s, step, telemetry, eval_bpc).dump());
       telemetry.ResetWindow();
     }

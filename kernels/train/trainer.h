@@ -46,6 +46,10 @@ struct TrainerOptions {
   // Stop (checkpoint, outcome kStopped) after this many steps in this process; 0 = no limit.
   // For tests and for workers that slice long runs.
   int64_t max_steps = 0;
+  // Take a time split of this step (1-based; 0 = none): its metrics line, always written, carries
+  // "profile" (model/step_profile.h). The device is synchronised around every timed op of that
+  // step, so its throughput is not representative; the others are untouched.
+  int64_t profile_step = 0;
   // Whether the next micro-batch is read on a loader thread while the current one computes
   // (data/batch_loader.h); the windows are the same either way.
   Prefetch prefetch = Prefetch::kOn;
