@@ -45,8 +45,8 @@
 #      ran at world size 1 only: the lent machine has one GPU and NCCL cannot put two ranks on
 #      one GPU. After step 4's checks, so that a hung NCCL cannot take their time;  ~10 s (60)
 #   4t. engine_throughput: dense d512 L8 S1024 on CUDA in fp32 and bf16 (tokens/s, counted
-#      model FLOP/s, MFU against 989 TFLOP/s, peak device memory beside the planner's estimate;
-#      not the 2B shapes), then the report: the op test, every part and 3c into
+#      model FLOP/s, MFU against 989 TFLOP/s, peak device memory beside the planner's estimate,
+#      the last step's time split by kind of work; not the 2B shapes), then the report: the op test, every part and 3c into
 #      gpu_check.json/.txt (its exit status is the check's);                        ~25 s (60)
 #   3b. the op parity test under compute-sanitizer memcheck and racecheck if the machine has it,
 #      while over 150 s are left;                                                ~60 s (45 each)

@@ -22,7 +22,9 @@ second, so the CPU peer's runs and the process starts dominate):
   throughput      dense d512 L8 S1024 (not the 2B shapes), 8 steps of 131,072 tokens, fp32 and
                   bf16 on CUDA: tokens/s, counted model FLOP/s, MFU against 989 TFLOP/s, and
                   the peak device memory beside the planner's estimate where the summary line
-                  carries both (a measurement: it does not change the verdict)              ~25 s
+                  carries both, and the last step's time split (parity-train --profile-step:
+                  gemm, attention, MoE routing, MoE experts, optimizer, other) — measurements:
+                  they do not change the verdict                                              ~25 s
 All precisions are explicit in every spec (unset is bf16 on CUDA, fp32 on the CPU).
 
 Usage: gpu_engine_check.py part NAME BUNDLE_DIR OUT_DIR DEADLINE_UNIX_SECONDS
@@ -183,12 +185,20 @@ def throughput_run(bundle, out, corpus, example, precision, deadline, cap, after
     budget = min(cap, remaining(deadline) - after)
     if budget < 10:
         return {"error": "no time left"}
-    lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget)
+    # The last step is timed op by op (--profile-step: the device synchronised around every timed
+    # op), so it gives the time split and is left out of the speed.
+    steps = spec["training"]["steps"]
+    lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget,
+                                          extra=("--profile-step", str(steps)))
     res = run_record(out, spec, device, "", summary, code, seconds)
     res.update(steps=len(lines), shape=spec["model"] | {"sequenceLength": spec["training"][
         "sequenceLength"], "batchTokens": spec["training"]["batchTokens"]})
-    timed = sorted(l["tokens_per_second"] for l in lines[2:]) or [
-        l["tokens_per_second"] for l in lines[-1:]]
+    profiled = [l for l in lines if "profile" in l]
+    if profiled:
+        res["time_split"] = profiled[-1]["profile"]
+    plain = [l for l in lines if "profile" not in l]
+    timed = sorted(l["tokens_per_second"] for l in plain[2:]) or [
+        l["tokens_per_second"] for l in plain[-1:]]
     # The device's high-water mark beside the planner's estimate for this config, where the
     # summary carries them (parity-train since the peak-memory change): a measurement, ±15% the
     # issue's aim, not part of the verdict.

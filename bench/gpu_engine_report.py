@@ -180,6 +180,14 @@ def part_text(name, res):
                                 f"{t['memory_ratio']:.3f}, aim within 0.85-1.15)"
                                 if t.get("memory_ratio") else
                                 "; no peak device memory / estimate in the summary"))
+                split = t.get("time_split")
+                if split and split.get("step_seconds"):
+                    total = split["step_seconds"]
+                    parts = ", ".join(
+                        f"{k[:-len('_seconds')]} {100 * v / total:.0f}%"
+                        for k, v in split.items() if k != "step_seconds" and v > 0)
+                    lines.append(f"    time split of one step ({total * 1e3:.1f} ms, synchronised "
+                                 f"per op): {parts}")
             else:
                 why = t.get("error") or f"exit {t.get('exit')}"
                 lines.append(f"  engine {label}: none ({why}"
