@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/client_format.h"
 #include "cli/table.h"
+#include "core/memory_estimate.h"
 #include "core/proto_time.h"
 #include "fmt/format.h"
 
@@ -77,6 +78,23 @@ std::string RendezvousText(const parity::v1::RunGang& gang, absl::Time now) {
   return fmt::format("waiting: {} of {} checked in, {}", checked_in, gang.world_size(), deadline);
 }
 
+std::string MemoryText(const parity::v1::RunSummary& summary) {
+  std::vector<std::string> parts;
+  if (summary.peak_memory_bytes() > 0) {
+    parts.push_back("host peak " + core::HumanBytes(summary.peak_memory_bytes()));
+  }
+  const uint64_t peak = summary.peak_device_memory_bytes();
+  const uint64_t estimate = summary.estimated_device_memory_bytes();
+  if (peak > 0 && estimate > 0) {
+    const double off = 100.0 * (static_cast<double>(peak) / static_cast<double>(estimate) - 1);
+    parts.push_back(fmt::format("device {} of {} estimated ({:+.1f}%)", core::HumanBytes(peak),
+                                core::HumanBytes(estimate), off));
+  } else if (peak > 0) {
+    parts.push_back("device peak " + core::HumanBytes(peak));
+  }
+  return parts.empty() ? "" : "memory: " + absl::StrJoin(parts, "; ");
+}
+
 std::string FormatRunStatus(const parity::v1::GetRunResponse& response, absl::Time now) {
   const parity::v1::Run& run = response.run();
   const uint64_t steps = run.spec().training().steps();
@@ -87,6 +105,7 @@ std::string FormatRunStatus(const parity::v1::GetRunResponse& response, absl::Ti
       run.latest_step(), steps);
   out += fmt::format("sweep {}\n", run.sweep_id());
   if (run.latest_val_bpc() > 0) out += fmt::format("val BPC: {:.4f}\n", run.latest_val_bpc());
+  if (const std::string memory = MemoryText(run.summary()); !memory.empty()) out += memory + "\n";
   if (const std::string failure = FailureText(run); !failure.empty()) {
     out += "last failure: " + failure + "\n";
   }

@@ -1,5 +1,6 @@
-// `parity status RUN`: one run's state, progress and last failure, and for a gang
-// (resources.ranks > 1) where its ranks run and how far its rendezvous got (GetRunResponse.gang).
+// `parity status RUN`: one run's state, progress, last failure and memory (once it has a summary),
+// and for a gang (resources.ranks > 1) where its ranks run and how far its rendezvous got
+// (GetRunResponse.gang).
 // Pure: the caller passes the time to measure deadlines against, so tests fix it.
 #pragma once
 
@@ -19,9 +20,15 @@ std::string SpanText(absl::Duration span);
 //   "waiting: 1 of 2 checked in, deadline passed 12 s ago (the scheduler fails and requeues it)"
 std::string RendezvousText(const parity::v1::RunGang& gang, absl::Time now);
 
-// The run's header lines, then for a gang its placement: hosts, epoch, the rendezvous line and
-// one row per rank (rank, worker, host, devices, checked in). A PENDING gang says it waits to
-// be placed; a run of one rank prints no gang part.
+// A finished run's memory, "" when its summary reports none:
+//   "memory: host peak 3 GB; device 61.2 GB of 58 GB estimated (+5.5%)"
+// the host's peak RSS, the device's high-water mark and the planner's estimate for the run's
+// config (RunSummary fields 7, 11, 12); each part only where the summary has it.
+std::string MemoryText(const parity::v1::RunSummary& summary);
+
+// The run's header lines (with MemoryText for a run that has a summary), then for a gang its
+// placement: hosts, epoch, the rendezvous line and one row per rank (rank, worker, host, devices,
+// checked in). A PENDING gang says it waits to be placed; a run of one rank prints no gang part.
 std::string FormatRunStatus(const parity::v1::GetRunResponse& response, absl::Time now);
 
 }  // namespace parity::cli

@@ -1,5 +1,6 @@
 // `parity status RUN`'s text: a gang's ranks with their hosts and devices, and its rendezvous
-// released, waiting before its deadline, or past it; a PENDING gang; a run of one rank.
+// released, waiting before its deadline, or past it; a PENDING gang; a run of one rank; the memory
+// line of a finished run.
 #include "cli/run_status_format.h"
 
 #include "core/proto_time.h"
@@ -82,6 +83,34 @@ TEST(RunStatusFormat, APendingGangWaitsToBePlacedAndARunOfOneRankHasNoGangPart) 
   parity::v1::GetRunResponse single = pending;
   single.mutable_run()->mutable_spec()->mutable_resources()->set_ranks(1);
   EXPECT_EQ(FormatRunStatus(single, kPlaced).find("gang"), std::string::npos);
+}
+
+// A finished run's memory: the host's peak, the device's beside the planner's estimate with how far
+// apart they are, each only where the summary reports it; a run without a summary prints none.
+TEST(RunStatusFormat, MemoryShowsTheDevicePeakBesideTheEstimate) {
+  parity::v1::RunSummary summary;
+  EXPECT_EQ(MemoryText(summary), "") << "nothing reported, no line";
+  summary.set_peak_memory_bytes(3'000'000'000);
+  EXPECT_EQ(MemoryText(summary), "memory: host peak 3 GB");
+  summary.set_peak_device_memory_bytes(61'200'000'000);
+  EXPECT_EQ(MemoryText(summary), "memory: host peak 3 GB; device peak 61.2 GB");
+  summary.set_estimated_device_memory_bytes(58'000'000'000);
+  EXPECT_EQ(MemoryText(summary),
+            "memory: host peak 3 GB; device 61.2 GB of 58 GB estimated (+5.5%)");
+  summary.set_peak_device_memory_bytes(29'000'000'000);
+  EXPECT_EQ(MemoryText(summary),
+            "memory: host peak 3 GB; device 29 GB of 58 GB estimated (-50.0%)");
+
+  parity::v1::GetRunResponse done = GangRun(parity::v1::RUN_STATE_SUCCEEDED, 4);
+  done.clear_gang();
+  done.mutable_run()->mutable_spec()->mutable_resources()->set_ranks(1);
+  *done.mutable_run()->mutable_summary() = summary;
+  const std::string text = FormatRunStatus(done, kPlaced);
+  EXPECT_NE(text.find("\nmemory: host peak 3 GB; device 29 GB of 58 GB estimated (-50.0%)\n"),
+            std::string::npos)
+      << text;
+  done.mutable_run()->clear_summary();
+  EXPECT_EQ(FormatRunStatus(done, kPlaced).find("memory"), std::string::npos);
 }
 
 TEST(RunStatusFormat, SpansReadAsSecondsMinutesOrHours) {

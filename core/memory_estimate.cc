@@ -54,7 +54,12 @@ MemoryEstimate EstimateTrainingMemory(const MemoryShape& m, int64_t micro_batch_
   e.weights = n * kF32;
   e.weight_copies = bf16 ? n * kBf16 : 0;
   e.gradients = n * kF32;
-  e.optimizer = 2 * n * kF32;  // AdamW m and v
+  int64_t moe_layers = 0;
+  for (const bool moe : m.moe_layer) moe_layers += moe ? 1 : 0;
+  // AdamW m and v, and the step's expert loads [MoE layers·E] the trainer sums for loss-free
+  // balancing (kernels/train/session.cc; one element for a dense model).
+  e.optimizer =
+      2 * n * kF32 + static_cast<uint64_t>(std::max<int64_t>(moe_layers * m.n_experts, 1)) * kI64;
 
   Tally act;
   act.Add(T, kI32);                // tokens
@@ -103,12 +108,10 @@ MemoryEstimate EstimateTrainingMemory(const MemoryShape& m, int64_t micro_batch_
       max_e = std::max(max_e, E), max_p = std::max(max_p, P), max_de = std::max(max_de, De);
     }
   }
-  act.Add(T * D, low);   // hf
-  act.Add(T, kF32);      // rstdf
-  act.Add(T * V, kF32);  // logits
-  act.Add(T, kF32);      // loss
-  int64_t moe_layers = 0;
-  for (const bool moe : m.moe_layer) moe_layers += moe ? 1 : 0;
+  act.Add(T * D, low);         // hf
+  act.Add(T, kF32);            // rstdf
+  act.Add(T * V, kF32);        // logits
+  act.Add(T, kF32);            // loss
   act.Add(2 * moe_layers, 8);  // each router's {aux, z} losses (doubles)
   e.activations = act.bytes;
 

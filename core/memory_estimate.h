@@ -3,8 +3,8 @@
 // `resources.gpu_memory_bytes` asks a worker for.
 //
 // The breakdown mirrors the engine's allocation list (kernels/model/transformer_memory.cc,
-// AdamW's two moments in kernels/train/session.cc) buffer by buffer, so the sum of the buffer
-// parts is the bytes the engine allocates, in FP32 and in BF16 alike
+// AdamW's two moments and the step's expert loads in kernels/train/session.cc) buffer by buffer, so
+// the sum of the buffer parts is the bytes the engine allocates, in FP32 and in BF16 alike
 // (kernels/tests/memory_estimate_test.cc checks both to the byte). Attention is counted with the
 // log-sum-exp layout (`lse[B,H,S]` per layer, what a fused attention keeps for its backward). What
 // is not a model buffer (CUDA context, cuBLAS workspaces, allocator slack) is the documented

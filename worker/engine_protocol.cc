@@ -151,6 +151,9 @@ parity::v1::RunSummary ToSummary(const json& j) {
   *s.mutable_wall_time() = ToProtoDuration(absl::Nanoseconds(static_cast<int64_t>(wall * 1e9)));
   s.set_peak_memory_bytes(Number(j, "peak_memory_bytes") ? U64(j, "peak_memory_bytes")
                                                          : U64(j, "peak_rss_bytes"));
+  // The device's high-water mark beside the planner's estimate (kernels/train/metrics.cc).
+  s.set_peak_device_memory_bytes(U64(j, "peak_device_memory_bytes"));
+  s.set_estimated_device_memory_bytes(U64(j, "estimated_device_memory_bytes"));
   s.set_tokens_per_second(Num(j, "tokens_per_second"));
   ParseEvalBpc(j, "final_eval_bpc", *s.mutable_final_eval_bpc());
   // The manifest digest of the prepared dataset the engine read (64 hex); anything else dropped.

@@ -48,6 +48,11 @@ class Device {
   // Bytes requested through Allocate so far, freed or not (0 where a backend does not count);
   // what core/memory_estimate.h is checked against.
   virtual size_t AllocatedBytes() const { return 0; }
+  // The high-water mark of device memory handed out at once: live buffers, plus ops' scratch
+  // where the backend tracks it (a stream-ordered pool's used-memory peak). What a run's summary
+  // reports as peak_device_memory_bytes beside the planner's estimate. A backend that frees
+  // nothing during a run may leave the default, everything it allocated.
+  virtual size_t PeakBytes() const { return AllocatedBytes(); }
   virtual Stream& DefaultStream() = 0;
   // Raw-pointer transfers on the default stream (pointers come from this device's buffers).
   virtual void Copy(void* dst, const void* src, size_t bytes) = 0;  // device → device

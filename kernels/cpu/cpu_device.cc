@@ -3,8 +3,11 @@
 // emulation (ops_bf16.h).
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -18,10 +21,24 @@
 namespace parity::kernels {
 namespace {
 
+// Bytes the device handed out: in all, live now, and the most live at once. Touched by Allocate
+// and by a buffer's destructor, on the one thread that drives the model (as Allocate is called).
+struct CpuMemoryCounts {
+  size_t allocated = 0;  // requested through Allocate, freed or not
+  size_t live = 0;       // held by buffers not yet destroyed
+  size_t peak = 0;       // max of `live` so far
+};
+
 class CpuBuffer final : public Buffer {
  public:
-  CpuBuffer(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
-  ~CpuBuffer() override { std::free(data_); }
+  // shared_ptr: a buffer may outlive the device that made it (a test, a model torn down after its
+  // device), and then still returns its bytes to counts nobody reads any more.
+  CpuBuffer(void* data, size_t bytes, std::shared_ptr<CpuMemoryCounts> counts)
+      : data_(data), bytes_(bytes), counts_(std::move(counts)) {}
+  ~CpuBuffer() override {
+    std::free(data_);
+    counts_->live -= bytes_;
+  }
   void* data() override { return data_; }
   size_t bytes() const override { return bytes_; }
   void CopyToHost(void* dst, size_t offset, size_t n) const override {
@@ -34,6 +51,7 @@ class CpuBuffer final : public Buffer {
  private:
   void* data_;  // owned, from aligned_alloc
   size_t bytes_;
+  std::shared_ptr<CpuMemoryCounts> counts_;  // the device's, shared with its other buffers
 };
 
 class CpuStream final : public Stream {
@@ -90,10 +108,15 @@ class CpuDevice final : public Device {
       return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
     }
     std::memset(p, 0, rounded);
-    allocated_ += bytes;
-    return std::make_unique<CpuBuffer>(p, bytes);
+    counts_->allocated += bytes;
+    counts_->live += bytes;
+    counts_->peak = std::max(counts_->peak, counts_->live);
+    return std::make_unique<CpuBuffer>(p, bytes, counts_);
   }
-  size_t AllocatedBytes() const override { return allocated_; }
+  size_t AllocatedBytes() const override { return counts_->allocated; }
+  // CPU ops keep their temporaries in their own host vectors, not in device buffers, so the
+  // peak is that of the live buffers.
+  size_t PeakBytes() const override { return counts_->peak; }
   Stream& DefaultStream() override { return stream_; }
   void Copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void Zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
@@ -112,7 +135,8 @@ class CpuDevice final : public Device {
   OpTable<float> f32_;
   OpTable<double> f64_;
   Bf16OpTable bf16_;  // the emulation (cpu/ops_bf16.h)
-  size_t allocated_ = 0;  // Allocate is called from the one thread that drives the model
+  // Allocate is called from the one thread that drives the model.
+  std::shared_ptr<CpuMemoryCounts> counts_ = std::make_shared<CpuMemoryCounts>();
 };
 
 }  // namespace

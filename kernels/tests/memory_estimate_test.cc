@@ -1,6 +1,7 @@
 // The planner's device-memory estimate (core/memory_estimate.h) against the bytes the engine
 // actually allocates: the model built from a RunSpec the way parity-train builds it, plus the two
-// AdamW moments the trainer allocates (kernels/train/trainer.cc), counted by the CPU device.
+// AdamW moments and the step's expert loads the session allocates (kernels/train/session.cc),
+// counted by the CPU device; and the engine's own mapping of its config to the estimate's shape.
 #include "core/memory_estimate.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/gpu_sizing.h"
 #include "kernels/backend/device.h"
+#include "kernels/model/memory_shape.h"
 #include "kernels/model/transformer.h"
 #include "kernels/spec/run_spec_adapter.h"
 #include "parity/v1/sweep.pb.h"
@@ -52,11 +54,32 @@ Measured AllocateLikeTheTrainer(const parity::v1::RunSpec& spec, Precision preci
   const int64_t n = (*model)->NumParams();
   auto adam_m = device->Allocate(n * sizeof(float));
   auto adam_v = device->Allocate(n * sizeof(float));
-  EXPECT_TRUE(adam_m.ok() && adam_v.ok());
+  // The step's expert loads the session sums for loss-free balancing (one element when dense).
+  const int64_t loads = std::max<int64_t>((*model)->NumMoeLayers() * mc.n_experts, 1);
+  auto step_load = device->Allocate(loads * sizeof(int64_t));
+  EXPECT_TRUE(adam_m.ok() && adam_v.ok() && step_load.ok());
   Measured out;
   out.allocated = device->AllocatedBytes();
   out.params = n;
   return out;
+}
+
+// The engine's mapping of its resolved config (kernels/model/memory_shape.h, what a run's summary
+// estimates with) equals the planner's of the spec, field by field.
+void ExpectSameShape(const core::MemoryShape& engine, const core::MemoryShape& planner) {
+  EXPECT_EQ(engine.d_model, planner.d_model);
+  EXPECT_EQ(engine.n_heads, planner.n_heads);
+  EXPECT_EQ(engine.n_kv_heads, planner.n_kv_heads);
+  EXPECT_EQ(engine.head_dim, planner.head_dim);
+  EXPECT_EQ(engine.d_ffn, planner.d_ffn);
+  EXPECT_EQ(engine.moe_layer, planner.moe_layer) << "MoE placement";
+  EXPECT_EQ(engine.n_experts, planner.n_experts);
+  EXPECT_EQ(engine.top_k, planner.top_k);
+  EXPECT_EQ(engine.d_expert, planner.d_expert);
+  EXPECT_EQ(engine.d_shared, planner.d_shared) << "resolved D_se";
+  EXPECT_EQ(engine.vocab, planner.vocab);
+  EXPECT_EQ(engine.tied_head, planner.tied_head);
+  EXPECT_EQ(engine.seq_len, planner.seq_len);
 }
 
 // In both precisions: the bf16 mode allocates its weight copy and bf16 activations, and the
@@ -65,6 +88,12 @@ void ExpectEstimateMatches(const parity::v1::RunSpec& spec) {
   absl::StatusOr<core::MemoryShape> shape =
       core::MemoryShapeOf(spec.model(), spec.training().sequence_length());
   ASSERT_TRUE(shape.ok()) << shape.status();
+  absl::StatusOr<ParsedRunSpec> parsed = RunConfigFromRunSpec(spec);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  {
+    SCOPED_TRACE(absl::StrCat(spec.name(), ": the engine's MemoryShapeOf(ModelConfig)"));
+    ExpectSameShape(MemoryShapeOf(parsed->config.model), *shape);
+  }
   const int64_t micro = spec.training().micro_batch_sequences();
   for (const auto& [precision, estimated] :
        {std::pair{Precision::kFp32, core::MemoryPrecision::kFp32},

@@ -4,13 +4,17 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "core/gpu_limits.h"
 #include "kernels/backend/device_choice.h"
+#include "kernels/model/memory_shape.h"
+#include "kernels/model/model.h"
 #include "kernels/spec/run_spec_adapter.h"
 #include "kernels/train/checkpoint.h"
 #include "kernels/train/session.h"
@@ -92,6 +96,70 @@ TEST(DeviceChoiceTest, ParsesCpuAndCudaOrdinalsAndNamesTheFlagOtherwise) {
   }
   EXPECT_EQ(DeviceChoiceName(DefaultDeviceChoice(0)), "cpu");
   EXPECT_EQ(DeviceChoiceName(DefaultDeviceChoice(2)), "cuda:0") << "resources.gpus > 0 → cuda:0";
+}
+
+// The peak is the most bytes live at once, not what was ever allocated; a buffer that outlives its
+// device still frees cleanly.
+TEST(CpuDeviceTest, PeakIsTheMostBytesLiveAtOnce) {
+  auto device = MakeCpuDevice({.threads = 1});
+  EXPECT_EQ(device->PeakBytes(), 0u);
+  auto a = device->Allocate(100), b = device->Allocate(200);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(device->PeakBytes(), 300u);
+  a->reset();
+  auto c = device->Allocate(50);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(device->AllocatedBytes(), 350u) << "allocated counts freed buffers too";
+  EXPECT_EQ(device->PeakBytes(), 300u) << "250 live now; 300 was the most";
+  auto d = device->Allocate(120);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(device->PeakBytes(), 370u) << "200 + 50 + 120 live";
+  device.reset();
+  b->reset();
+}
+
+// A CPU run's summary: the device's peak is every byte the session allocated (nothing is freed
+// during a run), and the estimate is core's for this config and precision, the buffers alone on
+// the CPU (no CUDA workspace), so on the CPU the two are equal to the byte.
+TEST_F(DeviceTest, SummaryReportsTheDevicePeakBesideTheEstimateInBothPrecisions) {
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    for (const bool recompute : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(PrecisionName(precision), recompute ? ", recomputing" : ""));
+      RunConfig c = Config(Spec());
+      c.precision = precision;
+      c.train.recompute_activations = recompute;
+      Sink sink;
+      auto r = RunTraining(
+          c, {.out_dir = (dir_ / absl::StrCat(PrecisionName(precision), recompute)).string(),
+              .metrics = &sink});
+      ASSERT_TRUE(r.ok()) << r.status();
+      const nlohmann::json& summary = sink.lines.back();
+      ASSERT_EQ(summary["event"], "summary");
+      ASSERT_EQ(summary["precision"], PrecisionName(precision));
+
+      // The session's allocations on a device of our own: the model, AdamW's m and v, step loads.
+      auto device = MakeCpuDevice({.threads = 1});
+      auto model = CreateModel(c.model, precision, *device, c.train.batch_size, recompute);
+      ASSERT_TRUE(model.ok()) << model.status();
+      const size_t n = static_cast<size_t>((*model)->NumParams());
+      const int64_t loads = std::max<int64_t>((*model)->NumMoeLayers() * c.model.n_experts, 1);
+      auto m = device->Allocate(n * 4), v = device->Allocate(n * 4);
+      auto step_load = device->Allocate(static_cast<size_t>(loads) * 8);
+      ASSERT_TRUE(m.ok() && v.ok() && step_load.ok());
+      EXPECT_EQ(summary["peak_device_memory_bytes"].get<uint64_t>(), device->AllocatedBytes())
+          << summary.dump();
+
+      core::MemoryShape shape = MemoryShapeOf(c.model);
+      shape.recompute = recompute;
+      const core::MemoryEstimate estimate =
+          core::EstimateTrainingMemory(shape, c.train.batch_size, MemoryPrecisionOf(precision));
+      EXPECT_EQ(summary["estimated_device_memory_bytes"].get<uint64_t>(), estimate.BufferBytes())
+          << "core's estimate for this config, less the CUDA workspace the CPU has not";
+      EXPECT_EQ(summary["peak_device_memory_bytes"], summary["estimated_device_memory_bytes"])
+          << "on the CPU the estimate is exact";
+      EXPECT_GT(summary["peak_memory_bytes"].get<uint64_t>(), 0u) << "the host's peak RSS";
+    }
+  }
 }
 
 TEST_F(DeviceTest, AdapterCarriesPrecisionAndGpus) {

@@ -259,6 +259,8 @@ TEST_F(TrainTest, MetricsCarryTelemetryAndFlopsMatchFormula) {
       google::protobuf::util::JsonStringToMessage(summary.dump(), &run_summary, lenient).ok());
   EXPECT_EQ(run_summary.steps(), 3u);
   EXPECT_GT(run_summary.peak_memory_bytes(), 0u);
+  EXPECT_GT(run_summary.peak_device_memory_bytes(), 0u) << "the device's high-water mark";
+  EXPECT_GT(run_summary.estimated_device_memory_bytes(), 0u) << "the planner's estimate";
   EXPECT_LT(std::abs(summary["flops_relative_error"].get<double>()), 0.01);
   EXPECT_EQ(summary["tokens"], 3 * 2 * 2 * 16);
 }

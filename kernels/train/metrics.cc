@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "kernels/model/memory_shape.h"
 
 namespace parity::kernels {
 namespace {
@@ -144,7 +145,14 @@ nlohmann::json SummaryLine(const Session& s, const Telemetry& t, TrainSummary& s
       {"wall_seconds", wall},
       {"wall_time", absl::StrFormat("%.3fs", wall)},  // a proto Duration
       {"tokens_per_second", t.seconds > 0 ? trained_tokens / t.seconds : 0.0},
+      // The host process's peak RSS; the device's high-water mark beside the planner's estimate
+      // for this config (kernels/model/memory_shape.h), which the lent-GPU check compares.
       {"peak_memory_bytes", PeakRssBytes()},
+      {"peak_device_memory_bytes", s.device->PeakBytes()},
+      {"estimated_device_memory_bytes",
+       EstimatedDeviceBytes(s.config, s.options.device.kind == DeviceKind::kCuda
+                                          ? Workspace::kCuda
+                                          : Workspace::kNone)},
       {"checkpoint", summary.checkpoint_path},
       {"device", std::string(s.device->Name())},
       {"precision", PrecisionName(s.config.precision)},

@@ -2,7 +2,8 @@
 -- (PostgresRunStore::CompleteRuns). Records the success of each p_runs[i] under lease
 -- p_epochs[i]; the other arrays are the summary, NULL = not reported (p_final_eval_bpc: the
 -- final BPC per evaluation set as a jsonb object, checked by the scheduler before it comes here;
--- p_dataset_digest: the dataset trained on). Checked per run under its
+-- p_dataset_digest: the dataset trained on; p_peak_device_memory and p_estimated_device_memory:
+-- the device's high-water mark and the planner's estimate, bytes). Checked per run under its
 -- row lock (locked in run_id order, so two batches cannot deadlock), without aborting the
 -- batch: one row per request with outcome
 --   'completed'  this call ended the run (SUCCEEDED, one event). Also when the reaper had
@@ -34,7 +35,9 @@ CREATE OR REPLACE FUNCTION complete_runs_success(p_runs uuid[], p_epochs bigint[
                                                  p_checkpoint_step bigint[],
                                                  p_checkpoint_uri text[],
                                                  p_final_eval_bpc jsonb[],
-                                                 p_dataset_digest text[])
+                                                 p_dataset_digest text[],
+                                                 p_peak_device_memory bigint[],
+                                                 p_estimated_device_memory bigint[])
 RETURNS TABLE (request integer, outcome text, reason text, run runs) LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
@@ -45,10 +48,11 @@ BEGIN
     SELECT * FROM unnest(p_runs, p_epochs, p_train_bpc, p_val_bpc, p_tokens, p_steps,
                          p_measured_m, p_wall_seconds, p_peak_memory, p_tokens_per_second,
                          p_checkpoint_step, p_checkpoint_uri, p_final_eval_bpc,
-                         p_dataset_digest)
+                         p_dataset_digest, p_peak_device_memory, p_estimated_device_memory)
       WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
                            wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
-                           checkpoint_uri, final_eval_bpc, dataset_digest, i)),
+                           checkpoint_uri, final_eval_bpc, dataset_digest, peak_device_memory,
+                           estimated_device_memory, i)),
   planned AS (
     SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
            r.lease_owner, r.tokens AS planned_tokens, r.flops_per_token AS planned_m,
@@ -80,6 +84,8 @@ BEGIN
       measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
       peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
       final_eval_bpc = e.final_eval_bpc, dataset_digest = e.dataset_digest,
+      peak_device_memory_bytes = e.peak_device_memory,
+      estimated_device_memory_bytes = e.estimated_device_memory,
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,

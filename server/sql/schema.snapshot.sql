@@ -196,12 +196,14 @@ CREATE TABLE public.runs (
     dataset_digest text,
     lease_request_id text,
     ranks integer DEFAULT 1 NOT NULL,
+    peak_device_memory_bytes bigint,
+    estimated_device_memory_bytes bigint,
     CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text, 'DATA_MISMATCH'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
 WITH (autovacuum_vacuum_scale_factor='0.0', autovacuum_vacuum_threshold='500', autovacuum_analyze_scale_factor='0.05', autovacuum_vacuum_cost_delay='0');
 
-CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[], p_final_eval_bpc jsonb[], p_dataset_digest text[]) RETURNS TABLE(request integer, outcome text, reason text, run public.runs)
+CREATE FUNCTION public.complete_runs_success(p_runs uuid[], p_epochs bigint[], p_train_bpc double precision[], p_val_bpc double precision[], p_tokens bigint[], p_steps bigint[], p_measured_m double precision[], p_wall_seconds double precision[], p_peak_memory bigint[], p_tokens_per_second double precision[], p_checkpoint_step bigint[], p_checkpoint_uri text[], p_final_eval_bpc jsonb[], p_dataset_digest text[], p_peak_device_memory bigint[], p_estimated_device_memory bigint[]) RETURNS TABLE(request integer, outcome text, reason text, run public.runs)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -213,10 +215,11 @@ BEGIN
     SELECT * FROM unnest(p_runs, p_epochs, p_train_bpc, p_val_bpc, p_tokens, p_steps,
                          p_measured_m, p_wall_seconds, p_peak_memory, p_tokens_per_second,
                          p_checkpoint_step, p_checkpoint_uri, p_final_eval_bpc,
-                         p_dataset_digest)
+                         p_dataset_digest, p_peak_device_memory, p_estimated_device_memory)
       WITH ORDINALITY AS q(run_id, epoch, train_bpc, val_bpc, tokens, steps, measured_m,
                            wall_seconds, peak_memory, tokens_per_second, checkpoint_step,
-                           checkpoint_uri, final_eval_bpc, dataset_digest, i)),
+                           checkpoint_uri, final_eval_bpc, dataset_digest, peak_device_memory,
+                           estimated_device_memory, i)),
   planned AS (
     SELECT DISTINCT ON (q.run_id) q.*, r.state AS from_state, r.sweep_id, r.attempt,
            r.lease_owner, r.tokens AS planned_tokens, r.flops_per_token AS planned_m,
@@ -248,6 +251,8 @@ BEGIN
       measured_flops_per_token = e.measured_m, wall_seconds = e.wall_seconds,
       peak_memory_bytes = e.peak_memory, tokens_per_second = e.tokens_per_second,
       final_eval_bpc = e.final_eval_bpc, dataset_digest = e.dataset_digest,
+      peak_device_memory_bytes = e.peak_device_memory,
+      estimated_device_memory_bytes = e.estimated_device_memory,
       checkpoint_step = coalesce(e.checkpoint_step, r.checkpoint_step),
       checkpoint_uri = coalesce(e.checkpoint_uri, r.checkpoint_uri),
       latest_step = greatest(r.latest_step, coalesce(e.steps, 0)), lease_owner = NULL,

@@ -353,6 +353,14 @@ async function checkDenseRunPage(page, shots, prefix) {
   await waitForCharts(page, RUN_CHARTS, 'dense run page');
   const note = await page.textContent('[data-testid="expert-note"]');
   check(note.includes('no experts'), `a dense run page should say it has no experts: ${note}`);
+  // A finished run: the host's peak, and the device's beside the planner's estimate (seeded 5.5%
+  // over it).
+  const facts = await page.$$eval('dl.facts dt', (terms) => Object.fromEntries(
+    terms.map((dt) => [dt.textContent, dt.nextElementSibling?.textContent || ''])));
+  check(facts['Device memory'] === '61.2 GB of 58.0 GB estimated (+5.5%)',
+        `the finished dense run should show its device memory beside the estimate: ${JSON.stringify(facts)}`);
+  check((facts['Peak memory'] || '').includes('(host RSS)'),
+        `the peak memory row should say it is the host's: ${facts['Peak memory']}`);
   await checkNoBrokenText(page, 'the dense run page');
   await checkAccessibility(page, `${prefix}dense run page`, args['node-modules']);
   await page.screenshot({path: path.join(shots, `${prefix}run-dense.png`), fullPage: true});

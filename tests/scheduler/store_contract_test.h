@@ -293,12 +293,24 @@ TYPED_TEST_P(StoreContractTest, CompletionsEndRunsOnceAndTheLastEndsTheSweep) {
   success.lease_epoch = first.lease.lease_epoch();
   success.success = core::PlannedSummary(first.run.spec(), 1.25, 1.25);
   success.success->set_dataset_digest(std::string(64, 'd'));
+  // The host's peak RSS, the device's peak and the planner's estimate, each in its own column.
+  success.success->set_peak_memory_bytes(3'000'000'000);
+  success.success->set_peak_device_memory_bytes(61'200'000'000);
+  success.success->set_estimated_device_memory_bytes(58'000'000'000);
   absl::StatusOr<CompletionResult> done = this->queue().CompleteRun(success);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->run.state(), v1::RUN_STATE_SUCCEEDED);
   EXPECT_DOUBLE_EQ(done->run.summary().final_val_bpc(), 1.25);
   EXPECT_EQ(done->run.summary().dataset_digest(), std::string(64, 'd'))
       << "the result keeps the digest of the dataset it trained on";
+  absl::StatusOr<v1::Run> stored = this->catalog().GetRun(first.run.run_id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  for (const v1::Run* run : {&done->run, &*stored}) {
+    EXPECT_EQ(run->summary().peak_memory_bytes(), 3'000'000'000u) << "host peak RSS";
+    EXPECT_EQ(run->summary().peak_device_memory_bytes(), 61'200'000'000u) << "device peak";
+    EXPECT_EQ(run->summary().estimated_device_memory_bytes(), 58'000'000'000u)
+        << "the planner's estimate beside it";
+  }
   EXPECT_FALSE(done->run.has_lease()) << "an ended run holds no lease";
   absl::StatusOr<CompletionResult> again = this->queue().CompleteRun(success);
   ASSERT_TRUE(again.ok()) << "a repeated completion returns the run as it is: " << again.status();
@@ -690,6 +702,8 @@ TYPED_TEST_P(StoreContractTest, EvaluationSetsAreStoredWithPointsAndSummaries) {
   EXPECT_DOUBLE_EQ(run->summary().final_eval_bpc().at("code"), 2.4);
   EXPECT_EQ(run->summary().dataset_digest(), std::string(64, 'c'));
   EXPECT_DOUBLE_EQ(run->latest_val_bpc(), 1.93) << "val_bpc stays the primary set's";
+  EXPECT_EQ(run->summary().peak_device_memory_bytes(), 0u) << "not reported: read back as 0";
+  EXPECT_EQ(run->summary().estimated_device_memory_bytes(), 0u) << "not reported: no estimate";
 }
 
 // What a worker holds (issue #24) is listed as it last registered it, and a run failed because

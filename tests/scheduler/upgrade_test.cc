@@ -137,6 +137,10 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
       "$$ SELECT * FROM lease_runs($1, $2, $3, $4, $5, $6, $7) $$");
   // And 0021's world size, which run inserts name (gangs: ranks > 1; none here).
   Sql(url, "ALTER TABLE runs ADD COLUMN ranks integer NOT NULL DEFAULT 1");
+  // And 0023's device memory beside the estimate, which its run reads name.
+  Sql(url,
+      "ALTER TABLE runs ADD COLUMN peak_device_memory_bytes bigint, "
+      "ADD COLUMN estimated_device_memory_bytes bigint");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -181,6 +185,9 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
       "DROP FUNCTION lease_runs(uuid[], integer[], text[], integer, bigint, bigint[], float8, "
       "text[]); ALTER TABLE runs DROP COLUMN lease_request_id");
   Sql(url, "ALTER TABLE runs DROP COLUMN ranks");
+  Sql(url,
+      "ALTER TABLE runs DROP COLUMN peak_device_memory_bytes, "
+      "DROP COLUMN estimated_device_memory_bytes");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "

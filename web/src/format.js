@@ -32,6 +32,19 @@ export function flops(value) {
   return `${mantissa}e${Number(exponent)}`;
 }
 
+// 61.2e9 → "61.2 GB": bytes in decimal units, three significant figures (as core::HumanBytes).
+const BYTE_UNITS = ['B', 'kB', 'MB', 'GB', 'TB', 'PB'];
+export function bytes(value) {
+  let v = num(value);
+  if (!Number.isFinite(v)) return '—';
+  let unit = 0;
+  while (Math.abs(v) >= 999.5 && unit < BYTE_UNITS.length - 1) {
+    v /= 1000;
+    unit += 1;
+  }
+  return unit === 0 ? `${Math.round(v)} B` : `${v.toPrecision(3)} ${BYTE_UNITS[unit]}`;
+}
+
 export function percent(fraction, digits = 1) {
   const v = num(fraction);
   return Number.isFinite(v) ? `${(100 * v).toFixed(digits)}%` : '—';

@@ -111,6 +111,27 @@ TEST(EngineProtocolTest, ParityTrainLines) {
   EXPECT_EQ(err->message, "bad corpus");
 }
 
+// The host's peak RSS and the device's high-water mark beside the planner's estimate, each to its
+// own field; a line without the device figures (an older engine) leaves them 0.
+TEST(EngineProtocolTest, SummaryCarriesDeviceMemoryBesideTheEstimate) {
+  EngineEvent s = ParseEngineLine(
+      R"({"event":"summary","run_id":"r","status":"completed","steps":10,"tokens":5120,)"
+      R"("peak_memory_bytes":1048576000,"peak_device_memory_bytes":61200000000,)"
+      R"("estimated_device_memory_bytes":58000000000})");
+  auto* sum = std::get_if<parity::v1::RunSummary>(&s);
+  ASSERT_NE(sum, nullptr);
+  EXPECT_EQ(sum->peak_memory_bytes(), 1048576000u) << "the host's peak RSS";
+  EXPECT_EQ(sum->peak_device_memory_bytes(), 61200000000u) << "the device's peak";
+  EXPECT_EQ(sum->estimated_device_memory_bytes(), 58000000000u) << "the planner's estimate";
+
+  EngineEvent old = ParseEngineLine(R"({"event":"summary","steps":10,"peak_memory_bytes":7})");
+  auto* without = std::get_if<parity::v1::RunSummary>(&old);
+  ASSERT_NE(without, nullptr);
+  EXPECT_EQ(without->peak_memory_bytes(), 7u);
+  EXPECT_EQ(without->peak_device_memory_bytes(), 0u) << "absent: not reported";
+  EXPECT_EQ(without->estimated_device_memory_bytes(), 0u) << "absent: no estimate";
+}
+
 TEST(EngineProtocolTest, OtherLinesAreIgnored) {
   for (const char* line : {"", "loading corpus...", "{not json", R"({"type":"log","msg":"hi"})",
                            R"({"x":1})", "[1,2]"}) {

@@ -11,7 +11,8 @@ r.device_indices::text AS devices, r.cancel_requested, r.checkpoint_step, r.chec
 r.failure_code, r.failure_message, r.final_train_bpc, r.final_val_bpc, r.summary_tokens,
 r.summary_steps, r.measured_flops_per_token, r.wall_seconds, r.peak_memory_bytes,
 r.tokens_per_second, r.final_eval_bpc::text AS final_eval_bpc, r.dataset_digest, r.latest_step,
-r.latest_val_bpc, (extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us,
+r.latest_val_bpc, r.peak_device_memory_bytes, r.estimated_device_memory_bytes,
+(extract(epoch FROM r.created_at) * 1000000)::bigint AS created_us,
 (extract(epoch FROM r.started_at) * 1000000)::bigint AS started_us,
 (extract(epoch FROM r.ended_at) * 1000000)::bigint AS ended_us
 

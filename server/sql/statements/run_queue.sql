@@ -70,14 +70,15 @@ SELECT append_metric_arrays($1::uuid, $2::bigint, $3::boolean, $4::bigint[], $5:
 -- Successes in a batch (complete_runs_success.sql): $1 runs (uuid[]), $2 lease epochs, $3..$10
 -- train and validation BPC, tokens, steps, measured M, wall seconds, peak memory, tokens/s, $11
 -- checkpoint steps, $12 checkpoint uris, $13 final BPC per evaluation set (jsonb), $14 dataset
--- digests (arrays, NULL = not reported). One row per request (1-based) with its outcome
+-- digests, $15 peak device memory, $16 estimated device memory (bytes) (arrays, NULL = not
+-- reported). One row per request (1-based) with its outcome
 -- (completed, unchanged, invalid, stale, not_found), why an invalid summary disagrees with the
 -- plan, and the run as it ends up (NULL when not found).
 SELECT l.request, l.outcome, l.reason, {{run_columns}}
 FROM complete_runs_success($1::uuid[], $2::bigint[], $3::float8[], $4::float8[], $5::bigint[],
                            $6::bigint[], $7::float8[], $8::float8[], $9::bigint[],
                            $10::float8[], $11::bigint[], $12::text[], $13::jsonb[],
-                           $14::text[]) l
+                           $14::text[], $15::bigint[], $16::bigint[]) l
 CROSS JOIN LATERAL (SELECT (l.run).*) r
 
 -- name: complete_failure

@@ -69,6 +69,9 @@ v1::Run RunFromRow(const pqxx::row& row) {
       ParseEvalBpcJson(row["final_eval_bpc"].c_str(), *summary->mutable_final_eval_bpc());
     }
     summary->set_dataset_digest(Or<std::string>(row["dataset_digest"], ""));
+    summary->set_peak_device_memory_bytes(Or<uint64_t>(row["peak_device_memory_bytes"], 0));
+    summary->set_estimated_device_memory_bytes(
+        Or<uint64_t>(row["estimated_device_memory_bytes"], 0));
   }
   run.set_latest_step(row["latest_step"].as<uint64_t>());
   run.set_latest_val_bpc(Or<double>(row["latest_val_bpc"], 0));

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/store/postgres/pg_rows.h"
@@ -106,7 +107,7 @@ void CompleteSuccesses(PgConnectionPool& pool, const std::vector<const Completio
                        std::vector<absl::StatusOr<CompletionResult>>& results) {
   pg::ArrayLiteral runs, epochs, train_bpc, val_bpc, tokens, steps, measured_m, wall_seconds,
       peak_memory, tokens_per_second, checkpoint_step, checkpoint_uri, final_eval_bpc,
-      dataset_digest;
+      dataset_digest, peak_device_memory, estimated_device_memory;
   for (const size_t i : members) {
     const Completion& c = *completions[i];
     const v1::RunSummary& s = *c.success;
@@ -127,13 +128,20 @@ void CompleteSuccesses(PgConnectionPool& pool, const std::vector<const Completio
                                : final_eval_bpc.AddQuoted(pg::EvalBpcJson(s.final_eval_bpc()));
     s.dataset_digest().empty() ? dataset_digest.AddNull()
                                : dataset_digest.AddQuoted(s.dataset_digest());
+    // 0 is "not reported" (an older engine, a fake): stored as NULL, read back as 0.
+    for (auto [bytes, column] :
+         {std::pair{s.peak_device_memory_bytes(), &peak_device_memory},
+          std::pair{s.estimated_device_memory_bytes(), &estimated_device_memory}}) {
+      bytes > 0 ? column->Add(static_cast<int64_t>(bytes)) : column->AddNull();
+    }
   }
   absl::Status status = pg::WithSingleStatement(pool, [&](pqxx::nontransaction& tx) {
     const pqxx::result rows = tx.exec_prepared(
         "complete_runs_success", runs.Take(), epochs.Take(), train_bpc.Take(), val_bpc.Take(),
         tokens.Take(), steps.Take(), measured_m.Take(), wall_seconds.Take(), peak_memory.Take(),
         tokens_per_second.Take(), checkpoint_step.Take(), checkpoint_uri.Take(),
-        final_eval_bpc.Take(), dataset_digest.Take());
+        final_eval_bpc.Take(), dataset_digest.Take(), peak_device_memory.Take(),
+        estimated_device_memory.Take());
     for (const pqxx::row& row : rows) {
       const size_t i = members.at(row["request"].as<size_t>() - 1);
       const Completion& c = *completions[i];

@@ -4,7 +4,7 @@
 // logged step, and max/min load over steps.
 import {getJson, isReport} from '../api.js';
 import {ChartPanel} from '../charts.js';
-import {count, dateTime, duration, fixed, flops, h, isLiveRun, layoutName, num, percent,
+import {bytes, count, dateTime, duration, fixed, flops, h, isLiveRun, layoutName, num, percent,
         stateBadge, stateName} from '../format.js';
 import {expertShareDatasets, isDense, layerColour, multipleLabel, series} from '../figures.js';
 import {failureBlock, failureClassName, failureRemedy} from '../failures.js';
@@ -63,6 +63,18 @@ function accountingFacts(spec) {
   ];
 }
 
+// The device's peak beside the planner's estimate for the run's config, and how far apart:
+// "61.2 GB of 58.0 GB estimated (+5.5%)"; null where the run reports no device peak.
+function deviceMemoryText(summary) {
+  const peak = num(summary.peak_device_memory_bytes);
+  const estimate = num(summary.estimated_device_memory_bytes);
+  if (!(peak > 0)) return null;
+  if (!(estimate > 0)) return bytes(peak);
+  const off = 100 * (peak / estimate - 1);
+  const sign = off < 0 ? '\u2212' : '+';
+  return `${bytes(peak)} of ${bytes(estimate)} estimated (${sign}${Math.abs(off).toFixed(1)}%)`;
+}
+
 function summaryFacts(run) {
   const s = run.summary || {};
   const planned = num(run.spec?.accounting?.flops_per_token);
@@ -74,7 +86,10 @@ function summaryFacts(run) {
     ['Measured M vs planned', measured > 0 ? `${flops(measured)} (${fixed(measured / planned, 4)}× planned)` : '—'],
     ['Wall time', duration(num(s.wall_time?.replace?.('s', '')))],
     ['Throughput', `${count(s.tokens_per_second)} tokens/s`],
-    ['Peak memory', `${count(s.peak_memory_bytes)}B`],
+    ['Peak memory', num(s.peak_memory_bytes) > 0 ? `${bytes(s.peak_memory_bytes)} (host RSS)` : null,
+     'the engine process\'s peak resident memory on the host'],
+    deviceMemoryText(s) && ['Device memory', deviceMemoryText(s),
+                            'the device\'s high-water mark beside the planner\'s estimate for this run'],
   ];
 }
 
