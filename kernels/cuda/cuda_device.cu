@@ -1,8 +1,10 @@
 // The CUDA backend: device buffers, the device's stream, cuBLAS/cuBLASLt handles and workspace
 // (BackendState), and the op tables filled from ops_*.cu: fp32 (the parity mode) and bf16 (the
 // throughput mode). There is no fp64 table: the CPU backend keeps the finite-difference checks.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -26,10 +28,19 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
 
+// Bytes of the device's buffers, shared with them so that a freed buffer leaves the live count.
+struct BufferCounts {
+  size_t allocated = 0;  // requested through Allocate, freed or not
+  size_t live = 0;       // held by buffers not yet destroyed
+  size_t peak = 0;       // the most `live` has been
+};
+
 class CudaBuffer final : public Buffer {
  public:
-  CudaBuffer(cuda::DeviceMemory memory, size_t bytes, cudaStream_t stream)
-      : memory_(std::move(memory)), bytes_(bytes), stream_(stream) {}
+  CudaBuffer(cuda::DeviceMemory memory, size_t bytes, cudaStream_t stream,
+             std::shared_ptr<BufferCounts> counts)
+      : memory_(std::move(memory)), bytes_(bytes), stream_(stream), counts_(std::move(counts)) {}
+  ~CudaBuffer() override { counts_->live -= bytes_; }
   void* data() override { return memory_.get(); }
   size_t bytes() const override { return bytes_; }
   void CopyToHost(void* dst, size_t offset, size_t n) const override {
@@ -48,6 +59,7 @@ class CudaBuffer final : public Buffer {
   cuda::DeviceMemory memory_;
   size_t bytes_;
   cudaStream_t stream_;  // the device's stream; buffers must not outlive their device
+  std::shared_ptr<BufferCounts> counts_;
 };
 
 class CudaStream final : public Stream {
@@ -129,9 +141,12 @@ Bf16OpTable MakeCudaBf16Table() {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(std::string name, std::unique_ptr<BackendState> state)
+  // `context_bytes`: device memory in use before the device allocated anything of its own (the
+  // CUDA context and module images; on a shared GPU, other processes' too).
+  CudaDevice(std::string name, std::unique_ptr<BackendState> state, size_t context_bytes)
       : name_(std::move(name)),
         state_(std::move(state)),
+        context_bytes_(context_bytes),
         stream_(state_->stream),
         context_{.pool = nullptr, .flops = &flops_, .backend = state_.get()},
         f32_(MakeCudaTable()),
@@ -149,12 +164,27 @@ class CudaDevice final : public Device {
     }
     cuda::DeviceMemory memory(p);
     PARITY_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, state_->stream));
-    allocated_ += bytes;
-    return std::make_unique<CudaBuffer>(std::move(memory), bytes, state_->stream);
+    counts_->allocated += bytes;
+    counts_->live += bytes;
+    counts_->peak = std::max(counts_->peak, counts_->live);
+    return std::make_unique<CudaBuffer>(std::move(memory), bytes, state_->stream, counts_);
   }
   // What Allocate was asked for, as the CPU device counts it (core/memory_estimate.h is checked
   // against it); the ops' scratch from the stream-ordered pool is not in it.
-  size_t AllocatedBytes() const override { return allocated_; }
+  size_t AllocatedBytes() const override { return counts_->allocated; }
+  // The process's device high-water mark as nvidia-smi would show it, comparable with the
+  // planner's estimate total: the context, the cuBLAS workspace, the most buffer bytes live at
+  // once, and the stream-ordered pool's high-water mark of ops' scratch (buffers are allocated
+  // before the first op, so the two peaks add).
+  size_t PeakBytes() const override {
+    uint64_t pool_high = 0;
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, state_->ordinal) == cudaSuccess) {
+      (void)cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high);
+    }
+    return context_bytes_ + state_->workspace_bytes + counts_->peak +
+           static_cast<size_t>(pool_high);
+  }
   Stream& DefaultStream() override { return stream_; }
   void Copy(void* dst, const void* src, size_t bytes) override {
     PARITY_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state_->stream));
@@ -187,7 +217,9 @@ class CudaDevice final : public Device {
   OpContext context_;
   OpTable<float> f32_;
   Bf16OpTable bf16_;
-  size_t allocated_ = 0;  // Allocate is called from the one thread that drives the model
+  size_t context_bytes_;
+  // Allocate is called from the one thread that drives the model; buffers die on it too.
+  std::shared_ptr<BufferCounts> counts_ = std::make_shared<BufferCounts>();
 };
 
 absl::Status CudaError(const char* what, cudaError_t e) {
@@ -241,6 +273,11 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(const CudaDeviceOptions& 
     uint64_t keep = UINT64_MAX;
     (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
   }
+  // The context exists now (cudaSetDevice made it); what is in use is not ours to count as model
+  // memory, but it is on the device all the same.
+  size_t free_bytes = 0, total_bytes = 0;
+  const size_t context_bytes =
+      cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess ? total_bytes - free_bytes : 0;
   cublasLtHandle_t lt = nullptr;
   if (const cublasStatus_t s = cublasLtCreate(&lt); s != CUBLAS_STATUS_SUCCESS) {
     return BlasError("cublasLtCreate", s);
@@ -264,7 +301,8 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(const CudaDeviceOptions& 
       cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
     return absl::FailedPreconditionError("cuda: configuring the cuBLAS handle failed");
   }
-  return std::make_unique<CudaDevice>(absl::StrCat("cuda:", prop.name), std::move(state));
+  return std::make_unique<CudaDevice>(absl::StrCat("cuda:", prop.name), std::move(state),
+                                      context_bytes);
 }
 
 }  // namespace parity::kernels
