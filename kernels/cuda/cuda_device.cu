@@ -71,8 +71,11 @@ class CudaStream final : public Stream {
   cudaStream_t stream_;
 };
 
-OpTable<float> MakeCudaTable() {
-  OpTable<float> t;
+// The entries both tables have, by name: each name is overloaded in ops.h, and an entry's type
+// picks the overload (fp32 in OpTable<float>; bf16 where op_table_bf16.h stores bf16), so a
+// precision mismatch does not compile.
+template <typename Table>
+void FillSharedEntries(Table& t) {
   t.embedding_forward = &cuda::EmbeddingForward;
   t.embedding_backward = &cuda::EmbeddingBackward;
   t.rmsnorm_forward = &cuda::RmsNormForward;
@@ -97,44 +100,25 @@ OpTable<float> MakeCudaTable() {
   t.bias_update = &cuda::BiasUpdate;
   t.sum_squares = &cuda::SumSquares;
   t.adamw_update = &cuda::AdamWUpdate;
+}
+
+OpTable<float> MakeCudaTable() {
+  OpTable<float> t;
+  FillSharedEntries(t);
   return t;
 }
 
-// The bf16 mode's table: the bf16 overloads from ops.h where an op stores or reads bf16 arrays,
-// the fp32 ops where op_table_bf16.h keeps every array fp32. An overloaded name resolves to the
-// overload whose type the entry has, so a precision mismatch does not compile.
+// The bf16 mode's table: the shared entries, then the fp32-output and fp32-gradient GEMMs and the
+// weight cast.
 Bf16OpTable MakeCudaBf16Table() {
   // Every entry of Bf16OpTable is set below; a new entry changes the size and stops the build
   // here until it is filled (the GPU test also checks Complete()).
   static_assert(sizeof(Bf16OpTable) == 27 * sizeof(void (*)()),
                 "Bf16OpTable changed: fill its new entries in MakeCudaBf16Table");
   Bf16OpTable t;
-  t.embedding_forward = &cuda::EmbeddingForward;
-  t.embedding_backward = &cuda::EmbeddingBackward;
-  t.rmsnorm_forward = &cuda::RmsNormForward;
-  t.rmsnorm_backward = &cuda::RmsNormBackward;
-  t.matmul_forward = &cuda::MatmulForward;
+  FillSharedEntries(t);
   t.matmul_forward_f32 = &cuda::MatmulForward;
-  t.matmul_backward = &cuda::MatmulBackward;
   t.matmul_backward_f32 = &cuda::MatmulBackward;
-  t.swiglu_forward = &cuda::SwiGluForward;
-  t.swiglu_backward = &cuda::SwiGluBackward;
-  t.rope_forward = &cuda::RopeForward;
-  t.rope_backward = &cuda::RopeBackward;
-  t.attention_forward = &cuda::AttentionForward;
-  t.attention_backward = &cuda::AttentionBackward;
-  t.cross_entropy_forward = &cuda::CrossEntropyForward;
-  t.cross_entropy_backward = &cuda::CrossEntropyBackward;
-  t.route_forward = &cuda::RouteForward;
-  t.route_backward = &cuda::RouteBackward;
-  t.permute_forward = &cuda::PermuteForward;
-  t.permute_backward = &cuda::PermuteBackward;
-  t.combine_forward = &cuda::CombineForward;
-  t.combine_backward = &cuda::CombineBackward;
-  t.routing_plan = &cuda::RoutingPlan;
-  t.bias_update = &cuda::BiasUpdate;
-  t.sum_squares = &cuda::SumSquares;
-  t.adamw_update = &cuda::AdamWUpdate;
   t.cast_to_bf16 = &cuda::CastToBf16;
   return t;
 }

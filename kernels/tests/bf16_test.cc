@@ -14,12 +14,14 @@
 
 #include "kernels/backend/device.h"
 #include "kernels/model/transformer.h"
+#include "kernels/tests/test_util.h"
 #include "kernels/train/trainer.h"
 
 namespace parity::kernels {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::TextTokens;
 
 TEST(Bf16Test, RoundsToNearestEvenAndKeepsSpecialValues) {
   EXPECT_EQ(ToBf16(1.0f).bits, 0x3f80);
@@ -61,17 +63,6 @@ ModelConfig Moe() {
   m.top_k = 2;
   m.d_expert = 16;
   return m;
-}
-
-std::vector<int32_t> TextTokens(int64_t n, int64_t offset) {
-  static const std::string kText =
-      "In the beginning God created the heaven and the earth. And the earth was without form, "
-      "and void; and darkness was upon the face of the deep. ";
-  std::vector<int32_t> t(n);
-  for (int64_t i = 0; i < n; ++i) {
-    t[i] = static_cast<unsigned char>(kText[(i + offset) % kText.size()]);
-  }
-  return t;
 }
 
 struct Pass {

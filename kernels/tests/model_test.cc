@@ -14,6 +14,7 @@ namespace parity::kernels {
 namespace {
 
 using testing::RandomVector;
+using testing::TextTokens;
 
 // The reference routing plan: the serial stable counting sort the engine built on the host before
 // the routing_plan op existed. offsets [E+1], slot_of [T,K], token_of [P].
@@ -55,16 +56,6 @@ ModelConfig Small() {
   m.d_ffn = 64;
   m.seq_len = 32;
   return m;
-}
-
-std::vector<int32_t> TextTokens(int64_t n, int64_t offset) {
-  static const std::string kText =
-      "In the beginning God created the heaven and the earth. And the earth was without form, "
-      "and void; and darkness was upon the face of the deep. ";
-  std::vector<int32_t> t(n);
-  for (int64_t i = 0; i < n; ++i)
-    t[i] = static_cast<unsigned char>(kText[(i + offset) % kText.size()]);
-  return t;
 }
 
 TEST(ModelTest, InitialLossIsNearLn256) {
@@ -177,8 +168,8 @@ TEST(ModelTest, GroupedDroplessPathEqualsPerExpertLoop) {
                    expert.data());
   std::vector<double> xs(P * D), ab(P * 2 * De), g(P * De), ys(P * D), out(T * D, 0.0);
   GroupedExpertsForward(ops, device->Context(), s, offsets, slot_of.data(), token_of.data(),
-                                gate.data(), x.data(), w13.data(), w2.data(),
-                                {xs.data(), ab.data(), g.data(), ys.data()}, out.data());
+                        gate.data(), x.data(), w13.data(), w2.data(),
+                        {xs.data(), ab.data(), g.data(), ys.data()}, out.data());
   for (int64_t t = 0; t < T; ++t) {
     std::vector<double> want(D, 0.0);
     for (int64_t k = 0; k < K; ++k) {

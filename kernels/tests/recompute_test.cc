@@ -9,9 +9,12 @@
 
 #include "kernels/backend/device.h"
 #include "kernels/model/transformer.h"
+#include "kernels/tests/test_util.h"
 
 namespace parity::kernels {
 namespace {
+
+using testing::TextTokens;
 
 ModelConfig ThreeLayers(MoeLayout layout) {
   ModelConfig m;
@@ -31,15 +34,6 @@ ModelConfig ThreeLayers(MoeLayout layout) {
   return m;
 }
 
-std::vector<int32_t> Tokens(int64_t n, int64_t offset) {
-  static const std::string kText = "And God said, Let there be light: and there was light. ";
-  std::vector<int32_t> t(n);
-  for (int64_t i = 0; i < n; ++i) {
-    t[i] = static_cast<unsigned char>(kText[(i + offset) % kText.size()]);
-  }
-  return t;
-}
-
 struct Pass {
   ForwardResult losses;
   std::vector<float> grads;
@@ -55,7 +49,7 @@ Pass TrainTwoMicroBatches(const ModelConfig& m, Precision precision, bool recomp
   if (!model.ok()) return {};
   Rng rng{.seed = 5};
   (*model)->InitParams(rng);
-  const auto in = Tokens(n, 0), out = Tokens(n, 1);
+  const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
   FlopCounter& flops = *device->Context().flops;
   Pass p;
   // Two micro-batches, so the second forward overwrites the shared buffers the first used.

@@ -1,5 +1,5 @@
-// Helpers shared by the kernels tests: a CPU device, seeded random arrays, and a central
-// finite-difference checker whose failure message names the element and both values.
+// Helpers shared by the kernels tests: a CPU device, text tokens, seeded random arrays, and a
+// central finite-difference checker whose failure message names the element and both values.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +13,19 @@
 #include "kernels/model/rng.h"
 
 namespace parity::kernels::testing {
+
+// n token ids of English text (bytes), starting `offset` bytes in: inputs with offset 0 and their
+// next-byte targets with offset 1.
+inline std::vector<int32_t> TextTokens(int64_t n, int64_t offset) {
+  static const std::string kText =
+      "In the beginning God created the heaven and the earth. And the earth was without form, "
+      "and void; and darkness was upon the face of the deep. ";
+  std::vector<int32_t> t(n);
+  for (int64_t i = 0; i < n; ++i) {
+    t[i] = static_cast<unsigned char>(kText[(i + offset) % kText.size()]);
+  }
+  return t;
+}
 
 inline std::vector<double> RandomVector(int64_t n, uint64_t seed, double scale = 1.0) {
   Rng rng{.seed = seed};
