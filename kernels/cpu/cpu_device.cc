@@ -3,7 +3,6 @@
 // emulation (ops_bf16.h).
 #include <cblas.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/backend/device.h"
+#include "kernels/backend/memory_counts.h"
 #include "kernels/cpu/ops_attention.h"
 #include "kernels/cpu/ops_bf16.h"
 #include "kernels/cpu/ops_dense.h"
@@ -21,23 +21,13 @@
 namespace parity::kernels {
 namespace {
 
-// Bytes the device handed out: in all, live now, and the most live at once. Touched by Allocate
-// and by a buffer's destructor, on the one thread that drives the model (as Allocate is called).
-struct CpuMemoryCounts {
-  size_t allocated = 0;  // requested through Allocate, freed or not
-  size_t live = 0;       // held by buffers not yet destroyed
-  size_t peak = 0;       // max of `live` so far
-};
-
 class CpuBuffer final : public Buffer {
  public:
-  // shared_ptr: a buffer may outlive the device that made it (a test, a model torn down after its
-  // device), and then still returns its bytes to counts nobody reads any more.
-  CpuBuffer(void* data, size_t bytes, std::shared_ptr<CpuMemoryCounts> counts)
+  CpuBuffer(void* data, size_t bytes, std::shared_ptr<MemoryCounts> counts)
       : data_(data), bytes_(bytes), counts_(std::move(counts)) {}
   ~CpuBuffer() override {
     std::free(data_);
-    counts_->live -= bytes_;
+    counts_->Freed(bytes_);
   }
   void* data() override { return data_; }
   size_t bytes() const override { return bytes_; }
@@ -51,7 +41,7 @@ class CpuBuffer final : public Buffer {
  private:
   void* data_;  // owned, from aligned_alloc
   size_t bytes_;
-  std::shared_ptr<CpuMemoryCounts> counts_;  // the device's, shared with its other buffers
+  std::shared_ptr<MemoryCounts> counts_;  // the device's, shared with its other buffers
 };
 
 class CpuStream final : public Stream {
@@ -108,9 +98,7 @@ class CpuDevice final : public Device {
       return absl::ResourceExhaustedError(absl::StrCat("cpu: cannot allocate ", bytes, " bytes"));
     }
     std::memset(p, 0, rounded);
-    counts_->allocated += bytes;
-    counts_->live += bytes;
-    counts_->peak = std::max(counts_->peak, counts_->live);
+    counts_->Allocated(bytes);
     return std::make_unique<CpuBuffer>(p, bytes, counts_);
   }
   size_t AllocatedBytes() const override { return counts_->allocated; }
@@ -135,8 +123,7 @@ class CpuDevice final : public Device {
   OpTable<float> f32_;
   OpTable<double> f64_;
   Bf16OpTable bf16_;  // the emulation (cpu/ops_bf16.h)
-  // Allocate is called from the one thread that drives the model.
-  std::shared_ptr<CpuMemoryCounts> counts_ = std::make_shared<CpuMemoryCounts>();
+  std::shared_ptr<MemoryCounts> counts_ = std::make_shared<MemoryCounts>();
 };
 
 }  // namespace

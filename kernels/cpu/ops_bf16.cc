@@ -64,9 +64,10 @@ void MatmulBackwardBf16(const OpContext& ctx, const MatmulShape& s, Bf16* dx, fl
   // CUDA backend does, and PyTorch autocast); the emulation rounds it at the same point.
   std::vector<float> dyf;
   if constexpr (std::is_same_v<DY, float>) {
-    std::vector<Bf16> rounded(static_cast<size_t>(s.rows * s.out));
-    Narrow(ctx, rounded.data(), dy, s.rows * s.out);
-    dyf = Widen(ctx, rounded.data(), s.rows * s.out);
+    dyf.resize(static_cast<size_t>(s.rows * s.out));
+    ctx.pool->ParallelFor(s.rows * s.out, kConvertGrain, [&](int, int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dyf[i] = ToFloat(ToBf16(dy[i]));
+    });
   } else {
     dyf = Widen(ctx, dy, s.rows * s.out);
   }

@@ -1,7 +1,6 @@
 // The CUDA backend: device buffers, the device's stream, cuBLAS/cuBLASLt handles and workspace
 // (BackendState), and the op tables filled from ops_*.cu: fp32 (the parity mode) and bf16 (the
 // throughput mode). There is no fp64 table: the CPU backend keeps the finite-difference checks.
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -10,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/backend/device.h"
+#include "kernels/backend/memory_counts.h"
 #include "kernels/cuda/backend_state.h"
 #include "kernels/cuda/ops.h"
 
@@ -28,19 +28,12 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
 
-// Bytes of the device's buffers, shared with them so that a freed buffer leaves the live count.
-struct BufferCounts {
-  size_t allocated = 0;  // requested through Allocate, freed or not
-  size_t live = 0;       // held by buffers not yet destroyed
-  size_t peak = 0;       // the most `live` has been
-};
-
 class CudaBuffer final : public Buffer {
  public:
   CudaBuffer(cuda::DeviceMemory memory, size_t bytes, cudaStream_t stream,
-             std::shared_ptr<BufferCounts> counts)
+             std::shared_ptr<MemoryCounts> counts)
       : memory_(std::move(memory)), bytes_(bytes), stream_(stream), counts_(std::move(counts)) {}
-  ~CudaBuffer() override { counts_->live -= bytes_; }
+  ~CudaBuffer() override { counts_->Freed(bytes_); }
   void* data() override { return memory_.get(); }
   size_t bytes() const override { return bytes_; }
   void CopyToHost(void* dst, size_t offset, size_t n) const override {
@@ -59,7 +52,7 @@ class CudaBuffer final : public Buffer {
   cuda::DeviceMemory memory_;
   size_t bytes_;
   cudaStream_t stream_;  // the device's stream; buffers must not outlive their device
-  std::shared_ptr<BufferCounts> counts_;
+  std::shared_ptr<MemoryCounts> counts_;  // the device's, shared with its other buffers
 };
 
 class CudaStream final : public Stream {
@@ -148,9 +141,7 @@ class CudaDevice final : public Device {
     }
     cuda::DeviceMemory memory(p);
     PARITY_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, state_->stream));
-    counts_->allocated += bytes;
-    counts_->live += bytes;
-    counts_->peak = std::max(counts_->peak, counts_->live);
+    counts_->Allocated(bytes);
     return std::make_unique<CudaBuffer>(std::move(memory), bytes, state_->stream, counts_);
   }
   // What Allocate was asked for, as the CPU device counts it (core/memory_estimate.h is checked
@@ -202,8 +193,7 @@ class CudaDevice final : public Device {
   OpTable<float> f32_;
   Bf16OpTable bf16_;
   size_t context_bytes_;
-  // Allocate is called from the one thread that drives the model; buffers die on it too.
-  std::shared_ptr<BufferCounts> counts_ = std::make_shared<BufferCounts>();
+  std::shared_ptr<MemoryCounts> counts_ = std::make_shared<MemoryCounts>();
 };
 
 absl::Status CudaError(const char* what, cudaError_t e) {
