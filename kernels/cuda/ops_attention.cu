@@ -16,6 +16,7 @@
 
 #include "core/gpu_limits.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/flash_tc_launch.h"
 #include "kernels/cuda/ops.h"
 
 namespace parity::kernels::cuda {
@@ -447,6 +448,18 @@ void DispatchHeadDim(int64_t dh, Fn&& fn) {
   Die("attention", "head_dim above 256 is not supported by the CUDA kernel", __FILE__, __LINE__);
 }
 
+// FLOPs as the CPU counts them (the full S×S window, docs/domain.md's M), whichever kernel ran.
+void CountForward(const OpContext& ctx, const AttentionShape& s) {
+  const double S = static_cast<double>(s.seq), bh = static_cast<double>(s.batch * s.heads);
+  ctx.Count(FlopKind::kModel, 4.0 * bh * S * S * s.head_dim);
+  ctx.Count(FlopKind::kElementwise, 4.0 * bh * S * S / 2);
+}
+void CountBackward(const OpContext& ctx, const AttentionShape& s) {
+  const double S = static_cast<double>(s.seq), bh = static_cast<double>(s.batch * s.heads);
+  ctx.Count(FlopKind::kModel, 8.0 * bh * S * S * s.head_dim);
+  ctx.Count(FlopKind::kElementwise, 4.0 * bh * S * S / 2);
+}
+
 template <typename T>
 void AttentionForwardImpl(const OpContext& ctx, const AttentionShape& s, T* out, float* lse,
                           const T* qkv) {
@@ -460,8 +473,17 @@ void AttentionForwardImpl(const OpContext& ctx, const AttentionShape& s, T* out,
                   lse, qkv);
     });
   }
-  ctx.Count(FlopKind::kModel, 4.0 * s.batch * s.heads * S * S * Dh);
-  ctx.Count(FlopKind::kElementwise, 4.0 * s.batch * s.heads * S * S / 2);
+  CountForward(ctx, s);
+}
+
+// Rows of the softmax-backward term delta = rowsum(dout·out), [B·H·S], into `delta`.
+template <typename T>
+void ComputeDelta(cudaStream_t stream, const AttentionShape& s, float* delta, const T* dout,
+                  const T* out) {
+  const int64_t rows = s.batch * s.heads * s.seq;
+  AttentionDeltaKernel<<<static_cast<unsigned>((rows + kBlock / 32 - 1) / (kBlock / 32)), kBlock, 0,
+                         stream>>>(MakeArgs(s), rows, delta, dout, out);
+  PARITY_CUDA_LAUNCHED();
 }
 
 template <typename T>
@@ -471,11 +493,8 @@ void AttentionBackwardImpl(const OpContext& ctx, const AttentionShape& s, T* dqk
   if (s.batch * s.heads * S > 0) {
     const AttnArgs a = MakeArgs(s);
     const cudaStream_t stream = StreamOf(ctx);
-    const int64_t rows = s.batch * s.heads * S;
-    Scratch<float> delta(stream, rows);
-    AttentionDeltaKernel<<<static_cast<unsigned>((rows + kBlock / 32 - 1) / (kBlock / 32)), kBlock,
-                           0, stream>>>(a, rows, delta.get(), dout, out);
-    PARITY_CUDA_LAUNCHED();
+    Scratch<float> delta(stream, s.batch * s.heads * S);
+    ComputeDelta(stream, s, delta.get(), dout, out);
     const auto tiles = static_cast<unsigned>((S + kTile - 1) / kTile);
     DispatchHeadDim(Dh, [&]<int kMaxDh>() {
       LaunchTiled(AttentionDqKernel<kMaxDh, T>,
@@ -486,8 +505,7 @@ void AttentionBackwardImpl(const OpContext& ctx, const AttentionShape& s, T* dqk
                   dqkv, dout, lse, static_cast<const float*>(delta.get()), qkv);
     });
   }
-  ctx.Count(FlopKind::kModel, 8.0 * s.batch * s.heads * S * S * Dh);
-  ctx.Count(FlopKind::kElementwise, 4.0 * s.batch * s.heads * S * S / 2);
+  CountBackward(ctx, s);
 }
 
 }  // namespace
@@ -514,13 +532,26 @@ void RopeForward(const OpContext& ctx, const AttentionShape& s, Bf16* qkv) {
 void RopeBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv) {
   RopeRotate(ctx, s, dqkv, -1.0);
 }
+// The tensor-core kernels (flash_tc.h) where they take the shape; the tiled fp32-math kernel
+// otherwise (head dims above 128 or not a multiple of 8, unaligned buffers).
 void AttentionForward(const OpContext& ctx, const AttentionShape& s, Bf16* out, float* lse,
                       const Bf16* qkv) {
-  AttentionForwardImpl(ctx, s, out, lse, qkv);
+  if (!FlashTcSupports(s, qkv, out)) return AttentionForwardImpl(ctx, s, out, lse, qkv);
+  FlashTcForward(ctx, s, out, lse, qkv);
+  CountForward(ctx, s);
 }
 void AttentionBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv, const Bf16* dout,
                        const Bf16* out, const float* lse, const Bf16* qkv) {
-  AttentionBackwardImpl(ctx, s, dqkv, dout, out, lse, qkv);
+  if (!FlashTcSupports(s, qkv, dqkv) || !FlashTcSupports(s, dout, out)) {
+    return AttentionBackwardImpl(ctx, s, dqkv, dout, out, lse, qkv);
+  }
+  if (s.batch * s.heads * s.seq > 0) {
+    const cudaStream_t stream = StreamOf(ctx);
+    Scratch<float> delta(stream, s.batch * s.heads * s.seq);
+    ComputeDelta(stream, s, delta.get(), dout, out);
+    FlashTcBackward(ctx, s, dqkv, dout, lse, delta.get(), qkv);
+  }
+  CountBackward(ctx, s);
 }
 
 }  // namespace parity::kernels::cuda

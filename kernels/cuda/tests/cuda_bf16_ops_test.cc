@@ -16,6 +16,7 @@
 #include "kernels/cpu/ops_attention.h"
 #include "kernels/cpu/ops_dense.h"
 #include "kernels/cpu/ops_moe.h"
+#include "kernels/cuda/flash_tc_launch.h"
 #include "kernels/cuda/tests/attention_reference.h"
 #include "kernels/cuda/tests/cuda_test_util.h"
 
@@ -299,9 +300,16 @@ TEST_F(CudaBf16OpsTest, RopeAndAttention) {
     const auto got_out = Download(out, tokens * out_width);
     const auto got_lse = Download(lse, nl);
     const auto grad = Download(dqkv, tokens * width);
-    ExpectCloseBf16(what + " out", got_out, ref_out, kReduceTol);
     ExpectClose(what + " lse", got_lse, ref_lse, kTol);
-    ExpectClose(what + " dqkv", Widen(grad), ref_dqkv, kChainTol);
+    if (cuda::FlashTcSupports(s, qkvd, out)) {
+      // The tensor-core kernels round P and dS to bf16 before their products: bounds measured
+      // under the host emulation (kernels_flash_tc_emulation_test) with about 2× margin.
+      ExpectNormwise(what + " out (tensor cores)", Widen(got_out), ref_out, 4e-3);
+      ExpectNormwise(what + " dqkv (tensor cores)", Widen(grad), ref_dqkv, 6e-3);
+    } else {
+      ExpectCloseBf16(what + " out", got_out, ref_out, kReduceTol);
+      ExpectClose(what + " dqkv", Widen(grad), ref_dqkv, kChainTol);
+    }
 
     bf16_->attention_forward(Gpu(), s, out, lse, qkvd);
     bf16_->attention_backward(Gpu(), s, dqkv, doutd, out, lse, qkvd);

@@ -54,6 +54,20 @@ void ExpectClose(const std::string& what, const std::vector<float>& gpu, const s
                       << ", reference max |x| " << scale << ")";
 }
 
+// ‖gpu − ref‖₂ / ‖ref‖₂ ≤ tol: for outputs whose every element carries the rounding of bf16
+// intermediates (the tensor-core attention rounds P and dS to bf16 before their products).
+inline void ExpectNormwise(const std::string& what, const std::vector<float>& gpu,
+                           const std::vector<double>& ref, double tol) {
+  ASSERT_EQ(gpu.size(), ref.size()) << what << ": size mismatch";
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = double(gpu[i]) - ref[i];
+    num += d * d, den += ref[i] * ref[i];
+  }
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  EXPECT_LE(rel, tol) << what << ": normwise relative error " << rel << " above " << tol;
+}
+
 // The bf16 mode's host side: round to nearest-even (bf16.h's ToBf16, the reference rounding),
 // widen back, and the raw bits (for bit-for-bit comparisons: Bf16 has no operator==).
 inline std::vector<Bf16> RoundToBf16(const std::vector<float>& v) {
