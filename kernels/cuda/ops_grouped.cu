@@ -20,9 +20,11 @@
 // Types (cuBLAS's table for cublasGemmGroupedBatchedEx): CUBLAS_COMPUTE_32F with fp32 A/B/C (the
 // parity path; never the TF32 compute type) and with bf16 A/B/C (the bf16 mode's y and dx, rounded
 // once from the fp32 result). bf16 A/B with an fp32 C (the bf16 mode's dW) is not in that table:
-// those products, and any call cuBLAS answers CUBLAS_STATUS_NOT_SUPPORTED, run as per-group GEMMs
-// through gemm.cc. FLOPs are counted on the host per non-empty group, as the matmul ops count.
+// those products, bf16 matrices that miss cuBLAS's pointer alignment rule (MeetsAlignment), and
+// any call cuBLAS answers CUBLAS_STATUS_NOT_SUPPORTED run as per-group GEMMs through gemm.cc. FLOPs
+// are counted on the host per non-empty group, as the matmul ops count.
 #include <climits>
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -136,6 +138,30 @@ void PerGroupGemms(BackendState& st, const GroupedMatmulShape& s, const GroupedG
   }
 }
 
+// cuBLAS's pointer rule for 16-bit A/B in the grouped call: a matrix whose k·(element size) is a
+// multiple of 16 bytes must start 16-byte aligned, one whose k·size is a multiple of 4 must start
+// 4-byte aligned (vectorised loads are chosen from k). Expert slices of the flat bf16 weights or
+// of odd-width activations can miss that; the caller then runs the per-group GEMMs, whose
+// cuBLASLt plans are told each pointer's alignment. fp32 under CUBLAS_COMPUTE_32F has no rule.
+template <typename T>
+bool MeetsAlignment(const GroupedMatmulShape& s, const GroupedGemm& gg, const GroupShapes& sh) {
+  if constexpr (sizeof(T) == sizeof(float)) return true;
+  const auto aligned = [&](const GroupOperand& o, int64_t g, int64_t bytes) {
+    const auto at =
+        reinterpret_cast<uintptr_t>(o.base + s.host_offsets[g] * o.row_bytes + g * o.group_bytes);
+    return at % static_cast<uintptr_t>(bytes) == 0;
+  };
+  for (size_t i = 0; i < sh.group.size(); ++i) {
+    const int64_t kb = sh.k[i] * static_cast<int64_t>(sizeof(T));
+    const int64_t need = kb % 16 == 0 ? 16 : (kb % 4 == 0 ? 4 : 1);
+    const int64_t g = sh.group[i];
+    if (!aligned(gg.op.a, g, need) || !aligned(gg.op.b, g, need) || !aligned(gg.op.c, g, need)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // One cublasGemmGroupedBatchedEx over the non-empty groups; false when cuBLAS does not support
 // the call (the caller falls back), aborts on any other error.
 template <typename T>
@@ -179,7 +205,7 @@ void RunGrouped(const OpContext& ctx, const GroupedMatmulShape& s, const Grouped
   }
   const GroupShapes sh = ShapesOf(s, gg);
   if constexpr (std::is_same_v<TAB, TC>) {
-    if (GroupedCall<TAB>(ctx, s, gg, sh)) return;
+    if (MeetsAlignment<TAB>(s, gg, sh) && GroupedCall<TAB>(ctx, s, gg, sh)) return;
   }
   PerGroupGemms<TAB, TC>(State(ctx), s, gg, sh);
 }

@@ -393,9 +393,10 @@ TEST_F(CudaBf16OpsTest, GroupedMatmul) {
                                .out = N,
                                .offsets = Upload(c.offsets),
                                .host_offsets = c.offsets.data()};
-    const Bf16 *xd = Upload(x), *wd = Upload(w), *dyd = Upload(dy);
-    Bf16 *y = Upload(y0), *dx = Upload(dx0);
-    float* dw = Upload(dw0);
+    const Bf16 *xd = UploadPadded(x, c.pad), *wd = UploadPadded(w, c.pad);
+    const Bf16* dyd = UploadPadded(dy, c.pad);
+    Bf16 *y = UploadPadded(y0, c.pad), *dx = UploadPadded(dx0, c.pad);
+    float* dw = UploadPadded(dw0, c.pad);
     bf16_->grouped_matmul_forward(Gpu(), s, y, xd, wd, FlopKind::kModel);
     bf16_->grouped_matmul_backward(Gpu(), s, dx, dw, dyd, xd, wd, FlopKind::kModel);
     const GroupedMatmulShape hs{.groups = G,

@@ -174,8 +174,10 @@ TEST_F(CudaOpsTest, GroupedMatmulMatchesThePerGroupReference) {
                                .out = N,
                                .offsets = Upload(c.offsets),
                                .host_offsets = c.offsets.data()};
-    const float *xd = Upload(x), *wd = Upload(w), *dyd = Upload(dy);
-    float *y = Upload(y0), *dx = Upload(dx0), *dw = Upload(dw0);
+    const float *xd = UploadPadded(x, c.pad), *wd = UploadPadded(w, c.pad);
+    const float* dyd = UploadPadded(dy, c.pad);
+    float *y = UploadPadded(y0, c.pad), *dx = UploadPadded(dx0, c.pad);
+    float* dw = UploadPadded(dw0, c.pad);
     ops_->grouped_matmul_forward(Gpu(), s, y, xd, wd, FlopKind::kModel);
     ops_->grouped_matmul_backward(Gpu(), s, dx, dw, dyd, xd, wd, FlopKind::kModel);
     const GroupedMatmulShape hs{.groups = G,

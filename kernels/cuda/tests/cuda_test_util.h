@@ -142,9 +142,12 @@ struct GroupedCase {
   std::string name;
   std::vector<int64_t> offsets;  // [G+1]
   int64_t rows, in, out;
+  int64_t pad = 0;  // elements before each array: pointers that miss 16-byte alignment
 };
 // The experts of a skewed routing plan (an empty last expert); 1500 mostly empty groups (more
-// than one 1024-thread chunk of the pointer kernel) between rows outside any group; one group.
+// than one 1024-thread chunk of the pointer kernel) between rows outside any group; one group;
+// arrays one element off 16-byte alignment (bf16: cuBLAS's pointer rule sends these to the
+// per-group GEMMs) with odd widths.
 inline std::vector<GroupedCase> GroupedCases() {
   std::vector<GroupedCase> cases;
   std::vector<int64_t> plan;
@@ -157,6 +160,7 @@ inline std::vector<GroupedCase> GroupedCases() {
   }
   cases.push_back({"1500 groups", sparse, sparse.back() + 4, 32, 48});
   cases.push_back({"one group", {0, 70}, 70, 64, 128});
+  cases.push_back({"unaligned", {0, 30, 30, 75}, 75, 40, 23, 1});
   return cases;
 }
 
@@ -190,6 +194,12 @@ class CudaOpsTest : public ::testing::Test {
     T* p = Alloc<T>(static_cast<int64_t>(host.size()));
     gpu_->FromHost(p, host.data(), host.size() * sizeof(T));
     return p;
+  }
+  // `host` after `pad` zero elements; returns where `host` starts.
+  template <typename T>
+  T* UploadPadded(std::vector<T> host, int64_t pad) {
+    host.insert(host.begin(), static_cast<size_t>(pad), T{});
+    return Upload(host) + pad;
   }
   template <typename T>
   std::vector<T> Download(const T* p, int64_t n) {
