@@ -9,6 +9,7 @@
 //   B  sequences, S sequence length           V  vocabulary (256)
 //   N, K  output / input features of a matmul  H, Hkv, Dh  heads, key/value heads, head dim
 //   E  routed experts, Kr experts per token    P  routing slots T·Kr
+//   G  row groups of a grouped matmul (the experts), n_g the rows of group g
 // Gradient convention: a parameter gradient (dweight) always ACCUMULATES (+=) so micro-batches
 // sum without extra buffers; an activation gradient overwrites unless the op takes Accumulate.
 #pragma once
@@ -61,6 +62,19 @@ struct MatmulShape {
   int64_t rows;  // T: rows of x and y
   int64_t in;    // K: columns of x, columns of W
   int64_t out;   // N: columns of y, rows of W
+};
+
+// G groups of rows sharing one matmul shape, one weight each: group g's rows are
+// [offsets[g], offsets[g+1]) of x and y (or dy and dx), its weight W_g = w + g·N·K. Rows outside
+// [offsets[0], offsets[G]) are not touched. The boundaries come twice, as the same numbers: on
+// the device (a GPU builds its per-group pointers there, without a host sync) and on the host
+// (GEMM shapes, and which groups are empty and skipped). On the CPU both point at host memory.
+struct GroupedMatmulShape {
+  int64_t groups;               // G (E for the experts)
+  int64_t in;                   // K: columns of x, columns of each W_g
+  int64_t out;                  // N: columns of y, rows of each W_g
+  const int64_t* offsets;       // [G+1] device
+  const int64_t* host_offsets;  // [G+1] host
 };
 
 struct AttentionShape {
@@ -134,7 +148,13 @@ struct RouteShape {
     void(const OpContext&, int64_t t, int64_t k, int64_t d, T* y, const T* ys, const T* gate,     \
          const int32_t* slot_of),                                                                 \
     void(const OpContext&, int64_t t, int64_t k, int64_t d, T* dys, T* dgate, const T* dy,        \
-         const T* ys, const T* gate, const int32_t* slot_of))
+         const T* ys, const T* gate, const int32_t* slot_of))                                     \
+  /* Per group g (GroupedMatmulShape): y_g[n_g,N] = x_g·W_g^T (=);  dx_g[n_g,K] = dy_g·W_g (=); \
+     dW_g[N,K] += dy_g^T·x_g. FLOPs as matmul_forward/backward count them, group by group. */    \
+  X(kGroupedMatmul, grouped_matmul_forward, grouped_matmul_backward,                              \
+    void(const OpContext&, const GroupedMatmulShape&, T* y, const T* x, const T* w, FlopKind),    \
+    void(const OpContext&, const GroupedMatmulShape&, T* dx, T* dw, const T* dy, const T* x,      \
+         const T* w, FlopKind))
 
 // Ops without a backward: the routing plan, the loss-free bias update, the gradient norm and the
 // optimizer step.

@@ -72,6 +72,12 @@ struct Bf16OpTable {
   void (*combine_backward)(C, int64_t t, int64_t k, int64_t d, Bf16* dys, float* dgate,
                            const float* dy, const Bf16* ys, const float* gate,
                            const int32_t* slot_of) = nullptr;
+  // The experts' GEMMs: bf16 y, x, dx, dy and weights; fp32 dW (+=).
+  void (*grouped_matmul_forward)(C, const GroupedMatmulShape& s, Bf16* y, const Bf16* x,
+                                 const Bf16* w, FlopKind kind) = nullptr;
+  void (*grouped_matmul_backward)(C, const GroupedMatmulShape& s, Bf16* dx, float* dw,
+                                  const Bf16* dy, const Bf16* x, const Bf16* w,
+                                  FlopKind kind) = nullptr;
   void (*routing_plan)(C, int64_t t, int64_t k, int64_t e, int64_t* offsets, int32_t* slot_of,
                        int32_t* token_of, const int32_t* expert) = nullptr;
   void (*bias_update)(C, int64_t e, float* bias, const int64_t* load, double rate) = nullptr;

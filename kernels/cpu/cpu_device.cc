@@ -15,6 +15,7 @@
 #include "kernels/cpu/ops_attention.h"
 #include "kernels/cpu/ops_bf16.h"
 #include "kernels/cpu/ops_dense.h"
+#include "kernels/cpu/ops_grouped.h"
 #include "kernels/cpu/ops_moe.h"
 #include "kernels/cpu/ops_optim.h"
 
@@ -72,6 +73,8 @@ OpTable<T> MakeCpuTable() {
   t.permute_backward = &cpu::PermuteBackward<T>;
   t.combine_forward = &cpu::CombineForward<T>;
   t.combine_backward = &cpu::CombineBackward<T>;
+  t.grouped_matmul_forward = &cpu::GroupedMatmulForward<T>;
+  t.grouped_matmul_backward = &cpu::GroupedMatmulBackward<T>;
   t.routing_plan = &cpu::RoutingPlan;
   t.bias_update = &cpu::BiasUpdate;
   t.sum_squares = &cpu::SumSquares<T>;

@@ -1,9 +1,11 @@
 #include "kernels/cpu/ops_bf16.h"
 
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/ops_attention.h"
 #include "kernels/cpu/ops_dense.h"
+#include "kernels/cpu/ops_grouped.h"
 #include "kernels/cpu/ops_moe.h"
 #include "kernels/cpu/ops_optim.h"
 
@@ -141,6 +143,52 @@ void CombineBackwardBf16(const OpContext& ctx, int64_t t, int64_t k, int64_t d, 
   Narrow(ctx, dys, dysf.data(), t * k * d);
 }
 
+// The grouped matmul on the rows [offsets[0], offsets[G]) only, widened once: the fp32 grouped op
+// then makes, per group, the GEMM calls the bf16 matmul op makes on that group's widened rows
+// (widening and rounding are per element), so the bits are the per-group matmul calls'.
+struct GroupedRows {
+  int64_t first, count;
+  std::vector<int64_t> offsets;  // host offsets relative to `first`
+};
+GroupedRows RowsOf(const GroupedMatmulShape& s) {
+  const int64_t* off = s.host_offsets;
+  std::vector<int64_t> relative(static_cast<size_t>(s.groups + 1));
+  for (int64_t g = 0; g <= s.groups; ++g) relative[g] = off[g] - off[0];
+  return {.first = off[0], .count = off[s.groups] - off[0], .offsets = std::move(relative)};
+}
+
+void GroupedMatmulForwardBf16(const OpContext& ctx, const GroupedMatmulShape& s, Bf16* y,
+                              const Bf16* x, const Bf16* w, FlopKind kind) {
+  const GroupedRows r = RowsOf(s);
+  const GroupedMatmulShape local{.groups = s.groups,
+                                 .in = s.in,
+                                 .out = s.out,
+                                 .offsets = r.offsets.data(),
+                                 .host_offsets = r.offsets.data()};
+  const std::vector<float> xf = Widen(ctx, x + r.first * s.in, r.count * s.in);
+  const std::vector<float> wf = Widen(ctx, w, s.groups * s.out * s.in);
+  std::vector<float> yf(static_cast<size_t>(r.count * s.out));
+  GroupedMatmulForward<float>(ctx, local, yf.data(), xf.data(), wf.data(), kind);
+  Narrow(ctx, y + r.first * s.out, yf.data(), r.count * s.out);
+}
+
+void GroupedMatmulBackwardBf16(const OpContext& ctx, const GroupedMatmulShape& s, Bf16* dx,
+                               float* dw, const Bf16* dy, const Bf16* x, const Bf16* w,
+                               FlopKind kind) {
+  const GroupedRows r = RowsOf(s);
+  const GroupedMatmulShape local{.groups = s.groups,
+                                 .in = s.in,
+                                 .out = s.out,
+                                 .offsets = r.offsets.data(),
+                                 .host_offsets = r.offsets.data()};
+  const std::vector<float> dyf = Widen(ctx, dy + r.first * s.out, r.count * s.out);
+  const std::vector<float> xf = Widen(ctx, x + r.first * s.in, r.count * s.in);
+  const std::vector<float> wf = Widen(ctx, w, s.groups * s.out * s.in);
+  std::vector<float> dxf(static_cast<size_t>(r.count * s.in));
+  GroupedMatmulBackward<float>(ctx, local, dxf.data(), dw, dyf.data(), xf.data(), wf.data(), kind);
+  Narrow(ctx, dx + r.first * s.in, dxf.data(), r.count * s.in);
+}
+
 void CastToBf16(const OpContext& ctx, int64_t n, Bf16* dst, const float* src) {
   Narrow(ctx, dst, src, n);
 }
@@ -171,6 +219,8 @@ Bf16OpTable MakeBf16Table() {
   t.permute_backward = &PermuteBackwardBf16;
   t.combine_forward = &CombineForwardBf16;
   t.combine_backward = &CombineBackwardBf16;
+  t.grouped_matmul_forward = &GroupedMatmulForwardBf16;
+  t.grouped_matmul_backward = &GroupedMatmulBackwardBf16;
   t.routing_plan = &RoutingPlan;
   t.bias_update = &BiasUpdate;
   t.sum_squares = &SumSquares<float>;

@@ -89,6 +89,8 @@ void FillSharedEntries(Table& t) {
   t.permute_backward = &cuda::PermuteBackward;
   t.combine_forward = &cuda::CombineForward;
   t.combine_backward = &cuda::CombineBackward;
+  t.grouped_matmul_forward = &cuda::GroupedMatmulForward;
+  t.grouped_matmul_backward = &cuda::GroupedMatmulBackward;
   t.routing_plan = &cuda::RoutingPlan;
   t.bias_update = &cuda::BiasUpdate;
   t.sum_squares = &cuda::SumSquares;
@@ -106,7 +108,7 @@ OpTable<float> MakeCudaTable() {
 Bf16OpTable MakeCudaBf16Table() {
   // Every entry of Bf16OpTable is set below; a new entry changes the size and stops the build
   // here until it is filled (the GPU test also checks Complete()).
-  static_assert(sizeof(Bf16OpTable) == 27 * sizeof(void (*)()),
+  static_assert(sizeof(Bf16OpTable) == 29 * sizeof(void (*)()),
                 "Bf16OpTable changed: fill its new entries in MakeCudaBf16Table");
   Bf16OpTable t;
   FillSharedEntries(t);

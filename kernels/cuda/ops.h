@@ -64,6 +64,12 @@ void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, floa
                      float* dgate, const float* dy, const float* ys, const float* gate,
                      const int32_t* slot_of);
 
+// ops_grouped.cu: one cublasGemmGroupedBatchedEx per product (fp32 A/B/C, CUBLAS_COMPUTE_32F).
+void GroupedMatmulForward(const OpContext& ctx, const GroupedMatmulShape& s, float* y,
+                          const float* x, const float* w, FlopKind kind);
+void GroupedMatmulBackward(const OpContext& ctx, const GroupedMatmulShape& s, float* dx, float* dw,
+                           const float* dy, const float* x, const float* w, FlopKind kind);
+
 // ops_optim.cu
 double SumSquares(const OpContext& ctx, int64_t n, const float* g);
 void AdamWUpdate(const OpContext& ctx, int64_t n, float* p, float* m, float* v, const float* g,
@@ -105,6 +111,11 @@ void CombineForward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, float
                     const float* gate, const int32_t* slot_of);
 void CombineBackward(const OpContext& ctx, int64_t t, int64_t k, int64_t d, Bf16* dys, float* dgate,
                      const float* dy, const Bf16* ys, const float* gate, const int32_t* slot_of);
+// ops_grouped.cu: bf16 y and dx from grouped calls; the fp32 dW (+=) as per-group GEMMs.
+void GroupedMatmulForward(const OpContext& ctx, const GroupedMatmulShape& s, Bf16* y, const Bf16* x,
+                          const Bf16* w, FlopKind kind);
+void GroupedMatmulBackward(const OpContext& ctx, const GroupedMatmulShape& s, Bf16* dx, float* dw,
+                           const Bf16* dy, const Bf16* x, const Bf16* w, FlopKind kind);
 // ops_optim.cu: dst[n] = bf16(src[n]) (the weight copy; not counted as FLOPs).
 void CastToBf16(const OpContext& ctx, int64_t n, Bf16* dst, const float* src);
 

@@ -13,7 +13,7 @@ enum class OpBucket : int {
   kGemm = 0,        // every matmul: projections, FFN, router, head (forward and backward)
   kAttention = 1,   // RoPE and attention, forward and backward
   kMoeRouting = 2,  // router softmax/top-K, the routing plan and its offsets' readback
-  kMoeExperts = 3,  // the grouped experts: permute, per-expert GEMMs, combine
+  kMoeExperts = 3,  // the grouped experts: permute, grouped GEMMs, SwiGLU, combine
   kOptimizer = 4,   // gradient norm, AdamW, loss-free bias update (and a gang's gradient sum)
 };
 inline constexpr size_t kNumOpBuckets = 5;

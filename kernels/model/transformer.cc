@@ -152,8 +152,8 @@ ForwardResult Transformer<T, A>::Forward(const int32_t* tokens, const int32_t* t
   return result;
 }
 
-// route → permute → expert FFN (one GEMM pair per expert group) → combine, plus the shared expert.
-// Adds the layer's output into y [T,D].
+// route → permute → expert FFN (two grouped GEMMs over the expert groups) → combine, plus the
+// shared expert. Adds the layer's output into y [T,D].
 template <typename T, typename A>
 void Transformer<T, A>::MoeForward(Layer& y, int64_t Tn, T* out) {
   const ModelConfig& m = config_;
@@ -180,8 +180,8 @@ void Transformer<T, A>::MoeForward(Layer& y, int64_t Tn, T* out) {
   for (int64_t e = 0; e < E; ++e) y.stats.load[e] = y.offsets[e + 1] - y.offsets[e];
   const ExpertShape es{.tokens = Tn, .top_k = K, .experts = E, .d_model = D, .d_expert = De};
   Timed(OpBucket::kMoeExperts, [&] {
-    GroupedExpertsForward(ops_, ctx, es, y.offsets, y.slot_of, y.token_of, y.gate, y.h2,
-                          w + y.e_w13, w + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, out);
+    GroupedExpertsForward(ops_, ctx, es, y.plan_offsets, y.offsets, y.slot_of, y.token_of, y.gate,
+                          y.h2, w + y.e_w13, w + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, out);
   });
   const int64_t Dse = m.SharedDim();
   if (Dse > 0) {
@@ -267,9 +267,10 @@ void Transformer<T, A>::MoeBackward(Layer& y, int64_t Tn, T* dy, A* dh) {
   }
   const ExpertShape es{.tokens = Tn, .top_k = K, .experts = E, .d_model = D, .d_expert = De};
   Timed(OpBucket::kMoeExperts, [&] {
-    GroupedExpertsBackward(ops_, ctx, es, y.offsets, y.slot_of, y.gate, w + y.e_w13, w + y.e_w2,
-                           {y.xs, y.ab_e, y.g_e, y.ys}, dy, {g_->dys, g_->dg_e, g_->dab_e, g_->dxs},
-                           g_->dgate, dh, dw + y.e_w13, dw + y.e_w2);
+    GroupedExpertsBackward(ops_, ctx, es, y.plan_offsets, y.offsets, y.slot_of, y.gate, w + y.e_w13,
+                           w + y.e_w2, {y.xs, y.ab_e, y.g_e, y.ys}, dy,
+                           {g_->dys, g_->dg_e, g_->dab_e, g_->dxs}, g_->dgate, dh, dw + y.e_w13,
+                           dw + y.e_w2);
   });
   const RouteShape rs{.tokens = Tn,
                       .experts = E,

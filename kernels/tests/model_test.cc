@@ -167,8 +167,8 @@ TEST(ModelTest, GroupedDroplessPathEqualsPerExpertLoop) {
   ops.routing_plan(device->Context(), T, K, E, offsets.data(), slot_of.data(), token_of.data(),
                    expert.data());
   std::vector<double> xs(P * D), ab(P * 2 * De), g(P * De), ys(P * D), out(T * D, 0.0);
-  GroupedExpertsForward(ops, device->Context(), s, offsets, slot_of.data(), token_of.data(),
-                        gate.data(), x.data(), w13.data(), w2.data(),
+  GroupedExpertsForward(ops, device->Context(), s, offsets.data(), offsets, slot_of.data(),
+                        token_of.data(), gate.data(), x.data(), w13.data(), w2.data(),
                         {xs.data(), ab.data(), g.data(), ys.data()}, out.data());
   for (int64_t t = 0; t < T; ++t) {
     std::vector<double> want(D, 0.0);

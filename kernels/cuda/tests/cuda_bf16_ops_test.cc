@@ -15,6 +15,7 @@
 #include "kernels/backend/op_table_bf16.h"
 #include "kernels/cpu/ops_attention.h"
 #include "kernels/cpu/ops_dense.h"
+#include "kernels/cpu/ops_grouped.h"
 #include "kernels/cpu/ops_moe.h"
 #include "kernels/cuda/flash_tc_launch.h"
 #include "kernels/cuda/tests/attention_reference.h"
@@ -383,6 +384,64 @@ TEST_F(CudaBf16OpsTest, PermuteAndCombine) {
   EXPECT_EQ(Download(y, t * d), got_y) << "bf16 combine_forward is not deterministic";
   EXPECT_EQ(Bits(Download(dys, p * d)), Bits(got_dys)) << "bf16 combine_backward dys";
   EXPECT_EQ(Download(dgate, t * k), got_dgate) << "bf16 combine_backward dgate";
+}
+
+// The experts' GEMMs in the bf16 mode: bf16 y and dx (one grouped call each), fp32 dW (+=).
+TEST_F(CudaBf16OpsTest, GroupedMatmul) {
+  uint64_t seed = 760;
+  for (const GroupedCase& c : GroupedCases()) {
+    const int64_t G = static_cast<int64_t>(c.offsets.size()) - 1, R = c.rows, K = c.in, N = c.out;
+    const std::string what = "bf16 grouped_matmul " + c.name;
+    const auto x = RandomBf16(R * K, ++seed), w = RandomBf16(G * N * K, ++seed);
+    const auto dy = RandomBf16(R * N, ++seed), y0 = RandomBf16(R * N, ++seed);
+    const auto dx0 = RandomBf16(R * K, ++seed);
+    const auto dw0 = RandomFloats(G * N * K, ++seed);
+    const GroupedMatmulShape s{.groups = G,
+                               .in = K,
+                               .out = N,
+                               .offsets = Upload(c.offsets),
+                               .host_offsets = c.offsets.data()};
+    const Bf16 *xd = UploadPadded(x, c.pad), *wd = UploadPadded(w, c.pad);
+    const Bf16* dyd = UploadPadded(dy, c.pad);
+    Bf16 *y = UploadPadded(y0, c.pad), *dx = UploadPadded(dx0, c.pad);
+    float* dw = UploadPadded(dw0, c.pad);
+    bf16_->grouped_matmul_forward(Gpu(), s, y, xd, wd, FlopKind::kModel);
+    bf16_->grouped_matmul_backward(Gpu(), s, dx, dw, dyd, xd, wd, FlopKind::kModel);
+    const GroupedMatmulShape hs{.groups = G,
+                                .in = K,
+                                .out = N,
+                                .offsets = c.offsets.data(),
+                                .host_offsets = c.offsets.data()};
+    auto ry = Wide(y0), rdx = Wide(dx0), rdw = ToDouble(dw0);
+    const auto rx = Wide(x), rw = Wide(w);
+    cpu::GroupedMatmulForward<double>(cpu_, hs, ry.data(), rx.data(), rw.data(), FlopKind::kModel);
+    cpu::GroupedMatmulBackward<double>(cpu_, hs, rdx.data(), rdw.data(), Wide(dy).data(), rx.data(),
+                                       rw.data(), FlopKind::kModel);
+    const auto got_y = Download(y, R * N), got_dx = Download(dx, R * K);
+    const auto got_dw = Download(dw, G * N * K);
+    // Rows outside the groups keep their bf16 values, which the reference kept too (exactly).
+    ExpectCloseBf16(what + " y", got_y, ry, kReduceTol);
+    ExpectCloseBf16(what + " dx", got_dx, rdx, kReduceTol);
+    ExpectClose(what + " dw (+=, fp32)", got_dw, rdw, kReduceTol);
+    for (int64_t r = 0; r < R; ++r) {
+      if (r >= c.offsets.front() && r < c.offsets.back()) continue;
+      for (int64_t j = 0; j < N; ++j) {
+        ASSERT_EQ(got_y[r * N + j].bits, y0[r * N + j].bits) << what << ": y row " << r;
+      }
+      for (int64_t j = 0; j < K; ++j) {
+        ASSERT_EQ(got_dx[r * K + j].bits, dx0[r * K + j].bits) << what << ": dx row " << r;
+      }
+    }
+    ExpectSameFlops(what);
+
+    gpu_->FromHost(dw, dw0.data(), dw0.size() * sizeof(float));
+    bf16_->grouped_matmul_forward(Gpu(), s, y, xd, wd, FlopKind::kModel);
+    bf16_->grouped_matmul_backward(Gpu(), s, dx, dw, dyd, xd, wd, FlopKind::kModel);
+    EXPECT_EQ(Bits(Download(y, R * N)), Bits(got_y)) << what << ": y differs on a second run";
+    EXPECT_EQ(Bits(Download(dx, R * K)), Bits(got_dx)) << what << ": dx differs on a second run";
+    EXPECT_EQ(Download(dw, G * N * K), got_dw) << what << ": dw differs on a second run";
+    gpu_->Context().flops->Reset();
+  }
 }
 
 }  // namespace

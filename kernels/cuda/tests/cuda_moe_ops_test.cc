@@ -1,6 +1,8 @@
 // GPU parity of the MoE ops: route (expert choice and slot counts identical to the CPU float
 // reference, values within tolerance), the routing plan (identical to a stable counting sort),
-// the loss-free bias update (bit-identical to the trainer's formula), permute and combine.
+// the loss-free bias update (bit-identical to the trainer's formula), permute and combine, and the
+// experts' grouped matmul (the CPU op in double; rows outside the groups untouched; repeatable).
+#include "kernels/cpu/ops_grouped.h"
 #include "kernels/cpu/ops_moe.h"
 #include "kernels/cuda/tests/cuda_test_util.h"
 
@@ -144,6 +146,67 @@ TEST_F(CudaOpsTest, PermuteAndCombine) {
   ExpectClose("combine_backward dys", Download(dys, p * d), rdys, kTol);
   ExpectClose("combine_backward dgate", Download(dgate, t * k), rdgate, kReduceTol);
   ExpectSameFlops("permute/combine");
+}
+
+// Rows of `got` outside the groups, exactly as before the op.
+void ExpectRowsOutsideUntouched(const std::string& what, const GroupedCase& c, int64_t width,
+                                const std::vector<float>& got, const std::vector<float>& before) {
+  const int64_t first = c.offsets.front(), last = c.offsets.back();
+  for (int64_t r = 0; r < c.rows; ++r) {
+    if (r >= first && r < last) continue;
+    for (int64_t j = 0; j < width; ++j) {
+      ASSERT_EQ(got[r * width + j], before[r * width + j])
+          << what << ": row " << r << " lies in no group and changed";
+    }
+  }
+}
+
+TEST_F(CudaOpsTest, GroupedMatmulMatchesThePerGroupReference) {
+  uint64_t seed = 710;
+  for (const GroupedCase& c : GroupedCases()) {
+    const int64_t G = static_cast<int64_t>(c.offsets.size()) - 1, R = c.rows, K = c.in, N = c.out;
+    const std::string what = "grouped_matmul " + c.name;
+    const auto x = RandomFloats(R * K, ++seed), w = RandomFloats(G * N * K, ++seed);
+    const auto dy = RandomFloats(R * N, ++seed), y0 = RandomFloats(R * N, ++seed);
+    const auto dx0 = RandomFloats(R * K, ++seed), dw0 = RandomFloats(G * N * K, ++seed);
+    const GroupedMatmulShape s{.groups = G,
+                               .in = K,
+                               .out = N,
+                               .offsets = Upload(c.offsets),
+                               .host_offsets = c.offsets.data()};
+    const float *xd = UploadPadded(x, c.pad), *wd = UploadPadded(w, c.pad);
+    const float* dyd = UploadPadded(dy, c.pad);
+    float *y = UploadPadded(y0, c.pad), *dx = UploadPadded(dx0, c.pad);
+    float* dw = UploadPadded(dw0, c.pad);
+    ops_->grouped_matmul_forward(Gpu(), s, y, xd, wd, FlopKind::kModel);
+    ops_->grouped_matmul_backward(Gpu(), s, dx, dw, dyd, xd, wd, FlopKind::kModel);
+    const GroupedMatmulShape hs{.groups = G,
+                                .in = K,
+                                .out = N,
+                                .offsets = c.offsets.data(),
+                                .host_offsets = c.offsets.data()};
+    auto ry = ToDouble(y0), rdx = ToDouble(dx0), rdw = ToDouble(dw0);
+    const auto rx = ToDouble(x), rw = ToDouble(w);
+    cpu::GroupedMatmulForward<double>(cpu_, hs, ry.data(), rx.data(), rw.data(), FlopKind::kModel);
+    cpu::GroupedMatmulBackward<double>(cpu_, hs, rdx.data(), rdw.data(), ToDouble(dy).data(),
+                                       rx.data(), rw.data(), FlopKind::kModel);
+    const auto got_y = Download(y, R * N), got_dx = Download(dx, R * K);
+    const auto got_dw = Download(dw, G * N * K);
+    ExpectClose(what + " y", got_y, ry, kReduceTol);
+    ExpectClose(what + " dx", got_dx, rdx, kReduceTol);
+    ExpectClose(what + " dw (+=)", got_dw, rdw, kReduceTol);
+    ExpectRowsOutsideUntouched(what + " y", c, N, got_y, y0);
+    ExpectRowsOutsideUntouched(what + " dx", c, K, got_dx, dx0);
+    ExpectSameFlops(what);
+
+    gpu_->FromHost(dw, dw0.data(), dw0.size() * sizeof(float));
+    ops_->grouped_matmul_forward(Gpu(), s, y, xd, wd, FlopKind::kModel);
+    ops_->grouped_matmul_backward(Gpu(), s, dx, dw, dyd, xd, wd, FlopKind::kModel);
+    EXPECT_EQ(Download(y, R * N), got_y) << what << ": y differs on a second run";
+    EXPECT_EQ(Download(dx, R * K), got_dx) << what << ": dx differs on a second run";
+    EXPECT_EQ(Download(dw, G * N * K), got_dw) << what << ": dw differs on a second run";
+    gpu_->Context().flops->Reset();
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // when there is none; PARITY_REQUIRE_GPU=1 makes that a failure), a CPU reference context, device
 // upload/download, a normwise error check whose message names the op, the worst element and both
 // values, its bf16 form (the rounding bound per element plus a normwise term), a check that both
-// backends counted the same FLOPs, and the MoE tests' routing-plan definition.
+// backends counted the same FLOPs, the MoE tests' routing-plan definition and the grouped matmul's
+// row groups.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -149,6 +150,34 @@ inline std::vector<int32_t> RandomExperts(int64_t t, int64_t k, int64_t e, uint6
   return expert;
 }
 
+// Row groups for the grouped matmul tests: rows [offsets[g], offsets[g+1]) of arrays of `rows`
+// rows; rows outside [offsets[0], offsets[G]) belong to no group and must stay untouched.
+struct GroupedCase {
+  std::string name;
+  std::vector<int64_t> offsets;  // [G+1]
+  int64_t rows, in, out;
+  int64_t pad = 0;  // elements before each array: pointers that miss 16-byte alignment
+};
+// The experts of a skewed routing plan (an empty last expert); 1500 mostly empty groups (more
+// than one 1024-thread chunk of the pointer kernel) between rows outside any group; one group;
+// arrays one element off 16-byte alignment (bf16: cuBLAS's pointer rule sends these to the
+// per-group GEMMs) with odd widths.
+inline std::vector<GroupedCase> GroupedCases() {
+  std::vector<GroupedCase> cases;
+  std::vector<int64_t> plan;
+  std::vector<int32_t> slot_of, token_of;
+  ReferencePlan(301, 2, 9, RandomExperts(301, 2, 9, 700), plan, slot_of, token_of);
+  cases.push_back({"9 experts", plan, 602, 96, 80});
+  std::vector<int64_t> sparse{5};
+  for (int64_t g = 0; g < 1500; ++g) {
+    sparse.push_back(sparse.back() + (g % 7 == 3 ? 1 + g % 13 : 0));
+  }
+  cases.push_back({"1500 groups", sparse, sparse.back() + 4, 32, 48});
+  cases.push_back({"one group", {0, 70}, 70, 64, 128});
+  cases.push_back({"unaligned", {0, 30, 30, 75}, 75, 40, 23, 1});
+  return cases;
+}
+
 class CudaOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -179,6 +208,12 @@ class CudaOpsTest : public ::testing::Test {
     T* p = Alloc<T>(static_cast<int64_t>(host.size()));
     gpu_->FromHost(p, host.data(), host.size() * sizeof(T));
     return p;
+  }
+  // `host` after `pad` zero elements; returns where `host` starts.
+  template <typename T>
+  T* UploadPadded(std::vector<T> host, int64_t pad) {
+    host.insert(host.begin(), static_cast<size_t>(pad), T{});
+    return Upload(host) + pad;
   }
   template <typename T>
   std::vector<T> Download(const T* p, int64_t n) {
