@@ -4,12 +4,15 @@
 // exist on CPU for finite-difference gradient checks).
 //
 // Model code holds raw T* into buffers and passes them to ops; it moves memory only through the
-// device's Copy/Zero/ToHost/FromHost (checkpoints, loss readback, per-expert row counts for the
-// grouped expert GEMMs, metrics at logging steps). Every pointer the model hands to an op is a
-// device pointer, never host memory (the routing plan and the router biases included).
+// device's Copy/Zero/ToHost/FromHost (checkpoints, per-expert row counts for the grouped expert
+// GEMMs, metrics at logging steps) and their queued forms FromHostAsync/ToHostAsync (a training
+// step's token ids and losses, which must not make the host wait once per micro-batch). Every
+// pointer the model hands to an op is a device pointer, never host memory (the routing plan and
+// the router biases included); the one exception is sum_squares's result (op_table.h).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -31,6 +34,32 @@ class Buffer {
   T* as() {
     return static_cast<T*>(data());
   }
+};
+
+// Host memory for the queued transfers (Device::AllocateHost): on CUDA page-locked, so that a
+// queued copy neither stages through a bounce buffer nor makes the host wait. Host memory, not
+// device memory: not in the device's AllocatedBytes. Owned by whoever allocated it.
+class HostBuffer {
+ public:
+  virtual ~HostBuffer() = default;
+  virtual void* data() = 0;
+  virtual size_t bytes() const = 0;
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data());
+  }
+};
+
+// How often a device was asked for what makes the host wait for it — a blocking transfer or a
+// stream synchronisation — and for queued transfers (which do not wait), as far as the backend
+// counts them: the CPU device does, so that tests can pin how often a training step waits; a
+// backend that does not reports zeros.
+struct TransferCounts {
+  int64_t to_host = 0;      // ToHost calls
+  int64_t from_host = 0;    // FromHost calls
+  int64_t synchronize = 0;  // DefaultStream().Synchronize() calls
+  int64_t queued = 0;       // FromHostAsync and ToHostAsync calls
+  int64_t Waits() const { return to_host + from_host + synchronize; }
 };
 
 // An ordered queue of work. On CPU every op is synchronous, so Synchronize is a no-op.
@@ -59,6 +88,15 @@ class Device {
   virtual void Zero(void* dst, size_t bytes) = 0;
   virtual void ToHost(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void FromHost(void* dst, const void* host_src, size_t bytes) = 0;
+  // The same transfers queued on the default stream: they return at once and happen in stream
+  // order, so FromHostAsync's source must stay unchanged, and ToHostAsync's destination unread,
+  // until DefaultStream().Synchronize() (or a blocking call) returns. Host memory from
+  // AllocateHost keeps them asynchronous; any other host memory is correct too, but on CUDA a
+  // copy into pageable memory waits.
+  virtual void FromHostAsync(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void ToHostAsync(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual absl::StatusOr<std::unique_ptr<HostBuffer>> AllocateHost(size_t bytes) = 0;
+  virtual TransferCounts Transfers() const { return {}; }
   // The context ops run with (thread pool, FLOP counter). Owned by the device.
   virtual OpContext& Context() = 0;
   // Op tables; nullptr where the backend has no kernels for that precision.

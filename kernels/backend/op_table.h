@@ -162,6 +162,14 @@ struct AdamWArgs {
   double lr, beta1, beta2, eps, weight_decay;
   int64_t step;  // 1-based, for bias correction
 };
+// One tensor of a flat parameter buffer, for the multi-tensor update: elements
+// [offset, offset + size) and whether they decay.
+struct TensorSpan {
+  int64_t offset = 0;
+  int64_t size = 0;
+  WeightDecay decay = WeightDecay::kApply;
+  bool operator==(const TensorSpan&) const = default;
+};
 #define PARITY_UPDATE_OPS(X, T)                                                                 \
   /* Stable counting sort of the P = T·Kr slots by expert, on the device: offsets[E+1]         \
      (offsets[0] = 0; expert e's rows are [offsets[e], offsets[e+1])), slot_of[T,Kr],           \
@@ -173,12 +181,20 @@ struct AdamWArgs {
      step's summed slot counts (sign 0 → no change). */                                       \
   X(kBiasUpdate, bias_update,                                                                   \
     void(const OpContext&, int64_t e, float* bias, const int64_t* load, double rate))           \
-  /* sum of squares of g[n], accumulated in double in a fixed order */                          \
-  X(kSumSquares, sum_squares, double(const OpContext&, int64_t n, const T* g))                  \
+  /* *sum = Σ g[n]², accumulated in double in a fixed order. `sum` is HOST memory: the        \
+     result is copied there in stream order, valid once the stream is next synchronised         \
+     (the gradient norm shares the step's one wait; AllocateHost memory keeps it async). */     \
+  X(kSumSquares, sum_squares, void(const OpContext&, int64_t n, const T* g, double* sum))       \
   /* p, m, v updated in place from g·grad_scale; decoupled weight decay if kApply */           \
   X(kAdamW, adamw_update,                                                                       \
     void(const OpContext&, int64_t n, T* p, T* m, T* v, const T* g, double grad_scale,          \
-         const AdamWArgs&, WeightDecay))
+         const AdamWArgs&, WeightDecay))                                                        \
+  /* adamw_update of n tensors of a flat buffer in one call: for each tensors[i] (a HOST        \
+     array), elements [offset, offset + size) of p, m, v, g with the tensor's decay. The        \
+     same float operations per element as adamw_update, so the same bits. */                    \
+  X(kAdamWMultiTensor, adamw_multi_tensor,                                                      \
+    void(const OpContext&, int64_t n, const TensorSpan* tensors, T* p, T* m, T* v, const T* g,  \
+         double grad_scale, const AdamWArgs&))
 
 enum class OpKind : int {
 #define PARITY_ENUM_PAIRED(kind, f, b, fs, bs) kind,

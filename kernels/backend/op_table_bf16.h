@@ -81,7 +81,9 @@ struct Bf16OpTable {
   void (*routing_plan)(C, int64_t t, int64_t k, int64_t e, int64_t* offsets, int32_t* slot_of,
                        int32_t* token_of, const int32_t* expert) = nullptr;
   void (*bias_update)(C, int64_t e, float* bias, const int64_t* load, double rate) = nullptr;
-  double (*sum_squares)(C, int64_t n, const float* g) = nullptr;
+  // The optimizer's ops: the trainer runs them from the fp32 table (OpsF32) in every precision,
+  // multi-tensor AdamW included; these two entries are those ops.
+  void (*sum_squares)(C, int64_t n, const float* g, double* sum) = nullptr;
   void (*adamw_update)(C, int64_t n, float* p, float* m, float* v, const float* g,
                        double grad_scale, const AdamWArgs& a, WeightDecay decay) = nullptr;
   // dst[n] = bf16(src[n]), round to nearest-even: the weight copy after every update.

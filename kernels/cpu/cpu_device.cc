@@ -45,9 +45,26 @@ class CpuBuffer final : public Buffer {
   std::shared_ptr<MemoryCounts> counts_;  // the device's, shared with its other buffers
 };
 
+class CpuHostBuffer final : public HostBuffer {
+ public:
+  CpuHostBuffer(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
+  ~CpuHostBuffer() override { std::free(data_); }
+  void* data() override { return data_; }
+  size_t bytes() const override { return bytes_; }
+
+ private:
+  void* data_;  // owned, from aligned_alloc
+  size_t bytes_;
+};
+
+// Nothing to wait for on the CPU; the calls are counted (Device::Transfers) all the same.
 class CpuStream final : public Stream {
  public:
-  void Synchronize() override {}
+  explicit CpuStream(TransferCounts& counts) : counts_(counts) {}
+  void Synchronize() override { ++counts_.synchronize; }
+
+ private:
+  TransferCounts& counts_;
 };
 
 template <typename T>
@@ -79,6 +96,7 @@ OpTable<T> MakeCpuTable() {
   t.bias_update = &cpu::BiasUpdate;
   t.sum_squares = &cpu::SumSquares<T>;
   t.adamw_update = &cpu::AdamWUpdate<T>;
+  t.adamw_multi_tensor = &cpu::AdamWMultiTensor<T>;
   return t;
 }
 
@@ -111,8 +129,31 @@ class CpuDevice final : public Device {
   Stream& DefaultStream() override { return stream_; }
   void Copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void Zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
-  void ToHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void FromHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void ToHost(void* dst, const void* src, size_t bytes) override {
+    ++transfers_.to_host;
+    std::memcpy(dst, src, bytes);
+  }
+  void FromHost(void* dst, const void* src, size_t bytes) override {
+    ++transfers_.from_host;
+    std::memcpy(dst, src, bytes);
+  }
+  void ToHostAsync(void* dst, const void* src, size_t bytes) override {
+    ++transfers_.queued;
+    std::memcpy(dst, src, bytes);
+  }
+  void FromHostAsync(void* dst, const void* src, size_t bytes) override {
+    ++transfers_.queued;
+    std::memcpy(dst, src, bytes);
+  }
+  absl::StatusOr<std::unique_ptr<HostBuffer>> AllocateHost(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu: cannot allocate ", bytes, " bytes of host memory"));
+    }
+    return std::make_unique<CpuHostBuffer>(p, bytes);
+  }
+  TransferCounts Transfers() const override { return transfers_; }
   OpContext& Context() override { return context_; }
   const OpTable<float>* OpsF32() const override { return &f32_; }
   const OpTable<double>* OpsF64() const override { return &f64_; }
@@ -122,7 +163,8 @@ class CpuDevice final : public Device {
   ThreadPool pool_;
   FlopCounter flops_;
   OpContext context_;
-  CpuStream stream_;
+  TransferCounts transfers_;
+  CpuStream stream_{transfers_};
   OpTable<float> f32_;
   OpTable<double> f64_;
   Bf16OpTable bf16_;  // the emulation (cpu/ops_bf16.h)

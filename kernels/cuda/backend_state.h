@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/backend/op_table.h"
 
@@ -72,6 +73,16 @@ struct MatmulPlan {
 // the cudaDataType_t of A/B and of C/D (fp32/fp32, bf16/bf16 or bf16/fp32).
 using MatmulKey = std::array<int64_t, 13>;
 
+// The multi-tensor AdamW's chunk table on the device (ops_optim.cu): the tensor list of the last
+// call, cut into chunks a block each. Built and uploaded when the list changes — once per run,
+// since a model's tensors do not change — and reused by every later step.
+struct AdamWChunkTable {
+  bool built = false;
+  std::vector<TensorSpan> tensors;  // the host list it was built from
+  DeviceMemory chunks;              // the table (null when it has no chunk)
+  int64_t num_chunks = 0;
+};
+
 }  // namespace parity::kernels::cuda
 
 namespace parity::kernels {
@@ -87,6 +98,7 @@ struct BackendState {
   cuda::BlasHandle blas;
   std::mutex plans_mu;
   std::map<cuda::MatmulKey, cuda::MatmulPlan> plans;  // guarded by plans_mu; ≤ 4096 (gemm.cc)
+  cuda::AdamWChunkTable adamw_chunks;  // the driving thread's only (see Threading above)
 };
 
 }  // namespace parity::kernels

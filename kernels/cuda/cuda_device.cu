@@ -55,6 +55,19 @@ class CudaBuffer final : public Buffer {
   std::shared_ptr<MemoryCounts> counts_;  // the device's, shared with its other buffers
 };
 
+// Page-locked host memory (cudaMallocHost), for queued transfers that do not wait.
+class PinnedHostBuffer final : public HostBuffer {
+ public:
+  PinnedHostBuffer(void* data, size_t bytes) : data_(data), bytes_(bytes) {}
+  ~PinnedHostBuffer() override { (void)cudaFreeHost(data_); }
+  void* data() override { return data_; }
+  size_t bytes() const override { return bytes_; }
+
+ private:
+  void* data_;
+  size_t bytes_;
+};
+
 class CudaStream final : public Stream {
  public:
   explicit CudaStream(cudaStream_t stream) : stream_(stream) {}
@@ -100,6 +113,7 @@ void FillSharedEntries(Table& t) {
 OpTable<float> MakeCudaTable() {
   OpTable<float> t;
   FillSharedEntries(t);
+  t.adamw_multi_tensor = &cuda::AdamWMultiTensor;  // the trainer's optimizer, in every precision
   return t;
 }
 
@@ -180,6 +194,24 @@ class CudaDevice final : public Device {
     // Pageable sources are staged before cudaMemcpyAsync returns, pinned ones are not: wait, so
     // the caller may reuse `host_src` either way.
     PARITY_CUDA_CHECK(cudaStreamSynchronize(state_->stream));
+  }
+  void ToHostAsync(void* host_dst, const void* src, size_t bytes) override {
+    PARITY_CUDA_CHECK(
+        cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, state_->stream));
+  }
+  void FromHostAsync(void* dst, const void* host_src, size_t bytes) override {
+    PARITY_CUDA_CHECK(
+        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, state_->stream));
+  }
+  absl::StatusOr<std::unique_ptr<HostBuffer>> AllocateHost(size_t bytes) override {
+    void* p = nullptr;
+    if (const cudaError_t e = cudaMallocHost(&p, bytes == 0 ? 1 : bytes); e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return absl::ResourceExhaustedError(
+          absl::StrCat(name_, ": cannot allocate ", bytes,
+                       " bytes of pinned host memory: ", cudaGetErrorString(e)));
+    }
+    return std::make_unique<PinnedHostBuffer>(p, bytes);
   }
   OpContext& Context() override { return context_; }
   const OpTable<float>* OpsF32() const override { return &f32_; }

@@ -4,8 +4,8 @@
 // comments on PARITY_OPS in backend/op_table.h define each op, and every op here mirrors its CPU
 // reference in cpu/ops_*.h: the same outputs, the same accumulate-or-overwrite behaviour, the
 // same FLOP counts (added on the host, so the counted M equals the plan). All pointers are device
-// pointers; work is queued on the device's stream and nothing synchronises except sum_squares,
-// which returns a host value.
+// pointers (sum_squares's host result aside); work is queued on the device's stream and no op
+// synchronises with the host.
 #pragma once
 
 #include <cstdint>
@@ -71,9 +71,11 @@ void GroupedMatmulBackward(const OpContext& ctx, const GroupedMatmulShape& s, fl
                            const float* dy, const float* x, const float* w, FlopKind kind);
 
 // ops_optim.cu
-double SumSquares(const OpContext& ctx, int64_t n, const float* g);
+void SumSquares(const OpContext& ctx, int64_t n, const float* g, double* sum);
 void AdamWUpdate(const OpContext& ctx, int64_t n, float* p, float* m, float* v, const float* g,
                  double grad_scale, const AdamWArgs& a, WeightDecay decay);
+void AdamWMultiTensor(const OpContext& ctx, int64_t count, const TensorSpan* tensors, float* p,
+                      float* m, float* v, const float* g, double grad_scale, const AdamWArgs& a);
 
 // ---- the bf16 mode: each array in the precision op_table_bf16.h gives it; math in fp32, bf16
 // stores rounded to nearest-even.

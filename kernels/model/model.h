@@ -30,15 +30,44 @@ struct ParamTensor {
 // Routing statistics of one MoE layer for the last forward (host copies).
 struct RoutingStats {
   std::vector<int64_t> load;  // [E] routing slots per expert (from the routing plan's offsets)
-  double aux_loss = 0;        // λ·E·Σ f_i·P_i
-  double z_loss = 0;          // λ_z·mean(lse²)
 };
 
 struct ForwardResult {
   double ce = 0;   // mean cross-entropy over the micro-batch's tokens, nats
-  double aux = 0;  // Σ over MoE layers of the balance loss
-  double z = 0;    // Σ over MoE layers of the router z-loss
+  double aux = 0;  // Σ over MoE layers of the balance loss λ·E·Σ f_i·P_i
+  double z = 0;    // Σ over MoE layers of the router z-loss λ_z·mean(lse²)
 };
+
+// One micro-batch of a queued Forward: its token ids in, its losses out, all in HOST memory
+// (Device::AllocateHost's, so that the copies do not wait). Forward queues the copies on the
+// device's stream: the ids must stay unchanged, and the losses are valid, only once the stream has
+// been synchronised after the call. S is the model's seq_len.
+template <typename T>
+struct MicroBatch {
+  const int32_t* tokens = nullptr;   // [batch·S]
+  const int32_t* targets = nullptr;  // [batch·S]
+  int64_t batch = 0;                 // sequences, at most the model's max_batch
+  T* token_loss = nullptr;           // out [batch·S]: each token's cross-entropy, nats
+  double* route_losses = nullptr;    // out [2·NumMoeLayers()]: each MoE layer's {aux, z}; unused
+                                     // (may be null) in a model without MoE layers
+};
+
+// The means a ForwardResult reports from the losses a Forward delivered: cross-entropy summed in
+// double in token order, then divided by the token count; aux and z summed over the layers in
+// order. The one summation every caller uses, so the reported bits do not depend on the path.
+template <typename T>
+ForwardResult SumLosses(const T* token_loss, int64_t tokens, const double* route_losses,
+                        int64_t moe_layers) {
+  ForwardResult r;
+  double sum = 0.0;
+  for (int64_t i = 0; i < tokens; ++i) sum += token_loss[i];
+  r.ce = sum / static_cast<double>(tokens);
+  for (int64_t i = 0; i < moe_layers; ++i) {
+    r.aux += route_losses[2 * i];
+    r.z += route_losses[2 * i + 1];
+  }
+  return r;
+}
 
 template <typename T>
 class Model {
@@ -58,8 +87,15 @@ class Model {
   virtual void InitParams(Rng& rng) = 0;
   virtual void ZeroGrads() = 0;
 
-  // Runs `batch` sequences of S tokens (host arrays, batch·S each) and saves activations.
-  virtual ForwardResult Forward(const int32_t* tokens, const int32_t* targets, int64_t batch) = 0;
+  // Queues the forward of `mb` on the device (the ids' upload, every op, the losses' copies back)
+  // and saves its activations for Backward. The host waits for nothing here, except in each MoE
+  // layer for its routing plan's offsets (the grouped expert GEMMs take their shapes from the
+  // host): a dense model's training step waits once for all of its micro-batches.
+  virtual void Forward(const MicroBatch<T>& mb) = 0;
+  // Forward of `batch` sequences from any host arrays (batch·S each), waiting for the device and
+  // returning SumLosses of the result: for tests and one-off evaluations.
+  virtual ForwardResult ForwardAndWait(const int32_t* tokens, const int32_t* targets,
+                                       int64_t batch) = 0;
   // Backward of the last Forward, ACCUMULATING into Grads():
   //   grads += ∂(ce_scale·Σ_t ce_t + aux_scale·Σ_layers(aux + z))/∂θ.
   virtual void Backward(double ce_scale, double aux_scale) = 0;

@@ -112,19 +112,19 @@ void Transformer<T, A>::RecomputeLayer(Layer& y, int64_t Tn, const AttentionShap
 }
 
 template <typename T, typename A>
-ForwardResult Transformer<T, A>::Forward(const int32_t* tokens, const int32_t* targets,
-                                         int64_t batch) {
+void Transformer<T, A>::Forward(const MicroBatch<T>& mb) {
   const ModelConfig& m = config_;
   const OpContext& ctx = device_.Context();
-  const int64_t S = m.seq_len, Tn = batch * S, D = m.d_model;
-  const AttentionShape as = AttentionShapeFor(batch);
-  batch_ = batch;
+  const int64_t S = m.seq_len, Tn = mb.batch * S, D = m.d_model;
+  const AttentionShape as = AttentionShapeFor(mb.batch);
+  batch_ = mb.batch;
   RefreshWeights();
   const T* p = params_;   // norm weights and the embedding: read in master precision
   const A* w = weights_;  // every GEMM's weights
-  device_.FromHost(g_->tokens, tokens, Tn * sizeof(int32_t));
-  device_.FromHost(g_->targets, targets, Tn * sizeof(int32_t));
-  ForwardResult result;
+  // Queued uploads: the previous micro-batch's Backward, which reads these arrays, is ahead of
+  // them on the stream.
+  device_.FromHostAsync(g_->tokens, mb.tokens, Tn * sizeof(int32_t));
+  device_.FromHostAsync(g_->targets, mb.targets, Tn * sizeof(int32_t));
 
   ops_.embedding_forward(ctx, Tn, D, g_->resid, g_->tokens, p + g_->wte);
   for (auto& lp : layers_) LayerForward(*lp, Tn, as);
@@ -133,23 +133,24 @@ ForwardResult Transformer<T, A>::Forward(const int32_t* tokens, const int32_t* t
   MatmulForward({Tn, D, m.vocab_size}, g_->logits, g_->hf, w + g_->head, Accumulate::kNo,
                 FlopKind::kVocab);
   ops_.cross_entropy_forward(ctx, Tn, m.vocab_size, g_->loss, g_->logits, g_->targets);
-  // The micro-batch's one readback of losses: per-token cross-entropy and the routers' {aux, z}.
-  device_.ToHost(g_->host_loss.data(), g_->loss, Tn * sizeof(T));
-  double sum = 0.0;
-  for (int64_t i = 0; i < Tn; ++i) sum += g_->host_loss[i];
-  result.ce = sum / Tn;
+  // The losses go back queued, not waited for: per-token cross-entropy and the routers' {aux, z}.
+  device_.ToHostAsync(mb.token_loss, g_->loss, Tn * sizeof(T));
   if (!moe_layers_.empty()) {
-    device_.ToHost(g_->host_route_losses.data(), g_->route_losses,
-                   g_->host_route_losses.size() * sizeof(double));
-    for (size_t i = 0; i < moe_layers_.size(); ++i) {
-      RoutingStats& stats = layers_[moe_layers_[i]]->stats;
-      stats.aux_loss = g_->host_route_losses[2 * i];
-      stats.z_loss = g_->host_route_losses[2 * i + 1];
-      result.aux += stats.aux_loss;
-      result.z += stats.z_loss;
-    }
+    device_.ToHostAsync(mb.route_losses, g_->route_losses, 2 * moe_layers_.size() * sizeof(double));
   }
-  return result;
+}
+
+template <typename T, typename A>
+ForwardResult Transformer<T, A>::ForwardAndWait(const int32_t* tokens, const int32_t* targets,
+                                                int64_t batch) {
+  const MicroBatch<T> mb{.tokens = tokens,
+                         .targets = targets,
+                         .batch = batch,
+                         .token_loss = g_->host_loss.data(),
+                         .route_losses = g_->host_route_losses.data()};
+  Forward(mb);
+  device_.DefaultStream().Synchronize();
+  return SumLosses(mb.token_loss, batch * config_.seq_len, mb.route_losses, NumMoeLayers());
 }
 
 // route → permute → expert FFN (two grouped GEMMs over the expert groups) → combine, plus the

@@ -2,7 +2,8 @@
 // MoE SwiGLU feed-forward layers. This class owns the parameters, their gradients and the saved
 // activations, and orchestrates ops through the device's op table; it does no arithmetic itself
 // except host-side bookkeeping (loss means, expert row counts). Every array it hands to an op is
-// device memory; the host sees per micro-batch the losses and per MoE layer the E+1 plan offsets.
+// device memory; the host sees per micro-batch the losses (queued copies, read when the caller
+// synchronises) and per MoE layer the E+1 plan offsets (the one readback that waits).
 //
 // Shape legend: B sequences per micro-batch, S sequence length, T = B·S tokens, D = D_m,
 // H/Hkv/Dh heads, F = D_ffn, E experts, K top-k, De/Dse expert and shared-expert widths,
@@ -61,7 +62,9 @@ class Transformer final : public Model<T> {
 
   void InitParams(Rng& rng) override;
   void ZeroGrads() override;
-  ForwardResult Forward(const int32_t* tokens, const int32_t* targets, int64_t batch) override;
+  void Forward(const MicroBatch<T>& mb) override;
+  ForwardResult ForwardAndWait(const int32_t* tokens, const int32_t* targets,
+                               int64_t batch) override;
   void Backward(double ce_scale, double aux_scale) override;
   void SetGradsReadyHook(GradsReadyHook hook) override { grads_ready_ = std::move(hook); }
 

@@ -69,8 +69,8 @@ struct Transformer<T, A>::Globals {
   T* dlogits = nullptr;
   T *drlogits = nullptr, *dgate = nullptr;
   A *dys = nullptr, *dg_e = nullptr, *dab_e = nullptr, *dxs = nullptr;
-  std::vector<T> host_loss;
-  std::vector<double> host_route_losses;
+  std::vector<T> host_loss;               // ForwardAndWait's losses [T]
+  std::vector<double> host_route_losses;  // and {aux, z} [2·MoE layers]
 };
 
 }  // namespace parity::kernels

@@ -76,7 +76,7 @@ Pass ForwardBackward(Model<float>& model, int64_t batch) {
   const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
   model.ZeroGrads();
   Pass p;
-  p.ce = model.Forward(in.data(), out.data(), batch).ce;
+  p.ce = model.ForwardAndWait(in.data(), out.data(), batch).ce;
   model.Backward(1.0 / static_cast<double>(n), 1.0);
   p.grads.assign(model.Grads(), model.Grads() + model.NumParams());
   return p;

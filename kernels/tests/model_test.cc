@@ -66,7 +66,7 @@ TEST(ModelTest, InitialLossIsNearLn256) {
   Rng rng{.seed = 3};
   (*model)->InitParams(rng);
   const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
-  const double ce = (*model)->Forward(in.data(), out.data(), batch).ce;
+  const double ce = (*model)->ForwardAndWait(in.data(), out.data(), batch).ce;
   EXPECT_NEAR(ce, std::log(256.0), 0.03 * std::log(256.0))
       << "a freshly initialised byte model should be close to uniform over 256 bytes";
 }
@@ -86,7 +86,7 @@ TEST(ModelTest, OverfitsOneBatchBelowPointTwoBpc) {
   double bpc = 0;
   for (int64_t step = 1; step <= 300 && !(bpc > 0 && bpc < 0.2); ++step) {
     model.ZeroGrads();
-    bpc = model.Forward(in.data(), out.data(), batch).ce / std::log(2.0);
+    bpc = model.ForwardAndWait(in.data(), out.data(), batch).ce / std::log(2.0);
     model.Backward(1.0 / n, 1.0);
     const AdamWArgs args{
         .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.0, .step = step};
@@ -134,8 +134,8 @@ TEST(ModelTest, MoeWithOneExpertEqualsDenseFfn) {
     ASSERT_TRUE(found) << "no dense tensor for " << tb.name;
   }
   const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
-  const double la = (*a)->Forward(in.data(), out.data(), batch).ce;
-  const double lb = (*b)->Forward(in.data(), out.data(), batch).ce;
+  const double la = (*a)->ForwardAndWait(in.data(), out.data(), batch).ce;
+  const double lb = (*b)->ForwardAndWait(in.data(), out.data(), batch).ce;
   EXPECT_NEAR(la, lb, 1e-12) << "one-expert MoE loss differs from the dense FFN's";
   (*a)->ZeroGrads();
   (*b)->ZeroGrads();
@@ -281,7 +281,7 @@ TEST_P(FlopCountTest, CountedTrainingFlopsMatchFormula) {
   FlopCounter& flops = *device->Context().flops;
   flops.Reset();
   (*model)->ZeroGrads();
-  (*model)->Forward(in.data(), out.data(), batch);
+  (*model)->ForwardAndWait(in.data(), out.data(), batch);
   (*model)->Backward(1.0 / n, 1.0);
   const double measured = flops.Get(FlopKind::kModel) / n;
   const double analytic = ComputeAnalyticCounts(m).flops_per_token;

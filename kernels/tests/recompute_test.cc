@@ -56,7 +56,7 @@ Pass TrainTwoMicroBatches(const ModelConfig& m, Precision precision, bool recomp
   for (int micro = 0; micro < 2; ++micro) {
     flops.Reset();
     (*model)->ZeroGrads();
-    p.losses = (*model)->Forward(in.data(), out.data(), batch);
+    p.losses = (*model)->ForwardAndWait(in.data(), out.data(), batch);
     (*model)->Backward(1.0 / static_cast<double>(n), 1.0);
   }
   p.flops = flops;

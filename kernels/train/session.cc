@@ -38,6 +38,31 @@ absl::Status ValidateForDevice(const ModelConfig& m, DeviceKind kind) {
 
 namespace {
 
+// Layout of StepStaging's memory: doubles first (norm², then [slots, 2·MoE layers] router
+// losses), then int32 tokens and targets [slots, B·S] each, then float losses [slots, B·S].
+size_t RouteLossesAt() { return sizeof(double); }
+size_t TokensAt(const StepStaging& s) {
+  return RouteLossesAt() + static_cast<size_t>(s.slots * 2 * s.moe_layers) * sizeof(double);
+}
+size_t TargetsAt(const StepStaging& s) {
+  return TokensAt(s) + static_cast<size_t>(s.slots * s.tokens) * sizeof(int32_t);
+}
+size_t LossesAt(const StepStaging& s) {
+  return TargetsAt(s) + static_cast<size_t>(s.slots * s.tokens) * sizeof(int32_t);
+}
+size_t StagingBytes(const StepStaging& s) {
+  return LossesAt(s) + static_cast<size_t>(s.slots * s.tokens) * sizeof(float);
+}
+
+absl::StatusOr<StepStaging> AllocateStaging(Device& device, int64_t slots, int64_t tokens,
+                                            int64_t moe_layers) {
+  StepStaging s;
+  s.slots = slots, s.tokens = tokens, s.moe_layers = moe_layers;
+  PARITY_ASSIGN_OR_RETURN(s.memory, device.AllocateHost(StagingBytes(s)));
+  s.grad_norm_sq = s.memory->as<double>();
+  return s;
+}
+
 // Rank r of W trains micro-batches [r·A/W, (r+1)·A/W) of each step, so that the ranks together
 // train exactly the step one process would; a world size that does not divide A is refused.
 absl::Status ValidateDataParallel(const TrainConfig& tc, const CommOptions& comm) {
@@ -53,6 +78,30 @@ absl::Status ValidateDataParallel(const TrainConfig& tc, const CommOptions& comm
 }
 
 }  // namespace
+
+int32_t* StepStaging::Tokens(int64_t i) const {
+  return reinterpret_cast<int32_t*>(static_cast<char*>(memory->data()) + TokensAt(*this)) +
+         i * tokens;
+}
+
+int32_t* StepStaging::Targets(int64_t i) const {
+  return reinterpret_cast<int32_t*>(static_cast<char*>(memory->data()) + TargetsAt(*this)) +
+         i * tokens;
+}
+
+MicroBatch<float> StepStaging::Slot(int64_t i, int64_t batch) const {
+  char* base = static_cast<char*>(memory->data());
+  return {.tokens = Tokens(i),
+          .targets = Targets(i),
+          .batch = batch,
+          .token_loss = reinterpret_cast<float*>(base + LossesAt(*this)) + i * tokens,
+          .route_losses = reinterpret_cast<double*>(base + RouteLossesAt()) + i * 2 * moe_layers};
+}
+
+ForwardResult StepStaging::Losses(int64_t i, int64_t batch, int64_t seq_len) const {
+  const MicroBatch<float> mb = Slot(i, batch);
+  return SumLosses(mb.token_loss, batch * seq_len, mb.route_losses, moe_layers);
+}
 
 absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
                                                      const TrainerOptions& options) {
@@ -94,8 +143,14 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   s->fingerprint = RunFingerprint(s->config, s->corpus.Digest(), std::string(s->device->Name()));
   s->rng = Rng{.seed = tc.seed};
   s->model->InitParams(s->rng);
-  s->inputs.resize(tc.batch_size * config.model.seq_len);
-  s->targets.resize(tc.batch_size * config.model.seq_len);
+  const int64_t tokens = tc.batch_size * config.model.seq_len;
+  s->inputs.resize(tokens);
+  s->targets.resize(tokens);
+  PARITY_ASSIGN_OR_RETURN(s->staging, AllocateStaging(*s->device, s->LocalMicroBatches(), tokens,
+                                                      s->model->NumMoeLayers()));
+  for (const ParamTensor& t : s->model->Tensors()) {
+    s->update_tensors.push_back({.offset = t.offset, .size = t.size, .decay = t.decay});
+  }
   return s;
 }
 

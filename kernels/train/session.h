@@ -20,6 +20,26 @@
 
 namespace parity::kernels {
 
+// Host memory of a step's queued transfers (Device::AllocateHost: pinned on CUDA), one slot per
+// micro-batch this rank trains in a step: the token ids each Forward uploads and the losses it
+// copies back, plus the gradient norm². Nothing in it is read or rewritten before the step's one
+// synchronisation, so no copy needs waiting for on its own.
+struct StepStaging {
+  std::unique_ptr<HostBuffer> memory;
+  int64_t slots = 0;               // local micro-batches
+  int64_t tokens = 0;              // B·S per slot
+  int64_t moe_layers = 0;          // {aux, z} pairs per slot
+  double* grad_norm_sq = nullptr;  // [1] sum_squares of the step's (summed) gradient
+
+  // Slot i's (i < slots) ids [B·S], written by the host before its Forward.
+  int32_t* Tokens(int64_t i) const;
+  int32_t* Targets(int64_t i) const;
+  // Slot i for a forward of `batch` (≤ B) sequences.
+  MicroBatch<float> Slot(int64_t i, int64_t batch) const;
+  // The means of slot i's losses after the synchronisation (SumLosses).
+  ForwardResult Losses(int64_t i, int64_t batch, int64_t seq_len) const;
+};
+
 struct Session {
   explicit Session(TokenCorpus c) : corpus(std::move(c)) {}
 
@@ -38,7 +58,9 @@ struct Session {
   int64_t step = 0;    // optimizer steps completed
   int64_t cursor = 0;  // training windows consumed
   Rng rng;
-  std::vector<int32_t> inputs, targets;  // host staging of one micro-batch [B·S]
+  std::vector<int32_t> inputs, targets;  // the loader's batch [B·S], copied into `staging`
+  StepStaging staging;
+  std::vector<TensorSpan> update_tensors;  // model.Tensors() as the multi-tensor AdamW takes it
 
   const OpTable<float>& ops() const { return *device->OpsF32(); }
   OpContext& context() { return device->Context(); }

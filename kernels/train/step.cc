@@ -12,7 +12,9 @@
 namespace parity::kernels {
 namespace {
 
-// Forward + backward of this rank's micro-batches of the step, summed into the gradient. With an
+// Forward + backward of this rank's micro-batches of the step, summed into the gradient, all
+// queued: each micro-batch's ids go up from, and its losses come back into, its own slot of the
+// staging memory, read only after the step's one synchronisation (AddLosses). With an
 // overlapping `sync`, the last micro-batch's backward posts each finished layer to it.
 absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
   const TrainConfig& tc = s.config.train;
@@ -25,13 +27,14 @@ absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
     const int64_t next = i + 1 < local ? cursor + B : step_start + (accum + first) * B;
     PARITY_ASSIGN_OR_RETURN(const int64_t bytes, s.loader->Next(cursor, s.inputs, s.targets, next));
     r.target_bytes += bytes;
-    const ForwardResult f = model.Forward(s.inputs.data(), s.targets.data(), B);
+    std::copy(s.inputs.begin(), s.inputs.end(), s.staging.Tokens(i));
+    std::copy(s.targets.begin(), s.targets.end(), s.staging.Targets(i));
+    model.Forward(s.staging.Slot(i, B));
     if (sync != nullptr && sync->overlapping() && i + 1 == local) {
       model.SetGradsReadyHook([sync](int64_t offset, int64_t count) { sync->Post(offset, count); });
     }
     model.Backward(1.0 / static_cast<double>(s.StepTokens()), 1.0 / static_cast<double>(accum));
     model.SetGradsReadyHook(nullptr);
-    r.ce += f.ce / accum, r.aux += f.aux / accum, r.z += f.z / accum;
     for (int64_t l = 0; l < model.NumMoeLayers(); ++l) {
       const std::vector<int64_t>& load = model.Routing(l).load;
       for (size_t e = 0; e < load.size(); ++e) r.loads[l][e] += load[e];
@@ -39,6 +42,17 @@ absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
   }
   s.cursor = step_start + accum * B;
   return absl::OkStatus();
+}
+
+// The step's losses from the staging memory, once the device has been synchronised: each
+// micro-batch's means, summed in micro-batch order (the order, and so the bits, of summing each
+// Forward's result as it came).
+void AddLosses(const Session& s, StepResult& r) {
+  const int64_t accum = s.config.train.grad_accum;
+  for (int64_t i = 0; i < s.LocalMicroBatches(); ++i) {
+    const ForwardResult f = s.staging.Losses(i, s.config.train.batch_size, s.config.model.seq_len);
+    r.ce += f.ce / accum, r.aux += f.aux / accum, r.z += f.z / accum;
+  }
 }
 
 // Sums the step's statistics over the ranks (one host all-reduce): losses, target bytes, the
@@ -66,6 +80,24 @@ absl::Status ReduceStepStats(Session& s, StepResult& r, bool stop) {
   for (auto& layer : r.loads) {
     for (int64_t& load : layer) load = static_cast<int64_t>(v[k++]);
   }
+  return absl::OkStatus();
+}
+
+// The step's one wait for the device: the gradient norm² is queued behind the (summed) gradient,
+// then the host waits for it and for every micro-batch's losses, sums the losses and, in a gang,
+// the step's statistics over the ranks. The norm cannot share AdamW's pass: the clip factor needs
+// the whole gradient's norm before any parameter moves; it is one launch of a fixed-order double
+// sum.
+absl::Status WaitForLossesAndNorm(Session& s, StepResult& r, bool stop) {
+  s.ops().sum_squares(s.context(), s.model->NumParams(), s.model->Grads(), s.staging.grad_norm_sq);
+  s.device->DefaultStream().Synchronize();
+  AddLosses(s, r);
+  if (s.Distributed()) {
+    const auto c0 = std::chrono::steady_clock::now();
+    PARITY_RETURN_IF_ERROR(ReduceStepStats(s, r, stop));
+    r.comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  }
+  r.grad_norm = std::sqrt(*s.staging.grad_norm_sq);
   return absl::OkStatus();
 }
 
@@ -115,16 +147,15 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
   if (s.Distributed()) {
     const auto c0 = std::chrono::steady_clock::now();
     PARITY_RETURN_IF_ERROR(sync.Finish());
-    PARITY_RETURN_IF_ERROR(ReduceStepStats(s, r, stop));
     r.comm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
   }
-  // Global-norm clipping folded into the optimizer's gradient scale.
-  r.grad_norm = std::sqrt(s.ops().sum_squares(s.context(), n, model.Grads()));
+  PARITY_RETURN_IF_ERROR(WaitForLossesAndNorm(s, r, stop));
   if (!std::isfinite(r.ce) || !std::isfinite(r.grad_norm)) {
     // Nothing is applied: the last checkpoint stays the last good state.
     return absl::OutOfRangeError(absl::StrCat("training diverged at step ", s.step + 1, ": loss ",
                                               r.ce, ", gradient norm ", r.grad_norm));
   }
+  // Global-norm clipping folded into the optimizer's gradient scale.
   const OptimizerConfig& o = config.optimizer;
   const double clip =
       o.grad_clip > 0 && r.grad_norm > o.grad_clip ? o.grad_clip / r.grad_norm : 1.0;
@@ -135,10 +166,10 @@ absl::StatusOr<StepResult> TrainStep(Session& s, bool stop) {
                        .eps = o.eps,
                        .weight_decay = o.weight_decay,
                        .step = s.step + 1};
-  for (const ParamTensor& t : model.Tensors()) {
-    s.ops().adamw_update(s.context(), t.size, model.Params() + t.offset, s.adam_m + t.offset,
-                         s.adam_v + t.offset, model.Grads() + t.offset, clip, args, t.decay);
-  }
+  // Every tensor in one call, each with its own weight decay.
+  s.ops().adamw_multi_tensor(s.context(), static_cast<int64_t>(s.update_tensors.size()),
+                             s.update_tensors.data(), model.Params(), s.adam_m, s.adam_v,
+                             model.Grads(), clip, args);
   BalanceExperts(s, r.loads);
   ++s.step;
   // The step's work is queued on the device's stream; its time is only known once it is done.
@@ -183,13 +214,16 @@ absl::StatusOr<std::vector<double>> Evaluate(Session& s) {
     for (int64_t done = 0, chunk = 0; done < windows[set]; done += B, ++chunk) {
       if (chunk % ranks != rank) continue;
       const int64_t b = std::min(B, windows[set] - done);
+      // The training step's first staging slot and queued Forward, waited for once per chunk.
       for (int64_t i = 0; i < b; ++i) {
-        PARITY_ASSIGN_OR_RETURN(
-            const int64_t window_bytes,
-            s.corpus.FillEval(set, done + i, s.inputs.data() + i * S, s.targets.data() + i * S));
+        PARITY_ASSIGN_OR_RETURN(const int64_t window_bytes,
+                                s.corpus.FillEval(set, done + i, s.staging.Tokens(0) + i * S,
+                                                  s.staging.Targets(0) + i * S));
         sums[2 * set + 1] += static_cast<double>(window_bytes);
       }
-      sums[2 * set] += s.model->Forward(s.inputs.data(), s.targets.data(), b).ce * b;
+      s.model->Forward(s.staging.Slot(0, b));
+      s.device->DefaultStream().Synchronize();
+      sums[2 * set] += s.staging.Losses(0, b, S).ce * b;
     }
   }
   if (s.Distributed()) {

@@ -34,7 +34,19 @@ TEST_F(CudaOpsTest, DeviceMovesMemoryAndFillsTheTable) {
   std::vector<float> part(5);
   buffers_.back()->CopyToHost(part.data(), 40 * sizeof(float), 5 * sizeof(float));
   EXPECT_EQ(part, std::vector<float>(x.begin() + 40, x.begin() + 45));
+  // Queued transfers through pinned host memory: valid after the synchronisation.
+  auto pinned = gpu_->AllocateHost(1000 * sizeof(float));
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  float* host = (*pinned)->as<float>();
+  std::copy(x.begin(), x.end(), host);
+  gpu_->FromHostAsync(b, host, 1000 * sizeof(float));
+  gpu_->Zero(a, 1000 * sizeof(float));
+  gpu_->Copy(a, b, 1000 * sizeof(float));
   gpu_->DefaultStream().Synchronize();
+  std::fill(host, host + 1000, -1.0f);  // only now: the queued upload reads `host` until here
+  gpu_->ToHostAsync(host, a, 1000 * sizeof(float));
+  gpu_->DefaultStream().Synchronize();
+  EXPECT_EQ(std::vector<float>(host, host + 1000), x) << "FromHostAsync, then ToHostAsync";
 }
 
 TEST_F(CudaOpsTest, Embedding) {
@@ -238,10 +250,21 @@ TEST_F(CudaOpsTest, SumSquaresAndAdamW) {
   auto v0 = RandomFloats(n, 63, 0.1);
   for (auto& x : v0) x = x * x;
   const float* gd = Upload(g);
-  const double ss = ops_->sum_squares(Gpu(), n, gd);
-  const double ref = cpu::SumSquares<double>(cpu_, n, ToDouble(g).data());
-  EXPECT_NEAR(ss, ref, 1e-10 * ref) << "sum_squares (both in double)";
-  EXPECT_EQ(ops_->sum_squares(Gpu(), n, gd), ss) << "sum_squares is not deterministic";
+  // The result arrives in (pinned) host memory in stream order: read after a synchronisation.
+  auto pinned = gpu_->AllocateHost(2 * sizeof(double));
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  double* sums = (*pinned)->as<double>();
+  ops_->sum_squares(Gpu(), n, gd, &sums[0]);
+  ops_->sum_squares(Gpu(), n, gd, &sums[1]);
+  gpu_->DefaultStream().Synchronize();
+  double ref = 0.0;
+  cpu::SumSquares<double>(cpu_, n, ToDouble(g).data(), &ref);
+  EXPECT_NEAR(sums[0], ref, 1e-10 * ref) << "sum_squares (both in double)";
+  EXPECT_EQ(sums[1], sums[0]) << "sum_squares is not deterministic";
+  double none = -1.0;
+  ops_->sum_squares(Gpu(), 0, gd, &none);
+  gpu_->DefaultStream().Synchronize();
+  EXPECT_EQ(none, 0.0) << "the sum of no squares";
 
   float *p = Upload(p0), *m = Upload(m0), *v = Upload(v0);
   const AdamWArgs args{
@@ -264,6 +287,63 @@ TEST_F(CudaOpsTest, SumSquaresAndAdamW) {
   EXPECT_GE(same, n * 999 / 1000) << "adamw: only " << same << " of " << n
                                   << " parameters match the CPU float update bit for bit";
   ExpectSameFlops("optimizer");
+}
+
+// The multi-tensor AdamW against one adamw_update launch per tensor on the GPU (the same kernel
+// arithmetic: every bit equal) and against the CPU's multi-tensor op (as adamw_update is checked
+// above), over a table with empty and one-element tensors, tensors longer than a chunk, mixed
+// decay, an order that is not the offsets', and a tail no tensor covers. Called twice with the
+// same table (the cached chunk table) and once with another (rebuilt).
+TEST_F(CudaOpsTest, MultiTensorAdamW) {
+  const int64_t sizes[] = {70'001, 0, 1, 32'768, 1, 4096, 0, 65'537, 5, 1000};
+  std::vector<TensorSpan> table;
+  int64_t n = 0;
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    table.push_back({.offset = n,
+                     .size = sizes[i],
+                     .decay = i % 3 == 1 ? WeightDecay::kSkip : WeightDecay::kApply});
+    n += sizes[i];
+  }
+  std::swap(table[2], table[7]);
+  const int64_t tail = 777;  // [n, n + tail): in no tensor
+  const int64_t total = n + tail;
+  const auto g = RandomFloats(total, 80), p0 = RandomFloats(total, 81);
+  const auto m0 = RandomFloats(total, 82, 0.1);
+  auto v0 = RandomFloats(total, 83, 0.1);
+  for (auto& x : v0) x = x * x;
+  const float* gd = Upload(g);
+  float *p = Upload(p0), *m = Upload(m0), *v = Upload(v0);
+  float *p1 = Upload(p0), *m1 = Upload(m0), *v1 = Upload(v0);
+  auto rp = p0, rm = m0, rv = v0;
+  const std::vector<TensorSpan> halves = {table.begin(), table.begin() + 5};
+  for (int64_t step = 1; step <= 3; ++step) {
+    const std::vector<TensorSpan>& t = step == 3 ? halves : table;
+    const AdamWArgs args{
+        .lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = step};
+    const double clip = step == 2 ? 0.4 : 1.0;
+    ops_->adamw_multi_tensor(Gpu(), static_cast<int64_t>(t.size()), t.data(), p, m, v, gd, clip,
+                             args);
+    for (const TensorSpan& s : t) {
+      ops_->adamw_update(Gpu(), s.size, p1 + s.offset, m1 + s.offset, v1 + s.offset, gd + s.offset,
+                         clip, args, s.decay);
+    }
+    cpu::AdamWMultiTensor<float>(cpu_, static_cast<int64_t>(t.size()), t.data(), rp.data(),
+                                 rm.data(), rv.data(), g.data(), clip, args);
+  }
+  EXPECT_EQ(Download(p, total), Download(p1, total)) << "p: multi-tensor vs per tensor (cuda)";
+  EXPECT_EQ(Download(m, total), Download(m1, total)) << "m: multi-tensor vs per tensor (cuda)";
+  EXPECT_EQ(Download(v, total), Download(v1, total)) << "v: multi-tensor vs per tensor (cuda)";
+  const auto pd = Download(p, total);
+  EXPECT_EQ(std::vector<float>(pd.begin() + n, pd.end()),
+            std::vector<float>(p0.begin() + n, p0.end()))
+      << "elements in no tensor moved";
+  ExpectClose("multi-tensor adamw p", pd, rp, kTol);
+  ExpectClose("multi-tensor adamw m", Download(m, total), rm, kTol);
+  ExpectClose("multi-tensor adamw v", Download(v, total), rv, kTol);
+  int64_t same = 0;
+  for (int64_t i = 0; i < total; ++i) same += pd[i] == rp[i];
+  EXPECT_GE(same, total * 999 / 1000) << "multi-tensor adamw: only " << same << " of " << total
+                                      << " parameters match the CPU float update bit for bit";
 }
 
 }  // namespace
