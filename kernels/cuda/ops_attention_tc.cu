@@ -48,13 +48,26 @@ FlashArgs MakeFlashArgs(const AttentionShape& s) {
                    .alibi = s.positions == Positions::kAlibi};
 }
 
-// Launches with `smem` bytes of dynamic shared memory; above 48 KiB a kernel must opt in (sm_90
-// allows 227 KiB), once per instance.
+// Above 48 KiB of dynamic shared memory a kernel must opt in (sm_90 allows 227 KiB): once per
+// head-dim instance, for its three kernels. (A static keyed by the kernel's function-pointer type
+// would be shared by the instances: they have the same signature.)
+template <int kDh>
+void OptInSharedMemory() {
+  static const bool opted = [] {
+    PARITY_CUDA_CHECK(cudaFuncSetAttribute(FlashForwardKernel<kDh>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           FlashForwardSmem<kDh>()));
+    PARITY_CUDA_CHECK(cudaFuncSetAttribute(
+        FlashDqKernel<kDh>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashDqSmem<kDh>()));
+    PARITY_CUDA_CHECK(cudaFuncSetAttribute(
+        FlashDkDvKernel<kDh>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashDkDvSmem<kDh>()));
+    return true;
+  }();
+  (void)opted;
+}
+
 template <typename Kernel, typename... Args>
 void Launch(Kernel kernel, dim3 grid, int smem, cudaStream_t stream, Args... args) {
-  static const cudaError_t opted =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  PARITY_CUDA_CHECK(opted);
   kernel<<<grid, kFlashThreads, smem, stream>>>(args...);
   PARITY_CUDA_CHECK(cudaGetLastError());
 }
@@ -88,6 +101,7 @@ void FlashTcForward(const OpContext& ctx, const AttentionShape& s, Bf16* out, fl
   const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
                   static_cast<unsigned>((s.seq + kFlashRows - 1) / kFlashRows));
   DispatchFlashHeadDim(s.head_dim, [&]<int kDh>() {
+    OptInSharedMemory<kDh>();
     Launch(FlashForwardKernel<kDh>, grid, FlashForwardSmem<kDh>(), stream, a,
            reinterpret_cast<uint16_t*>(out), lse, reinterpret_cast<const uint16_t*>(qkv));
   });
@@ -104,6 +118,7 @@ void FlashTcBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv, 
   const auto query_tiles = static_cast<unsigned>((s.seq + kFlashRows - 1) / kFlashRows);
   const auto key_tiles = static_cast<unsigned>((s.seq + kFlashKeys - 1) / kFlashKeys);
   DispatchFlashHeadDim(s.head_dim, [&]<int kDh>() {
+    OptInSharedMemory<kDh>();
     Launch(FlashDqKernel<kDh>, dim3(static_cast<unsigned>(s.batch * s.heads), query_tiles),
            FlashDqSmem<kDh>(), stream, a, dst, go, lse, delta, src);
     Launch(FlashDkDvKernel<kDh>, dim3(static_cast<unsigned>(s.batch * s.kv_heads), key_tiles),
