@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -62,6 +63,15 @@ struct TransferCounts {
   int64_t Waits() const { return to_host + from_host + synchronize; }
 };
 
+// Device work recorded once and replayed with one launch (on CUDA a graph). The recording fixes
+// the work's pointers and host-side arguments; the memory behind the pointers may change between
+// launches (that is what a replay reads).
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  virtual absl::Status Launch() = 0;
+};
+
 // An ordered queue of work. On CPU every op is synchronous, so Synchronize is a no-op.
 class Stream {
  public:
@@ -97,6 +107,13 @@ class Device {
   virtual void ToHostAsync(void* host_dst, const void* src, size_t bytes) = 0;
   virtual absl::StatusOr<std::unique_ptr<HostBuffer>> AllocateHost(size_t bytes) = 0;
   virtual TransferCounts Transfers() const { return {}; }
+  // Records `work`, the ops it queues on the default stream, as a Graph: on CUDA by stream
+  // capture (the work is recorded, not run; each Launch replays all of it with one launch), on the
+  // CPU by keeping `work` itself to run at each Launch, so that the same code path runs on both.
+  // `work` may queue only device work — no blocking transfer, no synchronisation, no host read of a
+  // device result (on CUDA they fail the recording, reported here) — and must not reference
+  // anything that dies before the Graph.
+  virtual absl::StatusOr<std::unique_ptr<Graph>> Record(std::function<void()> work) = 0;
   // The context ops run with (thread pool, FLOP counter). Owned by the device.
   virtual OpContext& Context() = 0;
   // Op tables; nullptr where the backend has no kernels for that precision.

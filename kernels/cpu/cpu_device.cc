@@ -100,6 +100,20 @@ OpTable<T> MakeCpuTable() {
   return t;
 }
 
+// The CPU's recording: the work itself, run at each launch (CPU ops run as they are called, so
+// there is nothing to capture; what a graph saves on a GPU — launch overhead — does not exist).
+class CpuGraph final : public Graph {
+ public:
+  explicit CpuGraph(std::function<void()> work) : work_(std::move(work)) {}
+  absl::Status Launch() override {
+    work_();
+    return absl::OkStatus();
+  }
+
+ private:
+  std::function<void()> work_;
+};
+
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(const CpuDeviceOptions& options)
@@ -154,6 +168,9 @@ class CpuDevice final : public Device {
     return std::make_unique<CpuHostBuffer>(p, bytes);
   }
   TransferCounts Transfers() const override { return transfers_; }
+  absl::StatusOr<std::unique_ptr<Graph>> Record(std::function<void()> work) override {
+    return std::make_unique<CpuGraph>(std::move(work));
+  }
   OpContext& Context() override { return context_; }
   const OpTable<float>* OpsF32() const override { return &f32_; }
   const OpTable<double>* OpsF64() const override { return &f64_; }

@@ -132,6 +132,25 @@ Bf16OpTable MakeCudaBf16Table() {
   return t;
 }
 
+// An instantiated CUDA graph, replayed on the device's stream.
+class CudaGraph final : public Graph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+  ~CudaGraph() override { (void)cudaGraphExecDestroy(exec_); }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  absl::Status Launch() override {
+    if (const cudaError_t e = cudaGraphLaunch(exec_, stream_); e != cudaSuccess) {
+      return absl::InternalError(absl::StrCat("cuda: cudaGraphLaunch: ", cudaGetErrorString(e)));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
 class CudaDevice final : public Device {
  public:
   // `context_bytes`: device memory in use before the device allocated anything of its own (the
@@ -173,8 +192,11 @@ class CudaDevice final : public Device {
     if (cudaDeviceGetDefaultMemPool(&pool, state_->ordinal) == cudaSuccess) {
       (void)cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high);
     }
+    // Scratch inside recorded graphs comes from the device's graph memory, not the pool.
+    uint64_t graph_high = 0;
+    (void)cudaDeviceGetGraphMemAttribute(state_->ordinal, cudaGraphMemAttrUsedMemHigh, &graph_high);
     return context_bytes_ + state_->workspace_bytes + counts_->peak +
-           static_cast<size_t>(pool_high);
+           static_cast<size_t>(pool_high) + static_cast<size_t>(graph_high);
   }
   Stream& DefaultStream() override { return stream_; }
   void Copy(void* dst, const void* src, size_t bytes) override {
@@ -212,6 +234,36 @@ class CudaDevice final : public Device {
                        " bytes of pinned host memory: ", cudaGetErrorString(e)));
     }
     return std::make_unique<PinnedHostBuffer>(p, bytes);
+  }
+  // Stream capture in thread-local mode: this thread's work on the stream is recorded, not run,
+  // and a call that would make it wait (a blocking copy, a synchronisation) invalidates the
+  // capture, which EndCapture then reports. Ops' stream-ordered scratch becomes the graph's own
+  // allocation nodes.
+  absl::StatusOr<std::unique_ptr<Graph>> Record(std::function<void()> work) override {
+    const cudaStream_t stream = state_->stream;
+    if (const cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+        e != cudaSuccess) {
+      return absl::InternalError(
+          absl::StrCat(name_, ": cudaStreamBeginCapture: ", cudaGetErrorString(e)));
+    }
+    work();
+    cudaGraph_t graph = nullptr;
+    if (const cudaError_t e = cudaStreamEndCapture(stream, &graph); e != cudaSuccess) {
+      (void)cudaGetLastError();
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      return absl::FailedPreconditionError(absl::StrCat(
+          name_, ": recording a graph failed (cudaStreamEndCapture: ", cudaGetErrorString(e),
+          "): the recorded work waited for the device or used an uncapturable call"));
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return absl::InternalError(
+          absl::StrCat(name_, ": cudaGraphInstantiate: ", cudaGetErrorString(e)));
+    }
+    return std::make_unique<CudaGraph>(exec, stream);
   }
   OpContext& Context() override { return context_; }
   const OpTable<float>* OpsF32() const override { return &f32_; }

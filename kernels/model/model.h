@@ -96,6 +96,18 @@ class Model {
   // returning SumLosses of the result: for tests and one-off evaluations.
   virtual ForwardResult ForwardAndWait(const int32_t* tokens, const int32_t* targets,
                                        int64_t batch) = 0;
+  // Forward(mb) then Backward(ce_scale, aux_scale): one training micro-batch. With graph replay
+  // on (SetGraphReplay), a model whose micro-batch is pure device work — no MoE layer (its routing
+  // plan is read on the host), no grads-ready hook, no profile — runs the first micro-batch of each
+  // (batch, ce_scale, aux_scale) as usual, records the second's ops as a Graph
+  // (Device::Record) and replays that for every later one: on CUDA one launch instead of
+  // hundreds. The same ops on the same inputs, so the same bits; the FLOPs counted are the first
+  // run's. The token upload and the losses' copies stay outside the recording. Errors: the
+  // device's, when it cannot record or launch.
+  virtual absl::Status TrainMicroBatch(const MicroBatch<T>& mb, double ce_scale,
+                                       double aux_scale) = 0;
+  // Off by default: the recording's correctness on a GPU is checked by bench/gpu_check.sh.
+  virtual void SetGraphReplay(bool on) = 0;
   // Backward of the last Forward, ACCUMULATING into Grads():
   //   grads += ∂(ce_scale·Σ_t ce_t + aux_scale·Σ_layers(aux + z))/∂θ.
   virtual void Backward(double ce_scale, double aux_scale) = 0;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/status_macros.h"
 #include "kernels/model/moe_experts.h"
 #include "kernels/model/transformer_state.h"
 
@@ -113,19 +114,30 @@ void Transformer<T, A>::RecomputeLayer(Layer& y, int64_t Tn, const AttentionShap
 
 template <typename T, typename A>
 void Transformer<T, A>::Forward(const MicroBatch<T>& mb) {
-  const ModelConfig& m = config_;
-  const OpContext& ctx = device_.Context();
-  const int64_t S = m.seq_len, Tn = mb.batch * S, D = m.d_model;
-  const AttentionShape as = AttentionShapeFor(mb.batch);
   batch_ = mb.batch;
   RefreshWeights();
-  const T* p = params_;   // norm weights and the embedding: read in master precision
-  const A* w = weights_;  // every GEMM's weights
-  // Queued uploads: the previous micro-batch's Backward, which reads these arrays, is ahead of
-  // them on the stream.
+  QueueInputs(mb);
+  ForwardOps(mb.batch);
+  QueueLosses(mb);
+}
+
+// Queued uploads: the previous micro-batch's Backward, which reads these arrays, is ahead of them
+// on the stream.
+template <typename T, typename A>
+void Transformer<T, A>::QueueInputs(const MicroBatch<T>& mb) {
+  const int64_t Tn = mb.batch * config_.seq_len;
   device_.FromHostAsync(g_->tokens, mb.tokens, Tn * sizeof(int32_t));
   device_.FromHostAsync(g_->targets, mb.targets, Tn * sizeof(int32_t));
+}
 
+template <typename T, typename A>
+void Transformer<T, A>::ForwardOps(int64_t batch) {
+  const ModelConfig& m = config_;
+  const OpContext& ctx = device_.Context();
+  const int64_t S = m.seq_len, Tn = batch * S, D = m.d_model;
+  const AttentionShape as = AttentionShapeFor(batch);
+  const T* p = params_;   // norm weights and the embedding: read in master precision
+  const A* w = weights_;  // every GEMM's weights
   ops_.embedding_forward(ctx, Tn, D, g_->resid, g_->tokens, p + g_->wte);
   for (auto& lp : layers_) LayerForward(*lp, Tn, as);
   ops_.rmsnorm_forward(ctx, Tn, D, g_->hf, g_->rstdf, g_->resid + m.n_layers * Tn * D,
@@ -133,11 +145,80 @@ void Transformer<T, A>::Forward(const MicroBatch<T>& mb) {
   MatmulForward({Tn, D, m.vocab_size}, g_->logits, g_->hf, w + g_->head, Accumulate::kNo,
                 FlopKind::kVocab);
   ops_.cross_entropy_forward(ctx, Tn, m.vocab_size, g_->loss, g_->logits, g_->targets);
-  // The losses go back queued, not waited for: per-token cross-entropy and the routers' {aux, z}.
-  device_.ToHostAsync(mb.token_loss, g_->loss, Tn * sizeof(T));
+}
+
+// The losses go back queued, not waited for: per-token cross-entropy and the routers' {aux, z}.
+template <typename T, typename A>
+void Transformer<T, A>::QueueLosses(const MicroBatch<T>& mb) {
+  device_.ToHostAsync(mb.token_loss, g_->loss, mb.batch * config_.seq_len * sizeof(T));
   if (!moe_layers_.empty()) {
     device_.ToHostAsync(mb.route_losses, g_->route_losses, 2 * moe_layers_.size() * sizeof(double));
   }
+}
+
+template <typename T, typename A>
+absl::Status Transformer<T, A>::TrainMicroBatch(const MicroBatch<T>& mb, double ce_scale,
+                                                double aux_scale) {
+  // Replay needs a micro-batch that is device work only: an MoE layer reads its routing plan on
+  // the host, a hook or a profile runs host code between ops.
+  if (!graph_replay_ || !moe_layers_.empty() || grads_ready_ || profile_ != nullptr) {
+    Forward(mb);
+    Backward(ce_scale, aux_scale);
+    return absl::OkStatus();
+  }
+  batch_ = mb.batch;
+  RefreshWeights();  // only after an optimizer step: outside the recording
+  QueueInputs(mb);
+  PARITY_RETURN_IF_ERROR(ReplayMicroBatch(mb.batch, ce_scale, aux_scale));
+  QueueLosses(mb);
+  return absl::OkStatus();
+}
+
+template <typename T, typename A>
+int64_t Transformer<T, A>::RecordedGraphs() const {
+  int64_t n = 0;
+  for (const auto& [key, r] : recorded_) n += r.graph != nullptr;
+  return n;
+}
+
+template <typename T, typename A>
+absl::Status Transformer<T, A>::ReplayMicroBatch(int64_t batch, double ce_scale, double aux_scale) {
+  OpContext& ctx = device_.Context();
+  Recorded& r = recorded_[{batch, ce_scale, aux_scale}];
+  if (!r.warmed) {
+    // The first run of a shape as usual: it counts the FLOPs every replay adds, and keeps the ops'
+    // one-time setup (kernel attributes, GEMM plans) out of the recording.
+    const FlopCounter before = ctx.flops != nullptr ? *ctx.flops : FlopCounter{};
+    ForwardOps(batch);
+    Backward(ce_scale, aux_scale);
+    for (int k = 0; k < kNumFlopKinds && ctx.flops != nullptr; ++k) {
+      r.flops.flops[k] = ctx.flops->flops[k] - before.flops[k];
+    }
+    r.warmed = true;
+    return absl::OkStatus();
+  }
+  // A CPU replay runs the ops again and a recording runs their host side: neither counts.
+  FlopCounter* counted = ctx.flops;
+  FlopCounter discarded;
+  ctx.flops = &discarded;
+  absl::Status status;
+  if (r.graph == nullptr) {
+    absl::StatusOr<std::unique_ptr<Graph>> graph =
+        device_.Record([this, batch, ce_scale, aux_scale] {
+          batch_ = batch;
+          ForwardOps(batch);
+          Backward(ce_scale, aux_scale);
+        });
+    if (graph.ok()) r.graph = *std::move(graph);
+    status = graph.status();
+  }
+  if (status.ok()) status = r.graph->Launch();
+  ctx.flops = counted;
+  PARITY_RETURN_IF_ERROR(status);
+  for (int k = 0; k < kNumFlopKinds && counted != nullptr; ++k) {
+    counted->flops[k] += r.flops.flops[k];
+  }
+  return absl::OkStatus();
 }
 
 template <typename T, typename A>

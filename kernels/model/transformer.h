@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -66,6 +68,10 @@ class Transformer final : public Model<T> {
   ForwardResult ForwardAndWait(const int32_t* tokens, const int32_t* targets,
                                int64_t batch) override;
   void Backward(double ce_scale, double aux_scale) override;
+  absl::Status TrainMicroBatch(const MicroBatch<T>& mb, double ce_scale, double aux_scale) override;
+  void SetGraphReplay(bool on) override { graph_replay_ = on; }
+  // Recordings TrainMicroBatch holds (one per replayed shape): for tests and diagnostics.
+  int64_t RecordedGraphs() const;
   void SetGradsReadyHook(GradsReadyHook hook) override { grads_ready_ = std::move(hook); }
 
   int64_t NumMoeLayers() const override { return static_cast<int64_t>(moe_layers_.size()); }
@@ -93,6 +99,12 @@ class Transformer final : public Model<T> {
   void Timed(OpBucket bucket, F&& call);
   // The bf16 weight copy from the masters when they may have changed (no-op when A = T).
   void RefreshWeights();
+  // Forward's three parts: the ids' queued upload, the ops, the losses' queued copies back.
+  void QueueInputs(const MicroBatch<T>& mb);
+  void ForwardOps(int64_t batch);
+  void QueueLosses(const MicroBatch<T>& mb);
+  // TrainMicroBatch's recorded path: warm up, record, replay (see Model::TrainMicroBatch).
+  absl::Status ReplayMicroBatch(int64_t batch, double ce_scale, double aux_scale);
   // y (=|+=) x·Wᵀ into an activation (A) or master-precision (T) array.
   template <typename Y>
   void MatmulForward(const MatmulShape& s, Y* y, const A* x, const A* w, Accumulate acc,
@@ -113,6 +125,15 @@ class Transformer final : public Model<T> {
   double aux_scale_ = 1.0;  // aux_scale of the Backward in progress
   GradsReadyHook grads_ready_;
   StepProfile* profile_ = nullptr;
+  // Graph replay: per (batch, ce_scale, aux_scale), whether its first run is done, the FLOPs that
+  // run counted, and the recording.
+  struct Recorded {
+    bool warmed = false;
+    FlopCounter flops;
+    std::unique_ptr<Graph> graph;
+  };
+  bool graph_replay_ = false;
+  std::map<std::tuple<int64_t, double, double>, Recorded> recorded_;
   std::vector<ParamTensor> tensors_;
   int64_t num_params_ = 0;
   std::vector<std::unique_ptr<Buffer>> buffers_;  // owns every allocation below

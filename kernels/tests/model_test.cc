@@ -71,6 +71,54 @@ TEST(ModelTest, InitialLossIsNearLn256) {
       << "a freshly initialised byte model should be close to uniform over 256 bytes";
 }
 
+// Graph replay: a dense model runs its first micro-batch of a shape as usual, records the second
+// and replays it from then on — gradients and FLOP counts identical to the eager path; an MoE
+// model (its routing plan is read on the host) never records.
+TEST(ModelTest, GraphReplayRecordsDenseMicroBatchesOnceAndNeverMoe) {
+  auto device = MakeCpuDevice({.threads = 2});
+  const int64_t batch = 2, n = batch * Small().seq_len;
+  ModelConfig moe = Small();
+  moe.layout = MoeLayout::kAllMoe;
+  moe.n_experts = 4;
+  moe.top_k = 2;
+  moe.d_expert = 16;
+  for (const ModelConfig& config : {Small(), moe}) {
+    const bool dense = config.layout == MoeLayout::kDense;
+    SCOPED_TRACE(dense ? "dense" : "moe");
+    auto eager = Transformer<float>::Create(config, *device, batch);
+    auto replayed = Transformer<float>::Create(config, *device, batch);
+    ASSERT_TRUE(eager.ok() && replayed.ok());
+    Rng r1{.seed = 5}, r2{.seed = 5};
+    (*eager)->InitParams(r1);
+    (*replayed)->InitParams(r2);
+    (*replayed)->SetGraphReplay(true);
+    std::vector<float> loss(n);
+    std::vector<double> route(2 * (*eager)->NumMoeLayers() + 1);
+    FlopCounter& flops = *device->Context().flops;
+    for (int64_t i = 0; i < 4; ++i) {
+      const auto in = TextTokens(n, 2 * i), out = TextTokens(n, 2 * i + 1);
+      const MicroBatch<float> mb{.tokens = in.data(),
+                                 .targets = out.data(),
+                                 .batch = batch,
+                                 .token_loss = loss.data(),
+                                 .route_losses = route.data()};
+      flops.Reset();
+      ASSERT_TRUE((*eager)->TrainMicroBatch(mb, 1.0 / n, 0.5).ok());
+      const FlopCounter counted = flops;
+      const std::vector<float> eager_loss = loss;
+      flops.Reset();
+      ASSERT_TRUE((*replayed)->TrainMicroBatch(mb, 1.0 / n, 0.5).ok());
+      EXPECT_EQ(flops.flops, counted.flops) << "micro-batch " << i << ": FLOPs as counted eagerly";
+      EXPECT_EQ(loss, eager_loss) << "micro-batch " << i;
+    }
+    const int64_t params = (*eager)->NumParams();
+    EXPECT_EQ(0, std::memcmp((*eager)->Grads(), (*replayed)->Grads(), params * sizeof(float)))
+        << "accumulated gradients differ";
+    EXPECT_EQ((*replayed)->RecordedGraphs(), dense ? 1 : 0);
+    EXPECT_EQ((*eager)->RecordedGraphs(), 0) << "replay is off by default";
+  }
+}
+
 TEST(ModelTest, OverfitsOneBatchBelowPointTwoBpc) {
   auto device = MakeCpuDevice({.threads = 2});
   const ModelConfig m = Small();

@@ -171,6 +171,36 @@ TEST_F(TrainTest, RecomputingActivationsTrainsTheSameBits) {
       << "the executed FLOPs include the recomputed forwards";
 }
 
+// Graph replay (TrainerOptions::graph_replay): a dense run's micro-batches after the first are
+// replayed from one recording; the same ops on the same inputs, so the same bits and counts, in
+// fp32 and bf16. On the CPU the recording is the work itself run again (Device::Record); on CUDA
+// a graph, which bench/gpu_check.sh compares the same way.
+TEST_F(TrainTest, GraphReplayTrainsTheSameBits) {
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    SCOPED_TRACE(precision == Precision::kFp32 ? "fp32" : "bf16");
+    RunConfig c = TinyMoeRun();
+    c.model.layout = MoeLayout::kDense;
+    c.precision = precision;
+    const std::string tag = precision == Precision::kFp32 ? "fp32" : "bf16";
+    CollectingSink eager, replayed;
+    auto a = RunTraining(c, {.out_dir = (dir_ / (tag + "a")).string(), .metrics = &eager});
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto b = RunTraining(
+        c, {.out_dir = (dir_ / (tag + "b")).string(), .metrics = &replayed, .graph_replay = true});
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(ReadFile(a->checkpoint_path), ReadFile(b->checkpoint_path))
+        << "replayed micro-batches must train the same bits";
+    ASSERT_EQ(eager.lines.size(), replayed.lines.size());
+    for (size_t i = 0; i < eager.lines.size(); ++i) {
+      for (const char* key : {"train_bpc", "val_bpc", "grad_norm", "flops_per_token",
+                              "measured_flops_per_token", "measured_flops_per_token_total"}) {
+        if (!eager.lines[i].contains(key)) continue;
+        EXPECT_EQ(eager.lines[i][key], replayed.lines[i][key]) << "line " << i << ": " << key;
+      }
+    }
+  }
+}
+
 // --profile-step: the step's metrics line carries its time split by kind of work; timing
 // synchronises the device but changes no number.
 TEST_F(TrainTest, AProfiledStepReportsItsTimeSplitAndChangesNoNumber) {

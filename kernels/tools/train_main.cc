@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   int metrics_fd = -1, threads = 0;
   int64_t max_steps = 0, profile_step = 0;
   int64_t max_corpus_bytes = parity::kernels::kDefaultMaxCorpusBytes;
-  bool resume = false, no_prefetch = false;
+  bool resume = false, no_prefetch = false, graphs = false;
   app.add_option("--run", run_path,
                  "RunSpec JSON file (parity.v1.RunSpec); its data.corpus is a prepared dataset "
                  "directory (manifest.json) or a raw byte file")
@@ -175,6 +175,10 @@ int main(int argc, char** argv) {
                  "refuse a raw corpus file larger than this (bytes; a prepared dataset "
                  "directory has no limit)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--graphs", graphs,
+               "replay each micro-batch's forward and backward from a recorded CUDA graph "
+               "(dense models; the same bits, fewer launches; experimental until the GPU "
+               "check has run it)");
   app.add_flag("--no-prefetch", no_prefetch,
                "read each micro-batch on the training thread instead of one ahead on a loader "
                "thread (same windows; for measuring the loader)");
@@ -240,6 +244,7 @@ int main(int argc, char** argv) {
       .stop = &g_stop,
       .max_steps = max_steps,
       .profile_step = profile_step,
+      .graph_replay = graphs,
       .prefetch = no_prefetch ? parity::kernels::Prefetch::kOff : parity::kernels::Prefetch::kOn,
       .comm = CommOptionsFrom(gang, run_id, sink, fd)};
   auto summary = parity::kernels::RunTraining(parsed->config, options);

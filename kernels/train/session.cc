@@ -130,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   PARITY_ASSIGN_OR_RETURN(s->comm, MakeCommunicator(options.comm, options.device.kind, *s->device));
   PARITY_ASSIGN_OR_RETURN(s->model, CreateModel(config.model, precision, *s->device, tc.batch_size,
                                                 tc.recompute_activations));
+  s->model->SetGraphReplay(options.graph_replay);
   const int64_t n = s->model->NumParams();
   const int64_t loads = s->model->NumMoeLayers() * config.model.n_experts;
   for (int64_t bytes : {n * 4, n * 4, std::max<int64_t>(loads, 1) * 8}) {

@@ -29,12 +29,14 @@ absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
     r.target_bytes += bytes;
     std::copy(s.inputs.begin(), s.inputs.end(), s.staging.Tokens(i));
     std::copy(s.targets.begin(), s.targets.end(), s.staging.Targets(i));
-    model.Forward(s.staging.Slot(i, B));
     if (sync != nullptr && sync->overlapping() && i + 1 == local) {
       model.SetGradsReadyHook([sync](int64_t offset, int64_t count) { sync->Post(offset, count); });
     }
-    model.Backward(1.0 / static_cast<double>(s.StepTokens()), 1.0 / static_cast<double>(accum));
+    const absl::Status trained =
+        model.TrainMicroBatch(s.staging.Slot(i, B), 1.0 / static_cast<double>(s.StepTokens()),
+                              1.0 / static_cast<double>(accum));
     model.SetGradsReadyHook(nullptr);
+    PARITY_RETURN_IF_ERROR(trained);
     for (int64_t l = 0; l < model.NumMoeLayers(); ++l) {
       const std::vector<int64_t>& load = model.Routing(l).load;
       for (size_t e = 0; e < load.size(); ++e) r.loads[l][e] += load[e];

@@ -50,6 +50,9 @@ struct TrainerOptions {
   // "profile" (model/step_profile.h). The device is synchronised around every timed op of that
   // step, so its throughput is not representative; the others are untouched.
   int64_t profile_step = 0;
+  // Replay each micro-batch's forward and backward from a recorded graph (Model::SetGraphReplay):
+  // dense models; the same bits. Off by default until bench/gpu_check.sh has run it on a GPU.
+  bool graph_replay = false;
   // Whether the next micro-batch is read on a loader thread while the current one computes
   // (data/batch_loader.h); the windows are the same either way.
   Prefetch prefetch = Prefetch::kOn;
