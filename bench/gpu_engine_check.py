@@ -25,6 +25,12 @@ second, so the CPU peer's runs and the process starts dominate):
                   carries both, and the last step's time split (parity-train --profile-step:
                   gemm, attention, MoE routing, MoE experts, optimizer, other) — measurements:
                   they do not change the verdict                                              ~25 s
+  study_throughput  bf16 on CUDA at the 2B study's shapes (gpu_engine_study.py): the PyTorch
+                  peer's two runs of the bundle's plan (dense 1C baseline, MoE nearest r_a 20%),
+                  35 s each at most, one micro-batch a step, 5 steps: tokens/s, MFU, peak memory
+                  against the estimate, the targets met or not; at fewer layers than planned
+                  when the host's work on the weights would overrun the cap (said so) — a
+                  measurement                                                                ~60 s
 All precisions are explicit in every spec (unset is bf16 on CUDA, fp32 on the CPU).
 
 Usage: gpu_engine_check.py part NAME BUNDLE_DIR OUT_DIR DEADLINE_UNIX_SECONDS
@@ -36,7 +42,8 @@ Usage: gpu_engine_check.py part NAME BUNDLE_DIR OUT_DIR DEADLINE_UNIX_SECONDS
        it. PARITY_NCCL_CHECK_DEVICE=cpu runs it on the CPU, expecting Gloo: a check of its wiring)
 PARITY_ENGINE_CHECK_PEER=cpu puts a CPU run (one thread against all) where the CUDA run would be,
 and PARITY_ENGINE_CHECK_SMOKE=1 shortens every part (fewer steps, the throughput run at the micro
-shape): the CPU wiring check, bench/gpu_engine_check_smoke.sh.
+shape, the study's runs at tiny shapes of their structure): the CPU wiring check,
+bench/gpu_engine_check_smoke.sh.
 """
 import json
 import os
@@ -45,8 +52,10 @@ import time
 
 import gpu_engine_bf16 as bf16
 import gpu_engine_report as report
+import gpu_engine_study as study
 from gpu_engine_report import NCCL_NOTE
-from gpu_engine_runs import BF16, FP32, against_cpu, remaining, rel, run_record, spec_from, train
+from gpu_engine_runs import (BF16, FP32, against_cpu, device_under_test, remaining, rel,
+                             run_record, spec_from, speed_run, train)
 
 # Per step, relative. Two CPU runs that differ only in their thread count (OpenBLAS's blocking)
 # differed by up to 1.35e-4 over 50 steps of micro-dense on a 240 KB repetitive corpus (step 37;
@@ -60,8 +69,8 @@ REL_TOL = 5e-4
 # (a wrong routing or gradient moves the 50-step loss by whole percents).
 MOE_FINAL_TOL = 1e-2
 STEPS = 50
-PEAK_BF16 = 989e12  # H200 SXM dense bf16 tensor-core peak (1,979 is with sparsity)
-PARTS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat", "throughput")
+PARTS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat", "throughput",
+         "study_throughput")
 SMOKE = os.environ.get("PARITY_ENGINE_CHECK_SMOKE") == "1"
 
 
@@ -169,9 +178,7 @@ def nccl_main(bundle, out, deadline):
 
 
 def throughput_run(bundle, out, corpus, example, precision, deadline, cap, after):
-    """One run for speed: tokens/s as the median of the steps after the first two (cuBLASLt plans
-    and the allocator warm up there), counted model FLOPs/token from the metrics, MFU against
-    the bf16 peak (for fp32 too: the same yardstick; fp32 has no tensor-core path here)."""
+    """One run for speed at the micro shape (gpu_engine_runs.speed_run has what it measures)."""
     label = "fp32" if precision == FP32 else "bf16"
     if SMOKE:  # the micro shape, a few steps: the wiring only
         spec = spec_from(example, corpus, f"throughput-micro-{label}", 4, precision)
@@ -180,38 +187,12 @@ def throughput_run(bundle, out, corpus, example, precision, deadline, cap, after
                          batchTokens=131072, sequenceLength=1024, microBatchSequences=32,
                          warmupSteps=2)
         spec["model"].update(dModel=512, numLayers=8, numHeads=8, numKvHeads=8, ffnHidden=1408)
-    device = os.environ.get("PARITY_ENGINE_CHECK_PEER", "cuda")
-    threads = (os.cpu_count() or 1) if device == "cpu" else 1
     budget = min(cap, remaining(deadline) - after)
     if budget < 10:
         return {"error": "no time left"}
-    # The last step is timed op by op (--profile-step: the device synchronised around every timed
-    # op), so it gives the time split and is left out of the speed.
-    steps = spec["training"]["steps"]
-    lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget,
-                                          extra=("--profile-step", str(steps)))
-    res = run_record(out, spec, device, "", summary, code, seconds)
-    res.update(steps=len(lines), shape=spec["model"] | {"sequenceLength": spec["training"][
-        "sequenceLength"], "batchTokens": spec["training"]["batchTokens"]})
-    profiled = [l for l in lines if "profile" in l]
-    if profiled:
-        res["time_split"] = profiled[-1]["profile"]
-    plain = [l for l in lines if "profile" not in l]
-    timed = sorted(l["tokens_per_second"] for l in plain[2:]) or [
-        l["tokens_per_second"] for l in plain[-1:]]
-    # The device's high-water mark beside the planner's estimate for this config, where the
-    # summary carries them (parity-train since the peak-memory change): a measurement, ±15% the
-    # issue's aim, not part of the verdict.
-    peak, est = (summary or {}).get("peak_device_memory_bytes"), (summary or {}).get(
-        "estimated_device_memory_bytes")
-    if peak and est:
-        res.update(peak_device_memory_bytes=peak, estimated_device_memory_bytes=est,
-                   memory_ratio=peak / est)
-    if timed:
-        tps, m = timed[len(timed) // 2], lines[-1].get("flops_per_token")
-        res.update(tokens_per_second=tps, flops_per_token=m,
-                   model_flops_per_second=tps * m if m else None,
-                   mfu=tps * m / PEAK_BF16 if m else None)
+    res = speed_run(bundle, out, spec, *device_under_test(), budget)
+    res["shape"] = spec["model"] | {"sequenceLength": spec["training"]["sequenceLength"],
+                                    "batchTokens": spec["training"]["batchTokens"]}
     return res
 
 
@@ -252,6 +233,8 @@ def run_part(name, bundle, out, deadline):
                                *((12, 6) if SMOKE else (bf16.REPEAT_STEPS, bf16.REPEAT_STOP)))
     elif name == "throughput":
         res = throughput(bundle, out, corpus, dense, deadline)
+    elif name == "study_throughput":
+        res = study.study_throughput(bundle, out, corpus, deadline)
     else:
         print(f"gpu_engine_check.py: unknown part {name!r}; the parts: {', '.join(PARTS)}")
         return 2

@@ -6,8 +6,11 @@
 # its routing first differs (or that it never did), compared tightly only before it, final losses
 # bounded; bf16 against the bf16 emulation (both sides the emulation here); bf16 against fp32 in
 # windows; two bf16 runs bit-identical and a stopped-and-resumed one byte-identical; both
-# throughput runs; then the report's JSON and summary, and that a failed or missing part fails it.
-#   bench/gpu_engine_check_smoke.sh PARITY_TRAIN
+# throughput runs; the 2B study's two runs (planned by the CLI, at gpu_torch_peer's tiny smoke
+# shapes of their structure) and the depth fit that sizes them on the GPU; then the report's JSON
+# and summary, that a failed or missing part fails it, and gpu_study_cost.py's merge of the
+# engine's 2B-shape figures with a peer's (and its words when the part is absent).
+#   bench/gpu_engine_check_smoke.sh PARITY_TRAIN [PARITY_CLI]   (default: build/cli/parity beside)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp="$(mktemp -d)"
@@ -15,6 +18,9 @@ trap 'rm -rf "$tmp"' EXIT
 . bench/gpu_smoke_bundle.sh
 cpu_smoke_bundle "$1" "$tmp" 20000  # 1.4 MB: micro-moe's unique tokens fit its training split
 out="$tmp/out"
+# The plan the bundle carries (bench/gpu_bundle.sh): study_throughput takes its runs from it.
+"${2:-$(dirname "$1")/../cli/parity}" plan examples/full_study_2b.yaml --format json \
+  >"$tmp/bundle/plan_full_study_2b.json"
 # What the earlier stages leave: the op test's gtest JSON (one fp32 and one bf16 test) and
 # stages.txt with the worker checks passed.
 cat >"$out/cuda_ops_test.json" <<'JSON'
@@ -34,6 +40,10 @@ for line in '^train fp32 micro-dense: PASS' '^train fp32 micro-moe: PASS' \
   '^bf16 vs CPU emulation micro-dense: PASS' '^bf16 vs fp32 dense 40 steps: PASS' \
   '^bf16 vs fp32 moe 40 steps: PASS' '^bf16 determinism micro-moe 12 steps, two runs: PASS' \
   '^bf16 resume (stopped at 6, resumed): PASS' '^  engine bf16: [0-9]* tok/s' \
+  '^study throughput (smoke: ' '^  dense dense-1C-C1-[a-z0-9-]*: d_model 64, 2 layers' \
+  '^  moe moe-ra20-C1-[a-z0-9-]*: d_model 64, 2 layers, 4 heads x 16, ffn 160, E 8 top-3' \
+  '^    engine bf16: [0-9]* tok/s' '^    targets: MFU >= 40%: NOT met; peak memory within 15%' \
+  '^    targets: MFU >= 25%: NOT met' '^    host: [0-9.]* s before the first step' \
   '^op parity test: PASS 2 tests (1 of the bf16 table' '^overall: PASS'; do
   grep -q "$line" "$out/gpu_check.txt" || fail "gpu_check.txt has no line matching $line"
 done
@@ -63,6 +73,50 @@ assert rep_["resume"]["checkpoint_identical"] and rep_["stopped"]["exit"] == 3, 
 tp = e["throughput"]
 assert tp["fp32"]["tokens_per_second"] > 0 and tp["bf16"]["mfu"] > 0, tp
 assert rep["throughput"] == tp, "gpu_study_cost.py reads the throughput at the top level"
+# The 2B study's runs: the plan's entries at the smoke shapes, bf16, every step logged.
+import gpu_engine_study as s
+st = e["study_throughput"]
+for kind in ("dense", "moe"):
+    k = st[kind]
+    assert k["exit"] == 0 and k["precision"] == "bf16" and k["steps"] == 5, k
+    assert k["tokens_per_second"] > 0 and k["mfu"] > 0 and k["time_split"]["step_seconds"] > 0, k
+    assert k["layers"] == k["plan_shape"]["layers"] == 2 and "depth_note" not in k, k
+    assert k["full_depth_tokens_per_second"] == k["tokens_per_second"], k
+    assert k["targets"]["mfu"]["met"] is False and k["host_setup_seconds"] >= 0, k
+    spec = json.load(open(os.path.join(out, "runs", f"study-{k['run']}-cpu", "spec.json")))
+    assert "accounting" not in spec and spec["resources"] == {"gpus": 1}, spec
+    assert spec["training"]["batch_tokens"] == 2 * 64 and spec["data"]["reuse"] == \
+        "REUSE_MODE_UNIQUE", spec
+    def objects(o):
+        if isinstance(o, dict):
+            yield o
+            for v in o.values():
+                yield from objects(v)
+    for o in objects(spec):  # the parser refuses a key in both spellings
+        for key in o:
+            assert s.camel(key) == key or s.camel(key) not in o, (key, o)
+assert st["moe"]["plan_shape"]["experts"] == 8 and st["moe"]["plan_shape"]["top_k"] == 3, st
+# The depth fit that sizes the runs on the GPU, on the plan's real shapes: the host work at the
+# full 2.1e9 parameters overruns a 35 s cap, so fewer layers; none when the host work is free.
+import gpu_torch_peer as peer
+assert "torch" not in sys.modules, "gpu_torch_peer imported torch at module level"
+runs = peer.pick_runs(json.load(open(os.path.join(os.path.dirname(out), "bundle",
+                                                  "plan_full_study_2b.json"))))
+for kind, run in runs.items():
+    cfg = peer.shapes(run, run["training"].get("micro_batch_sequences") or 8)
+    n = s.param_count(cfg, cfg["layers"])
+    assert abs(n / cfg["params"] - 1) < 0.01, (kind, n, cfg["params"])  # the planner's N
+    least = 1 if kind == "dense" else 2
+    fit = s.fit_layers(cfg, 35, s.HOST_NS_PER_PARAM)
+    assert least <= fit < cfg["layers"], (kind, fit)
+    assert s.estimated_seconds(cfg, fit, 40) <= s.FIT_SHARE * 35 < s.estimated_seconds(
+        cfg, fit + 1, 40), (kind, fit)
+    assert s.fit_layers(cfg, 1e6, 0.0) == cfg["layers"] and s.fit_layers(cfg, 1, 40) == least
+    print(f"study depth fit: {kind} {fit} of {cfg['layers']} layers in 35 s at 40 ns a parameter")
+# The spelling: a key set in the object's own spelling, never beside its other one.
+o = {"microBatchSequences": 8, "steps": 3}
+s.put(o, micro_batch_sequences=2, log_every_steps=1)
+assert o == {"microBatchSequences": 2, "steps": 3, "logEverySteps": 1}, o
 # fp32 MoE's routing divergence (two CPU runs of 20 small steps may never diverge): compared
 # tightly before the first step whose expert loads differ, by the final bound after it.
 import gpu_engine_check as g
@@ -106,4 +160,39 @@ grep -q '^overall: FAIL' "$out/gpu_check.txt" || fail "no overall FAIL"
 grep -q '^bf16_emulation: NOT RUN (skipped: 4 s left of the budget)' "$out/gpu_check.txt" ||
   fail "the part that did not run is not named NOT RUN"
 grep -q '^bf16 determinism .*: FAIL' "$out/gpu_check.txt" || fail "the failed part is not FAIL"
+# gpu_study_cost.py: the engine's 2B-shape figures over a peer's, the targets met or not; and, with
+# the part gone, that it was not measured.
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+def run(tps, mode):
+    return {"tokens_per_second": tps, "mfu": 0.3, "step_seconds": 1.0, "accumulation": 4,
+            "micro_batch": 8, "sequence_length": 2048, "mode": mode}
+peer = {"runs": {"dense_eager": run(1e9, "eager"), "dense_compile": run(1e-9, "compile"),
+                 "moe_eager": run(1e9, "eager"), "moe_compile": run(1e9, "compile")},
+        "models": {"dense": {"flops_per_token": 1.4e10}, "moe": {"flops_per_token": 3.2e9}},
+        "static_bytes": {}, "gemm": None}
+json.dump(peer, open(os.path.join(out, "torch_peer.json"), "w"))
+PY
+study_cost() {
+  python3 bench/gpu_study_cost.py "$tmp/bundle/plan_full_study_2b.json" "$out/torch_peer.json" \
+    "$out" >"$tmp/cost.txt" || fail "gpu_study_cost.py exit $?"
+}
+study_cost
+for line in '^engine bf16 dense at the 2B shape (dense-1C-C1-[a-z0-9-]*): [0-9]* tok/s, MFU' \
+  'x PyTorch compile (0 tok/s, micro-batch 8, .*: target >= 1.0x met; MFU >= 40% NOT met' \
+  '^engine bf16 moe at the 2B shape .*x PyTorch eager .*: target >= 1.5x NOT met; MFU >= 25%' \
+  "^2B study at the engine's bf16 speeds: [0-9]* H200-hours"; do
+  grep -q "$line" "$tmp/cost.txt" || { cat "$tmp/cost.txt"; fail "gpu_study_cost.py: no $line"; }
+done
+python3 - "$out/gpu_check.json" <<'PY' || fail "gpu_study_cost.py's JSON"
+import json, sys
+c = json.load(open(sys.argv[1]))["study_cost"]["engine_bf16"]["comparison"]
+assert c["dense"]["met"] is True and c["moe"]["met"] is False and c["dense"]["ratio"] > 1, c
+PY
+rm "$out/engine_study_throughput.json"
+python3 bench/gpu_engine_check.py report "$tmp/bundle" "$out" >/dev/null || true
+study_cost
+grep -q '^engine at the 2B shapes: not measured (study_throughput: not run)' "$tmp/cost.txt" ||
+  { cat "$tmp/cost.txt"; fail "gpu_study_cost.py does not say the 2B-shape part is absent"; }
 echo "PASS: every engine part and the report, wired on the CPU"

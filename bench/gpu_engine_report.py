@@ -8,7 +8,8 @@ import os
 
 from gpu_engine_runs import read_stages, stage_status
 
-# The parts whose failure (or absence) fails the check; throughput is a measurement.
+# The parts whose failure (or absence) fails the check; throughput and study_throughput are
+# measurements.
 CORRECTNESS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat")
 
 
@@ -100,6 +101,68 @@ def runs_text(res, slots):
     return ("; " + ", ".join(parts) if parts else ""), errors
 
 
+def speed_lines(label, t, indent="  "):
+    """One speed run's lines (gpu_engine_runs.speed_run's record): tokens/s, counted model
+    FLOP/s, MFU, peak device memory beside the estimate, and the profiled step's time split; or
+    none, and why (a timeout says after how many seconds)."""
+    if not t.get("tokens_per_second"):
+        why = t.get("error") or f"exit {t.get('exit')}"
+        return [f"{indent}{label}: none ({why}"
+                + (f": {' '.join(t['stderr'].split())[-240:]}" if t.get("stderr") else "") + ")"]
+    lines = [f"{indent}{label}: {t['tokens_per_second']:.0f} tok/s, "
+             f"{(t.get('model_flops_per_second') or 0) / 1e12:.2f} TFLOP/s (counted model "
+             f"FLOPs, {g(t.get('flops_per_token'))}/token), MFU {100 * (t.get('mfu') or 0):.2f}% "
+             f"of 989 TFLOP/s; {t.get('steps')} steps"
+             + (f"; peak device memory {t['peak_device_memory_bytes'] / 2**30:.2f} GiB, the "
+                f"planner's estimate {t['estimated_device_memory_bytes'] / 2**30:.2f} GiB (ratio "
+                f"{t['memory_ratio']:.3f}, aim within 0.85-1.15)" if t.get("memory_ratio") else
+                "; no peak device memory / estimate in the summary")
+             + (f"; {t['error']}" if t.get("error") else "")]
+    split = t.get("time_split")
+    if split and split.get("step_seconds"):
+        total = split["step_seconds"]
+        parts = ", ".join(f"{k[:-len('_seconds')]} {100 * v / total:.0f}%"
+                          for k, v in split.items() if k != "step_seconds" and v > 0)
+        lines.append(f"{indent}  time split of one step ({total * 1e3:.1f} ms, synchronised per "
+                     f"op): {parts}")
+    return lines
+
+
+def met(target):
+    return {True: "met", False: "NOT met", None: "not measured"}[target.get("met")]
+
+
+def study_lines(kind, t):
+    """study_throughput's lines for one kind: the plan's shape and the depth run, the speed
+    lines, the targets, and the host seconds outside the steps."""
+    s = t.get("plan_shape") or {}
+    if not s:
+        return [f"  {kind} {t.get('run')}: none ({t.get('error')})"]
+    moe = (f", E {s['experts']} top-{s['top_k']} D_e {s['expert_ffn']} shared {s['shared_ffn']}"
+           if "experts" in s else "")
+    lines = [f"  {kind} {t.get('run')}: d_model {s['d_model']}, {s['layers']} layers, "
+             f"{s['heads']} heads x {s['head_dim']}, ffn {s['ffn']}{moe}, seq {s['seq']}, "
+             f"micro-batch {s['micro_batch']}; M {g(s.get('flops_per_token'))} planned"]
+    if t.get("depth_note"):
+        full = t.get("full_depth_tokens_per_second")
+        lines.append(f"    ran {t['depth_note']}" + (
+            f"; full-depth equivalent at constant MFU {full:.0f} tok/s (an extrapolation)"
+            if full else ""))
+    lines += speed_lines("engine bf16", t, "    ")
+    tg = t.get("targets") or {}
+    if tg:
+        mfu, mem = tg["mfu"], tg["memory"]
+        lines.append(f"    targets: MFU >= {100 * mfu['target']:.0f}%: {met(mfu)}; peak memory "
+                     f"within {100 * mem['tolerance']:.0f}% of the estimate: {met(mem)}")
+    if "host_setup_seconds" in t:
+        lines.append(f"    host: {t['host_setup_seconds']} s before the first step, "
+                     f"{t.get('after_last_step_seconds', '?')} s after the last (final checkpoint "
+                     f"on {t.get('checkpoint_on')}); {g(t.get('params'))} parameters, "
+                     f"{t.get('host_ns_per_param_measured', '?')} ns a parameter measured "
+                     f"({t.get('host_ns_per_param_assumed')} assumed)")
+    return lines
+
+
 def part_text(name, res):
     """The part's lines of the summary."""
     if "skipped" in res:
@@ -168,31 +231,12 @@ def part_text(name, res):
     if name == "throughput":
         lines = [f"throughput ({res.get('note')}):"]
         for label in ("fp32", "bf16"):
-            t = res.get(label, {})
-            if t.get("tokens_per_second"):
-                lines.append(f"  engine {label}: {t['tokens_per_second']:.0f} tok/s, "
-                             f"{(t.get('model_flops_per_second') or 0) / 1e12:.2f} TFLOP/s "
-                             f"(counted model FLOPs), MFU {100 * (t.get('mfu') or 0):.2f}% of "
-                             f"989 TFLOP/s; {t.get('steps')} steps"
-                             + (f"; peak device memory {t['peak_device_memory_bytes'] / 2**30:.2f}"
-                                f" GiB, the planner's estimate "
-                                f"{t['estimated_device_memory_bytes'] / 2**30:.2f} GiB (ratio "
-                                f"{t['memory_ratio']:.3f}, aim within 0.85-1.15)"
-                                if t.get("memory_ratio") else
-                                "; no peak device memory / estimate in the summary"))
-                split = t.get("time_split")
-                if split and split.get("step_seconds"):
-                    total = split["step_seconds"]
-                    parts = ", ".join(
-                        f"{k[:-len('_seconds')]} {100 * v / total:.0f}%"
-                        for k, v in split.items() if k != "step_seconds" and v > 0)
-                    lines.append(f"    time split of one step ({total * 1e3:.1f} ms, synchronised "
-                                 f"per op): {parts}")
-            else:
-                why = t.get("error") or f"exit {t.get('exit')}"
-                lines.append(f"  engine {label}: none ({why}"
-                             + (f": {' '.join(t['stderr'].split())[-240:]}" if t.get("stderr")
-                                else "") + ")")
+            lines += speed_lines(f"engine {label}", res.get(label, {}))
+        return lines
+    if name == "study_throughput":
+        lines = [f"study throughput ({res.get('note')}; a measurement, not a check):"]
+        for kind in ("dense", "moe"):
+            lines += study_lines(kind, res.get(kind) or {})
         return lines
     return [f"{name}: {verdict(res)} {res}"]
 

@@ -5,12 +5,14 @@ comparisons of two runs' metrics and checkpoints.
 Every spec built here names its precision (`training.precision`): unset means bf16 on CUDA and
 fp32 on the CPU, so a comparison that leaves it unset compares two different arithmetics.
 """
+import datetime
 import json
 import os
 import subprocess
 import time
 
 FP32, BF16 = "PRECISION_FP32", "PRECISION_BF16"
+PEAK_BF16 = 989e12  # H200 SXM dense bf16 tensor-core peak (1,979 is with sparsity)
 
 # Metric fields that measure time, not arithmetic: left out of a bit-for-bit comparison.
 TIMING_FIELDS = frozenset({
@@ -100,6 +102,77 @@ def run_record(out, spec, device, tag, summary, code, seconds):
     if code != 0:
         rec["stderr"] = stderr_tail(out, spec, device, tag)
     return rec
+
+
+def device_under_test():
+    """(device, threads) of the run under test: `cuda` with one host thread, or, with
+    PARITY_ENGINE_CHECK_PEER=cpu (the wiring check without a GPU), the CPU with all of them."""
+    device = os.environ.get("PARITY_ENGINE_CHECK_PEER", "cuda")
+    return device, (os.cpu_count() or 1) if device == "cpu" else 1
+
+
+def line_seconds(line):
+    """A metrics line's wall time ("time": 2026-12-03T16:52:59.123Z) in Unix seconds, or None."""
+    try:
+        stamp = datetime.datetime.strptime(line["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    except (KeyError, TypeError, ValueError):
+        return None
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def host_seconds(lines, start, end, step_tokens, completed):
+    """The process's seconds outside its steps, from the metrics lines' wall times (every step
+    logged): before the first step (process start, weights drawn on the host, the corpus read,
+    the first step's own time taken out) and, when it completed, after the last (the final
+    evaluation and checkpoint, the summary)."""
+    first, last = line_seconds(lines[0]), line_seconds(lines[-1])
+    res = {}
+    if first is not None and lines[0].get("tokens_per_second"):
+        res["host_setup_seconds"] = round(
+            max(0.0, first - start - step_tokens / lines[0]["tokens_per_second"]), 2)
+    if completed and last is not None:
+        res["after_last_step_seconds"] = round(max(0.0, end - last), 2)
+    return res
+
+
+def speed_run(bundle, out, spec, device, threads, budget, ckpt=None):
+    """One run of `spec` for speed: tokens/s as the median of the steps after the first two
+    (cuBLASLt plans and the allocator warm up there), counted model FLOPs/token from the metrics,
+    MFU against the bf16 peak (for fp32 too: the same yardstick; fp32 has no tensor-core path),
+    the peak device memory beside the planner's estimate, the last step's time split, and the
+    seconds spent outside the steps. A run cut at its timeout keeps the steps it logged."""
+    # The last step is timed op by op (--profile-step: the device synchronised around every timed
+    # op), so it gives the time split and is left out of the speed.
+    steps = spec["training"]["steps"]
+    start = time.time()
+    lines, summary, code, seconds = train(bundle, out, spec, device, threads, budget,
+                                          extra=("--profile-step", str(steps)), ckpt=ckpt)
+    res = run_record(out, spec, device, "", summary, code, seconds)
+    res["steps"] = len(lines)
+    if code == "timeout":
+        res["error"] = f"timed out after {round(seconds)} s ({len(lines)} of {steps} steps logged)"
+    if lines:
+        res.update(host_seconds(lines, start, start + seconds, lines[0]["tokens"],
+                                summary is not None))
+    profiled = [l for l in lines if "profile" in l]
+    if profiled:
+        res["time_split"] = profiled[-1]["profile"]
+    plain = [l for l in lines if "profile" not in l]
+    timed = sorted(l["tokens_per_second"] for l in plain[2:]) or [
+        l["tokens_per_second"] for l in plain[-1:]]
+    # The device's high-water mark beside the planner's estimate for this config, where the
+    # summary carries them: the issue's aim is within 15%.
+    peak, est = (summary or {}).get("peak_device_memory_bytes"), (summary or {}).get(
+        "estimated_device_memory_bytes")
+    if peak and est:
+        res.update(peak_device_memory_bytes=peak, estimated_device_memory_bytes=est,
+                   memory_ratio=peak / est)
+    if timed:
+        tps, m = timed[len(timed) // 2], lines[-1].get("flops_per_token")
+        res.update(tokens_per_second=tps, flops_per_token=m,
+                   model_flops_per_second=tps * m if m else None,
+                   mfu=tps * m / PEAK_BF16 if m else None)
+    return res
 
 
 def against_cpu(bundle, out, spec, deadline, result):

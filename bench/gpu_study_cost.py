@@ -10,10 +10,13 @@ FLOPs per token; so the same sum is also given at constant MFU per kind (each ru
 by M_measured / M_run), which is the better guess for those. GPU-hours assume the runs' data
 parallelism scales linearly (their `resources.gpus` do not change the total).
 
-The engine's own figures: its fp32 and bf16 throughput from gpu_engine_check.py's throughput part
-(a d512 L8 S1024 dense model: micro scale, NOT the 2B shapes) are reported as they are, tokens/s
-and MFU against 989 TFLOP/s from the counted model FLOPs; since they are not at the 2B shapes, no
-engine study cost and no verdict on the targets is computed from them.
+The engine's own figures, two kinds. Its fp32 and bf16 throughput from gpu_engine_check.py's
+throughput part (a d512 L8 S1024 dense model: micro scale, NOT the 2B shapes) are reported as they
+are and judged against nothing. Its bf16 figures at the 2B shapes, from the study_throughput part
+(the same two runs of the plan, possibly at fewer layers: then its full-depth equivalent at
+constant MFU), are set against the peer's and the issue's targets: tokens/s >= 1.0x PyTorch
+torch.compile (dense), >= 1.5x PyTorch eager (MoE); MFU >= 40% dense, >= 25% MoE; peak memory
+within 15% of the estimate; and the study's H200-hours at the engine's speeds.
 
   gpu_study_cost.py PLAN.json PEER.json OUT_DIR     (merges into OUT_DIR/gpu_check.{json,txt})
 """
@@ -22,6 +25,7 @@ import os
 import sys
 
 PEAK_BF16 = 989e12
+TARGET_MFU = {"dense": 0.40, "moe": 0.25}
 
 
 def kind_of(run):
@@ -72,7 +76,7 @@ def load(path):
         return None
 
 
-def summary_lines(peer, study, engine_throughput):
+def summary_lines(peer, study, engine_throughput, engine_study):
     lines = []
     gemm = (peer.get("gemm") or {}).get("shapes", {})
     if gemm:
@@ -104,10 +108,14 @@ def summary_lines(peer, study, engine_throughput):
                         f"({c['h200_hours']['constant_mfu']:.0f} at constant MFU per kind; "
                         "extrapolated)" if c["h200_hours"] else "not computed (a rate is missing)"))
     lines += engine_lines(engine_throughput)
+    lines += study_lines(peer, engine_study, study["engine_bf16"]["comparison"],
+                         study["engine_bf16"]["h200_hours"])
     return lines
 
 
 ENGINE_SHAPE = "dense d512 L8 S1024 (micro scale), not the 2B shapes"  # the throughput part's
+# Engine bf16 tokens/s at the 2B shapes over the PyTorch peer's, the issue's targets.
+SPEED_TARGETS = {"dense": ("compile", 1.0), "moe": ("eager", 1.5)}
 
 
 def engine_figure(tp):
@@ -120,34 +128,107 @@ def engine_figure(tp):
 
 
 def engine_lines(throughput):
-    """The engine's fp32 and bf16 figures beside the peer's: at the micro shape, so the targets
-    (MFU >= 40% dense, >= 25% MoE; >= 1.0x PyTorch compile dense, >= 1.5x eager MoE) are not
-    judged from them."""
+    """The engine's fp32 and bf16 figures at the micro shape, beside the peer's: not judged."""
     throughput = throughput or {}
     shape = throughput.get("note") or ENGINE_SHAPE
     return [f"engine {label} ({shape}): {engine_figure(throughput.get(label))}"
             for label in ("fp32", "bf16")] + [
-        "engine vs the targets (MFU >= 40% dense, >= 25% MoE; >= 1.0x PyTorch compile dense, "
-        ">= 1.5x PyTorch eager MoE): not judged, the engine was not run at the 2B shapes"]
+        "  (micro scale: not judged against the targets; the 2B-shape figures below are)"]
+
+
+def study_comparison(peer, part):
+    """{kind: figures}: the engine's bf16 at the 2B shape (full-depth equivalent if it ran
+    shallower) over the peer's mode the target names, met or not; None where not measured."""
+    out = {}
+    for kind, (mode, target) in SPEED_TARGETS.items():
+        e = (part or {}).get(kind) or {}
+        p = peer.get("runs", {}).get(f"{kind}_{mode}", {})
+        engine, torch = e.get("full_depth_tokens_per_second"), p.get("tokens_per_second")
+        ratio = engine / torch if engine and torch else None
+        out[kind] = {"engine_tokens_per_second": engine, "layers": e.get("layers"),
+                     "planned_layers": (e.get("plan_shape") or {}).get("layers"),
+                     "engine_micro_batch": (e.get("plan_shape") or {}).get("micro_batch"),
+                     "pytorch_mode": mode, "pytorch_tokens_per_second": torch,
+                     "pytorch_micro_batch": p.get("micro_batch"), "ratio": ratio,
+                     "target": target, "met": None if ratio is None else ratio >= target,
+                     "mfu": e.get("mfu"), "targets": e.get("targets")}
+    return out
+
+
+def engine_study(plan, peer, part):
+    """The engine at the 2B shapes against the peer, and the study's H200-hours at its speeds
+    (the plan's M per kind: its full-depth equivalents are at the plan's depth)."""
+    comparison = study_comparison(peer, part)
+    rates = {k: c["engine_tokens_per_second"] for k, c in comparison.items()}
+    m = {k: (((part or {}).get(k) or {}).get("plan_shape") or {}).get("flops_per_token")
+         for k in comparison}
+    hours = study_hours(plan, rates, m) if plan and all(m.values()) else None
+    return {"comparison": comparison, "h200_hours": hours}
+
+
+def why_not(e, p):
+    if not (e or {}).get("tokens_per_second"):
+        return f"engine none ({(e or {}).get('error') or 'exit ' + str((e or {}).get('exit'))})"
+    return f"PyTorch none ({p.get('skipped') or p.get('error') or 'not run'})"
+
+
+def study_lines(peer, part, comparison, hours):
+    """The engine at the 2B shapes beside the peer, or why it is not there."""
+    if not part or "dense" not in part:
+        why = (part or {}).get("skipped") or (part or {}).get("error") or \
+            "absent from gpu_check.json"
+        return [f"engine at the 2B shapes: not measured (study_throughput: {why}); the targets "
+                "are not judged"]
+    lines = []
+    word = {True: "met", False: "NOT met", None: "not judged"}
+    for kind, c in comparison.items():
+        e, p = part.get(kind) or {}, peer.get("runs", {}).get(f"{kind}_{c['pytorch_mode']}", {})
+        depth = (f" at {c['layers']} of {c['planned_layers']} layers, full-depth equivalent"
+                 if c["layers"] and c["layers"] != c["planned_layers"] else "")
+        mfu = (e.get("targets") or {}).get("mfu") or {}
+        mem = (e.get("targets") or {}).get("memory") or {}
+        speed = (f"{c['ratio']:.2f}x PyTorch {c['pytorch_mode']} "
+                 f"({c['pytorch_tokens_per_second']:.0f} tok/s, micro-batch "
+                 f"{c['pytorch_micro_batch']}, its optimizer step amortised over the plan's "
+                 f"accumulation; the engine's micro-batch {c['engine_micro_batch']}, one "
+                 f"optimizer step each)" if c["ratio"] is not None else why_not(e, p))
+        lines.append(
+            f"engine bf16 {kind} at the 2B shape ({e.get('run')}){depth}: "
+            + (f"{c['engine_tokens_per_second']:.0f} tok/s, MFU {100 * c['mfu']:.1f}%"
+               if c["engine_tokens_per_second"] and c["mfu"] else "none")
+            + f"; {speed}: target >= {c['target']}x {word[c['met']]}; MFU >= "
+            f"{100 * TARGET_MFU[kind]:.0f}% {word[mfu.get('met')]}; peak memory within 15% of "
+            f"the estimate {word[mem.get('met')]}"
+            + (f" (ratio {mem['ratio']:.3f})" if mem.get("ratio") else ""))
+    lines.append("2B study at the engine's bf16 speeds: "
+                 + (f"{hours['measured_rate']:.0f} H200-hours ({hours['constant_mfu']:.0f} at "
+                    "constant MFU per kind; extrapolated)" if hours else
+                    "not computed (a rate is missing)"))
+    return lines
 
 
 def main():
     plan_path, peer_path, out = sys.argv[1], sys.argv[2], sys.argv[3]
     plan, peer = load(plan_path), load(peer_path)
     report = load(os.path.join(out, "gpu_check.json")) or {}
+    part = (report.get("engine") or {}).get("study_throughput")
     if not isinstance(plan, list) or peer is None:
         report["torch_peer"] = {"error": f"missing input: plan {plan_path} "
                                          f"{'ok' if isinstance(plan, list) else 'unreadable'}, "
                                          f"peer {peer_path} {'ok' if peer else 'unreadable'}"}
-        lines = [f"pytorch peer: {report['torch_peer']['error']}"]
+        engine = engine_study(plan if isinstance(plan, list) else [], {}, part)
+        report["engine_study"] = engine
+        lines = [f"pytorch peer: {report['torch_peer']['error']}"] + study_lines(
+            {}, part, engine["comparison"], engine["h200_hours"])
     else:
         study = cost(plan, peer)
+        study["engine_bf16"] = engine_study(plan, peer, part)
         report["torch_peer"] = peer
         report["study_cost"] = study
         tp = report.get("throughput") or {}
         report["engine_bf16"] = dict(tp.get("bf16") or {"error": "no bf16 throughput run"},
                                      measured_at=ENGINE_SHAPE)
-        lines = summary_lines(peer, study, report.get("throughput"))
+        lines = summary_lines(peer, study, report.get("throughput"), part)
     stages_path = os.path.join(out, "stages.txt")  # the stages run after the engine check too
     if os.path.exists(stages_path):
         with open(stages_path) as f:
