@@ -38,6 +38,9 @@
 #        (MoE 5%, if time);                                                         ~20 s (60)
 #      bf16_repeat: two bf16 MoE runs bit-identical (metrics, checkpoints), and one stopped at
 #        step 25 and resumed ends byte-identical to them;                           ~12 s (45)
+#      graphs: micro dense bf16, 4 micro-batches a step, eager against --graphs (each micro-batch
+#        replayed from one recorded CUDA graph): bit-identical metrics and checkpoints, and
+#        both speeds;                                                               ~10 s (40)
 #   3c. NCCL at world size 1 (`gpu_engine_check.py nccl`): parity-train --device cuda --rank 0
 #      --world-size 1 --rendezvous-listen 127.0.0.1 (rank 0 hosts the rendezvous, one-rank NCCL
 #      sums every step) against the same run without a communicator, fp32: the curve and final
@@ -49,7 +52,8 @@
 #      the last step's time split by kind of work; micro scale, not the 2B shapes);  ~25 s (60)
 #   4s. engine_study_throughput: the engine in bf16 at the 2B study's shapes, the peer's two runs
 #      (dense 1C baseline, MoE nearest r_a 20%) from the bundle's plan, 35 s each at most: one
-#      micro-batch of the plan's a step, 5 steps (2 warm-up, 2 timed, 1 profiled); tokens/s, MFU,
+#      micro-batch of the peer's 8 sequences a step (PARITY_STUDY_MICRO_BATCH=plan: the plan's),
+#      5 steps (2 warm-up, 2 timed, 1 profiled); tokens/s, MFU,
 #      peak memory against the estimate, the targets (MFU >= 40% dense, >= 25% MoE; memory
 #      within 15%) met or not. The host draws a model's weights one at a time (~40 ns a
 #      parameter), so each run keeps the plan's per-layer shape at the most layers that fit its
@@ -68,7 +72,7 @@
 #      (engine bf16 tokens/s >= 1.0x PyTorch compile dense, >= 1.5x eager MoE), met or not. Its
 #      result does not change the exit status, which is the correctness checks' (1-4, 3c).
 #                                                                                 ~150 s (210)
-# Expected: ~210 s to the report, memcheck to ~240 s, the peer in the ~150 s left; every stage
+# Expected: ~220 s to the report, memcheck to ~250 s, the peer in the ~140 s left; every stage
 # at its cap would leave the later engine parts skipped (NOT RUN in the report: not a pass), and
 # never run past 420 s.
 set -uo pipefail
@@ -263,6 +267,7 @@ case "$mode" in
     engine_part bf16_emulation 60
     engine_part bf16_vs_fp32 60
     engine_part bf16_repeat 45
+    engine_part graphs 40
 
     # 3c. NCCL at world size 1 (its result joins gpu_check.json in the report): bounded by the
     # budget, and skipped, saying so, when the budget is gone.

@@ -11,6 +11,10 @@
   routing the rest): every metric value but the timings bit-identical and the final checkpoints
   byte-identical; then a run stopped with --max-steps at half way and resumed with --resume ends
   with the straight run's checkpoint and logs its later steps exactly.
+- graphs: micro dense in bf16 with grad_accum 4, eager against `parity-train --graphs` (each
+  micro-batch's forward and backward replayed from one recorded CUDA graph after the first two):
+  every metric value but the timings bit-identical, the final checkpoints byte-identical, and
+  both runs' median tokens/s (the replay's gain; a measurement, not judged).
 
 Each function returns a JSON-able dict with "pass" and the numbers it judged, and the tolerance it
 held them to. The device under test is `cuda`, or PARITY_ENGINE_CHECK_PEER (cpu: the wiring check
@@ -197,4 +201,44 @@ def bf16_repeat(bundle, out, corpus, example, deadline, steps=REPEAT_STEPS, stop
                      "stopped_exit": res["stopped"]["exit"]}
     res["pass"] = (res["determinism"]["pass"] and res["resume"]["pass"]
                    and all(res[k]["precision"] == "bf16" for k in ("a", "b", "resumed")))
+    return res
+
+
+GRAPH_STEPS = 30
+
+
+def graphs(bundle, out, corpus, example, deadline, steps=GRAPH_STEPS):
+    """Graph replay against eager: the same bits, and the speed of each (micro dense, bf16)."""
+    device = peer_device()
+    threads = (os.cpu_count() or 1) if device == "cpu" else 1
+    # Four micro-batches a step, so that most micro-batches of the run are replays.
+    spec = r.spec_from(example, corpus, "graphs", steps, r.BF16)
+    spec["training"]["microBatchSequences"] = max(
+        1, spec["training"]["batchTokens"] // spec["training"]["sequenceLength"] // 4)
+    res = {"name": "graphs", "steps": steps, "pass": False,
+           "tolerance": "bit-identical metrics (timings aside), byte-identical checkpoints"}
+    runs = {}
+    for tag, extra in (("-eager", ()), ("-graphs", ("--graphs",))):
+        budget = run_budget(deadline, device, 25, 3)
+        if budget < 5:
+            res["error"] = f"no time left for run {tag[1:]}"
+            return res
+        lines, summary, code, seconds = r.train(bundle, out, spec, device, threads, budget, extra,
+                                                tag)
+        runs[tag] = (lines, summary, r.checkpoint_bytes(summary))
+        res[tag[1:]] = r.run_record(out, spec, device, tag, summary, code, seconds)
+        speeds = sorted(l["tokens_per_second"] for l in lines[2:] if "tokens_per_second" in l)
+        res[tag[1:]]["tokens_per_second"] = speeds[len(speeds) // 2] if speeds else None
+        if code != 0:
+            res["error"] = f"run {tag[1:]} exited {code}: nothing to compare"
+            return res
+    (a, sa, ca), (b, sb, cb) = runs["-eager"], runs["-graphs"]
+    diff = r.first_metric_difference(a, b)
+    if diff is None and sa and sb and r.without_timing(sa) != r.without_timing(sb):
+        diff = "the summaries differ"
+    res["first_difference"] = diff
+    res["checkpoints_identical"] = ca is not None and ca == cb
+    e, g = res["eager"]["tokens_per_second"], res["graphs"]["tokens_per_second"]
+    res["speedup"] = g / e if e and g else None
+    res["pass"] = diff is None and res["checkpoints_identical"] and len(a) == steps
     return res

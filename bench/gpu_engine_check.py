@@ -19,6 +19,9 @@ second, so the CPU peer's runs and the process starts dominate):
                   of 20 steps within 3% (dense) and 5% (MoE)                               ~20 s
   bf16_repeat     micro MoE bf16 twice (bit-identical metrics, byte-identical checkpoints), and
                   stopped at step 25 then resumed (ends byte-identical to the straight run)  ~12 s
+  graphs          micro dense bf16, 4 micro-batches a step, 30 steps, eager against --graphs
+                  (each micro-batch replayed from one recorded CUDA graph): bit-identical
+                  metrics, byte-identical checkpoints, and both speeds                     ~10 s
   throughput      dense d512 L8 S1024 (not the 2B shapes), 8 steps of 131,072 tokens, fp32 and
                   bf16 on CUDA: tokens/s, counted model FLOP/s, MFU against 989 TFLOP/s, and
                   the peak device memory beside the planner's estimate where the summary line
@@ -69,8 +72,8 @@ REL_TOL = 5e-4
 # (a wrong routing or gradient moves the 50-step loss by whole percents).
 MOE_FINAL_TOL = 1e-2
 STEPS = 50
-PARTS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat", "throughput",
-         "study_throughput")
+PARTS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat", "graphs",
+         "throughput", "study_throughput")
 SMOKE = os.environ.get("PARITY_ENGINE_CHECK_SMOKE") == "1"
 
 
@@ -231,6 +234,8 @@ def run_part(name, bundle, out, deadline):
     elif name == "bf16_repeat":
         res = bf16.bf16_repeat(bundle, out, corpus, moe, deadline,
                                *((12, 6) if SMOKE else (bf16.REPEAT_STEPS, bf16.REPEAT_STOP)))
+    elif name == "graphs":
+        res = bf16.graphs(bundle, out, corpus, dense, deadline, 12 if SMOKE else bf16.GRAPH_STEPS)
     elif name == "throughput":
         res = throughput(bundle, out, corpus, dense, deadline)
     elif name == "study_throughput":

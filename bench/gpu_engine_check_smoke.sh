@@ -70,6 +70,9 @@ for kind in ("dense", "moe"):
 rep_ = e["bf16_repeat"]
 assert rep_["determinism"]["checkpoints_identical"] and rep_["determinism"]["checkpoint_bytes"] > 0
 assert rep_["resume"]["checkpoint_identical"] and rep_["stopped"]["exit"] == 3, rep_
+gr = e["graphs"]
+assert gr["pass"] and gr["checkpoints_identical"] and gr["first_difference"] is None, gr
+assert gr["eager"]["tokens_per_second"] and gr["graphs"]["tokens_per_second"], gr
 tp = e["throughput"]
 assert tp["fp32"]["tokens_per_second"] > 0 and tp["bf16"]["mfu"] > 0, tp
 assert rep["throughput"] == tp, "gpu_study_cost.py reads the throughput at the top level"

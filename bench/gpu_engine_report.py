@@ -10,7 +10,8 @@ from gpu_engine_runs import read_stages, stage_status
 
 # The parts whose failure (or absence) fails the check; throughput and study_throughput are
 # measurements.
-CORRECTNESS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat")
+CORRECTNESS = ("fp32_dense", "fp32_moe", "bf16_emulation", "bf16_vs_fp32", "bf16_repeat",
+               "graphs")
 
 
 def is_bf16_test(suite, test):
@@ -228,6 +229,18 @@ def part_text(name, res):
                 f"exit {r.get('stopped_exit')} (3 expected)"
                 + (f"; first difference {r['first_difference']}" if r.get("first_difference")
                    else "") + runs + (f"; {res['error']}" if "error" in res else "")] + errors
+    if name == "graphs":
+        runs, errors = runs_text(res, ("eager", "graphs"))
+        eager, replayed = res.get("eager", {}), res.get("graphs", {})
+        speed = (f"; tok/s eager {eager['tokens_per_second']:.0f}, replayed "
+                 f"{replayed['tokens_per_second']:.0f} (x{res['speedup']:.2f})"
+                 if res.get("speedup") else "")
+        return [f"graph replay micro-dense bf16 {res['steps']} steps, eager vs --graphs: "
+                f"{verdict(res)} metrics bit-identical: {res.get('first_difference') is None}, "
+                f"checkpoints byte-identical: {res.get('checkpoints_identical')}"
+                + (f"; first difference {res['first_difference']}"
+                   if res.get("first_difference") else "") + speed + runs
+                + (f"; {res['error']}" if "error" in res else "")] + errors
     if name == "throughput":
         lines = [f"throughput ({res.get('note')}):"]
         for label in ("fp32", "bf16"):

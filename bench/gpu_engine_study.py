@@ -22,9 +22,10 @@ fewer layers than planned the report says so, and gives the full-depth equivalen
 (tokens/s scaled by the counted FLOPs/token at the run's depth over the plan's M): an
 extrapolation. PARITY_STUDY_FULL_DEPTH=1 runs the plan's depth whatever the estimate.
 
-Micro-batch. The plan's per-GPU micro_batch_sequences (1 for the dense baseline, whose 43
-sequences a rank are prime; 25 for the MoE run, at this commit) is how the study would train; the
-peer runs 8 for both. PARITY_STUDY_MICRO_BATCH=8 runs the engine at the peer's instead.
+Micro-batch. The peer's (gpu_torch_peer.MICRO_BATCH, 8 sequences) by default, so that the ratios
+against PyTorch compare the same shapes. The plan's own per-GPU micro_batch_sequences (1 for the
+dense baseline, whose 43 sequences a rank are prime; 25 for the MoE run, at this commit) is how the
+study would train today: PARITY_STUDY_MICRO_BATCH=plan runs that, or a number runs that many.
 
 A timeout or a failed run is a result ("none: timed out after N s"), never a crash of the part.
 PARITY_ENGINE_CHECK_SMOKE=1 (the CPU wiring check) takes gpu_torch_peer.smoke_shapes' tiny shapes
@@ -38,6 +39,7 @@ import shutil
 import tempfile
 
 from gpu_engine_runs import BF16, PEAK_BF16, device_under_test, remaining, speed_run
+from gpu_torch_peer import MICRO_BATCH as PEER_MICRO_BATCH
 from gpu_torch_peer import pick_runs, shapes, smoke_shapes  # (imports no torch)
 
 STEPS = 5
@@ -163,9 +165,10 @@ def plan_shape(cfg):
 
 def study_run(bundle, out, kind, run, corpus, budget, ns_per_param):
     """One kind's run at its shape, depth fitted to `budget`; its record with the targets."""
-    micro = int(os.environ.get("PARITY_STUDY_MICRO_BATCH") or
-                run["training"].get("micro_batch_sequences") or
-                run["training"].get("microBatchSequences") or DEFAULT_MICRO_BATCH)
+    asked = os.environ.get("PARITY_STUDY_MICRO_BATCH") or str(PEER_MICRO_BATCH)
+    micro = int(run["training"].get("micro_batch_sequences") or
+                run["training"].get("microBatchSequences") or
+                DEFAULT_MICRO_BATCH) if asked == "plan" else int(asked)
     cfg = shapes(run, micro)
     if SMOKE:
         cfg = smoke_shapes(cfg)

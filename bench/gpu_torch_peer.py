@@ -34,6 +34,7 @@ import time
 
 PEAK_BF16 = 989e12  # H100/H200 SXM dense bf16 peak, FLOP/s
 TARGET_RA = 0.20
+MICRO_BATCH = 8  # sequences per micro-batch (the engine's study part runs the same by default)
 # Relative weights of the stages in the time budget (time left over flows to later stages).
 STAGES = (("gemm", None, 0.6), ("dense", "eager", 1.5), ("moe", "eager", 2.0),
           ("dense", "compile", 4.5), ("moe", "compile", 5.0))
@@ -416,7 +417,8 @@ def main():
     ap.add_argument("--plan", help="`parity plan examples/full_study_2b.yaml --format json` output")
     ap.add_argument("--out", help="where the JSON report goes")
     ap.add_argument("--budget", type=float, default=210.0, help="seconds for everything")
-    ap.add_argument("--micro-batch", type=int, default=8, help="sequences per micro-batch")
+    ap.add_argument("--micro-batch", type=int, default=MICRO_BATCH,
+                    help="sequences per micro-batch")
     ap.add_argument("--steps", type=int, default=4, help="timed micro-batches")
     ap.add_argument("--warmup", type=int, default=2,
                     help="untimed micro-batches (the first compiles)")
