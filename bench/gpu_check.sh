@@ -55,9 +55,9 @@
 #      micro-batch of the peer's 8 sequences a step (PARITY_STUDY_MICRO_BATCH=plan: the plan's),
 #      5 steps (2 warm-up, 2 timed, 1 profiled); tokens/s, MFU,
 #      peak memory against the estimate, the targets (MFU >= 40% dense, >= 25% MoE; memory
-#      within 15%) met or not. The host draws a model's weights one at a time (~40 ns a
-#      parameter), so each run keeps the plan's per-layer shape at the most layers that fit its
-#      cap (said so, with the full-depth equivalent at constant MFU); a timeout is a result.
+#      within 15%) met or not. The host draws a model's weights (~40 ns of CPU a parameter,
+#      over the cores) and checkpoints them, so each run keeps the plan's per-layer shape at the
+#      most layers that fit its cap (said so, with the full-depth equivalent at constant MFU); a timeout is a result.
 #      Then the report: the op test, every part and 3c into gpu_check.json/.txt (its exit status
 #      is the check's);                                                              ~60 s (75)
 #   3b. the op parity test under compute-sanitizer memcheck and racecheck if the machine has it,

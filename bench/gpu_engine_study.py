@@ -12,9 +12,10 @@ room, then deleted). Measured per run: tokens/s, counted model FLOPs/token, MFU 
 TFLOP/s, peak device memory against the estimate, the last step's time split, and the targets
 (MFU >= 40% dense, >= 25% MoE; peak memory within 15% of the estimate) met or not.
 
-Depth. parity-train draws a model's initial weights one at a time on one host thread (~40 ns a
-parameter measured on the development machine) and writes 12 bytes a parameter at the end: at
-the plan's depth (2.1e9 parameters each) that host work alone would overrun a run's cap. A run
+Depth. parity-train draws a model's initial weights on the host (~40 ns of CPU time a parameter
+measured on the development machine, spread over the cores), uploads them and writes 12 bytes a
+parameter at the end: at the plan's depth (2.1e9 parameters each) that host work may overrun a
+run's cap. A run
 therefore keeps every per-layer shape of the plan (d_model, heads, head_dim, FFN, experts, top_k,
 S, micro-batch) and takes the largest number of layers whose host work and steps fit its cap
 (fit_layers; the MoE run's estimate uses the dense run's measured host seconds a parameter). At
@@ -49,11 +50,12 @@ MEMORY_TOLERANCE = 0.15  # |peak / estimate - 1|
 DEFAULT_MICRO_BATCH = 8  # where the plan leaves micro_batch_sequences unset
 # Sizing a run's depth to its cap: the seconds a parity-train process spends whatever the model
 # (start, CUDA context, corpus), its host work a parameter before the first step and after the
-# last (the weights drawn by Box-Muller one at a time: 40 ns of CPU time a value on the 2-core
-# development Xeon, 2026-12-03; the final checkpoint's 12 bytes), the MFU its steps are assumed to
-# reach at worst, and the share of the cap the estimate may fill.
+# last (the weights drawn by Box-Muller: 40 ns of CPU time a value on the 2-core development Xeon,
+# 2026-12-03, now spread over every core (Transformer::InitParams), then their upload and the
+# final checkpoint's 12 bytes), the MFU its steps are assumed to reach at worst, and the share of
+# the cap the estimate may fill. The dense run's measured host seconds size the MoE run.
 FIXED_SECONDS = 5.0
-HOST_NS_PER_PARAM = 40.0
+HOST_NS_PER_PARAM = 40.0 / min(os.cpu_count() or 1, 16) + 10.0
 SIZING_MFU = 0.10
 FIT_SHARE = 0.75
 SMOKE = os.environ.get("PARITY_ENGINE_CHECK_SMOKE") == "1"

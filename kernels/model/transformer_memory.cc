@@ -1,7 +1,10 @@
 // The transformer's construction: the parameter layout, every device buffer (in the order and
 // precision core/memory_estimate.h counts them), initialisation, and the precision factory.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/model/transformer.h"
@@ -248,16 +251,51 @@ absl::Status Transformer<T, A>::AllocateActivations(int64_t max_ffn) {
 
 template <typename T, typename A>
 void Transformer<T, A>::InitParams(Rng& rng) {
+  // The serial definition: tensor by tensor, element by element, one rng.Normal() (two counter
+  // values) per non-norm element. Rng is counter-based, so each element's value depends only on
+  // its counter: the tensors are laid out first (start counter, scale), then filled by host
+  // threads in chunks — the same bits as the serial loop, in a fraction of its time (a 2B model
+  // took ≈ 80 s on one thread).
+  struct Fill {
+    int64_t offset, size;
+    uint64_t counter;  // rng.counter at the tensor's first element
+    double std;
+    bool ones;  // a norm weight: ones, no draws
+  };
   const double out_scale = 1.0 / std::sqrt(2.0 * config_.n_layers);
-  std::vector<T> host(num_params_);
+  std::vector<Fill> fills;
+  uint64_t counter = rng.counter;
   for (const ParamTensor& t : tensors_) {
     const bool is_norm = t.decay == WeightDecay::kSkip;
     const bool residual_out = t.name.ends_with("w_o") || t.name.ends_with("w2");
-    const double std = config_.init_std * (residual_out ? out_scale : 1.0);
-    for (int64_t i = 0; i < t.size; ++i) {
-      host[t.offset + i] = is_norm ? T(1) : static_cast<T>(std * rng.Normal());
-    }
+    fills.push_back({t.offset, t.size, counter,
+                     config_.init_std * (residual_out ? out_scale : 1.0), is_norm});
+    if (!is_norm) counter += 2 * static_cast<uint64_t>(t.size);
   }
+  std::vector<T> host(num_params_);
+  constexpr int64_t kChunk = 1 << 20;  // elements a task
+  std::vector<std::pair<size_t, int64_t>> tasks;  // (fill, first element)
+  for (size_t f = 0; f < fills.size(); ++f) {
+    for (int64_t i = 0; i < fills[f].size; i += kChunk) tasks.emplace_back(f, i);
+  }
+  std::atomic<size_t> next{0};
+  const auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < tasks.size();) {
+      const Fill& f = fills[tasks[k].first];
+      const int64_t begin = tasks[k].second, end = std::min(f.size, begin + kChunk);
+      Rng r{.seed = rng.seed, .counter = f.counter + 2 * static_cast<uint64_t>(begin)};
+      for (int64_t i = begin; i < end; ++i) {
+        host[f.offset + i] = f.ones ? T(1) : static_cast<T>(f.std * r.Normal());
+      }
+    }
+  };
+  const int64_t threads = std::min<int64_t>(
+      std::max(1u, std::thread::hardware_concurrency()), static_cast<int64_t>(tasks.size()));
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  rng.counter = counter;
   device_.FromHost(params_, host.data(), host.size() * sizeof(T));
   weights_stale_ = true;
 }

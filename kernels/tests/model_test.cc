@@ -119,6 +119,36 @@ TEST(ModelTest, GraphReplayRecordsDenseMicroBatchesOnceAndNeverMoe) {
   }
 }
 
+// InitParams fills tensors on several host threads; Rng is counter-based, so the result must be
+// the serial definition's bits (tensor by tensor, one Normal() per non-norm element) and leave the
+// generator where the serial loop would.
+TEST(ModelTest, InitParamsDrawsTheSerialSequenceOnManyThreads) {
+  auto device = MakeCpuDevice({.threads = 1});
+  ModelConfig m = Small();
+  m.d_ffn = 4608;  // w13 holds 2·4608·32 ≈ 295k elements; the experts' w13 ≈ 1.2M: split in chunks
+  m.layout = MoeLayout::kOneDenseShared;
+  m.n_experts = 4;
+  m.top_k = 2;
+  m.d_expert = 4608;
+  auto model = Transformer<float>::Create(m, *device, 1);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Rng rng{.seed = 11, .counter = 3};
+  (*model)->InitParams(rng);
+  Rng serial{.seed = 11, .counter = 3};
+  std::vector<float> expected((*model)->NumParams());
+  for (const ParamTensor& t : (*model)->Tensors()) {
+    const bool residual_out = t.name.ends_with("w_o") || t.name.ends_with("w2");
+    const double std = m.init_std * (residual_out ? 1.0 / std::sqrt(2.0 * m.n_layers) : 1.0);
+    for (int64_t i = 0; i < t.size; ++i) {
+      expected[t.offset + i] =
+          t.decay == WeightDecay::kSkip ? 1.0f : static_cast<float>(std * serial.Normal());
+    }
+  }
+  EXPECT_EQ(0, std::memcmp((*model)->Params(), expected.data(), expected.size() * sizeof(float)))
+      << "the threaded fill must equal the serial definition";
+  EXPECT_EQ(rng.counter, serial.counter) << "the generator must end where the serial loop ends";
+}
+
 TEST(ModelTest, OverfitsOneBatchBelowPointTwoBpc) {
   auto device = MakeCpuDevice({.threads = 2});
   const ModelConfig m = Small();
