@@ -26,9 +26,11 @@
 // slope·(i−j) as the CPU computes them, kept in base-2 units (·log2 e) for exp2.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/gpu_limits.h"
+#include "kernels/backend/op_table.h"
 
 #ifdef __CUDACC__
 #define PARITY_LANE __device__ __forceinline__
@@ -63,6 +65,20 @@ struct FlashArgs {
   float scale_log2;  // log2(e)/√Dh: scores in base-2 units
   bool alibi;
 };
+
+// The kernels' arguments for an attention shape (host side).
+inline FlashArgs MakeFlashArgs(const AttentionShape& s) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+  return FlashArgs{.seq = s.seq,
+                   .heads = s.heads,
+                   .kv_heads = s.kv_heads,
+                   .head_dim = s.head_dim,
+                   .ld = (s.heads + 2 * s.kv_heads) * s.head_dim,
+                   .ldo = s.heads * s.head_dim,
+                   .scale = static_cast<float>(scale),
+                   .scale_log2 = static_cast<float>(scale * 1.4426950408889634),
+                   .alibi = s.positions == Positions::kAlibi};
+}
 
 // ALiBi slope of head h in base-2 units, 2^(−8(h+1)/H)·log2 e (0 without ALiBi).
 template <class Env>
@@ -219,6 +235,33 @@ PARITY_LANE void FlashStoreRows(Env& env, const float (&acc)[kDh / 8][4], float 
   }
 }
 
+// K and V of keys [k0, k0 + 64) of kv head kvh into sk and sv; `rows` is the sequence's first
+// qkv row.
+template <int kDh, class Env>
+PARITY_LANE void FlashLoadKeys(Env& env, const FlashArgs& a, const uint16_t* rows, int64_t kvh,
+                               int64_t k0, uint16_t* sk, uint16_t* sv) {
+  const int dh = static_cast<int>(a.head_dim);
+  FlashLoadTile<kDh>(env, sk, rows + k0 * a.ld + (a.heads + kvh) * dh, a.ld, kFlashKeys, a.seq - k0,
+                     dh);
+  FlashLoadTile<kDh>(env, sv, rows + k0 * a.ld + (a.heads + a.kv_heads + kvh) * dh, a.ld,
+                     kFlashKeys, a.seq - k0, dh);
+}
+
+// What the backward needs of n query rows [q0, q0 + n) of head h in sequence b: q, dout, lse in
+// base-2 units and delta.
+template <int kDh, class Env>
+PARITY_LANE void FlashLoadQueries(Env& env, const FlashArgs& a, int64_t b, int64_t h, int64_t q0,
+                                  int n, const uint16_t* qkv, const uint16_t* dout,
+                                  const float* lse, const float* delta, uint16_t* sq, uint16_t* sdo,
+                                  float* slse, float* sdelta) {
+  const int dh = static_cast<int>(a.head_dim);
+  const int64_t valid = a.seq - q0, stat = (b * a.heads + h) * a.seq + q0;
+  FlashLoadTile<kDh>(env, sq, qkv + (b * a.seq + q0) * a.ld + h * dh, a.ld, n, valid, dh);
+  FlashLoadTile<kDh>(env, sdo, dout + (b * a.seq + q0) * a.ldo + h * dh, a.ldo, n, valid, dh);
+  FlashLoadRow(env, slse, lse + stat, n, valid, kLog2e);
+  FlashLoadRow(env, sdelta, delta + stat, n, valid, 1.0f);
+}
+
 // Grid (B·H, ⌈S/64⌉). out[B·S, H·Dh] (bf16), lse[B·H·S] (natural log) from qkv (bf16).
 template <int kDh, class Env>
 PARITY_LANE void FlashForwardBlock(Env& env, const FlashArgs& a, uint16_t* out, float* lse,
@@ -240,10 +283,7 @@ PARITY_LANE void FlashForwardBlock(Env& env, const FlashArgs& a, uint16_t* out, 
   const int64_t key_end = q0 + kFlashRows < a.seq ? q0 + kFlashRows : a.seq;
   for (int64_t k0 = 0; k0 < key_end; k0 += kFlashKeys) {
     env.SyncBlock();  // the previous tile is consumed
-    FlashLoadTile<kDh>(env, sk, rows + k0 * a.ld + (a.heads + kvh) * dh, a.ld, kFlashKeys,
-                       a.seq - k0, dh);
-    FlashLoadTile<kDh>(env, sv, rows + k0 * a.ld + (a.heads + a.kv_heads + kvh) * dh, a.ld,
-                       kFlashKeys, a.seq - k0, dh);
+    FlashLoadKeys<kDh>(env, a, rows, kvh, k0, sk, sv);
     env.SyncBlock();
     if (k0 > warp_last) continue;  // the whole tile is above this warp's diagonal
     float s[kFlashKeys / 8][4] = {};
@@ -308,11 +348,7 @@ PARITY_LANE void FlashDqBlock(Env& env, const FlashArgs& a, uint16_t* dqkv, cons
   const int dh = static_cast<int>(a.head_dim), warp = env.Warp();
   const int g = env.Lane() >> 2, t = env.Lane() & 3;
   const uint16_t* rows = qkv + b * a.seq * a.ld;
-  FlashLoadTile<kDh>(env, sq, rows + q0 * a.ld + h * dh, a.ld, kFlashRows, a.seq - q0, dh);
-  FlashLoadTile<kDh>(env, sdo, dout + (b * a.seq + q0) * a.ldo + h * dh, a.ldo, kFlashRows,
-                     a.seq - q0, dh);
-  FlashLoadRow(env, slse, lse + bh * a.seq + q0, kFlashRows, a.seq - q0, kLog2e);
-  FlashLoadRow(env, sdelta, delta + bh * a.seq + q0, kFlashRows, a.seq - q0, 1.0f);
+  FlashLoadQueries<kDh>(env, a, b, h, q0, kFlashRows, qkv, dout, lse, delta, sq, sdo, slse, sdelta);
   const int r0 = warp * 16 + g;  // this thread's rows in the tile: r0 and r0 + 8
   const int64_t row0 = q0 + r0, warp_last = q0 + warp * 16 + 15;
   const float slope = SlopeLog2(env, a, h);
@@ -320,10 +356,7 @@ PARITY_LANE void FlashDqBlock(Env& env, const FlashArgs& a, uint16_t* dqkv, cons
   const int64_t key_end = q0 + kFlashRows < a.seq ? q0 + kFlashRows : a.seq;
   for (int64_t k0 = 0; k0 < key_end; k0 += kFlashKeys) {
     env.SyncBlock();
-    FlashLoadTile<kDh>(env, sk, rows + k0 * a.ld + (a.heads + kvh) * dh, a.ld, kFlashKeys,
-                       a.seq - k0, dh);
-    FlashLoadTile<kDh>(env, sv, rows + k0 * a.ld + (a.heads + a.kv_heads + kvh) * dh, a.ld,
-                       kFlashKeys, a.seq - k0, dh);
+    FlashLoadKeys<kDh>(env, a, rows, kvh, k0, sk, sv);
     env.SyncBlock();
     if (k0 > warp_last) continue;
     float s[kFlashKeys / 8][4] = {}, dp[kFlashKeys / 8][4] = {};
@@ -363,23 +396,15 @@ PARITY_LANE void FlashDkDvBlock(Env& env, const FlashArgs& a, uint16_t* dqkv, co
   const int dh = static_cast<int>(a.head_dim), warp = env.Warp();
   const int g = env.Lane() >> 2, t = env.Lane() & 3;
   const uint16_t* rows = qkv + b * a.seq * a.ld;
-  FlashLoadTile<kDh>(env, sk, rows + k0 * a.ld + (a.heads + kvh) * dh, a.ld, kFlashKeys, a.seq - k0,
-                     dh);
-  FlashLoadTile<kDh>(env, sv, rows + k0 * a.ld + (a.heads + a.kv_heads + kvh) * dh, a.ld,
-                     kFlashKeys, a.seq - k0, dh);
+  FlashLoadKeys<kDh>(env, a, rows, kvh, k0, sk, sv);
   const int64_t key0 = k0 + warp * 16 + g, warp_first = k0 + warp * 16;
   float dk[kDh / 8][4] = {}, dv[kDh / 8][4] = {};
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     const float slope = SlopeLog2(env, a, h);
     for (int64_t q0 = k0; q0 < a.seq; q0 += kFlashBwdRows) {
       env.SyncBlock();
-      FlashLoadTile<kDh>(env, sq, rows + q0 * a.ld + h * dh, a.ld, kFlashBwdRows, a.seq - q0, dh);
-      FlashLoadTile<kDh>(env, sdo, dout + (b * a.seq + q0) * a.ldo + h * dh, a.ldo, kFlashBwdRows,
-                         a.seq - q0, dh);
-      FlashLoadRow(env, slse, lse + (b * a.heads + h) * a.seq + q0, kFlashBwdRows, a.seq - q0,
-                   kLog2e);
-      FlashLoadRow(env, sdelta, delta + (b * a.heads + h) * a.seq + q0, kFlashBwdRows, a.seq - q0,
-                   1.0f);
+      FlashLoadQueries<kDh>(env, a, b, h, q0, kFlashBwdRows, qkv, dout, lse, delta, sq, sdo, slse,
+                            sdelta);
       env.SyncBlock();
       if (q0 + kFlashBwdRows - 1 < warp_first) continue;  // every query precedes these keys
       float st[kFlashBwdRows / 8][4] = {}, dpt[kFlashBwdRows / 8][4] = {};

@@ -35,19 +35,6 @@ __global__ void __launch_bounds__(kFlashThreads)
   FlashDkDvBlock<kDh>(env, a, dqkv, dout, lse, delta, qkv);
 }
 
-FlashArgs MakeFlashArgs(const AttentionShape& s) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-  return FlashArgs{.seq = s.seq,
-                   .heads = s.heads,
-                   .kv_heads = s.kv_heads,
-                   .head_dim = s.head_dim,
-                   .ld = (s.heads + 2 * s.kv_heads) * s.head_dim,
-                   .ldo = s.heads * s.head_dim,
-                   .scale = static_cast<float>(scale),
-                   .scale_log2 = static_cast<float>(scale * 1.4426950408889634),
-                   .alibi = s.positions == Positions::kAlibi};
-}
-
 // Above 48 KiB of dynamic shared memory a kernel must opt in (sm_90 allows 227 KiB): once per
 // head-dim instance, for its three kernels. (A static keyed by the kernel's function-pointer type
 // would be shared by the instances: they have the same signature.)

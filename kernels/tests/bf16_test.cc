@@ -144,21 +144,9 @@ TEST(Bf16ModelTest, AWriteThroughParamsReachesTheNextForward) {
   EXPECT_NEAR(got, want, 1e-2 * want) << "the bf16 copy follows the masters";
 }
 
-class Bf16TrainingTest : public ::testing::Test {
+class Bf16TrainingTest : public testing::CorpusDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("parity_bf16_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    corpus_ = (dir_ / "corpus.txt").string();
-    std::ofstream out(corpus_, std::ios::binary);
-    for (int i = 0; i < 600; ++i) {
-      out << "Verse " << i << ": And God said, Let there be light: and there was light. ";
-    }
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  Bf16TrainingTest() : CorpusDirTest(600) {}
 
   RunConfig Run(const ModelConfig& model, Precision precision, int64_t steps) const {
     RunConfig c;
@@ -205,9 +193,6 @@ class Bf16TrainingTest : public ::testing::Test {
     std::ifstream in(r->checkpoint_path, std::ios::binary);
     return {sink.bpc, std::string((std::istreambuf_iterator<char>(in)), {})};
   }
-
-  fs::path dir_;
-  std::string corpus_;
 };
 
 double MeanOf(const std::vector<double>& v, size_t from, size_t to) {

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "kernels/tests/test_util.h"
 #include "kernels/train/session.h"
 #include "kernels/train/step.h"
 
@@ -23,19 +24,8 @@ class NullSink final : public MetricsSink {
   void Write(const std::string&) override {}
 };
 
-class StepSyncTest : public ::testing::Test {
+class StepSyncTest : public testing::CorpusDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("parity_step_sync_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::ofstream out(dir_ / "corpus.txt", std::ios::binary);
-    for (int i = 0; i < 400; ++i) out << "Verse " << i << ": And God said, Let there be light. ";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   RunConfig Run(int64_t grad_accum, bool moe) const {
     RunConfig c;
     c.run_id = "sync";
@@ -91,8 +81,6 @@ class StepSyncTest : public ::testing::Test {
                        .queued = after.queued - before.queued},
             .moe_layers = s.model->NumMoeLayers()};
   }
-
-  fs::path dir_;
 };
 
 TEST_F(StepSyncTest, ADenseStepWaitsTwiceWhateverItsMicroBatches) {

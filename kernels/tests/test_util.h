@@ -1,10 +1,14 @@
-// Helpers shared by the kernels tests: a CPU device, text tokens, seeded random arrays, and a
-// central finite-difference checker whose failure message names the element and both values.
+// Helpers shared by the kernels tests: a CPU device, text tokens, seeded random arrays, a
+// scratch-directory fixture with a small corpus, and a central finite-difference checker whose
+// failure message names the element and both values.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +17,34 @@
 #include "kernels/model/rng.h"
 
 namespace parity::kernels::testing {
+
+// A fresh directory per test (removed afterwards) holding `corpus_`, `verses` numbered verses of
+// English text: the small byte corpus the training tests run on.
+class CorpusDirTest : public ::testing::Test {
+ protected:
+  explicit CorpusDirTest(int verses = 400) : verses_(verses) {}
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() /
+        ("parity_" + std::string(::testing::UnitTest::GetInstance()->current_test_suite()->name()) +
+         "_" + std::to_string(::getpid()) + "_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    corpus_ = (dir_ / "corpus.txt").string();
+    std::ofstream out(corpus_, std::ios::binary);
+    for (int i = 0; i < verses_; ++i) {
+      out << "Verse " << i << ": And God said, Let there be light: and there was light. ";
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  std::string corpus_;
+
+ private:
+  int verses_;
+};
 
 // n token ids of English text (bytes), starting `offset` bytes in: inputs with offset 0 and their
 // next-byte targets with offset 1.

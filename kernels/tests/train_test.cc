@@ -15,6 +15,7 @@
 
 #include "kernels/data/token_corpus.h"
 #include "kernels/spec/run_spec_adapter.h"
+#include "kernels/tests/test_util.h"
 #include "kernels/train/checkpoint.h"
 #include "kernels/train/schedule.h"
 #include "kernels/train/trainer.h"
@@ -36,22 +37,8 @@ std::string ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-class TrainTest : public ::testing::Test {
+class TrainTest : public testing::CorpusDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("parity_train_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    corpus_ = (dir_ / "corpus.txt").string();
-    std::ofstream out(corpus_, std::ios::binary);
-    for (int i = 0; i < 400; ++i) {
-      out << "Verse " << i << ": And God said, Let there be light: and there was light. ";
-    }
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   RunConfig TinyMoeRun() const {
     RunConfig c;
     c.run_id = "tiny";
@@ -82,9 +69,6 @@ class TrainTest : public ::testing::Test {
     c.data.unique_tokens = 16 * 40;  // 40 windows: 8 steps × 4 sequences = 32 → 0.8 epochs
     return c;
   }
-
-  fs::path dir_;
-  std::string corpus_;
 };
 
 TEST_F(TrainTest, ResumeIsBitIdenticalToStraightRun) {

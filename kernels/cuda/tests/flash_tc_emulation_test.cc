@@ -50,19 +50,6 @@ double NormwiseError(const Got& got, const std::vector<double>& ref, Keep keep) 
   return std::sqrt(num / den);
 }
 
-FlashArgs ArgsFor(const AttentionShape& s) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-  return FlashArgs{.seq = s.seq,
-                   .heads = s.heads,
-                   .kv_heads = s.kv_heads,
-                   .head_dim = s.head_dim,
-                   .ld = (s.heads + 2 * s.kv_heads) * s.head_dim,
-                   .ldo = s.heads * s.head_dim,
-                   .scale = static_cast<float>(scale),
-                   .scale_log2 = static_cast<float>(scale * 1.4426950408889634),
-                   .alibi = s.positions == Positions::kAlibi};
-}
-
 struct Outputs {
   std::vector<uint16_t> out, dqkv;
   std::vector<float> lse;
@@ -73,7 +60,7 @@ struct Outputs {
 template <int kDh>
 Outputs RunFlash(const AttentionShape& s, const std::vector<uint16_t>& qkv,
                  const std::vector<uint16_t>& dout) {
-  const FlashArgs a = ArgsFor(s);
+  const FlashArgs a = cuda::MakeFlashArgs(s);
   const int64_t tokens = s.batch * s.seq, tiles = (s.seq + cuda::kFlashRows - 1) / cuda::kFlashRows;
   Outputs o{.out = std::vector<uint16_t>(tokens * a.ldo, 0x7fc1),
             .dqkv = std::vector<uint16_t>(tokens * a.ld, 0x7fc1),
