@@ -29,10 +29,15 @@
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/flash_tc_device.cuh"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/grouped_wgrad_tc.h"
 #include "kernels/cuda/ops.h"
 
 namespace parity::kernels::cuda {
+
+extern __shared__ __align__(16) unsigned char wgrad_smem[];
+
 namespace {
 
 constexpr int kPointerThreads = 1024;  // one block builds the pointer arrays
@@ -210,6 +215,38 @@ void RunGrouped(const OpContext& ctx, const GroupedMatmulShape& s, const Grouped
   PerGroupGemms<TAB, TC>(State(ctx), s, gg, sh);
 }
 
+// The bf16 mode's dW (bf16 dy and x, fp32 dW +=) as one tensor-core launch over every group
+// (grouped_wgrad_tc.h), where cuBLAS's grouped call has no such type combination.
+__global__ void __launch_bounds__(kFlashThreads) GroupedWgradKernel(WgradArgs a) {
+  DeviceLaneEnv env{reinterpret_cast<uint16_t*>(wgrad_smem)};
+  GroupedWgradBlock(env, a);
+}
+
+// 16-byte rows: N and K multiples of 8 and dy, x 16-byte aligned; the grid's limits.
+bool WgradTcSupports(const GroupedMatmulShape& s, const void* dy, const void* x) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const int64_t tiles =
+      ((s.out + kWgradTile - 1) / kWgradTile) * ((s.in + kWgradTile - 1) / kWgradTile);
+  return s.out % 8 == 0 && s.in % 8 == 0 && aligned(dy) && aligned(x) && s.groups <= 65535 &&
+         tiles <= INT_MAX;
+}
+
+void GroupedWgradTc(const OpContext& ctx, const GroupedMatmulShape& s, float* dw, const Bf16* dy,
+                    const Bf16* x) {
+  if (s.groups == 0 || s.in == 0 || s.out == 0) return;
+  const WgradArgs a{.n = s.out,
+                    .k = s.in,
+                    .offsets = s.offsets,
+                    .dy = reinterpret_cast<const uint16_t*>(dy),
+                    .x = reinterpret_cast<const uint16_t*>(x),
+                    .dw = dw};
+  const int64_t tiles =
+      ((s.out + kWgradTile - 1) / kWgradTile) * ((s.in + kWgradTile - 1) / kWgradTile);
+  GroupedWgradKernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(s.groups)),
+                       kFlashThreads, GroupedWgradSmem(), State(ctx).stream>>>(a);
+  PARITY_CUDA_LAUNCHED();
+}
+
 void CountPerGroup(const OpContext& ctx, const GroupedMatmulShape& s, FlopKind kind, int times) {
   for (int64_t g = 0; g < s.groups; ++g) {
     const int64_t n = s.host_offsets[g + 1] - s.host_offsets[g];
@@ -257,6 +294,13 @@ void BackwardImpl(const OpContext& ctx, const GroupedMatmulShape& s, T* dx, floa
                     .ldb = K,
                     .ldc = K,
                     .beta = 0.0f});
+  if constexpr (std::is_same_v<T, Bf16>) {
+    if (WgradTcSupports(s, dy, x)) {
+      GroupedWgradTc(ctx, s, dw, dy, x);
+      CountPerGroup(ctx, s, kind, 2);
+      return;
+    }
+  }
   RunGrouped<T, float>(ctx, s,
                        {.ta = Trans::kYes,
                         .tb = Trans::kNo,

@@ -304,7 +304,7 @@ TEST_F(CudaBf16OpsTest, RopeAndAttention) {
     ExpectClose(what + " lse", got_lse, ref_lse, kTol);
     if (cuda::FlashTcSupports(s, qkvd, out)) {
       // The tensor-core kernels round P and dS to bf16 before their products: bounds measured
-      // under the host emulation (kernels_flash_tc_emulation_test) with about 2× margin.
+      // under the host emulation (kernels_tc_emulation_test) with about 2× margin.
       ExpectNormwise(what + " out (tensor cores)", Widen(got_out), ref_out, 4e-3);
       ExpectNormwise(what + " dqkv (tensor cores)", Widen(grad), ref_dqkv, 6e-3);
     } else {
