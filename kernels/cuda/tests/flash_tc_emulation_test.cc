@@ -162,6 +162,11 @@ TEST(FlashTcEmulationTest, HeadDim64MhaShortSequence) {
   ExpectWithinBounds(c, Check<64>(c, 31));
 }
 
+TEST(FlashTcEmulationTest, HeadDim64FourTilesAlibiGqa) {
+  const Case c{{1, 200, 4, 2, 64, Positions::kAlibi, 10000.0}, "gqa dh64 alibi S200"};
+  ExpectWithinBounds(c, Check<64>(c, 61));
+}
+
 TEST(FlashTcEmulationTest, HeadDim128ExactTiles) {
   const Case c{{1, 128, 2, 1, 128, Positions::kRotary, 500000.0}, "gqa dh128 S128"};
   ExpectWithinBounds(c, Check<128>(c, 41));
