@@ -39,10 +39,14 @@ absl::Status ValidateForDevice(const ModelConfig& m, DeviceKind kind) {
 namespace {
 
 // Layout of StepStaging's memory: doubles first (norm², then [slots, 2·MoE layers] router
-// losses), then int32 tokens and targets [slots, B·S] each, then float losses [slots, B·S].
+// losses), then int64 expert loads [MoE layers·E], then int32 tokens and targets [slots, B·S]
+// each, then float losses [slots, B·S].
 size_t RouteLossesAt() { return sizeof(double); }
-size_t TokensAt(const StepStaging& s) {
+size_t LoadsAt(const StepStaging& s) {
   return RouteLossesAt() + static_cast<size_t>(s.slots * 2 * s.moe_layers) * sizeof(double);
+}
+size_t TokensAt(const StepStaging& s) {
+  return LoadsAt(s) + static_cast<size_t>(s.expert_loads) * sizeof(int64_t);
 }
 size_t TargetsAt(const StepStaging& s) {
   return TokensAt(s) + static_cast<size_t>(s.slots * s.tokens) * sizeof(int32_t);
@@ -55,11 +59,13 @@ size_t StagingBytes(const StepStaging& s) {
 }
 
 absl::StatusOr<StepStaging> AllocateStaging(Device& device, int64_t slots, int64_t tokens,
-                                            int64_t moe_layers) {
+                                            int64_t moe_layers, int64_t experts) {
   StepStaging s;
   s.slots = slots, s.tokens = tokens, s.moe_layers = moe_layers;
+  s.expert_loads = moe_layers * experts;
   PARITY_ASSIGN_OR_RETURN(s.memory, device.AllocateHost(StagingBytes(s)));
   s.grad_norm_sq = s.memory->as<double>();
+  s.loads = reinterpret_cast<int64_t*>(static_cast<char*>(s.memory->data()) + LoadsAt(s));
   return s;
 }
 
@@ -147,8 +153,9 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   const int64_t tokens = tc.batch_size * config.model.seq_len;
   s->inputs.resize(tokens);
   s->targets.resize(tokens);
-  PARITY_ASSIGN_OR_RETURN(s->staging, AllocateStaging(*s->device, s->LocalMicroBatches(), tokens,
-                                                      s->model->NumMoeLayers()));
+  PARITY_ASSIGN_OR_RETURN(s->staging,
+                          AllocateStaging(*s->device, s->LocalMicroBatches(), tokens,
+                                          s->model->NumMoeLayers(), config.model.n_experts));
   for (const ParamTensor& t : s->model->Tensors()) {
     s->update_tensors.push_back({.offset = t.offset, .size = t.size, .decay = t.decay});
   }

@@ -29,7 +29,11 @@ struct StepStaging {
   int64_t slots = 0;               // local micro-batches
   int64_t tokens = 0;              // B·S per slot
   int64_t moe_layers = 0;          // {aux, z} pairs per slot
+  int64_t expert_loads = 0;        // MoE layers·E
   double* grad_norm_sq = nullptr;  // [1] sum_squares of the step's (summed) gradient
+  // [MoE layers·E] the step's expert loads, uploaded queued for bias_update; the host rewrites
+  // them only a step later, after the step's closing synchronisation.
+  int64_t* loads = nullptr;
 
   // Slot i's (i < slots) ids [B·S], written by the host before its Forward.
   int32_t* Tokens(int64_t i) const;

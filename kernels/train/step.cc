@@ -192,11 +192,10 @@ void BalanceExperts(Session& s, const std::vector<std::vector<int64_t>>& loads) 
   const int64_t layers = s.model->NumMoeLayers(), e = s.config.model.n_experts;
   if (rate <= 0 || layers == 0) return;
   // The loads are host numbers already (the routing plan's offsets, read back for the grouped
-  // GEMMs); one upload per step feeds every layer's update.
-  std::vector<int64_t> flat;
-  flat.reserve(layers * e);
-  for (const auto& layer : loads) flat.insert(flat.end(), layer.begin(), layer.end());
-  s.device->FromHost(s.step_load, flat.data(), flat.size() * sizeof(int64_t));
+  // GEMMs); one queued upload per step, from the pinned staging, feeds every layer's update.
+  int64_t* flat = s.staging.loads;
+  for (const auto& layer : loads) flat = std::copy(layer.begin(), layer.end(), flat);
+  s.device->FromHostAsync(s.step_load, s.staging.loads, layers * e * sizeof(int64_t));
   for (int64_t i = 0; i < layers; ++i) {
     s.ops().bias_update(s.context(), e, s.model->BalanceBias(i), s.step_load + i * e, rate);
   }
