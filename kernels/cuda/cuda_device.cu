@@ -355,10 +355,17 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(const CudaDeviceOptions& 
   }
   state->workspace.reset(ws);
   state->workspace_bytes = kWorkspaceBytes;
-  // cuBLAS on our stream, with our fixed workspace, in plain fp32 (no TF32 tensor-op math).
+  // cuBLAS on our stream, with our fixed workspace. Default math keeps at least the requested
+  // precision — fp32 inputs under CUBLAS_COMPUTE_32F stay plain fp32, never TF32 (that needs
+  // CUBLAS_TF32_TENSOR_OP_MATH or a FAST_TF32 compute type) — while bf16 inputs may use the tensor
+  // cores, which pedantic math may refuse them; reductions stay in the fp32 compute type even
+  // into a bf16 output (the rule the cuBLASLt plans follow, gemm.cc).
   if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS ||
       cublasSetWorkspace(blas, ws, kWorkspaceBytes) != CUBLAS_STATUS_SUCCESS ||
-      cublasSetMathMode(blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
+      cublasSetMathMode(
+          blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                          CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)) !=
+          CUBLAS_STATUS_SUCCESS) {
     return absl::FailedPreconditionError("cuda: configuring the cuBLAS handle failed");
   }
   return std::make_unique<CudaDevice>(absl::StrCat("cuda:", prop.name), std::move(state),

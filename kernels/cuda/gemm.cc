@@ -84,8 +84,8 @@ struct GemmTypes {
 size_t ElementBytes(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
 
 // The cuBLAS fallback where Lt offers no algorithm for a shape: cublasSgemm for fp32 (as before),
-// cublasGemmEx with the same types and CUBLAS_COMPUTE_32F for bf16 (the handle's pedantic math
-// mode keeps its reductions in fp32).
+// cublasGemmEx with the same types and CUBLAS_COMPUTE_32F for bf16 (the handle's math mode keeps
+// its reductions in fp32 and fp32 free of TF32: cuda_device.cu).
 void FallbackGemm(BackendState& st, GemmTypes types, Trans ta, Trans tb, int m, int n, int k,
                   const float* alpha, const void* a, int lda, const void* b, int ldb,
                   const float* beta, void* c, int ldc) {
