@@ -65,8 +65,10 @@
 #      alone in the expected case (45 each)
 #   5. the PyTorch peer (bench/gpu_torch_peer.py, what is left less 25 s, at most 210, at least
 #      60): the 2B study's dense 1C baseline and its r_a ~ 20% MoE in PyTorch bf16, eager and
-#      torch.compile (tokens/s, MFU, peak memory, compile time) and the bf16 GEMM ceiling at
-#      their shapes; then bench/gpu_study_cost.py merges them into gpu_check.json/.txt with the
+#      torch.compile (tokens/s, MFU, peak memory, compile time), the bf16 GEMM ceiling at
+#      their shapes and PyTorch's fused causal SDPA at the dense attention shape (beside the
+#      engine's attention from its profiled 2B-shape step); then bench/gpu_study_cost.py merges
+#      them into gpu_check.json/.txt with the
 #      H200-hours of the 243-run study at those speeds (an extrapolation), beside the engine's
 #      micro-scale fp32 and bf16 figures and its 2B-shape ones: the ratios the targets name
 #      (engine bf16 tokens/s >= 1.0x PyTorch compile dense, >= 1.5x eager MoE), met or not. Its

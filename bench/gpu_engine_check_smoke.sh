@@ -175,7 +175,8 @@ def run(tps, mode):
 peer = {"runs": {"dense_eager": run(1e9, "eager"), "dense_compile": run(1e-9, "compile"),
                  "moe_eager": run(1e9, "eager"), "moe_compile": run(1e9, "compile")},
         "models": {"dense": {"flops_per_token": 1.4e10}, "moe": {"flops_per_token": 3.2e9}},
-        "static_bytes": {}, "gemm": None}
+        "static_bytes": {},
+        "gemm": {"shapes": {}, "sdpa": {"tflops": 1e-9, "seconds_forward_backward": 1.0}}}
 json.dump(peer, open(os.path.join(out, "torch_peer.json"), "w"))
 PY
 study_cost() {
@@ -186,7 +187,8 @@ study_cost
 for line in '^engine bf16 dense at the 2B shape (dense-1C-C1-[a-z0-9-]*): [0-9]* tok/s, MFU' \
   'x PyTorch compile (0 tok/s, micro-batch 8, .*: target >= 1.0x met; MFU >= 40% NOT met' \
   '^engine bf16 moe at the 2B shape .*x PyTorch eager .*: target >= 1.5x NOT met; MFU >= 25%' \
-  "^2B study at the engine's bf16 speeds: [0-9]* H200-hours"; do
+  "^2B study at the engine's bf16 speeds: [0-9]* H200-hours" \
+  '^attention at the dense 2B shape .*: engine [0-9.]* TFLOP/s (profiled step, RoPE included); PyTorch SDPA 0.0 TFLOP/s (engine [0-9.]*x'; do
   grep -q "$line" "$tmp/cost.txt" || { cat "$tmp/cost.txt"; fail "gpu_study_cost.py: no $line"; }
 done
 python3 - "$out/gpu_check.json" <<'PY' || fail "gpu_study_cost.py's JSON"

@@ -110,7 +110,31 @@ def summary_lines(peer, study, engine_throughput, engine_study):
     lines += engine_lines(engine_throughput)
     lines += study_lines(peer, engine_study, study["engine_bf16"]["comparison"],
                          study["engine_bf16"]["h200_hours"])
+    lines.append(attention_line(peer, engine_study))
     return lines
+
+
+def attention_line(peer, part):
+    """The engine's attention at the dense 2B shape (its profiled step's attention bucket:
+    forward + backward of every layer's attention and RoPE, the device synchronised around each
+    op) in causal FLOPs executed per second, beside PyTorch's fused SDPA at the same shape."""
+    sdpa = (peer.get("gemm") or {}).get("sdpa") or {}
+    e = (part or {}).get("dense") or {}
+    split, shape = e.get("time_split") or {}, e.get("plan_shape") or {}
+    seconds, layers = split.get("attention_seconds"), e.get("layers")
+    engine = None
+    if seconds and layers and all(k in shape for k in ("micro_batch", "heads", "seq", "head_dim")):
+        flops = layers * 3.5 * 2 * shape["micro_batch"] * shape["heads"] * shape["seq"] ** 2 * \
+            shape["head_dim"]
+        engine = flops / seconds / 1e12
+    torch = sdpa.get("tflops")
+    text = "attention at the dense 2B shape (causal FLOPs executed, forward + backward): engine "
+    text += f"{engine:.1f} TFLOP/s (profiled step, RoPE included)" if engine else "not measured"
+    text += f"; PyTorch SDPA {torch:.1f} TFLOP/s" if torch else \
+        f"; PyTorch SDPA {sdpa.get('error') or 'not measured'}"
+    if engine and torch:
+        text += f" (engine {engine / torch:.2f}x: cuDNN's fused SDPA is the next step if far below)"
+    return text
 
 
 ENGINE_SHAPE = "dense d512 L8 S1024 (micro scale), not the 2B shapes"  # the throughput part's

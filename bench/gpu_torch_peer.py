@@ -370,7 +370,51 @@ def measure_gemm(cfgs, smoke, deadline):
         sec = (time.time() - t0) / reps
         tflops = float(f"{2 * m * k * n / sec / 1e12:.4g}")
         res["shapes"][name] = {"m_k_n": [m, k, n], "tflops": tflops}
+    if "dense" in cfgs and time.time() < deadline:
+        try:
+            res["sdpa"] = measure_sdpa(cfgs["dense"], smoke, deadline)
+        except Exception as e:  # a measurement: say why it is missing, keep the GEMMs
+            res["sdpa"] = {"error": f"{type(e).__name__}: {e}"[:300]}
     return res
+
+
+def attention_flops(b, h, s, dh):
+    """Causal attention's executed FLOPs, forward + backward: the forward's two S×S products over
+    half the window (2·2·B·H·S²·Dh/2), the backward's five at the same size (2.5x the forward)."""
+    return 3.5 * 2 * b * h * s * s * dh
+
+
+def measure_sdpa(cfg, smoke, deadline):
+    """PyTorch's fused causal attention (scaled_dot_product_attention: flash or cuDNN, whichever
+    PyTorch picks) forward + backward at the dense model's attention shape and micro-batch: the
+    peer for the engine's tensor-core attention (gpu_study_cost.py sets them side by side)."""
+    import torch
+    import torch.nn.functional as F
+    dev, dtype = ("cpu", torch.float32) if smoke else ("cuda", torch.bfloat16)
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    b, h, kv, s, dh = (cfg["micro_batch"], cfg["heads"], cfg["kv_heads"], cfg["seq"],
+                       cfg["head_dim"])
+    q = torch.randn(b, h, s, dh, device=dev, dtype=dtype, requires_grad=True)
+    k = torch.randn(b, kv, s, dh, device=dev, dtype=dtype, requires_grad=True)
+    v = torch.randn(b, kv, s, dh, device=dev, dtype=dtype, requires_grad=True)
+    gqa = {"enable_gqa": True} if kv != h else {}
+
+    def once():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
+        out.backward(torch.ones_like(out))
+
+    for _ in range(2):
+        once()
+    sync()
+    reps, t0 = 0, time.time()
+    while reps < 3 or (time.time() - t0 < 0.5 and reps < 50 and time.time() < deadline):
+        once()
+        reps += 1
+    sync()
+    sec = (time.time() - t0) / reps
+    return {"shape": {"batch": b, "heads": h, "kv_heads": kv, "seq": s, "head_dim": dh},
+            "seconds_forward_backward": float(f"{sec:.4g}"),
+            "tflops": float(f"{attention_flops(b, h, s, dh) / sec / 1e12:.4g}")}
 
 
 def child(args):
