@@ -268,12 +268,12 @@ void Transformer<T, A>::InitParams(Rng& rng) {
   for (const ParamTensor& t : tensors_) {
     const bool is_norm = t.decay == WeightDecay::kSkip;
     const bool residual_out = t.name.ends_with("w_o") || t.name.ends_with("w2");
-    fills.push_back({t.offset, t.size, counter,
-                     config_.init_std * (residual_out ? out_scale : 1.0), is_norm});
+    fills.push_back(
+        {t.offset, t.size, counter, config_.init_std * (residual_out ? out_scale : 1.0), is_norm});
     if (!is_norm) counter += 2 * static_cast<uint64_t>(t.size);
   }
   std::vector<T> host(num_params_);
-  constexpr int64_t kChunk = 1 << 20;  // elements a task
+  constexpr int64_t kChunk = 1 << 20;             // elements a task
   std::vector<std::pair<size_t, int64_t>> tasks;  // (fill, first element)
   for (size_t f = 0; f < fills.size(); ++f) {
     for (int64_t i = 0; i < fills[f].size; i += kChunk) tasks.emplace_back(f, i);
@@ -289,8 +289,8 @@ void Transformer<T, A>::InitParams(Rng& rng) {
       }
     }
   };
-  const int64_t threads = std::min<int64_t>(
-      std::max(1u, std::thread::hardware_concurrency()), static_cast<int64_t>(tasks.size()));
+  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                            static_cast<int64_t>(tasks.size()));
   std::vector<std::thread> pool;
   for (int64_t i = 1; i < threads; ++i) pool.emplace_back(worker);
   worker();
