@@ -32,7 +32,16 @@ export async function failedSweep(page, shots, args) {
   check(!text.includes('No validation points yet'), 'an ended sweep should not say validation points are still to come');
   check(text.includes('no run reported any before the sweep ended'), `the empty curves should say why: ${text.slice(0, 400)}`);
   check(!text.includes('FAILURE_CLASS_'), 'failure classes are spelled like the spec (user_error)');
-  // An empty chart draws no axes (Chart.js would invent ticks "0 0 0 1 1 1").
+  // An empty chart draws no axes (Chart.js would invent ticks "0 0 0 1 1 1"). The three charts
+  // settle one by one as their (empty) series arrive: wait for that, then check what is shown
+  // (a chart that never hides its axes still fails below, after the timeout).
+  await page.waitForFunction(() => {
+    const canvases = [...document.querySelectorAll('[data-chart] canvas')];
+    return canvases.length === 3 && canvases.every((c) => {
+      const chart = window.Chart.getChart(c);
+      return chart && Object.values(chart.options.scales).every((scale) => scale.display === false);
+    });
+  }, null, {timeout: TIMEOUT}).catch(() => {});
   const axes = await page.$$eval('[data-chart] canvas', (canvases) => canvases.map((c) => {
     const chart = window.Chart.getChart(c);
     return Object.values(chart.options.scales).some((scale) => scale.display !== false);
