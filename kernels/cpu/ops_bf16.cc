@@ -149,6 +149,14 @@ void CombineBackwardBf16(const OpContext& ctx, int64_t t, int64_t k, int64_t d, 
 struct GroupedRows {
   int64_t first, count;
   std::vector<int64_t> offsets;  // host offsets relative to `first`
+  // `s` over the widened rows alone (both offset arrays are host memory on the CPU).
+  GroupedMatmulShape Local(const GroupedMatmulShape& s) const {
+    return {.groups = s.groups,
+            .in = s.in,
+            .out = s.out,
+            .offsets = offsets.data(),
+            .host_offsets = offsets.data()};
+  }
 };
 GroupedRows RowsOf(const GroupedMatmulShape& s) {
   const int64_t* off = s.host_offsets;
@@ -160,11 +168,7 @@ GroupedRows RowsOf(const GroupedMatmulShape& s) {
 void GroupedMatmulForwardBf16(const OpContext& ctx, const GroupedMatmulShape& s, Bf16* y,
                               const Bf16* x, const Bf16* w, FlopKind kind) {
   const GroupedRows r = RowsOf(s);
-  const GroupedMatmulShape local{.groups = s.groups,
-                                 .in = s.in,
-                                 .out = s.out,
-                                 .offsets = r.offsets.data(),
-                                 .host_offsets = r.offsets.data()};
+  const GroupedMatmulShape local = r.Local(s);
   const std::vector<float> xf = Widen(ctx, x + r.first * s.in, r.count * s.in);
   const std::vector<float> wf = Widen(ctx, w, s.groups * s.out * s.in);
   std::vector<float> yf(static_cast<size_t>(r.count * s.out));
@@ -176,11 +180,7 @@ void GroupedMatmulBackwardBf16(const OpContext& ctx, const GroupedMatmulShape& s
                                float* dw, const Bf16* dy, const Bf16* x, const Bf16* w,
                                FlopKind kind) {
   const GroupedRows r = RowsOf(s);
-  const GroupedMatmulShape local{.groups = s.groups,
-                                 .in = s.in,
-                                 .out = s.out,
-                                 .offsets = r.offsets.data(),
-                                 .host_offsets = r.offsets.data()};
+  const GroupedMatmulShape local = r.Local(s);
   const std::vector<float> dyf = Widen(ctx, dy + r.first * s.out, r.count * s.out);
   const std::vector<float> xf = Widen(ctx, x + r.first * s.in, r.count * s.in);
   const std::vector<float> wf = Widen(ctx, w, s.groups * s.out * s.in);

@@ -31,6 +31,11 @@ struct WgradArgs {
 
 constexpr int GroupedWgradSmem() { return 2 * kWgradRows * kFlashLd<kWgradTile> * 2; }
 
+// The grid's first dimension: 64×64 tiles of one group's dW [n, k].
+constexpr int64_t GroupedWgradTiles(int64_t n, int64_t k) {
+  return ((n + kWgradTile - 1) / kWgradTile) * ((k + kWgradTile - 1) / kWgradTile);
+}
+
 // A fragment of Aᵀ where A's 16×16 block is stored k-major at s (rows = the reduction): the
 // (rows 0-7 | 8-15) × (columns 0-7 | 8-15) matrices transposed, in the order a0..a3 wants them.
 template <class Env>

@@ -225,10 +225,8 @@ __global__ void __launch_bounds__(kFlashThreads) GroupedWgradKernel(WgradArgs a)
 // 16-byte rows: N and K multiples of 8 and dy, x 16-byte aligned; the grid's limits.
 bool WgradTcSupports(const GroupedMatmulShape& s, const void* dy, const void* x) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const int64_t tiles =
-      ((s.out + kWgradTile - 1) / kWgradTile) * ((s.in + kWgradTile - 1) / kWgradTile);
   return s.out % 8 == 0 && s.in % 8 == 0 && aligned(dy) && aligned(x) && s.groups <= 65535 &&
-         tiles <= INT_MAX;
+         GroupedWgradTiles(s.out, s.in) <= INT_MAX;
 }
 
 void GroupedWgradTc(const OpContext& ctx, const GroupedMatmulShape& s, float* dw, const Bf16* dy,
@@ -240,9 +238,8 @@ void GroupedWgradTc(const OpContext& ctx, const GroupedMatmulShape& s, float* dw
                     .dy = reinterpret_cast<const uint16_t*>(dy),
                     .x = reinterpret_cast<const uint16_t*>(x),
                     .dw = dw};
-  const int64_t tiles =
-      ((s.out + kWgradTile - 1) / kWgradTile) * ((s.in + kWgradTile - 1) / kWgradTile);
-  GroupedWgradKernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(s.groups)),
+  GroupedWgradKernel<<<dim3(static_cast<unsigned>(GroupedWgradTiles(s.out, s.in)),
+                            static_cast<unsigned>(s.groups)),
                        kFlashThreads, GroupedWgradSmem(), State(ctx).stream>>>(a);
   PARITY_CUDA_LAUNCHED();
 }

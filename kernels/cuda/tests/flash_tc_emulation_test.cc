@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,20 +22,6 @@ struct Case {
   AttentionShape shape;
   const char* name;
 };
-
-std::vector<uint16_t> RandomBf16(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<uint16_t> v(n);
-  for (uint16_t& x : v) x = ToBf16(dist(rng)).bits;
-  return v;
-}
-
-std::vector<double> Wide(const std::vector<uint16_t>& v) {
-  std::vector<double> w(v.size());
-  for (size_t i = 0; i < v.size(); ++i) w[i] = ToFloat(Bf16{v[i]});
-  return w;
-}
 
 // ‖got − ref‖ / ‖ref‖ over the elements where keep(i).
 template <typename Got, typename Keep>

@@ -14,16 +14,6 @@
 namespace parity::kernels::testing {
 namespace {
 
-std::vector<uint16_t> RandomBf16(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<uint16_t> v(n);
-  for (uint16_t& x : v) x = ToBf16(dist(rng)).bits;
-  return v;
-}
-
-double Wide(uint16_t b) { return ToFloat(Bf16{b}); }
-
 struct Case {
   int64_t n, k;
   std::vector<int64_t> offsets;  // group boundaries into the rows
@@ -45,9 +35,9 @@ void Check(const Case& c, uint64_t seed) {
                           .dy = dy.data(),
                           .x = x.data(),
                           .dw = dw.data()};
-  const int64_t tiles = ((c.n + 63) / 64) * ((c.k + 63) / 64);
   BlockEmulator block(cuda::kFlashThreads, cuda::GroupedWgradSmem());
-  block.RunGrid(tiles, groups, [&](LaneEnv& env) { cuda::GroupedWgradBlock(env, a); });
+  block.RunGrid(cuda::GroupedWgradTiles(c.n, c.k), groups,
+                [&](LaneEnv& env) { cuda::GroupedWgradBlock(env, a); });
   double num = 0, den = 0;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t i = 0; i < c.n; ++i) {

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "kernels/backend/bf16.h"
@@ -27,6 +28,22 @@
 namespace parity::kernels::testing {
 
 class BlockEmulator;
+
+// The emulated kernels read and write bf16 as raw bits (uint16_t): n values drawn N(0, 1) and
+// rounded to bf16, and their exact widening for the double-precision references.
+inline std::vector<uint16_t> RandomBf16(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& x : v) x = ToBf16(dist(rng)).bits;
+  return v;
+}
+inline double Wide(uint16_t bits) { return ToFloat(Bf16{bits}); }
+inline std::vector<double> Wide(const std::vector<uint16_t>& v) {
+  std::vector<double> w(v.size());
+  for (size_t i = 0; i < v.size(); ++i) w[i] = Wide(v[i]);
+  return w;
+}
 
 // The environment one emulated CUDA thread sees (the host twin of cuda::DeviceLaneEnv).
 class LaneEnv {
