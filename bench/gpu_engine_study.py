@@ -24,9 +24,10 @@ fewer layers than planned the report says so, and gives the full-depth equivalen
 extrapolation. PARITY_STUDY_FULL_DEPTH=1 runs the plan's depth whatever the estimate.
 
 Micro-batch. The peer's (gpu_torch_peer.MICRO_BATCH, 8 sequences) by default, so that the ratios
-against PyTorch compare the same shapes. The plan's own per-GPU micro_batch_sequences (1 for the
-dense baseline, whose 43 sequences a rank are prime; 25 for the MoE run, at this commit) is how the
-study would train today: PARITY_STUDY_MICRO_BATCH=plan runs that, or a number runs that many.
+against PyTorch compare the same shapes. The plan's own per-GPU micro_batch_sequences (15 for the
+dense baseline, whose 43 sequences a rank are cut 15 + 14 + 14; 25 for the MoE run, at this commit)
+is how the study would train today: PARITY_STUDY_MICRO_BATCH=plan runs that, or a number runs that
+many.
 
 A timeout or a failed run is a result ("none: timed out after N s"), never a crash of the part.
 PARITY_ENGINE_CHECK_SMOKE=1 (the CPU wiring check) takes gpu_torch_peer.smoke_shapes' tiny shapes

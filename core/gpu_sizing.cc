@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/accounting.h"
 #include "core/gpu_limits.h"
+#include "core/micro_batches.h"
 #include "core/run_spec_defaults.h"
 #include "core/symbols.h"
 
@@ -101,15 +102,23 @@ bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {
   auto estimate = [&](uint64_t micro) {
     return EstimateTrainingMemory(*shape, static_cast<int64_t>(micro), precision);
   };
-  uint64_t chosen = training.micro_batch_sequences();
+  // The largest micro-batch the share is cut into (core/micro_batches.h) is what needs memory.
+  uint64_t chosen = static_cast<uint64_t>(
+      LargestMicroBatch(static_cast<int64_t>(per_gpu), training.micro_batch_sequences()));
   if (chosen == 0) {
-    // Memory grows with the micro-batch, so the largest fitting divisor is found from the top.
-    for (uint64_t m = per_gpu; m >= 1; --m) {
-      if (per_gpu % m == 0 && estimate(m).total <= usable) {
-        chosen = m;
-        break;
+    // Memory grows with the micro-batch: the largest cap that fits is found by bisection over
+    // [1, per_gpu], and the share is then cut as evenly as that cap allows (never above it).
+    uint64_t fits = 0, lo = 1, hi = per_gpu;
+    while (lo <= hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (estimate(mid).total <= usable) {
+        fits = mid, lo = mid + 1;
+      } else {
+        hi = mid - 1;
       }
     }
+    chosen = static_cast<uint64_t>(
+        LargestMicroBatch(static_cast<int64_t>(per_gpu), static_cast<int64_t>(fits)));
   } else if (estimate(chosen).total > usable) {
     const MemoryEstimate e = estimate(chosen);
     AddOnce(violations,
@@ -142,26 +151,17 @@ bool SizeRunForGpu(RunSpec& run, std::vector<FieldViolation>& violations) {
   return true;
 }
 
-bool ShareBatchAmongRanks(RunSpec& run, std::vector<FieldViolation>& violations) {
+void ShareBatchAmongRanks(RunSpec& run) {
   const uint32_t ranks = RanksOf(run.resources());
   auto& training = *run.mutable_training();
   const uint64_t seq = training.sequence_length();
-  if (ranks <= 1 || seq == 0) return true;
+  if (ranks <= 1 || seq == 0) return;
   // Whole sequences a rank: ResolveTraining made the batch a multiple of `ranks` sequences.
-  const uint64_t per_rank = training.batch_tokens() / seq / ranks;
-  const uint64_t micro = training.micro_batch_sequences();
-  if (micro == 0) {
-    training.set_micro_batch_sequences(static_cast<uint32_t>(per_rank));  // one micro-batch each
-    return true;
-  }
-  if (per_rank % micro == 0) return true;
-  AddOnce(violations,
-          absl::StrFormat("%s: each of the %d ranks trains %d sequences a step (batch_tokens / "
-                          "sequence_length / ranks), which are not whole micro-batches of %d: give "
-                          "a divisor of %d, or leave it unset",
-                          ModelLabel(run), ranks, per_rank, micro, per_rank),
-          "training.micro_batch_sequences");
-  return false;
+  const int64_t per_rank = static_cast<int64_t>(training.batch_tokens() / seq / ranks);
+  const int64_t micro = training.micro_batch_sequences();
+  // Unset: one micro-batch a rank. Set: the largest micro-batch the share is cut into.
+  training.set_micro_batch_sequences(
+      static_cast<uint32_t>(micro == 0 ? per_rank : LargestMicroBatch(per_rank, micro)));
 }
 
 bool CheckCudaShapes(const RunSpec& run, std::vector<FieldViolation>& violations) {

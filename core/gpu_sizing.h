@@ -26,21 +26,22 @@ absl::StatusOr<MemoryShape> MemoryShapeOf(const parity::v1::ModelSpec& model, ui
 // fp32 for a CPU run, as the engine resolves it.
 MemoryPrecision PrecisionOf(const parity::v1::RunSpec& run);
 
-// For a run with resources.gpus > 0 and resources.gpu_memory_budget_bytes > 0: picks the largest
-// training.micro_batch_sequences dividing the sequences each GPU takes per step (batch_tokens/S/
-// gpus under data parallelism; batch_tokens/S when gpus does not divide it) whose estimate fits in
-// kUsableBudgetFraction of the budget, or checks the one the spec fixed; then sets
-// resources.gpu_memory_bytes to the estimate (never below a value the spec gave). Other runs are
-// left alone. Returns false after appending a violation naming resources.gpu_memory_budget_bytes
-// when nothing fits (an identical violation from an earlier run of the same model is not repeated).
+// For a run with resources.gpus > 0 and resources.gpu_memory_budget_bytes > 0: sets
+// training.micro_batch_sequences to the largest micro-batch whose estimate fits in
+// kUsableBudgetFraction of the budget, evened out over the sequences each GPU takes per step
+// (batch_tokens/S/gpus under data parallelism; batch_tokens/S when gpus does not divide it) as
+// core/micro_batches.h cuts them; a micro-batch the spec fixed is evened out the same way and
+// checked. Then sets resources.gpu_memory_bytes to the estimate (never below a value the spec
+// gave). Other runs are left alone. Returns false after appending a violation naming
+// resources.gpu_memory_budget_bytes when nothing fits (an identical violation from an earlier run
+// of the same model is not repeated).
 bool SizeRunForGpu(parity::v1::RunSpec& run, std::vector<FieldViolation>& violations);
 
-// For a gang (resources.ranks > 1), after SizeRunForGpu: each rank trains whole micro-batches of
-// its batch_tokens/S/ranks sequences a step (the engine's grad_accum is then a multiple of the
-// world size). An unset micro_batch_sequences becomes that share (one micro-batch a rank); a set
-// one that does not divide it is a violation naming training.micro_batch_sequences (returns
-// false). Other runs are left alone.
-bool ShareBatchAmongRanks(parity::v1::RunSpec& run, std::vector<FieldViolation>& violations);
+// For a gang (resources.ranks > 1), after SizeRunForGpu: each rank cuts its batch_tokens/S/ranks
+// sequences a step into micro-batches (core/micro_batches.h). An unset micro_batch_sequences
+// becomes that share (one micro-batch a rank); a set one becomes the largest micro-batch the
+// share is cut into (itself when it divides the share). Other runs are left alone.
+void ShareBatchAmongRanks(parity::v1::RunSpec& run);
 
 // For a run with resources.gpus > 0: its resolved shapes within what the CUDA kernels take
 // (core/gpu_limits.h) — head dimension at most kCudaMaxHeadDim (a violation naming dense. or

@@ -435,14 +435,14 @@ std::vector<RunSpec> ExpandGrid(const SweepSpec& spec, const PlannedShapes& shap
               if (std::none_of(violations.begin(), violations.end(), same)) {
                 violations.push_back(std::move(violation));
               }
-            } else if (!CheckCudaShapes(*run, violations) || !SizeRunForGpu(*run, violations) ||
-                       !ShareBatchAmongRanks(*run, violations)) {
-              // the violation names the shape, resources.gpu_memory_budget_bytes or the batch
+            } else if (!CheckCudaShapes(*run, violations) || !SizeRunForGpu(*run, violations)) {
+              // the violation names the shape or resources.gpu_memory_budget_bytes
             } else if (!names.insert(run->name()).second) {
               violations.push_back({"grid", absl::StrCat("run name '", run->name(),
                                                          "' is produced twice; give the axes "
                                                          "distinct labels")});
             } else {
+              ShareBatchAmongRanks(*run);
               runs.push_back(*std::move(run));
             }
           }

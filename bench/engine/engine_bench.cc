@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   c.optimizer.lr = 1e-3;
   c.optimizer.warmup_steps = 2;
   c.train.batch_size = batch;
+  c.train.batch_sequences = batch;
   c.train.steps = steps;
   c.train.log_interval = 5;
   c.train.eval_interval = 1000000;

@@ -24,20 +24,29 @@ enum class Prefetch { kOff, kOn };
 
 class BatchLoader {
  public:
-  // Batches of `batch` windows (micro-batch sequences).
-  BatchLoader(const TokenCorpus& corpus, int64_t batch, Prefetch prefetch);
+  // `count` global training windows from `cursor`: one micro-batch.
+  struct Window {
+    int64_t cursor = 0;
+    int64_t count = 0;
+    bool operator==(const Window&) const = default;
+  };
+
+  // Batches of at most `max_batch` windows (the largest micro-batch's sequences).
+  BatchLoader(const TokenCorpus& corpus, int64_t max_batch, Prefetch prefetch);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
-  // Fills inputs/targets [batch, S] with global windows [cursor, cursor + batch) and returns the
-  // bytes of text the targets cover (TokenCorpus::FillTraining's result). With prefetching the
-  // vectors are swapped with the loader's buffer (same sizes), and the batch at cursor + batch is
-  // started before returning; a cursor that is not the one prepared (the first call, after a
-  // resume) is filled here. `next` (≥ 0) names the cursor to prepare instead of cursor + batch: a
-  // data-parallel rank reads a slice of each step, so its next batch lies further on.
-  absl::StatusOr<int64_t> Next(int64_t cursor, std::vector<int32_t>& inputs,
-                               std::vector<int32_t>& targets, int64_t next = -1);
+  // Fills the first window.count·S elements of inputs/targets (each holding max_batch·S) with
+  // global windows [cursor, cursor + count) and returns the bytes of text the targets cover
+  // (TokenCorpus::FillTraining's result). With prefetching the vectors are swapped with the
+  // loader's buffer (same sizes), and `next` is started before returning; a window that is not the
+  // one prepared (the first call, after a resume) is filled here. `next` defaults to the window
+  // after, of the same count; a data-parallel rank reads a slice of each step, so its next batch
+  // lies further on, and an uneven micro-batch has another count. InternalError for a count
+  // outside [1, max_batch].
+  absl::StatusOr<int64_t> Next(Window window, std::vector<int32_t>& inputs,
+                               std::vector<int32_t>& targets, Window next = {-1, 0});
 
   // Seconds Next() spent waiting for data so far: the loader's share of step time.
   double wait_seconds() const { return wait_seconds_; }
@@ -46,12 +55,13 @@ class BatchLoader {
   void Loop();
 
   const TokenCorpus& corpus_;
-  const int64_t batch_;
+  const int64_t max_batch_;
   double wait_seconds_ = 0;  // trainer thread only
   absl::Mutex mu_;
-  int64_t requested_ ABSL_GUARDED_BY(mu_) = -1;  // cursor the loader is to fill; −1 = none
-  int64_t filling_ ABSL_GUARDED_BY(mu_) = -1;    // cursor the loader is filling now
-  int64_t ready_ ABSL_GUARDED_BY(mu_) = -1;      // cursor whose batch is in the buffers
+  // Cursors −1 = none: the window the loader is to fill, is filling, and holds in its buffers.
+  Window requested_ ABSL_GUARDED_BY(mu_) = {-1, 0};
+  Window filling_ ABSL_GUARDED_BY(mu_) = {-1, 0};
+  Window ready_ ABSL_GUARDED_BY(mu_) = {-1, 0};
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Owned by the loader thread while filling_ ≥ 0, by the trainer otherwise.
   std::vector<int32_t> inputs_, targets_;

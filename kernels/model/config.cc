@@ -110,7 +110,7 @@ absl::Status ValidateRunConfig(const RunConfig& c) {
   if (o.grad_clip < 0) return Bad("training.grad_clip", "must be >= 0");
   const TrainConfig& t = c.train;
   if (t.batch_size <= 0) return Bad("training.micro_batch_sequences", "must be positive");
-  if (t.grad_accum <= 0) return Bad("training.batch_tokens", "must be positive");
+  if (t.batch_sequences <= 0) return Bad("training.batch_tokens", "must be positive");
   if (t.steps <= 0) return Bad("training.steps", "must be positive");
   if (t.log_interval <= 0) return Bad("training.log_every_steps", "must be positive");
   if (t.eval_interval <= 0) return Bad("training.eval_every_steps", "must be positive");

@@ -77,10 +77,12 @@ struct OptimizerConfig {
 };
 
 struct TrainConfig {
-  int64_t batch_size = 8;  // sequences per micro-batch
-  int64_t grad_accum = 1;  // micro-batches per optimizer step
-  int64_t steps = 0;       // optimizer steps; the run consumes steps·batch_size·grad_accum·S
-                           // tokens (D)
+  // At most this many sequences a micro-batch (training.micro_batch_sequences): each rank cuts its
+  // share of a step into the fewest micro-batches under it, as even as can be
+  // (core/micro_batches.h).
+  int64_t batch_size = 8;
+  int64_t batch_sequences = 8;  // sequences per optimizer step, all ranks (batch_tokens / S)
+  int64_t steps = 0;  // optimizer steps; the run consumes steps·batch_sequences·S tokens (D)
   uint64_t seed = 1;
   // Steps between metrics lines (first and last always logged).
   int64_t log_interval = core::kDefaultLogEverySteps;
@@ -94,7 +96,7 @@ struct TrainConfig {
   // layer in the backward (Transformer's `recompute`); the same bits, a third more compute.
   bool recompute_activations = false;
 
-  int64_t TokensPerStep(int64_t seq_len) const { return batch_size * grad_accum * seq_len; }
+  int64_t TokensPerStep(int64_t seq_len) const { return batch_sequences * seq_len; }
 };
 
 // The largest raw corpus file the engine takes (4 GiB) unless told otherwise (--max-corpus-bytes).

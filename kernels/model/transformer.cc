@@ -140,8 +140,7 @@ void Transformer<T, A>::ForwardOps(int64_t batch) {
   const A* w = weights_;  // every GEMM's weights
   ops_.embedding_forward(ctx, Tn, D, g_->resid, g_->tokens, p + g_->wte);
   for (auto& lp : layers_) LayerForward(*lp, Tn, as);
-  ops_.rmsnorm_forward(ctx, Tn, D, g_->hf, g_->rstdf, g_->resid + m.n_layers * Tn * D,
-                       p + g_->final_norm);
+  ops_.rmsnorm_forward(ctx, Tn, D, g_->hf, g_->rstdf, FinalResidual(), p + g_->final_norm);
   MatmulForward({Tn, D, m.vocab_size}, g_->logits, g_->hf, w + g_->head, Accumulate::kNo,
                 FlopKind::kVocab);
   ops_.cross_entropy_forward(ctx, Tn, m.vocab_size, g_->loss, g_->logits, g_->targets);
@@ -290,8 +289,8 @@ void Transformer<T, A>::Backward(double ce_scale, double aux_scale) {
   MatmulBackward({Tn, D, m.vocab_size}, g_->dhf, dw + g_->head, g_->dlogits, g_->hf, w + g_->head,
                  Accumulate::kNo, FlopKind::kVocab);
   device_.Zero(g_->dresid, Tn * D * sizeof(T));
-  ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dw + g_->final_norm, g_->dhf,
-                        g_->resid + m.n_layers * Tn * D, p + g_->final_norm, g_->rstdf);
+  ops_.rmsnorm_backward(ctx, Tn, D, g_->dresid, dw + g_->final_norm, g_->dhf, FinalResidual(),
+                        p + g_->final_norm, g_->rstdf);
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
     Layer& y = **it;
     // The top layer's activations are still the forward's: no layer ran after it.

@@ -86,6 +86,9 @@ class Transformer final : public Model<T> {
  private:
   // The attention shape of a forward or backward over `batch` sequences.
   AttentionShape AttentionShapeFor(int64_t batch) const;
+  // The last layer's output: the residual stream's last slice, laid out for max_batch sequences
+  // (a Forward of fewer uses the start of each slice, so the slice's place is the maximum's).
+  T* FinalResidual() const { return layers_.back()->x_out; }
   Transformer(const ModelConfig& config, Device& device, const Ops& ops, int64_t max_batch,
               bool recompute);
   absl::Status Allocate();

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -108,13 +109,10 @@ absl::Status TrainingFromSpec(const parity::v1::TrainingSpec& t, RunConfig& c) {
                                                      c.model.seq_len, ")"));
   }
   const int64_t sequences = t.batch_tokens() / c.model.seq_len;
+  // A cap: each rank's share is cut into micro-batches of at most this many (micro_batches.h).
   const int64_t micro = t.micro_batch_sequences() == 0 ? sequences : t.micro_batch_sequences();
-  if (sequences % micro != 0) {
-    return Bad("training.micro_batch_sequences",
-               absl::StrCat("must divide batch_tokens/sequence_length = ", sequences));
-  }
-  tc.batch_size = micro;
-  tc.grad_accum = sequences / micro;
+  tc.batch_size = std::min(micro, sequences);
+  tc.batch_sequences = sequences;
   tc.steps = static_cast<int64_t>(t.steps());
   switch (t.schedule()) {
     case parity::v1::LR_SCHEDULE_COSINE:

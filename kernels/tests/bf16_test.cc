@@ -157,7 +157,7 @@ class Bf16TrainingTest : public testing::CorpusDirTest {
     c.optimizer.min_lr = 3e-4;
     c.optimizer.warmup_steps = 10;
     c.train.batch_size = 4;
-    c.train.grad_accum = 1;
+    c.train.batch_sequences = 4;
     c.train.steps = steps;
     c.train.seed = 11;
     c.train.log_interval = 1;

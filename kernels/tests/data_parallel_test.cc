@@ -80,7 +80,8 @@ class DataParallelTest : public ::testing::Test {
   // A 12-step run: 8 sequences of 16 tokens per step as 4 micro-batches of 2 (so 1, 2 and 4 ranks
   // divide it), evaluated at steps 6 and 12. MoE runs balance with the auxiliary loss, or with
   // loss-free biases (`loss_free`), whose updates come from the step's global expert loads.
-  std::string Spec(bool moe, const std::string& name, bool loss_free = false, int steps = 12) {
+  std::string Spec(bool moe, const std::string& name, bool loss_free = false, int steps = 12,
+                   int micro_batch = 2) {
     nlohmann::json model = {{"architecture", moe ? "ARCHITECTURE_MOE" : "ARCHITECTURE_DENSE"},
                             {"dModel", 16},
                             {"numLayers", 2},
@@ -105,7 +106,7 @@ class DataParallelTest : public ::testing::Test {
                                    {"batchTokens", 128},
                                    {"sequenceLength", 16},
                                    {"steps", steps},
-                                   {"microBatchSequences", 2},
+                                   {"microBatchSequences", micro_batch},
                                    {"seed", 3},
                                    {"evalTokens", 96},
                                    {"evalEverySteps", 6},
@@ -279,6 +280,18 @@ TEST_F(DataParallelTest, DenseCurveOnOneTwoAndFourRanksMatchesOneProcess) {
   ExpectSameCurve(one, CurveOf(RunGang(spec, 4, "four")), 4);
 }
 
+// A micro-batch cap that divides no share: one process cuts the step's 8 sequences 3 + 3 + 2, each
+// of two ranks its 4 as 2 + 2 (core/micro_batches.h). The gradient is the step's token mean either
+// way, so the curve matches within the same tolerance.
+TEST_F(DataParallelTest, UnevenMicroBatchesOnOneAndTwoRanksDrawTheSameCurve) {
+  const std::string spec = Spec(false, "uneven", false, 12, /*micro_batch=*/3);
+  const Curve one = CurveOf(RunGang(spec, 0, "single"));
+  const Curve even = CurveOf(RunGang(Spec(false, "even"), 0, "even"));
+  EXPECT_NEAR(one.train_bpc[0], even.train_bpc[0], 1e-9) << "step 1: 3 + 3 + 2 against 2 × 4";
+  EXPECT_LE(MaxDiff(one, even), kCurveTolerance) << "uneven against even micro-batches";
+  ExpectSameCurve(one, CurveOf(RunGang(spec, 2, "two")), 2);
+}
+
 TEST_F(DataParallelTest, LossFreeMoeCurveAndExpertLoadsOnTwoAndFourRanksMatchOneProcess) {
   const std::string spec = Spec(true, "moe", /*loss_free=*/true);
   const std::vector<nlohmann::json> single = RunGang(spec, 0, "single");
@@ -433,7 +446,7 @@ TEST_F(DataParallelTest, BadGangFlagsAreRefusedNamingTheFlag) {
       {{"--rank", "1", "--world-size", "2"}, "--rendezvous"},
       {{"--rank", "0", "--world-size", "2"}, "--rendezvous-listen"},
       {{"--rank", "0", "--world-size", "3", "--rendezvous-listen", "127.0.0.1"},
-       "training.grad_accum"},
+       "training.batch_tokens"},
       {{"--rank", "1", "--world-size", "2", "--rendezvous", "nohost"}, "--rendezvous"},
   };
   int i = 0;

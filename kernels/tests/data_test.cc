@@ -3,6 +3,7 @@
 // prefetching that changes nothing, BPC per byte of text, evaluation sets, and the refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -66,7 +67,7 @@ class DataTest : public ::testing::Test {
     c.optimizer.lr = 3e-3;
     c.optimizer.warmup_steps = 2;
     c.train.batch_size = 2;
-    c.train.grad_accum = 2;
+    c.train.batch_sequences = 4;
     c.train.steps = 8;
     c.train.seed = 7;
     c.train.log_interval = 1;
@@ -211,13 +212,33 @@ TEST_F(DataTest, PrefetchingReadsTheSameWindows) {
   BatchLoader loader(*corpus, 4, Prefetch::kOn);
   std::vector<int32_t> in(64), tg(64), want_in(64), want_tg(64);
   for (int64_t cursor : {0, 4, 8, 12, 100, 104, 108, 0, 4, 1000, 1004}) {
-    absl::StatusOr<int64_t> bytes = loader.Next(cursor, in, tg);
+    absl::StatusOr<int64_t> bytes = loader.Next({cursor, 4}, in, tg);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     ASSERT_TRUE(corpus->FillTraining(cursor, 4, want_in.data(), want_tg.data()).ok());
     EXPECT_EQ(in, want_in) << "cursor " << cursor;
     EXPECT_EQ(tg, want_tg) << "cursor " << cursor;
     EXPECT_EQ(*bytes, 64);
   }
+  // Uneven micro-batches (4 + 3 + 3 windows a step), each naming the next; then one whose
+  // prepared successor is not the one asked for (a count that differs is not the same window).
+  const std::vector<BatchLoader::Window> windows = {{0, 4},  {4, 3},  {7, 3},  {10, 4},
+                                                    {14, 3}, {17, 3}, {17, 2}, {19, 4}};
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const BatchLoader::Window w = windows[i];
+    const BatchLoader::Window next =
+        i + 1 < windows.size() ? BatchLoader::Window{w.cursor + w.count, 3} : w;
+    absl::StatusOr<int64_t> bytes = loader.Next(w, in, tg, next);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    ASSERT_TRUE(corpus->FillTraining(w.cursor, w.count, want_in.data(), want_tg.data()).ok());
+    const auto n = static_cast<std::ptrdiff_t>(w.count * 16);
+    EXPECT_TRUE(std::equal(want_in.begin(), want_in.begin() + n, in.begin()))
+        << "windows [" << w.cursor << ", +" << w.count << ")";
+    EXPECT_TRUE(std::equal(want_tg.begin(), want_tg.begin() + n, tg.begin()))
+        << "windows [" << w.cursor << ", +" << w.count << ")";
+    EXPECT_EQ(*bytes, w.count * 16);
+  }
+  EXPECT_EQ(loader.Next({0, 5}, in, tg).status().code(), absl::StatusCode::kInternal)
+      << "more windows than the loader's buffers hold";
 }
 
 // BPC is bits per byte of text: with (near-)zero weights every token's loss is ln V, so a window

@@ -71,6 +71,37 @@ TEST(ModelTest, InitialLossIsNearLn256) {
       << "a freshly initialised byte model should be close to uniform over 256 bytes";
 }
 
+// A Forward of fewer sequences than the model was sized for (an evaluation's last chunk, an uneven
+// micro-batch) gives exactly what a model sized for just those sequences gives: the same loss and
+// the same gradients, with and without recomputation (the activations are laid out for the
+// maximum, and each op must find its slice there).
+TEST(ModelTest, FewerSequencesThanTheMaximumTrainAsTheirOwnBatch) {
+  auto device = MakeCpuDevice({.threads = 2});
+  const ModelConfig m = Small();
+  for (const bool recompute : {false, true}) {
+    for (const int64_t batch : {1, 2}) {
+      const int64_t n = batch * m.seq_len;
+      auto sized = Transformer<float>::Create(m, *device, batch, recompute);
+      auto larger = Transformer<float>::Create(m, *device, 3, recompute);
+      ASSERT_TRUE(sized.ok() && larger.ok());
+      for (auto* model : {&*sized, &*larger}) {
+        Rng rng{.seed = 9};
+        (*model)->InitParams(rng);
+        (*model)->ZeroGrads();
+      }
+      const auto in = TextTokens(n, 0), out = TextTokens(n, 1);
+      const double want = (*sized)->ForwardAndWait(in.data(), out.data(), batch).ce;
+      (*sized)->Backward(1.0 / n, 1.0);
+      const double got = (*larger)->ForwardAndWait(in.data(), out.data(), batch).ce;
+      (*larger)->Backward(1.0 / n, 1.0);
+      EXPECT_EQ(got, want) << batch << " sequences of 3, recompute " << recompute;
+      const int64_t params = (*sized)->NumParams();
+      EXPECT_EQ(std::memcmp((*sized)->Grads(), (*larger)->Grads(), params * sizeof(float)), 0)
+          << batch << " sequences of 3, recompute " << recompute << ": gradients differ";
+    }
+  }
+}
+
 // Graph replay: a dense model runs its first micro-batch of a shape as usual, records the second
 // and replays it from then on — gradients and FLOP counts identical to the eager path; an MoE
 // model (its routing plan is read on the host) never records.

@@ -43,7 +43,7 @@ class StepSyncTest : public testing::CorpusDirTest {
       c.model.bias_update_rate = 0.001;
     }
     c.train.batch_size = 2;
-    c.train.grad_accum = grad_accum;
+    c.train.batch_sequences = 2 * grad_accum;
     c.train.steps = 4;
     c.train.seed = 7;
     c.train.eval_tokens = 32;

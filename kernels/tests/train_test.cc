@@ -32,6 +32,15 @@ class CollectingSink final : public MetricsSink {
   std::vector<nlohmann::json> lines;
 };
 
+// The train BPC of each metrics line, in order.
+std::vector<double> TrainBpc(const CollectingSink& sink) {
+  std::vector<double> bpc;
+  for (const nlohmann::json& line : sink.lines) {
+    if (line["event"] == "metrics") bpc.push_back(line["train_bpc"].get<double>());
+  }
+  return bpc;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -57,7 +66,7 @@ class TrainTest : public testing::CorpusDirTest {
     c.optimizer.min_lr = 3e-4;
     c.optimizer.warmup_steps = 2;
     c.train.batch_size = 2;
-    c.train.grad_accum = 2;
+    c.train.batch_sequences = 4;
     c.train.steps = 8;
     c.train.seed = 7;
     c.train.log_interval = 1;
@@ -279,31 +288,44 @@ TEST_F(TrainTest, MetricsCarryTelemetryAndFlopsMatchFormula) {
   EXPECT_EQ(summary["tokens"], 3 * 2 * 2 * 16);
 }
 
-// Micro-batches sum into one gradient: 2 micro-batches of 2 sequences take the same step as one
-// batch of 4 (dense, so no per-micro-batch balance statistics differ), up to float rounding.
+// Micro-batches sum into one gradient: 2 micro-batches of 2 sequences, uneven ones (2 + 2 + 1 of
+// 5: core/micro_batches.h) and ones below the cap (3 + 3 of 6 under a cap of 4) take the same step
+// as one batch (dense, so no per-micro-batch balance statistics differ), up to float rounding; so
+// do the logged losses.
 TEST_F(TrainTest, GradientAccumulationEqualsOneLargeBatch) {
-  RunConfig whole = TinyMoeRun();
-  whole.model.layout = MoeLayout::kDense;
-  whole.train.steps = 2;
-  whole.train.batch_size = 4;
-  whole.train.grad_accum = 1;
-  RunConfig split = whole;
-  split.train.batch_size = 2;
-  split.train.grad_accum = 2;
-  CollectingSink sink;
-  const std::string a = (dir_ / "whole").string(), b = (dir_ / "split").string();
-  ASSERT_TRUE(RunTraining(whole, {.out_dir = a, .threads = 2, .metrics = &sink}).ok());
-  ASSERT_TRUE(RunTraining(split, {.out_dir = b, .threads = 2, .metrics = &sink}).ok());
-  auto ca = ReadLatestCheckpoint(a), cb = ReadLatestCheckpoint(b);
-  ASSERT_TRUE(ca.ok() && cb.ok() && ca->has_value() && cb->has_value());
-  const auto& pa = (*ca)->params;
-  const auto& pb = (*cb)->params;
-  ASSERT_EQ(pa.size(), pb.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < pa.size(); ++i)
-    max_diff = std::max<double>(max_diff, std::abs(pa[i] - pb[i]));
-  // Two Adam steps move weights by ~2·lr = 6e-3; accumulation must agree far below that.
-  EXPECT_LT(max_diff, 1e-5) << "accumulated micro-batches diverge from the whole batch";
+  for (const auto& [sequences, cap] :
+       std::vector<std::pair<int64_t, int64_t>>{{4, 2}, {5, 2}, {6, 4}, {5, 3}}) {
+    RunConfig whole = TinyMoeRun();
+    whole.model.layout = MoeLayout::kDense;
+    whole.train.steps = 2;
+    whole.train.batch_size = sequences;
+    whole.train.batch_sequences = sequences;
+    whole.train.log_interval = 1;
+    RunConfig split = whole;
+    split.train.batch_size = cap;
+    CollectingSink whole_sink, split_sink;
+    const std::string name = absl::StrCat(sequences, "-", cap);
+    const std::string a = (dir_ / ("whole" + name)).string(),
+                      b = (dir_ / ("split" + name)).string();
+    ASSERT_TRUE(RunTraining(whole, {.out_dir = a, .threads = 2, .metrics = &whole_sink}).ok());
+    ASSERT_TRUE(RunTraining(split, {.out_dir = b, .threads = 2, .metrics = &split_sink}).ok());
+    auto ca = ReadLatestCheckpoint(a), cb = ReadLatestCheckpoint(b);
+    ASSERT_TRUE(ca.ok() && cb.ok() && ca->has_value() && cb->has_value());
+    const auto& pa = (*ca)->params;
+    const auto& pb = (*cb)->params;
+    ASSERT_EQ(pa.size(), pb.size());
+    double max_diff = 0;
+    for (size_t i = 0; i < pa.size(); ++i)
+      max_diff = std::max<double>(max_diff, std::abs(pa[i] - pb[i]));
+    // Two Adam steps move weights by ~2·lr = 6e-3; accumulation must agree far below that.
+    EXPECT_LT(max_diff, 1e-5) << name << ": accumulated micro-batches diverge from the whole batch";
+    const std::vector<double> wa = TrainBpc(whole_sink), wb = TrainBpc(split_sink);
+    ASSERT_EQ(wa.size(), 2u) << name;
+    ASSERT_EQ(wb.size(), 2u) << name;
+    for (size_t i = 0; i < wa.size(); ++i) {
+      EXPECT_NEAR(wa[i], wb[i], 1e-6) << name << ": step " << i + 1 << "'s train BPC";
+    }
+  }
 }
 
 TEST_F(TrainTest, LossFreeBiasesMoveByTheUpdateRateEachStep) {
@@ -478,7 +500,7 @@ TEST_F(TrainTest, RunSpecAdapterAppliesDefaults) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const RunConfig& c = parsed->config;
   EXPECT_EQ(c.model.SharedDim(), 16);  // 1dense+SE: D_se = K·D_e
-  EXPECT_EQ(c.train.grad_accum, 2);
+  EXPECT_EQ(c.train.batch_sequences, 4);
   EXPECT_EQ(c.train.batch_size, 2);
   EXPECT_DOUBLE_EQ(c.model.aux_loss_weight, 0.01);
   EXPECT_DOUBLE_EQ(c.model.z_loss_weight, 0.001);
@@ -514,7 +536,6 @@ TEST_F(TrainTest, BadRunSpecsAreRefusedNamingTheField) {
       {"model.moe.layout", [](auto& j) { j["model"]["moe"].erase("layout"); }},
       {"model.architecture", [](auto& j) { j["model"].erase("architecture"); }},
       {"training.batch_tokens", [](auto& j) { j["training"]["batchTokens"] = 60; }},
-      {"training.micro_batch_sequences", [](auto& j) { j["training"]["microBatchSequences"] = 3; }},
       {"training.steps", [](auto& j) { j["training"]["steps"] = 0; }},
       {"training.learning_rate", [](auto& j) { j["training"]["learningRate"] = -1; }},
       {"training.sequence_length", [](auto& j) { j["training"]["sequenceLength"] = 1; }},

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/gpu_limits.h"
+#include "core/micro_batches.h"
 #include "core/status_macros.h"
 #include "kernels/train/checkpoint.h"
 
@@ -69,16 +70,18 @@ absl::StatusOr<StepStaging> AllocateStaging(Device& device, int64_t slots, int64
   return s;
 }
 
-// Rank r of W trains micro-batches [r·A/W, (r+1)·A/W) of each step, so that the ranks together
-// train exactly the step one process would; a world size that does not divide A is refused.
+// Rank r of W trains sequences [r·P, (r+1)·P) of each step (P = batch_sequences / W), so that the
+// ranks together train exactly the step one process would; a world size that does not divide the
+// step's sequences is refused.
 absl::Status ValidateDataParallel(const TrainConfig& tc, const CommOptions& comm) {
   PARITY_RETURN_IF_ERROR(ValidateCommOptions(comm));
-  if (tc.grad_accum % comm.world_size != 0) {
+  if (tc.batch_sequences % comm.world_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "training.grad_accum: ", tc.grad_accum, " micro-batches per step do not divide among ",
+        "training.batch_tokens: ", tc.batch_sequences, " sequences per step do not divide among ",
         comm.world_size,
-        " ranks (--world-size); each rank trains whole micro-batches, so make "
-        "grad_accum a multiple of the world size (a smaller batch_size keeps the global batch)"));
+        " ranks (--world-size); each rank trains the same number of whole sequences, so make "
+        "batch_tokens / sequence_length a multiple of the world size (the planner rounds a "
+        "gang's batch so)"));
   }
   return absl::OkStatus();
 }
@@ -134,6 +137,9 @@ absl::StatusOr<std::unique_ptr<Session>> OpenSession(const RunConfig& config,
   s->options = options;
   PARITY_ASSIGN_OR_RETURN(s->device, MakeDevice(options.device, options.threads));
   PARITY_ASSIGN_OR_RETURN(s->comm, MakeCommunicator(options.comm, options.device.kind, *s->device));
+  const int64_t share = tc.batch_sequences / s->comm->world_size();
+  s->first_sequence = s->comm->rank() * share;
+  s->micro_sizes = core::SplitIntoMicroBatches(share, tc.batch_size);
   PARITY_ASSIGN_OR_RETURN(s->model, CreateModel(config.model, precision, *s->device, tc.batch_size,
                                                 tc.recompute_activations));
   s->model->SetGraphReplay(options.graph_replay);

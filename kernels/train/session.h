@@ -27,7 +27,7 @@ namespace parity::kernels {
 struct StepStaging {
   std::unique_ptr<HostBuffer> memory;
   int64_t slots = 0;               // local micro-batches
-  int64_t tokens = 0;              // B·S per slot
+  int64_t tokens = 0;              // B·S per slot (B the largest micro-batch)
   int64_t moe_layers = 0;          // {aux, z} pairs per slot
   int64_t expert_loads = 0;        // MoE layers·E
   double* grad_norm_sq = nullptr;  // [1] sum_squares of the step's (summed) gradient
@@ -69,9 +69,11 @@ struct Session {
   const OpTable<float>& ops() const { return *device->OpsF32(); }
   OpContext& context() { return device->Context(); }
   int64_t StepTokens() const { return config.train.TokensPerStep(config.model.seq_len); }
-  // This rank's micro-batches of every step: [FirstMicroBatch, + LocalMicroBatches).
-  int64_t LocalMicroBatches() const { return config.train.grad_accum / comm->world_size(); }
-  int64_t FirstMicroBatch() const { return comm->rank() * LocalMicroBatches(); }
+  // This rank's micro-batches of every step: sequences [first_sequence, + batch_sequences / W)
+  // of the step, cut into micro_sizes (core/micro_batches.h; the same on every rank).
+  int64_t LocalMicroBatches() const { return static_cast<int64_t>(micro_sizes.size()); }
+  int64_t first_sequence = 0;
+  std::vector<int64_t> micro_sizes;
   bool IsRankZero() const { return comm->rank() == 0; }
   // Whether steps go through the communicator: any gang, a gang of one included (which checks
   // the backend's communicator on a one-device machine); not the plain single process.

@@ -12,48 +12,62 @@
 namespace parity::kernels {
 namespace {
 
+// The share of a step's sequences a micro-batch of `batch` sequences holds, as a divisor: each
+// micro-batch's balance losses (means over its own tokens) are weighted by it, and its mean losses
+// summed into the step's. Divided rather than multiplied so that equal micro-batches (the
+// quotient then exactly the micro-batch count) keep the bits of `x / grad_accum`.
+double MicroBatchDivisor(const Session& s, int64_t batch) {
+  return static_cast<double>(s.config.train.batch_sequences) / static_cast<double>(batch);
+}
+
 // Forward + backward of this rank's micro-batches of the step, summed into the gradient, all
 // queued: each micro-batch's ids go up from, and its losses come back into, its own slot of the
 // staging memory, read only after the step's one synchronisation (AddLosses). With an
 // overlapping `sync`, the last micro-batch's backward posts each finished layer to it.
 absl::Status RunMicroBatches(Session& s, StepResult& r, GradientSync* sync) {
-  const TrainConfig& tc = s.config.train;
   Model<float>& model = *s.model;
-  const int64_t accum = tc.grad_accum, local = s.LocalMicroBatches(), first = s.FirstMicroBatch();
-  const int64_t B = tc.batch_size, step_start = s.cursor;
+  const int64_t local = s.LocalMicroBatches(), step_start = s.cursor, S = s.config.model.seq_len;
+  int64_t cursor = step_start + s.first_sequence;
   for (int64_t i = 0; i < local; ++i) {
-    const int64_t cursor = step_start + (first + i) * B;
+    const int64_t b = s.micro_sizes[i];
     // This rank's next batch: its following micro-batch, or its first of the next step.
-    const int64_t next = i + 1 < local ? cursor + B : step_start + (accum + first) * B;
-    PARITY_ASSIGN_OR_RETURN(const int64_t bytes, s.loader->Next(cursor, s.inputs, s.targets, next));
+    const BatchLoader::Window next =
+        i + 1 < local
+            ? BatchLoader::Window{cursor + b, s.micro_sizes[i + 1]}
+            : BatchLoader::Window{step_start + s.config.train.batch_sequences + s.first_sequence,
+                                  s.micro_sizes[0]};
+    PARITY_ASSIGN_OR_RETURN(const int64_t bytes,
+                            s.loader->Next({cursor, b}, s.inputs, s.targets, next));
     r.target_bytes += bytes;
-    std::copy(s.inputs.begin(), s.inputs.end(), s.staging.Tokens(i));
-    std::copy(s.targets.begin(), s.targets.end(), s.staging.Targets(i));
+    std::copy_n(s.inputs.begin(), b * S, s.staging.Tokens(i));
+    std::copy_n(s.targets.begin(), b * S, s.staging.Targets(i));
     if (sync != nullptr && sync->overlapping() && i + 1 == local) {
       model.SetGradsReadyHook([sync](int64_t offset, int64_t count) { sync->Post(offset, count); });
     }
     const absl::Status trained =
-        model.TrainMicroBatch(s.staging.Slot(i, B), 1.0 / static_cast<double>(s.StepTokens()),
-                              1.0 / static_cast<double>(accum));
+        model.TrainMicroBatch(s.staging.Slot(i, b), 1.0 / static_cast<double>(s.StepTokens()),
+                              1.0 / MicroBatchDivisor(s, b));
     model.SetGradsReadyHook(nullptr);
     PARITY_RETURN_IF_ERROR(trained);
     for (int64_t l = 0; l < model.NumMoeLayers(); ++l) {
       const std::vector<int64_t>& load = model.Routing(l).load;
       for (size_t e = 0; e < load.size(); ++e) r.loads[l][e] += load[e];
     }
+    cursor += b;
   }
-  s.cursor = step_start + accum * B;
+  s.cursor = step_start + s.config.train.batch_sequences;
   return absl::OkStatus();
 }
 
 // The step's losses from the staging memory, once the device has been synchronised: each
-// micro-batch's means, summed in micro-batch order (the order, and so the bits, of summing each
-// Forward's result as it came).
+// micro-batch's means, weighted by its share of the step and summed in micro-batch order (the
+// order, and so the bits, of summing each Forward's result as it came).
 void AddLosses(const Session& s, StepResult& r) {
-  const int64_t accum = s.config.train.grad_accum;
   for (int64_t i = 0; i < s.LocalMicroBatches(); ++i) {
-    const ForwardResult f = s.staging.Losses(i, s.config.train.batch_size, s.config.model.seq_len);
-    r.ce += f.ce / accum, r.aux += f.aux / accum, r.z += f.z / accum;
+    const int64_t b = s.micro_sizes[i];
+    const ForwardResult f = s.staging.Losses(i, b, s.config.model.seq_len);
+    const double divisor = MicroBatchDivisor(s, b);
+    r.ce += f.ce / divisor, r.aux += f.aux / divisor, r.z += f.z / divisor;
   }
 }
 

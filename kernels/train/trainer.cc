@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -13,6 +14,18 @@
 #include "kernels/train/step.h"
 
 namespace parity::kernels {
+
+namespace {
+
+// The step's micro-batches in the fingerprint: the micro-batch count when the cap divides the
+// step (the key fingerprints had when micro-batches had to be equal, so their checkpoints still
+// resume), the step's sequences otherwise.
+std::string MicroBatchesKey(const TrainConfig& t) {
+  if (t.batch_sequences % t.batch_size == 0) return absl::StrCat(t.batch_sequences / t.batch_size);
+  return absl::StrCat("ragged ", t.batch_sequences);
+}
+
+}  // namespace
 
 uint64_t RunFingerprint(const RunConfig& c, const std::string& dataset_digest,
                         const std::string& device_name) {
@@ -27,10 +40,10 @@ uint64_t RunFingerprint(const RunConfig& c, const std::string& dataset_digest,
       static_cast<int>(m.gate_norm), ",", m.aux_loss_weight, ",", m.z_loss_weight, ",",
       m.bias_update_rate, "|", o.lr, ",", o.min_lr, ",", o.warmup_steps, ",",
       static_cast<int>(o.schedule), ",", o.decay_fraction, ",", o.beta1, ",", o.beta2, ",", o.eps,
-      ",", o.weight_decay, ",", o.grad_clip, "|", t.batch_size, ",", t.grad_accum, ",", t.steps,
-      ",", t.seed, ",", t.eval_tokens, "|", dataset_digest, ",", c.data.validation_fraction, ",",
-      c.data.unique_tokens, ",", static_cast<int>(c.data.subset), "|", PrecisionName(c.precision),
-      ",", device_name);
+      ",", o.weight_decay, ",", o.grad_clip, "|", t.batch_size, ",", MicroBatchesKey(t), ",",
+      t.steps, ",", t.seed, ",", t.eval_tokens, "|", dataset_digest, ",",
+      c.data.validation_fraction, ",", c.data.unique_tokens, ",", static_cast<int>(c.data.subset),
+      "|", PrecisionName(c.precision), ",", device_name);
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
   return h;

@@ -57,8 +57,8 @@ struct TrainerOptions {
   // (data/batch_loader.h); the windows are the same either way.
   Prefetch prefetch = Prefetch::kOn;
   // This process's place in its gang (kernels/README.md, "Data parallelism"); world size 1 by
-  // default. Rank r trains micro-batches [r·A/W, (r+1)·A/W) of every step (A = grad_accum); rank 0
-  // alone writes checkpoints and metric lines.
+  // default. Rank r trains sequences [r·P, (r+1)·P) of every step (P = batch_sequences / W), in
+  // micro-batches of at most batch_size; rank 0 alone writes checkpoints and metric lines.
   CommOptions comm = {};
 };
 
