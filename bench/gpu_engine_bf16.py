@@ -11,10 +11,10 @@
   routing the rest): every metric value but the timings bit-identical and the final checkpoints
   byte-identical; then a run stopped with --max-steps at half way and resumed with --resume ends
   with the straight run's checkpoint and logs its later steps exactly.
-- graphs: micro dense in bf16 with grad_accum 4, eager against `parity-train --graphs` (each
-  micro-batch's forward and backward replayed from one recorded CUDA graph after the first two):
-  every metric value but the timings bit-identical, the final checkpoints byte-identical, and
-  both runs' median tokens/s (the replay's gain; a measurement, not judged).
+- graphs: micro dense in bf16 in four micro-batches a step, eager against `parity-train --graphs`
+  (each micro-batch's forward and backward replayed from one recorded CUDA graph after the first
+  two): every metric value but the timings bit-identical, the final checkpoints byte-identical,
+  and both runs' median tokens/s (the replay's gain; a measurement, not judged).
 
 Each function returns a JSON-able dict with "pass" and the numbers it judged, and the tolerance it
 held them to. The device under test is `cuda`, or PARITY_ENGINE_CHECK_PEER (cpu: the wiring check
