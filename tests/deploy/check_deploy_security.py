@@ -34,14 +34,17 @@ Kubernetes (every document of every *.yaml under deploy/kubernetes/):
     resolve);
   - Services select existing pods and name their ports; deploy/prometheus/prometheus-kubernetes.yml
     scrapes Service ports that exist, over https with credentials where the pod serves TLS.
-systemd (deploy/systemd/*.service, *.env.example) and the "systemd" section of deploy/README.md:
+systemd (deploy/systemd/*.service with their drop-ins NAME.d/*.conf, *.env.example) and the
+"systemd" section of deploy/README.md:
   - no database URL, --database-url, --token VALUE or --insecure-plaintext on an Exec line or in
     Environment=; the database URL only in scheduler.env.example;
   - User= not root; NoNewPrivileges, ProtectSystem=strict, ProtectHome, PrivateTmp, an empty
     CapabilityBoundingSet; workers keep their GPUs (no PrivateDevices=true; a closed device
     policy allows nvidia devices) and can write their checkpoint and work directories;
   - the worker token via LoadCredential= and PARITY_TOKEN_FILE=%d/NAME, the scheduler's TLS key
-    via LoadCredential=; the bootstrap token file in a writable directory;
+    via LoadCredential=; the bootstrap token file in a writable directory; where an example turns
+    the worker's metrics port on, its scrape secret via LoadCredential= too
+    (PARITY_WORKER_METRICS_TOKEN_FILE=%d/NAME), never a file the worker's User= cannot read;
   - every secret file the units read (EnvironmentFile=, LoadCredential=) and the Prometheus
     token are installed by the README with `install -m 0600`, and nothing is copied into
     /etc/parity any other way;
@@ -702,7 +705,10 @@ def check_systemd(root, problems, known_env):
     parsed = {}
     for path in units:
         name = os.path.basename(path)
+        # Drop-ins (NAME.d/*.conf) are part of the unit as systemd reads it: merged after it.
         entries = parse_unit(path)
+        for drop_in in sorted(glob.glob(os.path.join(path + ".d", "*.conf"))):
+            entries += parse_unit(drop_in)
         parsed[name] = entries
         where = f"deploy/systemd/{name}"
         for section, key, value, number in entries:
@@ -763,6 +769,15 @@ def check_systemd(root, problems, known_env):
                 problems.add(where, f"DevicePolicy={policy} without DeviceAllow= for the NVIDIA devices")
             worker_env = dict(examples.get("worker.env.example", ({}, set()))[0])
             worker_env.update(examples.get("worker-0.env.example", ({}, set()))[0])
+            # The worker runs as User= and reads its metrics secret itself: a root-owned 0600
+            # file named in an env file would stop its start, so the secret is a credential too.
+            if "PARITY_WORKER_METRICS_LISTEN" in worker_env:
+                if "PARITY_WORKER_METRICS_TOKEN_FILE" in worker_env:
+                    problems.add(where, "PARITY_WORKER_METRICS_TOKEN_FILE set in an env example: a "
+                                        "file User= cannot read; hand it over with LoadCredential=")
+                else:
+                    is_credential("PARITY_WORKER_METRICS_TOKEN_FILE", "the metrics scrape secret, "
+                                  "in a drop-in since the examples turn metrics on")
             work_dir = worker_env.get("PARITY_WORK_DIR", env.get("PARITY_WORK_DIR", "")).replace("%i", "0")
             for var, value in (("PARITY_CHECKPOINT_DIR", worker_env.get("PARITY_CHECKPOINT_DIR", "")),
                                ("PARITY_WORK_DIR", work_dir)):
@@ -810,6 +825,8 @@ def verify_units(units, problems):
             name = os.path.basename(path)
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
                 f.write(text)
+            if os.path.isdir(path + ".d"):
+                shutil.copytree(path + ".d", os.path.join(tmp, name + ".d"))
             if name.endswith("@.service"):
                 instance = name.replace("@.service", "@0.service")
                 shutil.copy(os.path.join(tmp, name), os.path.join(tmp, instance))
