@@ -47,9 +47,14 @@ std::string ReasonText(const std::string& reason) {
   return reason;
 }
 
+// Ended for good: a final state and no run still pending, leased or running. A cancelled sweep
+// is CANCELLED at once while its running runs stop at their workers' next heartbeat (some may
+// still succeed): the watch follows them, and only after it can the sweep be deleted.
 bool SweepEnded(const parity::v1::Sweep& sweep) {
+  const parity::v1::RunCounts& c = sweep.counts();
   return sweep.state() != parity::v1::SWEEP_STATE_ACTIVE &&
-         sweep.state() != parity::v1::SWEEP_STATE_UNSPECIFIED;
+         sweep.state() != parity::v1::SWEEP_STATE_UNSPECIFIED &&
+         c.pending() + c.leased() + c.running() == 0;
 }
 
 // Everything the display knows about a sweep; rebuilt from a fresh snapshot on each reconnect.

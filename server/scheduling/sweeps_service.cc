@@ -257,6 +257,11 @@ absl::StatusOr<v1::QueryResultsResponse> SweepsService::QueryResults(
     return status;
   }
   PARITY_ASSIGN_OR_RETURN(Page<v1::ResultRow> rows, reads_.QueryResults(query));
+  if (!query.sweep_id.empty() && query.page.page_token.empty() && rows.items.empty()) {
+    // No row for a named sweep: an empty answer only when the sweep exists (its runs filtered
+    // out); one that does not, or no longer, is NOT_FOUND like every other call naming it.
+    PARITY_RETURN_IF_ERROR(catalog_.GetSweep(query.sweep_id).status());
+  }
   v1::QueryResultsResponse response;
   for (v1::ResultRow& row : rows.items) *response.add_rows() = std::move(row);
   response.set_next_page_token(rows.next_page_token);

@@ -571,6 +571,21 @@ TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
   grpc::ClientContext ctx;
   ASSERT_TRUE(stack_->sweeps().CancelSweep(&ctx, req, &resp).ok());
   const absl::Time cancelled = absl::Now();
+  // The sweep is CANCELLED at once, its runs at their workers' next heartbeat: `parity watch`
+  // follows it until no run is live, so that `parity delete` works right after it.
+  const std::string cli = Quoted(PARITY_CLI_BIN);
+  const std::string flags = absl::StrCat(" --scheduler ", stack_->address(), " --token-file ",
+                                         Quoted(stack_->admin_token_file()));
+  const std::string out = stack_->root() + "/cli.out";
+  const int watched =
+      std::system((cli + " watch " + sweep + flags + " > " + Quoted(out) + " 2>&1").c_str());
+  EXPECT_EQ(WEXITSTATUS(watched), 4) << "a cancelled sweep's watch exits 4:\n"
+                                     << ReadFileBytes(out);
+  for (const parity::v1::Run& r : Runs(sweep)) {
+    EXPECT_NE(r.state(), parity::v1::RUN_STATE_RUNNING)
+        << r.spec().name() << " still running when `parity watch` returned:\n"
+        << ReadFileBytes(out);
+  }
   // Two heartbeats (500 ms each) for the workers to hear of it, then SIGTERM reaches the engine.
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -591,6 +606,10 @@ TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
   absl::StatusOr<std::vector<std::string>> after = stack_->Query(q);
   ASSERT_TRUE(before.ok() && after.ok()) << before.status() << after.status();
   EXPECT_EQ(*before, *after) << "metrics still arriving after the cancellation";
+  EXPECT_EQ(std::system((cli + " delete " + sweep + flags + " > " + Quoted(out) + " 2>&1").c_str()),
+            0)
+      << "an ended sweep is deletable:\n"
+      << ReadFileBytes(out);
 }
 
 TEST_F(WorkerE2ETest, SweepSurvivesASchedulerRestart) {

@@ -279,6 +279,21 @@ TEST_F(GrpcApiTest, UnknownIdsAreNotFoundAndBadIdsInvalidArgument) {
   EXPECT_EQ(sweeps_->CancelSweep(Context().get(), cancel, &cancelled).error_code(),
             grpc::StatusCode::NOT_FOUND);
 
+  // Results of a sweep that does not exist: NOT_FOUND, not an empty table that reads as "no
+  // runs yet"; a sweep whose runs a filter leaves out is still an empty page.
+  v1::QueryResultsRequest results;
+  results.mutable_filter()->set_sweep_id("00000000-0000-0000-0000-000000000005");
+  v1::QueryResultsResponse rows;
+  EXPECT_EQ(sweeps_->QueryResults(Context().get(), results, &rows).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  const v1::SubmitSweepResponse submitted = SubmitSweep(1);
+  results.mutable_filter()->set_sweep_id(submitted.sweep().sweep_id());
+  results.mutable_filter()->add_states(v1::RUN_STATE_FAILED);
+  const grpc::Status filtered = sweeps_->QueryResults(Context().get(), results, &rows);
+  EXPECT_TRUE(filtered.ok()) << "a filter that leaves no run is an empty page, got "
+                             << filtered.error_message();
+  EXPECT_EQ(rows.rows_size(), 0);
+
   v1::WatchRunRequest watch;
   watch.set_run_id("00000000-0000-0000-0000-000000000003");
   auto context = Context();

@@ -278,8 +278,10 @@ class Client:
         return to_frame(self.workers(seen_within_seconds))
 
     def wait(self, sweep, progress=True, timeout=None):
-        """Follows a sweep (WatchSweep) until it ends; returns its final SweepInfo, whatever the
-        state (check .state: "succeeded", "failed" or "cancelled").
+        """Follows a sweep (WatchSweep) until it ends — its state final and no run still pending,
+        leased or running (a cancelled sweep's running runs stop at their next heartbeat) — and
+        returns its final SweepInfo, whatever the state (check .state: "succeeded", "failed" or
+        "cancelled"); an ended sweep can be deleted at once.
 
         progress: True prints a progress line to stderr; a callable gets each SweepInfo as the
         counts change; False/None stays quiet. timeout: seconds in all (None = no limit);

@@ -42,7 +42,11 @@ class ParityError(Exception):
         self.violations = list(violations)
         self.details = list(details)
         self.remedy = remedy
-        lines = [f"{code.name}: {message}"] + [f"  {v}" for v in self.violations]
+        # The scheduler's message already lists its violations, one "  field: reason" a line
+        # (core/field_violation.cc); only those it does not are added, so each reads once.
+        listed = set(message.splitlines())
+        lines = [f"{code.name}: {message}"] + [f"  {v}" for v in self.violations
+                                               if f"  {v}" not in listed]
         if remedy:
             lines.append(remedy)
         super().__init__("\n".join(lines))
@@ -86,6 +90,10 @@ def make_error(code, message, violations=(), details=(), remedy=""):
 # What each SweepService method needs, as server/api/access_control.cc grants it: the roles a
 # PERMISSION_DENIED names. Reads: any role but worker; writes: researcher or admin.
 _SUBMIT_METHODS = ("PlanSweep", "SubmitSweep", "CancelSweep", "DeleteSweep")
+# The methods that name a sweep, and those that name a run: what a NOT_FOUND lists instead.
+_SWEEP_METHODS = ("GetSweep", "CancelSweep", "DeleteSweep", "ListRuns", "WatchSweep",
+                  "QueryResults", "AnalyzeSweep")
+_RUN_METHODS = ("GetRun", "WatchRun")
 
 
 def roles_needed(method):
@@ -127,6 +135,10 @@ def remedy_for(code, message, method=""):
     if code == grpc.StatusCode.PERMISSION_DENIED and method:
         return (f"{method} needs a token of role {roles_needed(method)}; ask the scheduler's "
                 "admin for one (`parity token create --role researcher`)")
+    if code == grpc.StatusCode.NOT_FOUND and method in _RUN_METHODS:
+        return "list a sweep's runs with client.runs(sweep) or client.results_frame(sweep)"
+    if code == grpc.StatusCode.NOT_FOUND and method in _SWEEP_METHODS:
+        return "list them with client.list_sweeps() or client.sweeps_frame()"
     if code == grpc.StatusCode.FAILED_PRECONDITION and method == "DeleteSweep":
         return ("only an ended sweep can be deleted: cancel it first (client.cancel(sweep)) "
                 "and wait for its runs to stop (client.wait(sweep))")

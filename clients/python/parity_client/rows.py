@@ -136,7 +136,11 @@ class SweepInfo:
 
     @property
     def finished(self):
-        return self.state != "active"
+        """Ended for good: its state is final and none of its runs is still pending, leased or
+        running. A cancelled sweep is "cancelled" at once, but its running runs stop only at their
+        workers' next heartbeat (some may still succeed); until then it cannot be deleted."""
+        live = self.counts["pending"] + self.counts["leased"] + self.counts["running"]
+        return self.state != "active" and live == 0
 
     @classmethod
     def from_proto(cls, sweep):

@@ -22,6 +22,22 @@ SWEEPS = [_Sweep("3f2a9c1e-1111-4000-8000-000000000001", "study"),
           _Sweep("c0ffee00-4444-4000-8000-000000000004", "beef")]
 
 
+class SweepInfoTest(unittest.TestCase):
+    def _info(self, state, **counts):
+        full = dict(pending=0, leased=0, running=0, succeeded=0, failed=0, cancelled=0, total=4)
+        full.update(counts)
+        return parity_client.SweepInfo("3f2a9c1e-1111-4000-8000-000000000001", "s", state, "o",
+                                       full)
+
+    def test_a_cancelled_sweep_with_running_runs_has_not_ended(self):
+        running = self._info("cancelled", running=2, cancelled=2)
+        self.assertFalse(running.finished, "its running runs stop only at their next heartbeat: "
+                         "wait() must not return (nor delete() be told it may) before")
+        self.assertTrue(self._info("cancelled", succeeded=2, cancelled=2).finished)
+        self.assertFalse(self._info("active", succeeded=4).finished)
+        self.assertTrue(self._info("succeeded", succeeded=4).finished)
+
+
 class ResolveTest(unittest.TestCase):
     def test_a_uuid_is_taken_as_it_is(self):
         uuid = "AAAAAAAA-0000-4000-8000-000000000000"
@@ -206,6 +222,29 @@ class ErrorTest(unittest.TestCase):
                                method="DeleteSweep")
         self.assertIsInstance(error, parity_client.ParityPermissionDenied)
         self.assertIn("researcher or admin", str(error))
+
+    def test_an_unknown_sweep_or_run_says_how_to_list_them(self):
+        for method, listing in (("GetSweep", "client.list_sweeps()"),
+                                ("QueryResults", "client.list_sweeps()"),
+                                ("GetRun", "client.runs(sweep)")):
+            error = from_rpc_error(_RpcError(grpc.StatusCode.NOT_FOUND, "no such thing"),
+                                   method=method)
+            self.assertIsInstance(error, parity_client.ParityNotFound)
+            self.assertIn(listing, error.remedy, f"{method}: the remedy should name {listing}")
+
+    def test_each_violation_reads_once(self):
+        violation = parity_client.FieldViolation("grid.moe[0].top_k", "9 exceeds num_experts 8")
+        listed = parity_client.ParityError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "sweep 'micro' is invalid: 1 problem(s)\n  grid.moe[0].top_k: 9 exceeds num_experts 8",
+            [violation])
+        self.assertEqual(str(listed).count("9 exceeds num_experts 8"), 1,
+                         f"a violation the server's message lists should not be added again:\n"
+                         f"{listed}")
+        bare = parity_client.ParityError(grpc.StatusCode.INVALID_ARGUMENT, "invalid", [violation])
+        self.assertIn("\n  grid.moe[0].top_k: 9 exceeds num_experts 8", str(bare),
+                      "a violation the message does not list should be added")
+        self.assertEqual(listed.violations, [violation])
 
     def test_a_missing_token_file_is_named(self):
         with self.assertRaises(parity_client.ParityUnauthenticated) as caught:
