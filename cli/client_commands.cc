@@ -205,6 +205,15 @@ int RunCancel(const SweepIdOptions& options) {
   if (!status.ok()) return ReportRpcError(status, "cancel " + options.id, options.scheduler);
   std::cout << fmt::format("sweep {}: {} runs cancelled; state {}\n", options.id,
                            response.cancelled_runs(), SweepStateName(response.sweep().state()));
+  // The count includes runs flagged while training: they stop at their workers' next heartbeat,
+  // and one that reaches its last step first still succeeds.
+  const parity::v1::RunCounts& counts = response.sweep().counts();
+  if (const uint64_t live = counts.leased() + counts.running(); live > 0) {
+    std::cout << fmt::format(
+        "{} runs still training stop at their workers' next heartbeat (one that finishes first "
+        "succeeds); `parity watch {}` returns once they have, and then it can be deleted\n",
+        live, options.id);
+  }
   return kExitOk;
 }
 

@@ -564,19 +564,23 @@ TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
       },
       absl::Minutes(3)))
       << "both runs should be training";
-  parity::v1::CancelSweepRequest req;
-  req.set_sweep_id(sweep);
-  req.set_reason("e2e");
-  parity::v1::CancelSweepResponse resp;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(stack_->sweeps().CancelSweep(&ctx, req, &resp).ok());
-  const absl::Time cancelled = absl::Now();
-  // The sweep is CANCELLED at once, its runs at their workers' next heartbeat: `parity watch`
-  // follows it until no run is live, so that `parity delete` works right after it.
+  // Through the CLI, the sweep by name: it is CANCELLED at once, its training runs at their
+  // workers' next heartbeat, which the CLI says; `parity watch` follows it until no run is live,
+  // so that `parity delete` works right after it.
   const std::string cli = Quoted(PARITY_CLI_BIN);
   const std::string flags = absl::StrCat(" --scheduler ", stack_->address(), " --token-file ",
                                          Quoted(stack_->admin_token_file()));
   const std::string out = stack_->root() + "/cli.out";
+  ASSERT_EQ(
+      std::system((cli + " cancel e2e-cancel --reason e2e" + flags + " > " + Quoted(out) + " 2>&1")
+                      .c_str()),
+      0)
+      << ReadFileBytes(out);
+  const absl::Time cancelled = absl::Now();
+  EXPECT_NE(ReadFileBytes(out).find("2 runs still training stop at their workers' next heartbeat"),
+            std::string::npos)
+      << "the CLI should say that the training runs stop later:\n"
+      << ReadFileBytes(out);
   const int watched =
       std::system((cli + " watch " + sweep + flags + " > " + Quoted(out) + " 2>&1").c_str());
   EXPECT_EQ(WEXITSTATUS(watched), 4) << "a cancelled sweep's watch exits 4:\n"
@@ -606,6 +610,13 @@ TEST_F(WorkerE2ETest, CancelledSweepStopsWithinTwoHeartbeats) {
   absl::StatusOr<std::vector<std::string>> after = stack_->Query(q);
   ASSERT_TRUE(before.ok() && after.ok()) << before.status() << after.status();
   EXPECT_EQ(*before, *after) << "metrics still arriving after the cancellation";
+  // Two sweeps by name and by id prefix (here one sweep twice: every cell matches itself).
+  EXPECT_EQ(std::system((cli + " compare e2e-cancel " + sweep.substr(0, 8) + flags + " > " +
+                         Quoted(out) + " 2>&1")
+                            .c_str()),
+            0)
+      << "compare takes a sweep's name and its id prefix:\n"
+      << ReadFileBytes(out);
   EXPECT_EQ(std::system((cli + " delete " + sweep + flags + " > " + Quoted(out) + " 2>&1").c_str()),
             0)
       << "an ended sweep is deletable:\n"
