@@ -37,6 +37,9 @@ struct WorkerFlags {
   std::string metrics_listen;  // empty = off
   std::string metrics_token_file;
   bool metrics_insecure_plaintext = false;
+  // PARITY_WORKER_METRICS_INSECURE_PLAINTEXT as given when it is no yes/no word (Validate names
+  // it); empty when it parsed.
+  std::string metrics_insecure_plaintext_invalid;
   std::string worker_id;            // empty: the one saved in work_dir
   std::vector<std::string> labels;  // k=v
   bool no_gpus = false;
@@ -55,7 +58,8 @@ struct WorkerFlags {
   // declares every flag on `app`, bound to its field. `app` must not outlive this struct.
   void AddFlags(CLI::App& app);
   // INVALID_ARGUMENT naming the flag (and its variable) for what the parse could not check: a
-  // dataset byte limit that is not positive, an unknown --verify-datasets, a --label not k=v.
+  // dataset byte limit that is not positive, an unknown --verify-datasets, a --label not k=v, a
+  // PARITY_WORKER_METRICS_INSECURE_PLAINTEXT that is no yes/no word.
   absl::Status Validate() const;
   // The parsed forms; valid after Validate() succeeded.
   datasets::VerifyMode verify_mode() const;

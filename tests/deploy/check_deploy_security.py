@@ -51,8 +51,11 @@ systemd (deploy/systemd/*.service with their drop-ins NAME.d/*.conf, *.env.examp
   - `systemd-analyze verify` prints nothing (when systemd-analyze exists; the executables are
     replaced by /bin/true, as they are not installed here);
   - every Slurm script passes `bash -n`, puts no token on the worker's command line, and handles
-    the end of its allocation: an `#SBATCH --signal=...TERM@...` and a `trap` of TERM that passes
-    it on.
+    the end of its allocation: an `#SBATCH --signal=...TERM@...` and, where the worker runs in
+    the batch shell, a `trap` of TERM that passes it on; a script whose workers run in an srun
+    step has Slurm signal the step (no `B:`) and never passes SIGTERM to srun (which SIGKILLs
+    its tasks on one); every worker gets a `--work-dir` of its own, naming the job and the task
+    or node.
 Exit status 0 when all holds; 1 with one line per problem otherwise.
 
   check_deploy_security.py --root SOURCE_DIR
@@ -920,6 +923,35 @@ def check_readme(root, secret_files, problems):
             problems.add("deploy/README.md (Kubernetes)", f"'{command}': --insecure-plaintext")
 
 
+def check_certificate_names(root, problems):
+    """The scheduler's certificate, by hand (the README's subjectAltName) or by cert-manager,
+    names every host a workload dials without PARITY_TLS_SERVER_NAME: gRPC checks the dialled
+    name, and a certificate without it fails every handshake."""
+    dialled = {}
+    for where, doc in load_manifests(os.path.join(root, "deploy", "kubernetes"), Problems()):
+        if doc["kind"] not in WORKLOADS:
+            continue
+        for container in all_containers(pod_template(doc)[1]):
+            env = {name: entry.get("value") for name, entry in env_map(container).items()}
+            target = env.get("PARITY_SCHEDULER")
+            if not isinstance(target, str) or env.get("PARITY_TLS_SERVER_NAME"):
+                continue
+            for address in target.split(","):
+                host = re.sub(r"^(dns|ipv4|ipv6):(//[^/]*/)?", "", address.strip()).rsplit(":", 1)[0]
+                dialled.setdefault(host, f"{where}: container {container.get('name')}")
+    kube = readme_section(os.path.join(root, "deploy", "README.md"), "Kubernetes")
+    lists = {"deploy/README.md (Kubernetes) subjectAltName": set(
+        re.findall(r"DNS:([A-Za-z0-9.-]*[A-Za-z0-9])", kube))}
+    for where, doc in load_manifests(os.path.join(root, "deploy", "kubernetes"), Problems()):
+        if doc["kind"] == "Certificate" and doc["metadata"]["name"] == "parity-scheduler":
+            lists[f"{where} dnsNames"] = set(doc["spec"].get("dnsNames") or [])
+    for where, names in lists.items():
+        for host, dialler in sorted(dialled.items()):
+            if host not in names:
+                problems.add(where, f"lacks {host}, which {dialler} dials: its TLS handshake "
+                                    "would fail")
+
+
 # --- Slurm --------------------------------------------------------------------------------------
 
 def check_slurm(root, problems):
@@ -935,8 +967,32 @@ def check_slurm(root, problems):
         if not re.search(r"^#SBATCH\s+--signal=\S*TERM@\d+", text, re.M):
             problems.add(where, "no '#SBATCH --signal=B:TERM@SECONDS': the workers would be killed "
                                 "at the time limit without checkpointing")
-        if not re.search(r"^\s*trap\s+'[^']*kill\s+-TERM[^']*'\s+TERM", text, re.M):
+        in_step = re.search(r"^\s*srun\b", text, re.M) is not None
+        if not in_step and not re.search(r"^\s*trap\s+'[^']*kill\s+-TERM[^']*'\s+TERM", text, re.M):
             problems.add(where, "no `trap 'kill -TERM ...' TERM`: SIGTERM would not reach the worker")
+        # srun answers a SIGTERM of its own by SIGKILLing its tasks ("forcing job termination"):
+        # a script whose workers run in an srun step must have Slurm signal the step, never the
+        # batch shell alone, and must not pass SIGTERM to srun itself.
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if not re.match(r"^\s*srun\b", line):
+                continue
+            if re.search(r"^#SBATCH\s+--signal=B:", text, re.M):
+                problems.add(where, "workers in an srun step with '--signal=B:...': only the batch "
+                                    "shell would be signalled, and through srun the workers die "
+                                    "unflushed; use '--signal=TERM@SECONDS'")
+            for follow in lines[i:i + 4]:
+                pid = re.match(r"^\s*(\w+)=\$!", follow)
+                if pid and re.search(rf"kill\s+(-TERM|-15|-s\s+TERM)\s+\"?\${pid.group(1)}\b",
+                                     text):
+                    problems.add(where, f"SIGTERM passed to srun (${pid.group(1)}): srun SIGKILLs "
+                                        "its tasks when it gets one")
+        # A worker keeps its id in its scratch directory: one per job and task (or node), never
+        # the shared job directory's default, or the job's workers register as one.
+        if "parity-worker" in text and not re.search(
+                r"--work-dir\s+\"[^\"]*\$\{?job\}?[^\"]*\$\{?(task|node)\}?", text):
+            problems.add(where, "no --work-dir naming the job and the task or node: workers "
+                                "sharing the default .parity/work share one worker id")
 
 
 def known_environment(root):
@@ -968,6 +1024,7 @@ def main():
     documents = check_kubernetes(root, problems, known_env)
     secret_files, units = check_systemd(root, problems, known_env)
     check_readme(root, secret_files, problems)
+    check_certificate_names(root, problems)
     check_slurm(root, problems)
 
     for problem in dict.fromkeys(problems):

@@ -2,18 +2,22 @@
 """Runs deploy/slurm/parity-gang-workers.sbatch for real, under a stand-in for Slurm.
 
 No cluster here, so `srun` is a small script on PATH that starts the step's command once per
-"node" (SLURM_JOB_NUM_NODES of them, each with its own SLURMD_NODENAME) and forwards SIGTERM to
-them, as srun does; the worker is a stand-in too (PARITY_WORKER_BIN) that records its argv and
-environment and, on SIGTERM, exits with status 3. What is checked, on the real script:
+"node" (SLURM_JOB_NUM_NODES of them, each with its own SLURMD_NODENAME, each in a process group
+of its own: the node's share of the step) and, like srun, SIGKILLs them all when it gets a
+SIGTERM itself ("forcing job termination"); the worker is a stand-in too (PARITY_WORKER_BIN)
+that records its argv and environment and, on SIGTERM, exits with status 3. What is checked, on
+the real script:
   - every node's worker starts once, with the flags the script promises: --scheduler,
     --checkpoint-dir, --threads = SLURM_CPUS_PER_TASK, --rendezvous-host = the IPv4 address of
     PARITY_RENDEZVOUS_INTERFACE (here lo, so 127.0.0.1), the slurm_job/slurm_node/gang_pool labels;
   - NCCL_SOCKET_IFNAME is set to exactly that interface (=lo) when unset, and a value the job
     set (and NCCL_IB_HCA) reaches the worker untouched, so the ranks it starts inherit them;
-  - the token is on no command line;
-  - SIGTERM to the batch shell (what --signal=B:TERM@120 sends) reaches every worker, the script
-    waits for them and exits with the workers' status; the Prometheus file_sd targets it wrote
-    (one per node) are gone afterwards;
+  - the token is on no command line; each node's worker has a --work-dir of its own;
+  - SIGTERM to the batch shell (a job's cancellation reaches it) is passed to no one: no worker
+    is stopped, srun keeps running;
+  - SIGTERM to every process of the step (what --signal=TERM@120 and `scancel --signal=TERM`
+    send) stops every worker gracefully, the script waits for them and exits with the workers'
+    status; the Prometheus file_sd targets it wrote (one per node) are gone afterwards;
   - an interface with no IPv4 address stops each node's task with a message naming
     PARITY_RENDEZVOUS_INTERFACE, before any worker starts; PARITY_RENDEZVOUS_HOST on a
     multi-node job without an interface is refused at once.
@@ -34,14 +38,18 @@ import time
 NODES = 3
 
 FAKE_SRUN = r"""#!/usr/bin/env bash
-# Stand-in for srun inside an allocation: options are dropped, the command runs once per node.
+# Stand-in for srun inside an allocation: options are dropped, the command runs once per node, in
+# a process group of its own (setsid: the node's processes of the step), whose ids go to
+# $FAKE_STEP_GROUPS for the test to signal as Slurm would. Like srun, a SIGTERM to srun itself
+# SIGKILLs every task ("forcing job termination").
 while [ $# -gt 0 ]; do case "$1" in --*) shift ;; *) break ;; esac; done
 pids=()
 for i in $(seq 0 $((SLURM_JOB_NUM_NODES - 1))); do
-  SLURMD_NODENAME="node$i" SLURM_NODEID="$i" "$@" &
+  SLURMD_NODENAME="node$i" SLURM_NODEID="$i" setsid "$@" &
   pids+=($!)
 done
-trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
+printf '%s\n' "${pids[@]}" >"$FAKE_STEP_GROUPS"
+trap 'echo "srun: forcing job termination" >&2; for p in "${pids[@]}"; do kill -KILL -- "-$p"; done' TERM
 status=0
 for p in "${pids[@]}"; do
   while kill -0 "$p" 2>/dev/null; do wait "$p" || true; done
@@ -59,8 +67,11 @@ with open(os.path.join(out, node + ".json.tmp"), "w") as f:
                                               if k.startswith(("NCCL_", "PARITY_"))}}, f)
 os.rename(os.path.join(out, node + ".json.tmp"), os.path.join(out, node + ".json"))
 def term(*_):
+    # Slurm signals every process of the step and the node's shell passes it on too: the real
+    # worker takes the first and keeps the rest blocked, so a second must not matter here either.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     open(os.path.join(out, node + ".terminated"), "w").close()
-    sys.exit(3)
+    os._exit(3)
 signal.signal(signal.SIGTERM, term)
 while True:
     time.sleep(0.1)
@@ -88,6 +99,7 @@ def base_env(tmp):
         "PARITY_TOKEN_FILE": os.path.join(tmp, "token"),
         "PARITY_WORKER_BIN": os.path.join(bin_dir, "fake-worker"),
         "FAKE_WORKER_OUT": os.path.join(tmp, "out"),
+        "FAKE_STEP_GROUPS": os.path.join(tmp, "step-groups"),
     })
     return env
 
@@ -116,6 +128,7 @@ def check_run(script, tmp, problems):
         if not started:
             problems.append(f"not every node's worker started within 20 s: {sorted(os.listdir(out))}")
             return
+        work_dirs = []
         sd_files = sorted(os.listdir(sd_dir))
         want_sd = sorted(f"4242_node{i}.json" for i in range(NODES))
         if sd_files != want_sd:
@@ -139,17 +152,33 @@ def check_run(script, tmp, problems):
                 problems.append(f"{where}: NCCL_IB_HCA did not reach the worker: {wenv.get('NCCL_IB_HCA')!r}")
             if any("token" in w.lower() and w.startswith("--") for w in argv):
                 problems.append(f"{where}: a token flag on the worker's command line: {argv}")
+            work_dirs.append(flag(argv, "--work-dir"))
+        if len({tuple(w) for w in work_dirs}) != NODES or any(len(w) != 1 for w in work_dirs):
+            problems.append(f"the workers' --work-dir {work_dirs}: expected one of its own each")
+        # A signal to the batch shell alone is passed to no one (through srun it would kill).
         os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(1.0)
+        if proc.poll() is not None or any(f.endswith(".terminated") for f in os.listdir(out)):
+            problems.append("SIGTERM to the batch shell stopped workers or the script: through "
+                            "srun, that is a SIGKILL of every task")
+            return
+        # What Slurm sends at the time limit (--signal=TERM@120) and `scancel --signal=TERM`
+        # sends: SIGTERM to every process of the step.
+        with open(env["FAKE_STEP_GROUPS"], encoding="utf-8") as f:
+            for group in f.read().split():
+                os.killpg(int(group), signal.SIGTERM)
         try:
             status = proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            problems.append("the script did not end within 20 s of SIGTERM")
+            problems.append("the script did not end within 20 s of SIGTERM to the step")
             return
         terminated = sorted(f for f in os.listdir(out) if f.endswith(".terminated"))
         if len(terminated) != NODES:
-            problems.append(f"SIGTERM reached {terminated}, not every node's worker")
+            problems.append(f"SIGTERM to the step stopped {terminated} gracefully, not every "
+                            "node's worker")
         if status != 3:
-            problems.append(f"exit status {status} after SIGTERM, expected the workers' 3")
+            problems.append(f"exit status {status} after SIGTERM, expected the workers' 3; the "
+                            f"script said:\n{proc.stdout.read()}")
         if os.listdir(sd_dir):
             problems.append(f"file_sd targets left behind: {os.listdir(sd_dir)}")
     finally:
