@@ -79,8 +79,10 @@ absl::StatusOr<std::string> SweepsService::PinDatasetDigest(
       "data.dataset_digest",
       absl::StrCat("live workers hold different copies of dataset '", name,
                    "': ", absl::StrJoin(listed, ", "),
-                   "; pin one with data.dataset_digest (workers with another copy refuse the "
-                   "runs), or re-copy the dataset so that all agree")};
+                   "; re-copy the dataset so that all agree, or pin one with "
+                   "data.dataset_digest and stop the workers with another copy (the scheduler "
+                   "does not steer a pinned run away from them: one that leases it fails it as "
+                   "DATA_MISMATCH)")};
   return core::InvalidArgumentWithViolations("the sweep's dataset is ambiguous", {&violation, 1});
 }
 
