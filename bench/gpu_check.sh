@@ -69,7 +69,7 @@
 #      their shapes and PyTorch's fused causal SDPA at the dense attention shape (beside the
 #      engine's attention from its profiled 2B-shape step); then bench/gpu_study_cost.py merges
 #      them into gpu_check.json/.txt with the
-#      H200-hours of the 243-run study at those speeds (an extrapolation), beside the engine's
+#      H200-hours of the 222-run study at those speeds (an extrapolation), beside the engine's
 #      micro-scale fp32 and bf16 figures and its 2B-shape ones: the ratios the targets name
 #      (engine bf16 tokens/s >= 1.0x PyTorch compile dense, >= 1.5x eager MoE), met or not. Its
 #      result does not change the exit status, which is the correctness checks' (1-4, 3c).
