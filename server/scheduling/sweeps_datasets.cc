@@ -56,8 +56,8 @@ absl::StatusOr<std::string> SweepsService::PinDatasetDigest(
                         held.empty() ? ""
                                      : absl::StrCat(" (live workers hold ", held.size(),
                                                     " other digest(s))"),
-                        "; its runs wait, and fail as DATA_MISMATCH on a worker with another "
-                        "copy, until a worker holding that copy registers")});
+                        "; its runs wait until a worker holding that copy registers (`parity "
+                        "workers` lists what each holds)")});
     }
     return pinned;
   }
@@ -79,10 +79,8 @@ absl::StatusOr<std::string> SweepsService::PinDatasetDigest(
       "data.dataset_digest",
       absl::StrCat("live workers hold different copies of dataset '", name,
                    "': ", absl::StrJoin(listed, ", "),
-                   "; re-copy the dataset so that all agree, or pin one with "
-                   "data.dataset_digest and stop the workers with another copy (the scheduler "
-                   "does not steer a pinned run away from them: one that leases it fails it as "
-                   "DATA_MISMATCH)")};
+                   "; pin one with data.dataset_digest (its runs go only to the workers "
+                   "holding that copy), or re-copy the dataset so that all agree")};
   return core::InvalidArgumentWithViolations("the sweep's dataset is ambiguous", {&violation, 1});
 }
 

@@ -33,6 +33,11 @@
 --   running it (+40% batches/s once planned once, batches of 16).
 -- The rows of unregistered workers are asked for only when there are some (a worker registers
 -- once and leases thousands of times).
+-- A run pinned to a dataset digest (runs.dataset_pin, migration 0024) goes only to a worker that
+-- holds that copy (workers.datasets, as it verified them at start): the batch takes pinned runs
+-- whose digest every worker of the batch holds, so a fleet with two copies never hands a run to
+-- the wrong one (which would fail it as DATA_MISMATCH, never retried); such runs wait for a batch
+-- of the right workers instead.
 CREATE OR REPLACE FUNCTION lease_runs(p_workers uuid[], p_cpu_devices integer[],
                                       p_gpu_indices text[], p_cpu_threads integer,
                                       p_host_memory bigint, p_gpu_memory bigint[],
@@ -46,6 +51,7 @@ DECLARE
   v_round integer := 0;
   v_short uuid[] := '{}';  -- sweeps that had fewer fitting runs free than their share
   v_short_now uuid[];
+  v_held text[];  -- the dataset digests every registered worker of the batch holds
 BEGIN
   -- A worker asking again within a second is not rewritten: last_seen_at feeds a live window
   -- of a minute, and a busy worker asks many times a second.
@@ -58,6 +64,11 @@ BEGIN
     RETURN QUERY SELECT q.i::integer, NULL::runs FROM unnest(p_workers) WITH ORDINALITY AS q(w, i)
       WHERE q.i <> ALL (v_waiting);
   END IF;
+  SELECT coalesce(array_agg(h.digest), '{}') INTO v_held FROM (
+    SELECT d->>'digest' AS digest FROM workers w CROSS JOIN jsonb_array_elements(w.datasets) d
+    WHERE w.worker_id = ANY (p_workers) GROUP BY 1
+    HAVING count(DISTINCT w.worker_id) =
+      (SELECT count(*) FROM workers x WHERE x.worker_id = ANY (p_workers))) h;
   WHILE cardinality(v_waiting) > 0 AND v_round < 8 LOOP
     v_round := v_round + 1;
     WITH open AS (
@@ -67,6 +78,7 @@ BEGIN
       WHERE s.ended_at IS NULL AND s.sweep_id <> ALL (v_short) AND EXISTS (
         SELECT 1 FROM (SELECT 1 FROM runs r WHERE r.sweep_id = s.sweep_id
           AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
+          AND (r.dataset_pin IS NULL OR r.dataset_pin = ANY (v_held))
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)
@@ -89,6 +101,7 @@ BEGIN
       FROM share a JOIN open o ON o.sweep_id = a.sweep_id CROSS JOIN LATERAL (
         SELECT r.run_id, r.ordinal FROM runs r
         WHERE r.sweep_id = o.sweep_id AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
+          AND (r.dataset_pin IS NULL OR r.dataset_pin = ANY (v_held))
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)

@@ -198,6 +198,7 @@ CREATE TABLE public.runs (
     ranks integer DEFAULT 1 NOT NULL,
     peak_device_memory_bytes bigint,
     estimated_device_memory_bytes bigint,
+    dataset_pin text,
     CONSTRAINT runs_failure_class_check CHECK ((failure_class = ANY (ARRAY['PREEMPTED'::text, 'INFRASTRUCTURE'::text, 'OUT_OF_MEMORY'::text, 'USER_ERROR'::text, 'LEASE_EXPIRED'::text, 'DIVERGED'::text, 'HUNG'::text, 'INVALID_RESULT'::text, 'DATA_MISMATCH'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['PENDING'::text, 'LEASED'::text, 'RUNNING'::text, 'SUCCEEDED'::text, 'FAILED'::text, 'CANCELLED'::text])))
 )
@@ -358,6 +359,7 @@ DECLARE
   v_round integer := 0;
   v_short uuid[] := '{}';  -- sweeps that had fewer fitting runs free than their share
   v_short_now uuid[];
+  v_held text[];  -- the dataset digests every registered worker of the batch holds
 BEGIN
   -- A worker asking again within a second is not rewritten: last_seen_at feeds a live window
   -- of a minute, and a busy worker asks many times a second.
@@ -370,6 +372,11 @@ BEGIN
     RETURN QUERY SELECT q.i::integer, NULL::runs FROM unnest(p_workers) WITH ORDINALITY AS q(w, i)
       WHERE q.i <> ALL (v_waiting);
   END IF;
+  SELECT coalesce(array_agg(h.digest), '{}') INTO v_held FROM (
+    SELECT d->>'digest' AS digest FROM workers w CROSS JOIN jsonb_array_elements(w.datasets) d
+    WHERE w.worker_id = ANY (p_workers) GROUP BY 1
+    HAVING count(DISTINCT w.worker_id) =
+      (SELECT count(*) FROM workers x WHERE x.worker_id = ANY (p_workers))) h;
   WHILE cardinality(v_waiting) > 0 AND v_round < 8 LOOP
     v_round := v_round + 1;
     WITH open AS (
@@ -379,6 +386,7 @@ BEGIN
       WHERE s.ended_at IS NULL AND s.sweep_id <> ALL (v_short) AND EXISTS (
         SELECT 1 FROM (SELECT 1 FROM runs r WHERE r.sweep_id = s.sweep_id
           AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
+          AND (r.dataset_pin IS NULL OR r.dataset_pin = ANY (v_held))
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)
@@ -401,6 +409,7 @@ BEGIN
       FROM share a JOIN open o ON o.sweep_id = a.sweep_id CROSS JOIN LATERAL (
         SELECT r.run_id, r.ordinal FROM runs r
         WHERE r.sweep_id = o.sweep_id AND r.state = 'PENDING' AND r.not_before <= now() AND r.ranks = 1
+          AND (r.dataset_pin IS NULL OR r.dataset_pin = ANY (v_held))
           AND (p_host_memory = 0 OR r.memory_bytes <= p_host_memory)
           AND ((r.gpus = 0 AND greatest(r.cpu_threads, 1) <= p_cpu_threads) OR (r.gpus > 0
             AND r.gpus <= cardinality(p_gpu_memory)

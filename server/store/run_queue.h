@@ -195,6 +195,9 @@ class RunQueue {
 
   // Leases the best PENDING run that fits the offer: highest priority, then the sweep with the
   // fewest live runs (fair share), then the oldest. Bumps the fencing token. nullopt = no work.
+  // A run pinned to a dataset digest (data.dataset_digest) fits only a worker that registered a
+  // copy with that digest; PostgreSQL's batch of several workers takes only the pinned runs that
+  // every worker of the batch holds.
   // A retry (LeaseRequest::retry) first looks for the lease its lost answer granted.
   absl::StatusOr<std::optional<LeasedRun>> LeaseNextRun(const LeaseRequest& request) {
     return std::move(LeaseNextRuns({&request})[0]);

@@ -137,10 +137,11 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
       "$$ SELECT * FROM lease_runs($1, $2, $3, $4, $5, $6, $7) $$");
   // And 0021's world size, which run inserts name (gangs: ranks > 1; none here).
   Sql(url, "ALTER TABLE runs ADD COLUMN ranks integer NOT NULL DEFAULT 1");
-  // And 0023's device memory beside the estimate, which its run reads name.
+  // And 0023's device memory beside the estimate, which its run reads name, and 0024's dataset
+  // pin, which its run inserts name.
   Sql(url,
       "ALTER TABLE runs ADD COLUMN peak_device_memory_bytes bigint, "
-      "ADD COLUMN estimated_device_memory_bytes bigint");
+      "ADD COLUMN estimated_device_memory_bytes bigint, ADD COLUMN dataset_pin text");
   std::string leased_secret;
   {
     SchedulerOn before(url);
@@ -187,7 +188,7 @@ TEST(UpgradeTest, DataWrittenAtVersion8SurvivesTheFullMigrationAndTheSchedulerWo
   Sql(url, "ALTER TABLE runs DROP COLUMN ranks");
   Sql(url,
       "ALTER TABLE runs DROP COLUMN peak_device_memory_bytes, "
-      "DROP COLUMN estimated_device_memory_bytes");
+      "DROP COLUMN estimated_device_memory_bytes, DROP COLUMN dataset_pin");
   const std::string counts =
       "SELECT (SELECT count(*) FROM sweeps) || ' ' || (SELECT count(*) FROM runs) || ' ' || "
       "(SELECT count(*) FROM events) || ' ' || (SELECT count(*) FROM metrics) || ' ' || "

@@ -12,16 +12,17 @@ ON CONFLICT (owner, idempotency_key) DO NOTHING RETURNING sweep_id::text
 
 -- name: insert_run
 -- $1 sweep, $2 ordinal, then the columns in the order listed; ranks (a gang's world size) is
--- read from the spec ($4), 1 when unset.
+-- read from the spec ($4), 1 when unset, and so is the dataset pin (migration 0024; NULL = none).
 INSERT INTO runs (run_id, sweep_id, ordinal, name, spec_json, spec_bytes, role, layout, params,
                   active_params, activation_rate, flops_per_token, compute_flops, tokens,
                   unique_tokens, epochs, d_model, num_layers, num_experts, top_k, expert_hidden,
                   compute_budget, compute_multiple, data_variant, seed,
                   predicted_efficiency_leverage, cpu_threads, gpus, memory_bytes,
-                  gpu_memory_bytes, priority, max_attempts, ranks)
+                  gpu_memory_bytes, priority, max_attempts, ranks, dataset_pin)
 VALUES (gen_random_uuid(), $1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
         $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31,
-        greatest(coalesce(($4::jsonb #>> '{resources,ranks}')::integer, 1), 1))
+        greatest(coalesce(($4::jsonb #>> '{resources,ranks}')::integer, 1), 1),
+        nullif($4::jsonb #>> '{data,dataset_digest}', ''))
 RETURNING run_id::text
 
 -- name: insert_creation_events

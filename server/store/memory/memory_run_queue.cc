@@ -4,6 +4,7 @@
 // rules of reap_expired, and an event per transition with the reason PostgreSQL writes.
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -153,9 +154,14 @@ absl::StatusOr<std::optional<LeasedRun>> MemoryRunStore::LeaseOne(const LeaseReq
   const absl::Time now = now_();
   if (worker->second.last_seen < now - absl::Seconds(1)) worker->second.last_seen = now;
   const std::vector<ResourceOffer::Gpu> gpus = GpusLargestFirst(request.offer);
+  // A run pinned to a dataset digest goes only to a worker that holds that copy (lease_runs.sql).
+  std::set<std::string> held;
+  for (const v1::DatasetHolding& d : worker->second.worker.datasets()) held.insert(d.digest());
   auto fits = [&](const RunRow& run) {
     if (run.run.state() != v1::RUN_STATE_PENDING || run.not_before > now) return false;
     if (run.ranks > 1) return false;  // a gang: GangQueue places it (memory_gang_queue.cc)
+    const std::string& pin = run.run.spec().data().dataset_digest();
+    if (!pin.empty() && !held.contains(pin)) return false;
     if (request.offer.host_memory_bytes != 0 &&
         run.memory_bytes > request.offer.host_memory_bytes) {
       return false;
