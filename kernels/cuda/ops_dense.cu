@@ -5,6 +5,7 @@
 // SwiGLU are templated on the element types the bf16 mode stores in bf16 (float math, one
 // rounding per bf16 store); the matmuls pick the bf16 GEMM overloads of gemm.h.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm.h"
@@ -234,12 +235,38 @@ void RmsNormBackwardImpl(const OpContext& ctx, int64_t t, int64_t d, float* dx, 
   ctx.Count(FlopKind::kElementwise, 10.0 * t * d);
 }
 
+// y[i] = bf16(y[i] + add[i]): the one rounding of an accumulated bf16 product.
+__global__ void AddIntoBf16Kernel(int64_t n, Bf16* y, const float* add) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    Store(y, i, Load(y, i) + add[i]);
+  }
+}
+
+// c[m,n] (=|+=) op(a)·op(b), c contiguous (ldc = n). A bf16 c that accumulates is rounded once:
+// cuBLASLt's sm_90 kernels round the product to bf16 before they add a bf16 C (two roundings;
+// measured on an H200, bench/RESULTS.md "GPU check"), so the product goes to fp32 scratch and
+// one kernel adds it and rounds. Anything else is one GEMM.
+template <typename TC, typename TX>
+void GemmInto(BackendState& st, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, const TX* a,
+              int64_t lda, const TX* b, int64_t ldb, Accumulate acc, TC* c) {
+  if constexpr (std::is_same_v<TC, Bf16>) {
+    if (acc == Accumulate::kYes && m * n > 0 && k > 0) {
+      Scratch<float> product(st.stream, m * n);
+      Gemm(st, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, product.get(), n);
+      AddIntoBf16Kernel<<<GridFor(m * n), kBlock, 0, st.stream>>>(m * n, c, product.get());
+      PARITY_CUDA_LAUNCHED();
+      return;
+    }
+  }
+  Gemm(st, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc == Accumulate::kYes ? 1.0f : 0.0f, c, n);
+}
+
 // y[T,N] (=|+=) x[T,K]·W[N,K]^T.
 template <typename TY, typename TX>
 void MatmulForwardImpl(const OpContext& ctx, const MatmulShape& s, TY* y, const TX* x, const TX* w,
                        Accumulate acc, FlopKind kind) {
-  Gemm(State(ctx), Trans::kNo, Trans::kYes, s.rows, s.out, s.in, 1.0f, x, s.in, w, s.in,
-       acc == Accumulate::kYes ? 1.0f : 0.0f, y, s.out);
+  GemmInto(State(ctx), Trans::kNo, Trans::kYes, s.rows, s.out, s.in, x, s.in, w, s.in, acc, y);
   ctx.Count(kind, 2.0 * s.rows * s.out * s.in);
 }
 
@@ -249,8 +276,7 @@ void MatmulBackwardImpl(const OpContext& ctx, const MatmulShape& s, T* dx, float
                         const T* x, const T* w, Accumulate acc, FlopKind kind) {
   BackendState& st = State(ctx);
   if (dx != nullptr) {
-    Gemm(st, Trans::kNo, Trans::kNo, s.rows, s.in, s.out, 1.0f, dy, s.out, w, s.in,
-         acc == Accumulate::kYes ? 1.0f : 0.0f, dx, s.in);
+    GemmInto(st, Trans::kNo, Trans::kNo, s.rows, s.in, s.out, dy, s.out, w, s.in, acc, dx);
     ctx.Count(kind, 2.0 * s.rows * s.out * s.in);
   }
   Gemm(st, Trans::kYes, Trans::kNo, s.out, s.in, s.rows, 1.0f, dy, s.out, x, s.in, 1.0f, dw, s.in);
