@@ -23,6 +23,11 @@ export async function failedSweep(page, shots, args) {
         failure.remedy === 'fix the spec or give the workers the dataset; see the message' &&
         failure.runs === `${args['failed-runs']} runs failed · `,
         `the banner should give the class, message, remedy and count: ${JSON.stringify(failure)}`);
+  // The banner and the runs table come from two requests: wait for the table's rows too (a
+  // table still empty failed CI once; a table that never fills still fails below).
+  await page.waitForFunction((n) => document.querySelectorAll(
+    '[data-testid="runs-table"] tbody tr[data-row-key] td[data-key="failure"]').length >= n,
+  Number(args['failed-runs']), {timeout: TIMEOUT}).catch(() => {});
   const column = await columnTexts(page, 'failure');
   check(column.length === Number(args['failed-runs']) && column.every((t) => t.startsWith('user_error: dataset')),
         `every row's "Last failure" cell should name the failure: ${column.join(' | ')}`);
