@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "clients/cpp/scheduler_channel.h"
 #include "clients/cpp/scheduler_channel_flags.h"
 
 namespace parity::worker {
@@ -35,13 +35,11 @@ void ReadEnvironment(WorkerFlags& f) {
   f.metrics_listen = Env("PARITY_WORKER_METRICS_LISTEN", f.metrics_listen);
   f.metrics_token_file = Env("PARITY_WORKER_METRICS_TOKEN_FILE", f.metrics_token_file);
   // A yes/no word, as PARITY_INSECURE_PLAINTEXT takes it: "0" or "false" must not turn it on.
-  const std::string plaintext =
-      absl::AsciiStrToLower(Env("PARITY_WORKER_METRICS_INSECURE_PLAINTEXT", ""));
-  if (plaintext == "1" || plaintext == "true" || plaintext == "yes" || plaintext == "on") {
-    f.metrics_insecure_plaintext = true;
-  } else if (!plaintext.empty() && plaintext != "0" && plaintext != "false" && plaintext != "no" &&
-             plaintext != "off") {
-    f.metrics_insecure_plaintext_invalid = Env("PARITY_WORKER_METRICS_INSECURE_PLAINTEXT", "");
+  absl::StatusOr<bool> plaintext = clients::EnvFlag("PARITY_WORKER_METRICS_INSECURE_PLAINTEXT");
+  if (plaintext.ok()) {
+    f.metrics_insecure_plaintext = *plaintext;
+  } else {
+    f.metrics_insecure_plaintext_invalid = std::string(plaintext.status().message());
   }
 }
 
@@ -144,9 +142,8 @@ absl::Status WorkerFlags::Validate() const {
     }
   }
   if (!metrics_insecure_plaintext_invalid.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PARITY_WORKER_METRICS_INSECURE_PLAINTEXT='", metrics_insecure_plaintext_invalid,
-        "': expected 1/true/yes/on or 0/false/no/off (or --metrics-insecure-plaintext)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(metrics_insecure_plaintext_invalid, " (or --metrics-insecure-plaintext)"));
   }
   return absl::OkStatus();
 }

@@ -37,8 +37,8 @@ struct WorkerFlags {
   std::string metrics_listen;  // empty = off
   std::string metrics_token_file;
   bool metrics_insecure_plaintext = false;
-  // PARITY_WORKER_METRICS_INSECURE_PLAINTEXT as given when it is no yes/no word (Validate names
-  // it); empty when it parsed.
+  // Why PARITY_WORKER_METRICS_INSECURE_PLAINTEXT is no yes/no word (Validate returns it); empty
+  // when it parsed.
   std::string metrics_insecure_plaintext_invalid;
   std::string worker_id;            // empty: the one saved in work_dir
   std::vector<std::string> labels;  // k=v

@@ -53,17 +53,6 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
   const std::string header_;
 };
 
-// PARITY_INSECURE_PLAINTEXT: 1/true/yes/on, 0/false/no/off or empty.
-absl::StatusOr<bool> EnvFlag(const char* name) {
-  const std::string value = absl::AsciiStrToLower(Env(name));
-  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
-    return false;
-  }
-  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, "='", Env(name), "': expected 1/true/yes/on or 0/false/no/off"));
-}
-
 // A token goes in plaintext only to loopback, unless the caller said otherwise.
 absl::Status CheckPlaintextTarget(const SchedulerChannelOptions& options,
                                   const std::string& target) {
@@ -82,6 +71,16 @@ absl::Status CheckPlaintextTarget(const SchedulerChannelOptions& options,
 }
 
 }  // namespace
+
+absl::StatusOr<bool> EnvFlag(const char* name) {
+  const std::string value = absl::AsciiStrToLower(Env(name));
+  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
+    return false;
+  }
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, "='", Env(name), "': expected 1/true/yes/on or 0/false/no/off"));
+}
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path, "token file");

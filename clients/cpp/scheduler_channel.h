@@ -58,4 +58,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeSchedulerChannel(
 // a Kubernetes Secret mount or `install -m 0600`.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
+// A yes/no environment variable (PARITY_INSECURE_PLAINTEXT, the worker's metrics one):
+// 1/true/yes/on, 0/false/no/off or empty (= no), any case; anything else is INVALID_ARGUMENT
+// naming the variable and its value.
+absl::StatusOr<bool> EnvFlag(const char* name);
+
 }  // namespace parity::clients
