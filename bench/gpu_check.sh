@@ -139,6 +139,14 @@ preflight() {
   done
   python3 -c 'import torch' 2>/dev/null ||
     echo "preflight: note: no PyTorch here: step 5 (the peer) will be skipped"
+  # cuDNN compiles its fused-attention kernels with NVRTC, which it loads itself (dlopen), so ldd
+  # cannot see it: without it cuDNN attention declines and the tensor-core kernels run instead.
+  local nvrtc=""
+  for f in ${LD_LIBRARY_PATH//:/ } /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+    ls "$f"/libnvrtc.so.* >/dev/null 2>&1 && { nvrtc="$f"; break; }
+  done
+  [ -n "$nvrtc" ] || ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' || echo "preflight: note:" \
+    "no libnvrtc.so here: cuDNN attention will decline, attention runs on the tensor-core kernels"
   [ "$missing" -eq 0 ] && echo "preflight: every piece found"
   return $((missing * 3))
 }

@@ -57,6 +57,10 @@ struct MemoryShape {
 // fp32 gradients included) and the caching allocator's fragmentation: a fixed 2 GiB per process,
 // whatever the model. Counted in `total`.
 inline constexpr uint64_t kWorkspaceBytes = uint64_t{2} << 30;
+// Of that, the most one attention backward may take for itself: cuDNN's deterministic fused
+// attention keeps B·H·S² bf16 values in its workspace, so the CUDA backend splits a micro-batch
+// whose call would need more into slices that fit (kernels/cuda/cudnn_sdpa_run.cc).
+inline constexpr uint64_t kCudaAttentionWorkspaceBytes = uint64_t{512} << 20;
 
 // Bytes per part. `weight_copies` is 0 in FP32. `activations` is everything a forward saves for
 // the backward (the residual stream at each layer boundary, per-layer saved tensors, token ids,

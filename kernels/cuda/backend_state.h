@@ -83,6 +83,12 @@ struct AdamWChunkTable {
   int64_t num_chunks = 0;
 };
 
+// cuDNN's attention state (cudnn_sdpa_run.cc): its handle and plans per shape, made on first use.
+struct SdpaState;
+struct SdpaStateDeleter {
+  void operator()(SdpaState* state) const;
+};
+
 }  // namespace parity::kernels::cuda
 
 namespace parity::kernels {
@@ -99,6 +105,7 @@ struct BackendState {
   std::mutex plans_mu;
   std::map<cuda::MatmulKey, cuda::MatmulPlan> plans;  // guarded by plans_mu; ≤ 4096 (gemm.cc)
   cuda::AdamWChunkTable adamw_chunks;  // the driving thread's only (see Threading above)
+  std::unique_ptr<cuda::SdpaState, cuda::SdpaStateDeleter> sdpa;  // the driving thread's only
 };
 
 }  // namespace parity::kernels

@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "core/gpu_limits.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/flash_tc_launch.h"
 #include "kernels/cuda/ops.h"
@@ -532,16 +533,19 @@ void RopeForward(const OpContext& ctx, const AttentionShape& s, Bf16* qkv) {
 void RopeBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv) {
   RopeRotate(ctx, s, dqkv, -1.0);
 }
-// The tensor-core kernels (flash_tc.h) where they take the shape; the tiled fp32-math kernel
-// otherwise (head dims above 128 or not a multiple of 8, unaligned buffers).
+// cuDNN's fused attention (cudnn_sdpa.h) where it has a plan for the shape; else the tensor-core
+// kernels (flash_tc.h) where they take it; else the tiled fp32-math kernel (head dims above 128
+// or not a multiple of 8, unaligned buffers).
 void AttentionForward(const OpContext& ctx, const AttentionShape& s, Bf16* out, float* lse,
                       const Bf16* qkv) {
+  if (CudnnSdpaForward(ctx, s, out, lse, qkv)) return CountForward(ctx, s);
   if (!FlashTcSupports(s, qkv, out)) return AttentionForwardImpl(ctx, s, out, lse, qkv);
   FlashTcForward(ctx, s, out, lse, qkv);
   CountForward(ctx, s);
 }
 void AttentionBackward(const OpContext& ctx, const AttentionShape& s, Bf16* dqkv, const Bf16* dout,
                        const Bf16* out, const float* lse, const Bf16* qkv) {
+  if (CudnnSdpaBackward(ctx, s, dqkv, dout, out, lse, qkv)) return CountBackward(ctx, s);
   if (!FlashTcSupports(s, qkv, dqkv) || !FlashTcSupports(s, dout, out)) {
     return AttentionBackwardImpl(ctx, s, dqkv, dout, out, lse, qkv);
   }
