@@ -25,7 +25,9 @@
 #      only there) and `parity-worker --list-devices`;                        ~12 s (45 + 20)
 #   3. the CUDA backend's op parity test, kernels_cuda_ops_test, with PARITY_REQUIRE_GPU=1 (a
 #      skip is a failure there): every op of the fp32 table and of the bf16 table (against fp32
-#      within bf16 tolerance; the report counts the bf16 tests apart);             ~40 s (120)
+#      within bf16 tolerance; the report counts the bf16 tests apart), and cuDNN's fused
+#      attention called directly (a cuDNN refusal fails it; its first plans compile with NVRTC,
+#      a few seconds);                                                              ~60 s (120)
 #   4. bench/gpu_engine_check.py's training checks, each its own stage engine_<part> (its header
 #      has each part's checks and tolerances), micro models from kernels/examples, every spec
 #      with an explicit training.precision (unset would be bf16 on CUDA):
