@@ -44,6 +44,7 @@ for line in '^train fp32 micro-dense: PASS' '^train fp32 micro-moe: PASS' \
   '^  moe moe-ra20-C1-[a-z0-9-]*: d_model 64, 2 layers, 4 heads x 16, ffn 160, E 8 top-3' \
   '^    engine bf16: [0-9]* tok/s' '^    targets: MFU >= 40%: NOT met; peak memory within 15%' \
   '^    targets: MFU >= 25%: NOT met' '^    host: [0-9.]* s before the first step' \
+  '^    (no cuDNN attention line: cuDNN off or absent)' \
   '^op parity test: PASS 2 tests (1 of the bf16 table' '^overall: PASS'; do
   grep -q "$line" "$out/gpu_check.txt" || fail "gpu_check.txt has no line matching $line"
 done
@@ -86,6 +87,7 @@ for kind in ("dense", "moe"):
     assert k["layers"] == k["plan_shape"]["layers"] == 2 and "depth_note" not in k, k
     assert k["full_depth_tokens_per_second"] == k["tokens_per_second"], k
     assert k["targets"]["mfu"]["met"] is False and k["host_setup_seconds"] >= 0, k
+    assert "cudnn_attention" not in k, k  # a CPU run prints no cuDNN line
     spec = json.load(open(os.path.join(out, "runs", f"study-{k['run']}-cpu", "spec.json")))
     assert "accounting" not in spec and spec["resources"] == {"gpus": 1}, spec
     assert spec["training"]["batch_tokens"] == 2 * 64 and spec["data"]["reuse"] == \

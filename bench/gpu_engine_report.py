@@ -150,6 +150,8 @@ def study_lines(kind, t):
             f"; full-depth equivalent at constant MFU {full:.0f} tok/s (an extrapolation)"
             if full else ""))
     lines += speed_lines("engine bf16", t, "    ")
+    attention = t.get("cudnn_attention") or ["(no cuDNN attention line: cuDNN off or absent)"]
+    lines += [f"    {line}" for line in attention]
     tg = t.get("targets") or {}
     if tg:
         mfu, mem = tg["mfu"], tg["memory"]

@@ -92,13 +92,28 @@ def stderr_tail(out, spec, device, tag=""):
         return ""
 
 
+def attention_lines(out, spec, device, tag=""):
+    """The run's "cuDNN attention: ..." stderr lines (kernels/cuda/cudnn_sdpa_run.cc prints each
+    plan, with its engine and workspace, and each shape it declined, with the reason): which
+    attention path the run took. At most 12."""
+    try:
+        with open(os.path.join(run_dir_of(out, spec, device, tag), "stderr.log")) as f:
+            return [line.strip() for line in f if line.startswith("cuDNN attention:")][:12]
+    except OSError:
+        return []
+
+
 def run_record(out, spec, device, tag, summary, code, seconds):
     """What the report keeps of one run: exit, seconds, speed, final BPC, the precision it ran
-    in (from its summary: the proof the spec's precision took), stderr's tail if it failed."""
+    in (from its summary: the proof the spec's precision took), the attention path's lines,
+    stderr's tail if it failed."""
     rec = {"exit": code, "seconds": round(seconds, 2),
            "tokens_per_second": summary and summary.get("tokens_per_second"),
            "final_val_bpc": summary and summary.get("final_val_bpc"),
            "precision": summary and summary.get("precision")}
+    attention = attention_lines(out, spec, device, tag)
+    if attention:
+        rec["cudnn_attention"] = attention
     if code != 0:
         rec["stderr"] = stderr_tail(out, spec, device, tag)
     return rec
