@@ -5,7 +5,8 @@
 // `memory_bytes` of host memory (0 = unknown); a worker hosts as many ranks as its offer holds.
 // Fewer hosts first: workers are taken by how many ranks they can host, most first (ties by
 // worker id), which needs the fewest workers; ranks are numbered in that order (rank 0 on the
-// first). All ranks or none: nullopt when the pool cannot host them all.
+// first). A run pinned to a dataset copy goes only to workers that registered it. All ranks or
+// none: nullopt when the pool cannot host them all.
 #pragma once
 
 #include <algorithm>
@@ -28,13 +29,22 @@ struct GangAsk {
   uint32_t gpus = 0;              // the whole gang's; a multiple of ranks
   uint64_t gpu_memory_bytes = 0;  // per GPU; 0 = unknown
   uint64_t memory_bytes = 0;      // host memory per rank; 0 = unknown
+  std::string dataset_pin;        // data.dataset_digest: only workers holding that copy host it
 };
 
 // A worker of the pool and what it has free.
 struct GangCandidate {
   std::string worker_id;
   ResourceOffer offer;
+  std::vector<std::string> datasets;  // digests of the dataset copies it registered
 };
+
+// Whether `candidate` may host ranks of `ask`: it holds the pinned copy, if the run pins one (as
+// for ordinary runs, lease_runs.sql: a rank given another copy would fail DATA_MISMATCH).
+inline bool HoldsPin(const GangAsk& ask, const std::vector<std::string>& datasets) {
+  return ask.dataset_pin.empty() ||
+         std::find(datasets.begin(), datasets.end(), ask.dataset_pin) != datasets.end();
+}
 
 // How many ranks of `ask` the offer can host, and their devices (each rank's, in rank order).
 inline std::vector<std::vector<uint32_t>> RankDevices(const GangAsk& ask,
@@ -75,7 +85,8 @@ inline GangAsk AskOf(const v1::RunSpec& spec) {
           .threads_per_rank = std::max<uint32_t>(r.cpu_threads(), 1),
           .gpus = r.gpus(),
           .gpu_memory_bytes = r.gpu_memory_bytes(),
-          .memory_bytes = r.memory_bytes()};
+          .memory_bytes = r.memory_bytes(),
+          .dataset_pin = spec.data().dataset_digest()};
 }
 
 // Devices as an offer: a LeaseRun's free devices (OfferOf, worker_requests.h), or a worker's
@@ -106,6 +117,7 @@ inline std::optional<std::vector<GangSlot>> PlaceGang(const GangAsk& ask,
   };
   std::vector<Fit> fits;
   for (const GangCandidate& candidate : pool) {
+    if (!HoldsPin(ask, candidate.datasets)) continue;
     std::vector<std::vector<uint32_t>> ranks = RankDevices(ask, candidate.offer);
     if (!ranks.empty()) fits.push_back({&candidate, std::move(ranks)});
   }

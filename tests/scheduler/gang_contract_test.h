@@ -22,7 +22,8 @@ class GangContractTest : public StoreContractTest<Harness> {
   GangQueue& gangs() { return this->harness_.gangs(); }
 
   // One run of `ranks` ranks, `threads` CPU threads each.
-  std::string GangRun(const std::string& name, uint32_t ranks, uint32_t threads, int priority = 0) {
+  std::string GangRun(const std::string& name, uint32_t ranks, uint32_t threads, int priority = 0,
+                      const std::string& dataset_pin = "") {
     NewSweep sweep;
     sweep.spec.set_name(name);
     sweep.spec.set_priority(priority);
@@ -31,14 +32,23 @@ class GangContractTest : public StoreContractTest<Harness> {
     run.set_name(name + "-0");
     run.mutable_resources()->set_cpu_threads(threads);
     run.mutable_resources()->set_ranks(ranks);
+    if (!dataset_pin.empty()) {
+      run.mutable_data()->set_corpus("tiny");
+      run.mutable_data()->set_dataset_digest(dataset_pin);
+    }
     absl::StatusOr<CreatedSweep> created = this->catalog().CreateSweep(sweep);
     EXPECT_TRUE(created.ok()) << created.status();
     return created.ok() ? created->run_ids[0] : "";
   }
   // A worker whose one CPU device has `threads` threads (what the live fleet is judged by).
-  std::string CpuWorker(uint32_t threads) {
+  std::string CpuWorker(uint32_t threads, const std::string& dataset_digest = "") {
     WorkerRegistration registration;
     registration.hostname = "gang-host";
+    if (!dataset_digest.empty()) {
+      v1::DatasetHolding& held = registration.datasets.emplace_back();
+      held.set_name("tiny");
+      held.set_digest(dataset_digest);
+    }
     v1::Device& cpu = registration.devices.emplace_back();
     cpu.set_kind(v1::DEVICE_KIND_CPU);
     cpu.set_threads(threads);
@@ -131,6 +141,28 @@ TYPED_TEST_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderOneEpochOrNothin
   EXPECT_EQ(run.lease().lease_epoch(), placed.grant->lease_epoch);
   EXPECT_EQ(run.lease().worker_id(), std::min(a, b)) << "rank 0 on the first worker by id";
   EXPECT_FALSE(this->Wait(this->Offer(a, 4)).grant.has_value()) << "delivered once";
+}
+
+// As for ordinary runs (APinnedRunGoesOnlyToAWorkerHoldingItsCopy): a rank on a worker with
+// another copy of the data would fail DATA_MISMATCH, so a pinned gang waits for holders.
+TYPED_TEST_P(GangContractTest, APinnedGangGoesOnlyToWorkersHoldingItsCopy) {
+  const std::string ours(64, 'a'), theirs(64, 'b');
+  const std::string other = this->CpuWorker(4, theirs), bare = this->CpuWorker(4);
+  const std::string holder_a = this->CpuWorker(4, ours), holder_b = this->CpuWorker(4, ours);
+  const std::string run_id = this->GangRun("gang-pinned", 2, 4, 0, ours);
+  for (const std::string& worker : {other, bare, holder_a}) {
+    EXPECT_FALSE(this->Wait(this->Offer(worker, 4)).grant.has_value())
+        << "one holder and two workers without the copy: the gang must wait";
+  }
+  EXPECT_EQ(this->Run(run_id).state(), v1::RUN_STATE_PENDING)
+      << "placed over a worker without the pinned copy";
+  const GangWait placed = this->Wait(this->Offer(holder_b, 4));
+  ASSERT_TRUE(placed.grant.has_value()) << "the second holder completes the gang";
+  EXPECT_EQ(placed.placed_workers, std::vector<std::string>{holder_a});
+  EXPECT_EQ(this->Run(run_id).lease().worker_id(), std::min(holder_a, holder_b));
+  for (const std::string& worker : {other, bare}) {
+    EXPECT_FALSE(this->Wait(this->Offer(worker, 4)).grant.has_value()) << "no slot off the holders";
+  }
 }
 
 TYPED_TEST_P(GangContractTest, PrefersFewerHosts) {
@@ -453,7 +485,7 @@ TYPED_TEST_P(GangContractTest, ALostAnswerIsGivenAgainToItsRetryUntilTheWorkerSt
 }
 
 REGISTER_TYPED_TEST_SUITE_P(GangContractTest, PlacesEveryRankAcrossWorkersUnderOneEpochOrNothing,
-                            PrefersFewerHosts,
+                            APinnedGangGoesOnlyToWorkersHoldingItsCopy, PrefersFewerHosts,
                             AGangThatCannotBePlacedHoldsNothingAndNoOrdinaryLeaseTakesIt,
                             AStarvingGangReservesTheWorkersItCouldUseOnly,
                             TheRendezvousIsReleasedOnlyOnceEveryRankCheckedIn,

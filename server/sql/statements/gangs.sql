@@ -79,11 +79,15 @@ WHERE r.state = 'PENDING' AND r.ranks > 1 AND r.not_before <= now() AND s.ended_
 ORDER BY r.priority DESC, greatest(r.created_at, r.not_before), r.run_id LIMIT 16
 
 -- name: gang_pool
--- The candidates: the pool's workers still waiting, locked; one another transaction holds (it
--- is being placed, or answered) is skipped.
-SELECT worker_id::text AS worker_id, cpu_threads, host_memory_bytes, cpu_device,
-       gpu_indices::text AS gpu_indices, gpu_memory_bytes::text AS gpu_memory
-FROM gang_waiting_workers WHERE waiting_until > now() ORDER BY worker_id FOR UPDATE SKIP LOCKED
+-- The candidates: the pool's workers still waiting, locked, with the dataset copies they
+-- registered (a pinned gang goes only to holders); one another transaction holds (it is being
+-- placed, or answered) is skipped.
+SELECT g.worker_id::text AS worker_id, g.cpu_threads, g.host_memory_bytes, g.cpu_device,
+       g.gpu_indices::text AS gpu_indices, g.gpu_memory_bytes::text AS gpu_memory,
+       coalesce((SELECT w.datasets::text FROM workers w WHERE w.worker_id = g.worker_id),
+                '[]') AS datasets
+FROM gang_waiting_workers g WHERE g.waiting_until > now() ORDER BY g.worker_id
+FOR UPDATE OF g SKIP LOCKED
 
 -- name: gang_lock_pending
 -- $1 run: locked if it is still pending (another placement may hold it: skipped).
@@ -115,8 +119,8 @@ FROM unnest($3::integer[], $4::uuid[], $5::text[]) AS s(rank, worker_id, devices
 -- name: gang_live_fleet
 -- Workers seen within a minute and their registered devices (proto JSON): whether the fleet
 -- could ever host a starving gang.
-SELECT worker_id::text AS worker_id, devices::text AS devices FROM workers
-WHERE last_seen_at > now() - interval '1 minute'
+SELECT worker_id::text AS worker_id, devices::text AS devices, datasets::text AS datasets
+FROM workers WHERE last_seen_at > now() - interval '1 minute'
 
 -- name: gang_lock_rendezvous
 -- $1 run: its rendezvous row, locked.

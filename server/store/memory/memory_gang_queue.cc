@@ -16,6 +16,13 @@
 namespace parity::server {
 namespace {
 
+// The digests of the dataset copies a worker registered.
+std::vector<std::string> Digests(const v1::Worker& worker) {
+  std::vector<std::string> digests;
+  for (const v1::DatasetHolding& d : worker.datasets()) digests.push_back(d.digest());
+  return digests;
+}
+
 bool IsLive(v1::RunState state) {
   return state == v1::RUN_STATE_LEASED || state == v1::RUN_STATE_RUNNING;
 }
@@ -85,9 +92,11 @@ absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
     std::vector<GangCandidate> fleet;
     for (const auto& [id, row] : workers_) {
       if (row.last_seen < now - absl::Minutes(1)) continue;
-      fleet.push_back({id, OfferOfDevices(row.worker.devices())});
+      fleet.push_back({id, OfferOfDevices(row.worker.devices()), Digests(row.worker)});
     }
-    wait.reserved = !RankDevices(ask, offer.offer).empty() && PlaceGang(ask, fleet).has_value();
+    const auto self = workers_.find(offer.worker_id);
+    wait.reserved = self != workers_.end() && HoldsPin(ask, Digests(self->second.worker)) &&
+                    !RankDevices(ask, offer.offer).empty() && PlaceGang(ask, fleet).has_value();
     return wait;
   }
   return wait;
@@ -97,7 +106,11 @@ bool MemoryRunStore::PlaceOver(RunRow& run, const GangOffer& offer) {
   const absl::Time now = now_();
   std::vector<GangCandidate> pool;
   for (const auto& [worker_id, waiter] : gang_pool_) {
-    if (waiter.until > now) pool.push_back({worker_id, waiter.offer});
+    if (waiter.until <= now) continue;
+    const auto worker = workers_.find(worker_id);
+    pool.push_back(
+        {worker_id, waiter.offer,
+         worker == workers_.end() ? std::vector<std::string>{} : Digests(worker->second.worker)});
   }
   const std::optional<std::vector<GangSlot>> slots = PlaceGang(AskOf(run.run.spec()), pool);
   if (!slots) return false;

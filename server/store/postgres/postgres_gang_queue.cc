@@ -71,6 +71,18 @@ std::vector<uint64_t> Uint64s(const std::string& literal) {
   return values;
 }
 
+// The digests in a worker's registered datasets (workers.datasets: DatasetHolding as JSON).
+std::vector<std::string> Digests(const char* datasets_json) {
+  std::vector<std::string> digests;
+  const nlohmann::json array = nlohmann::json::parse(datasets_json, nullptr, false);
+  for (const nlohmann::json& held : array.is_array() ? array : nlohmann::json::array()) {
+    if (held.is_object() && held.contains("digest") && held["digest"].is_string()) {
+      digests.push_back(held["digest"].get<std::string>());
+    }
+  }
+  return digests;
+}
+
 GangCandidate CandidateFromRow(const pqxx::row& row) {
   GangCandidate candidate;
   candidate.worker_id = row["worker_id"].c_str();
@@ -82,6 +94,7 @@ GangCandidate CandidateFromRow(const pqxx::row& row) {
   for (size_t i = 0; i < indices.size() && i < memory.size(); ++i) {
     candidate.offer.gpus.push_back({indices[i], memory[i]});
   }
+  candidate.datasets = Digests(row["datasets"].c_str());
   return candidate;
 }
 
@@ -148,7 +161,8 @@ bool FleetCouldHost(pqxx::work& tx, const GangAsk& ask) {
         devices.push_back(std::move(parsed));
       }
     }
-    fleet.push_back({row["worker_id"].c_str(), OfferOfDevices(devices)});
+    fleet.push_back(
+        {row["worker_id"].c_str(), OfferOfDevices(devices), Digests(row["datasets"].c_str())});
   }
   return PlaceGang(ask, fleet).has_value();
 }
@@ -179,7 +193,11 @@ void TryPlace(pqxx::work& tx, const GangOffer& offer, GangWait& wait) {
     }
     const absl::Duration waited = absl::Microseconds(gang["waited_us"].as<int64_t>());
     if (waited <= offer.reservation_after) continue;
-    wait.reserved = !RankDevices(ask, offer.offer).empty() && FleetCouldHost(tx, ask);
+    const auto self = absl::c_find_if(
+        pool, [&](const GangCandidate& c) { return c.worker_id == offer.worker_id; });
+    wait.reserved =
+        HoldsPin(ask, self == pool.end() ? std::vector<std::string>{} : self->datasets) &&
+        !RankDevices(ask, offer.offer).empty() && FleetCouldHost(tx, ask);
     return;
   }
 }
