@@ -84,23 +84,21 @@ def train(bundle, out, spec, device, threads, budget, extra=(), tag="", ckpt=Non
     return lines, summary, code, seconds
 
 
-def stderr_tail(out, spec, device, tag=""):
+def stderr_text(out, spec, device, tag=""):
+    """The run's stderr ("" when it left none)."""
     try:
         with open(os.path.join(run_dir_of(out, spec, device, tag), "stderr.log")) as f:
-            return f.read()[-600:]
+            return f.read()
     except OSError:
         return ""
 
 
-def attention_lines(out, spec, device, tag=""):
-    """The run's "cuDNN attention: ..." stderr lines (kernels/cuda/cudnn_sdpa_run.cc prints each
-    plan, with its engine and workspace, and each shape it declined, with the reason): which
-    attention path the run took. At most 12."""
-    try:
-        with open(os.path.join(run_dir_of(out, spec, device, tag), "stderr.log")) as f:
-            return [line.strip() for line in f if line.startswith("cuDNN attention:")][:12]
-    except OSError:
-        return []
+def attention_lines(text):
+    """The "cuDNN attention: ..." lines of a run's stderr `text` (kernels/cuda/cudnn_sdpa_run.cc
+    prints each plan, with its engine and workspace, and each shape it declined, with the
+    reason): which attention path the run took. At most 12."""
+    return [line.strip() for line in text.splitlines()
+            if line.startswith("cuDNN attention:")][:12]
 
 
 def run_record(out, spec, device, tag, summary, code, seconds):
@@ -111,11 +109,12 @@ def run_record(out, spec, device, tag, summary, code, seconds):
            "tokens_per_second": summary and summary.get("tokens_per_second"),
            "final_val_bpc": summary and summary.get("final_val_bpc"),
            "precision": summary and summary.get("precision")}
-    attention = attention_lines(out, spec, device, tag)
+    text = stderr_text(out, spec, device, tag)
+    attention = attention_lines(text)
     if attention:
         rec["cudnn_attention"] = attention
     if code != 0:
-        rec["stderr"] = stderr_tail(out, spec, device, tag)
+        rec["stderr"] = text[-600:]
     return rec
 
 

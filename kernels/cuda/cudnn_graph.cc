@@ -38,6 +38,13 @@ void CudnnGraphBuilder::Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeNam
   if (s != CUDNN_STATUS_SUCCESS) Fail(s, absl::StrCat(what, ": attribute ", name));
 }
 
+bool CudnnGraphBuilder::Finalize(cudnnBackendDescriptor_t d, const std::string& what) {
+  if (!status_.ok()) return false;
+  const cudnnStatus_t s = cudnnBackendFinalize(d);
+  if (s != CUDNN_STATUS_SUCCESS) Fail(s, what);
+  return s == CUDNN_STATUS_SUCCESS;
+}
+
 cudnnBackendDescriptor_t CudnnGraphBuilder::Get(int64_t uid, const char* what) {
   auto it = tensors_.find(uid);
   if (it == tensors_.end()) {
@@ -64,9 +71,7 @@ void CudnnGraphBuilder::Tensor(int64_t uid, const TensorSpec& spec, const char* 
   if (by_value) {
     Set(t.get(), CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value, name);
   }
-  if (!status_.ok()) return;
-  const cudnnStatus_t s = cudnnBackendFinalize(t.get());
-  if (s != CUDNN_STATUS_SUCCESS) return Fail(s, absl::StrCat("tensor ", name));
+  if (!Finalize(t.get(), absl::StrCat("tensor ", name))) return;
   tensors_[uid] = std::move(t);
 }
 
@@ -78,11 +83,7 @@ int64_t CudnnGraphBuilder::Virtual(std::vector<int64_t> dims, std::vector<int64_
 }
 
 void CudnnGraphBuilder::AddOperation(CudnnDescriptor op, const char* what) {
-  if (!status_.ok()) return;
-  const cudnnStatus_t s = cudnnBackendFinalize(op.get());
-  if (s != CUDNN_STATUS_SUCCESS) {
-    return Fail(s, absl::StrCat("operation ", operations_.size(), " (", what, ")"));
-  }
+  if (!Finalize(op.get(), absl::StrCat("operation ", operations_.size(), " (", what, ")"))) return;
   operations_.push_back(std::move(op));
 }
 
@@ -94,10 +95,7 @@ void CudnnGraphBuilder::Pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t 
   Set(pw.get(), CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise");
   Set(pw.get(), CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute, "pointwise");
   if (axis >= 0) Set(pw.get(), CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, "pointwise");
-  if (!status_.ok()) return;
-  if (const cudnnStatus_t s = cudnnBackendFinalize(pw.get()); s != CUDNN_STATUS_SUCCESS) {
-    return Fail(s, absl::StrCat("pointwise mode ", mode));
-  }
+  if (!Finalize(pw.get(), absl::StrCat("pointwise mode ", mode))) return;
   CudnnDescriptor op =
       MakeCudnnDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, status_, "pointwise op");
   if (!status_.ok()) return;
@@ -124,10 +122,7 @@ void CudnnGraphBuilder::Matmul(int64_t a, int64_t b, int64_t c) {
   if (!status_.ok()) return;
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   Set(mm.get(), CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, "matmul");
-  if (!status_.ok()) return;
-  if (const cudnnStatus_t s = cudnnBackendFinalize(mm.get()); s != CUDNN_STATUS_SUCCESS) {
-    return Fail(s, "matmul descriptor");
-  }
+  if (!Finalize(mm.get(), "matmul descriptor")) return;
   CudnnDescriptor op =
       MakeCudnnDescriptor(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, status_, "matmul op");
   if (!status_.ok()) return;
@@ -149,10 +144,7 @@ void CudnnGraphBuilder::Reduce(cudnnReduceTensorOp_t reduce, int64_t x, int64_t 
   Set(red.get(), CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce,
       "reduce");
   Set(red.get(), CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, "reduce");
-  if (!status_.ok()) return;
-  if (const cudnnStatus_t s = cudnnBackendFinalize(red.get()); s != CUDNN_STATUS_SUCCESS) {
-    return Fail(s, "reduction descriptor");
-  }
+  if (!Finalize(red.get(), "reduction descriptor")) return;
   CudnnDescriptor op =
       MakeCudnnDescriptor(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, status_, "reduce op");
   if (!status_.ok()) return;
@@ -184,10 +176,7 @@ absl::Status CudnnGraphBuilder::Finish(CudnnDescriptor& graph) {
   for (const CudnnDescriptor& op : operations_) ops.push_back(op.get());
   Set(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
       static_cast<int64_t>(ops.size()), ops.data(), "operation graph");
-  if (!status_.ok()) return status_;
-  if (const cudnnStatus_t s = cudnnBackendFinalize(graph.get()); s != CUDNN_STATUS_SUCCESS) {
-    Fail(s, absl::StrCat("operation graph of ", ops.size(), " operations"));
-  }
+  Finalize(graph.get(), absl::StrCat("operation graph of ", ops.size(), " operations"));
   return status_;
 }
 

@@ -58,6 +58,8 @@ class CudnnGraphBuilder {
 
  private:
   void Fail(cudnnStatus_t s, const std::string& what);
+  // Finalizes `d` unless an earlier call failed; false (the failure kept) when it did or does.
+  bool Finalize(cudnnBackendDescriptor_t d, const std::string& what);
   void Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
            cudnnBackendAttributeType_t type, int64_t count, const void* value, const char* what);
   cudnnBackendDescriptor_t Get(int64_t uid, const char* what);

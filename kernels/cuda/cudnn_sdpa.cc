@@ -284,19 +284,27 @@ absl::StatusOr<CudnnDescriptor> DeviceProperties(const std::string& json) {
   return d;
 }
 
-bool NonDeterministic(cudnnBackendDescriptor_t engine_config) {
+// The engine an engine configuration runs, or null when cuDNN cannot say.
+CudnnDescriptor EngineOf(cudnnBackendDescriptor_t engine_config) {
   absl::Status status;
   CudnnDescriptor engine = MakeCudnnDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, status, "engine");
-  if (!status.ok()) return true;
+  if (!status.ok()) return nullptr;
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t n = 0;
   if (cudnnBackendGetAttribute(engine_config, CUDNN_ATTR_ENGINECFG_ENGINE,
                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
                                &raw) != CUDNN_STATUS_SUCCESS) {
-    return true;  // an engine that cannot say what it is is not trusted to repeat
+    return nullptr;
   }
+  return engine;
+}
+
+bool NonDeterministic(cudnnBackendDescriptor_t engine) {
+  // An engine that cannot say what it is is not trusted to repeat.
+  if (engine == nullptr) return true;
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  if (cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
                                notes) != CUDNN_STATUS_SUCCESS) {
     return true;
@@ -307,16 +315,10 @@ bool NonDeterministic(cudnnBackendDescriptor_t engine_config) {
   return false;
 }
 
-int64_t GlobalIndex(cudnnBackendDescriptor_t engine_config) {
-  absl::Status status;
-  CudnnDescriptor engine = MakeCudnnDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, status, "engine");
-  if (!status.ok()) return -1;
-  cudnnBackendDescriptor_t raw = engine.get();
+int64_t GlobalIndex(cudnnBackendDescriptor_t engine) {
   int64_t n = 0, index = -1;
-  if (cudnnBackendGetAttribute(engine_config, CUDNN_ATTR_ENGINECFG_ENGINE,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                               &raw) != CUDNN_STATUS_SUCCESS ||
-      cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+  if (engine == nullptr ||
+      cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
                                &index) != CUDNN_STATUS_SUCCESS) {
     return -1;
   }
@@ -364,12 +366,11 @@ bool TryHeuristics(SdpaPlan& plan, cudnnBackendHeurMode_t mode, std::string& why
       return absl::StrAppend(&why, "heuristics results: ", CudnnErrorText(s), "; "), false;
     }
   }
-  plan.info.candidates += returned;
   if (returned == 0) absl::StrAppend(&why, "heuristics mode ", mode, " offered no engine; ");
   for (int64_t i = 0; i < returned; ++i) {
-    const int64_t engine = GlobalIndex(raw[i]);
-    if (NonDeterministic(raw[i])) {
-      ++plan.info.nondeterministic;
+    const CudnnDescriptor engine_of = EngineOf(raw[i]);
+    const int64_t engine = GlobalIndex(engine_of.get());
+    if (NonDeterministic(engine_of.get())) {
       absl::StrAppend(&why, "engine ", engine, " is non-deterministic; ");
       continue;
     }

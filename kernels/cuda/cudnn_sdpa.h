@@ -37,10 +37,8 @@ using SdpaPlanPtr = std::unique_ptr<SdpaPlan, SdpaPlanDeleter>;
 
 // What a plan is, for logs and the GPU check.
 struct SdpaPlanInfo {
-  int64_t engine = -1;           // cuDNN's global engine index
-  int64_t workspace_bytes = 0;   // device workspace one execution needs, bytes
-  int64_t candidates = 0;        // engine configurations the heuristics offered
-  int64_t nondeterministic = 0;  // of those, skipped as non-deterministic
+  int64_t engine = -1;          // cuDNN's global engine index
+  int64_t workspace_bytes = 0;  // device workspace one execution needs, bytes
 };
 
 // Why a shape is not for cuDNN before any graph is built (empty when it may be): ALiBi, head dims

@@ -27,6 +27,19 @@ namespace {
 // pass, batch, seq, heads, kv heads, head dim
 using SdpaKey = std::array<int64_t, 6>;
 
+SdpaKey KeyOf(SdpaPass pass, const AttentionShape& s) {
+  return {static_cast<int64_t>(pass), s.batch, s.seq, s.heads, s.kv_heads, s.head_dim};
+}
+
+// "forward B8 S2048 H20/20 Dh128": the pass and shape a log line is about.
+std::string Named(SdpaPass pass, const AttentionShape& s) {
+  return absl::StrCat(pass == SdpaPass::kForward ? "forward" : "backward", " B", s.batch, " S",
+                      s.seq, " H", s.heads, "/", s.kv_heads, " Dh", s.head_dim);
+}
+
+// One line to stderr, once per event: each plan, each refusal (the GPU check collects them).
+void Say(const std::string& text) { std::fprintf(stderr, "cuDNN attention: %s\n", text.c_str()); }
+
 // A run meets one or two shapes a pass (micro-batches of a step differ by at most one sequence);
 // past this many, one plan goes (the first by key) and is rebuilt if its shape comes again.
 constexpr size_t kMaxSdpaPlans = 32;
@@ -38,8 +51,8 @@ struct CudnnFree {
 }  // namespace
 
 struct SdpaState {
-  bool enabled = true;      // PARITY_CUDNN_ATTENTION=0 turns cuDNN attention off
-  std::string unavailable;  // why no handle could be made (then every call falls back)
+  // Null when PARITY_CUDNN_ATTENTION=0 turned cuDNN attention off or no handle could be made:
+  // then every call falls back.
   std::unique_ptr<cudnnContext, CudnnFree> handle;
   std::map<SdpaKey, SdpaPlanPtr> plans;  // null: cuDNN refused this shape
 };
@@ -54,14 +67,11 @@ SdpaState& SdpaOf(const OpContext& ctx) {
     backend.sdpa.reset(new SdpaState{});
     SdpaState& sdpa = *backend.sdpa;
     const char* env = std::getenv("PARITY_CUDNN_ATTENTION");
-    sdpa.enabled = env == nullptr || std::strcmp(env, "0") != 0;
-    if (sdpa.enabled) {
+    if (env == nullptr || std::strcmp(env, "0") != 0) {
       cudnnHandle_t h = nullptr;
       if (const cudnnStatus_t s = cudnnCreate(&h); s != CUDNN_STATUS_SUCCESS) {
-        sdpa.unavailable = CudnnErrorText(s);
-        std::fprintf(stderr,
-                     "cuDNN attention: no cuDNN handle (%s); using the tensor-core kernels\n",
-                     sdpa.unavailable.c_str());
+        Say(absl::StrCat("no cuDNN handle (", CudnnErrorText(s),
+                         "); using the tensor-core kernels"));
       } else {
         sdpa.handle.reset(h);
       }
@@ -74,8 +84,8 @@ SdpaState& SdpaOf(const OpContext& ctx) {
 // first refusal of a shape is printed with its reason; the first plan with its engine).
 const SdpaPlan* PlanFor(SdpaState& sdpa, SdpaPass pass, const AttentionShape& s,
                         cudaStream_t stream) {
-  if (!sdpa.enabled || sdpa.handle == nullptr) return nullptr;
-  const SdpaKey key{static_cast<int64_t>(pass), s.batch, s.seq, s.heads, s.kv_heads, s.head_dim};
+  if (sdpa.handle == nullptr) return nullptr;
+  const SdpaKey key = KeyOf(pass, s);
   if (auto it = sdpa.plans.find(key); it != sdpa.plans.end()) return it->second.get();
   // Building a plan loads a compiled kernel into the context, which a stream being recorded into
   // a CUDA graph must not see; graph replay records a shape's second micro-batch, after the
@@ -86,26 +96,16 @@ const SdpaPlan* PlanFor(SdpaState& sdpa, SdpaPass pass, const AttentionShape& s,
     return nullptr;
   }
   if (sdpa.plans.size() >= kMaxSdpaPlans) sdpa.plans.erase(sdpa.plans.begin());
-  const char* name = pass == SdpaPass::kForward ? "forward" : "backward";
   absl::StatusOr<SdpaPlanPtr> plan = BuildSdpaPlan(pass, s, "");
   if (!plan.ok()) {
-    std::fprintf(stderr,
-                 "cuDNN attention: %s B%lld S%lld H%lld/%lld Dh%lld runs on the tensor-core "
-                 "kernels: %s\n",
-                 name, static_cast<long long>(s.batch), static_cast<long long>(s.seq),
-                 static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
-                 static_cast<long long>(s.head_dim), std::string(plan.status().message()).c_str());
+    Say(absl::StrCat(Named(pass, s),
+                     " runs on the tensor-core kernels: ", plan.status().message()));
     sdpa.plans[key] = nullptr;
     return nullptr;
   }
   const SdpaPlanInfo info = Describe(**plan);
-  std::fprintf(stderr,
-               "cuDNN attention: %s B%lld S%lld H%lld/%lld Dh%lld on engine %lld, workspace %lld "
-               "bytes\n",
-               name, static_cast<long long>(s.batch), static_cast<long long>(s.seq),
-               static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
-               static_cast<long long>(s.head_dim), static_cast<long long>(info.engine),
-               static_cast<long long>(info.workspace_bytes));
+  Say(absl::StrCat(Named(pass, s), " on engine ", info.engine, ", workspace ", info.workspace_bytes,
+                   " bytes"));
   return (sdpa.plans[key] = *std::move(plan)).get();
 }
 
@@ -133,11 +133,9 @@ bool Execute(SdpaState& sdpa, const SdpaPlan& plan, SdpaPass pass, const Attenti
   }
   if (scratch != nullptr) PARITY_CUDA_CHECK(cudaFreeAsync(scratch, stream));
   if (status.ok()) return true;
-  std::fprintf(stderr, "cuDNN attention: %s failed, falling back to the tensor-core kernels: %s\n",
-               pass == SdpaPass::kForward ? "forward" : "backward",
-               std::string(status.message()).c_str());
-  const SdpaKey key{static_cast<int64_t>(pass), s.batch, s.seq, s.heads, s.kv_heads, s.head_dim};
-  sdpa.plans[key] = nullptr;
+  Say(absl::StrCat(Named(pass, s),
+                   " failed, falling back to the tensor-core kernels: ", status.message()));
+  sdpa.plans[KeyOf(pass, s)] = nullptr;
   return false;
 }
 
@@ -221,15 +219,10 @@ bool CudnnSdpaBackwardWithin(const OpContext& ctx, const AttentionShape& s, Bf16
   if (workspace <= cap) return BackwardSlice(ctx, sdpa, *plan, s, dqkv, dout, out, lse, qkv);
   const int64_t per_sequence = (workspace + s.batch - 1) / s.batch;
   if (per_sequence > cap) {
-    std::fprintf(stderr,
-                 "cuDNN attention: backward S%lld H%lld Dh%lld needs %lld bytes of workspace a "
-                 "sequence, over the %lld the memory estimate holds; it runs on the tensor-core "
-                 "kernels\n",
-                 static_cast<long long>(s.seq), static_cast<long long>(s.heads),
-                 static_cast<long long>(s.head_dim), static_cast<long long>(per_sequence),
-                 static_cast<long long>(cap));
-    sdpa.plans[SdpaKey{static_cast<int64_t>(SdpaPass::kBackward), s.batch, s.seq, s.heads,
-                       s.kv_heads, s.head_dim}] = nullptr;
+    Say(absl::StrCat(Named(SdpaPass::kBackward, s), " needs ", per_sequence,
+                     " bytes of workspace a sequence, over the ", cap,
+                     " the memory estimate holds; it runs on the tensor-core kernels"));
+    sdpa.plans[KeyOf(SdpaPass::kBackward, s)] = nullptr;
     return false;
   }
   const int64_t slice = cap / per_sequence;

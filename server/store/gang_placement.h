@@ -39,17 +39,18 @@ struct GangCandidate {
   std::vector<std::string> datasets;  // digests of the dataset copies it registered
 };
 
-// Whether `candidate` may host ranks of `ask`: it holds the pinned copy, if the run pins one (as
-// for ordinary runs, lease_runs.sql: a rank given another copy would fail DATA_MISMATCH).
-inline bool HoldsPin(const GangAsk& ask, const std::vector<std::string>& datasets) {
-  return ask.dataset_pin.empty() ||
-         std::find(datasets.begin(), datasets.end(), ask.dataset_pin) != datasets.end();
-}
-
-// How many ranks of `ask` the offer can host, and their devices (each rank's, in rank order).
+// How many ranks of `ask` the candidate can host, and their devices (each rank's, in rank
+// order). None without the pinned copy, if the run pins one (as for ordinary runs,
+// lease_runs.sql: a rank given another copy would fail DATA_MISMATCH).
 inline std::vector<std::vector<uint32_t>> RankDevices(const GangAsk& ask,
-                                                      const ResourceOffer& offer) {
+                                                      const GangCandidate& candidate) {
   std::vector<std::vector<uint32_t>> ranks;
+  const std::vector<std::string>& held = candidate.datasets;
+  if (!ask.dataset_pin.empty() &&
+      std::find(held.begin(), held.end(), ask.dataset_pin) == held.end()) {
+    return ranks;
+  }
+  const ResourceOffer& offer = candidate.offer;
   uint64_t capacity = 0;
   std::vector<uint32_t> gpus;
   if (ask.gpus == 0) {
@@ -117,8 +118,7 @@ inline std::optional<std::vector<GangSlot>> PlaceGang(const GangAsk& ask,
   };
   std::vector<Fit> fits;
   for (const GangCandidate& candidate : pool) {
-    if (!HoldsPin(ask, candidate.datasets)) continue;
-    std::vector<std::vector<uint32_t>> ranks = RankDevices(ask, candidate.offer);
+    std::vector<std::vector<uint32_t>> ranks = RankDevices(ask, candidate);
     if (!ranks.empty()) fits.push_back({&candidate, std::move(ranks)});
   }
   std::sort(fits.begin(), fits.end(), [](const Fit& a, const Fit& b) {

@@ -44,11 +44,6 @@ class CudaBf16OpsTest : public CudaOpsTest {
     if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_NE(bf16_, nullptr) << "the CUDA device offers no bf16 table";
   }
-  // Random normals rounded to bf16: the values both backends see.
-  static std::vector<Bf16> RandomBf16(int64_t n, uint64_t seed, double scale = 1.0) {
-    return RoundToBf16(RandomFloats(n, seed, scale));
-  }
-  static std::vector<double> Wide(const std::vector<Bf16>& v) { return ToDouble(Widen(v)); }
 };
 
 TEST_F(CudaBf16OpsTest, TableIsCompleteAndItsFp32EntriesAreTheFp32Ops) {

@@ -17,13 +17,7 @@
 namespace parity::kernels::testing {
 namespace {
 
-class CudaCudnnAttentionTest : public CudaOpsTest {
- protected:
-  static std::vector<Bf16> RandomBf16(int64_t n, uint64_t seed) {
-    return RoundToBf16(RandomFloats(n, seed, 1.0));
-  }
-  static std::vector<double> Wide(const std::vector<Bf16>& v) { return ToDouble(Widen(v)); }
-};
+using CudaCudnnAttentionTest = CudaOpsTest;
 
 // delta[(b·H + h)·S + i] = Σ_d dout·out over query i's head h: the backward's row term.
 std::vector<float> RowSums(const AttentionShape& s, const std::vector<float>& out,

@@ -81,6 +81,11 @@ inline std::vector<float> Widen(const std::vector<Bf16>& v) {
   for (size_t i = 0; i < v.size(); ++i) out[i] = ToFloat(v[i]);
   return out;
 }
+// Random normals rounded to bf16 (the values both backends see), and bf16 widened to double.
+inline std::vector<Bf16> RandomBf16(int64_t n, uint64_t seed, double scale = 1.0) {
+  return RoundToBf16(RandomFloats(n, seed, scale));
+}
+inline std::vector<double> Wide(const std::vector<Bf16>& v) { return ToDouble(Widen(v)); }
 inline std::vector<uint16_t> Bits(const std::vector<Bf16>& v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = v[i].bits;

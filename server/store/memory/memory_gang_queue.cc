@@ -94,9 +94,8 @@ absl::StatusOr<GangWait> MemoryRunStore::WaitForGang(const GangOffer& offer) {
       if (row.last_seen < now - absl::Minutes(1)) continue;
       fleet.push_back({id, OfferOfDevices(row.worker.devices()), Digests(row.worker)});
     }
-    const auto self = workers_.find(offer.worker_id);
-    wait.reserved = self != workers_.end() && HoldsPin(ask, Digests(self->second.worker)) &&
-                    !RankDevices(ask, offer.offer).empty() && PlaceGang(ask, fleet).has_value();
+    const GangCandidate me{offer.worker_id, offer.offer, Digests(worker->second.worker)};
+    wait.reserved = !RankDevices(ask, me).empty() && PlaceGang(ask, fleet).has_value();
     return wait;
   }
   return wait;

@@ -195,9 +195,9 @@ void TryPlace(pqxx::work& tx, const GangOffer& offer, GangWait& wait) {
     if (waited <= offer.reservation_after) continue;
     const auto self = absl::c_find_if(
         pool, [&](const GangCandidate& c) { return c.worker_id == offer.worker_id; });
-    wait.reserved =
-        HoldsPin(ask, self == pool.end() ? std::vector<std::string>{} : self->datasets) &&
-        !RankDevices(ask, offer.offer).empty() && FleetCouldHost(tx, ask);
+    const GangCandidate me{offer.worker_id, offer.offer,
+                           self == pool.end() ? std::vector<std::string>{} : self->datasets};
+    wait.reserved = !RankDevices(ask, me).empty() && FleetCouldHost(tx, ask);
     return;
   }
 }
