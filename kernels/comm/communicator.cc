@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "kernels/comm/gang_watch.h"
 #include "kernels/comm/gloo_communicator.h"
 #include "kernels/comm/kv_store.h"
 
@@ -116,7 +117,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommOptions
       PARITY_ASSIGN_OR_RETURN(identity.token, NewGangToken());
     }
     KvLimits limits;
-    limits.max_connections = std::min(o.world_size + 16, 4096 + 16);
+    limits.max_connections = 2 * o.world_size + 16;  // each rank's rendezvous and watch
+    limits.ranks = o.world_size;
     limits.idle_timeout = o.rendezvous_timeout;
     limits.max_wait = o.rendezvous_timeout;
     PARITY_ASSIGN_OR_RETURN(server, KvServer::Start(o.listen_host, 0, identity, limits));
@@ -125,22 +127,34 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommOptions
   }
   PARITY_ASSIGN_OR_RETURN(std::unique_ptr<KvClient> client,
                           KvClient::Connect(address, identity, o.rendezvous_timeout));
-  std::unique_ptr<Communicator> comm;
+  // A second connection is this rank's watch on the gang from before the mesh forms, so that a
+  // rank dying at any point from here on is heard by the others (gang_watch.h).
+  PARITY_ASSIGN_OR_RETURN(std::unique_ptr<KvClient> watch_client,
+                          KvClient::Connect(address, identity, o.rendezvous_timeout));
+  PARITY_ASSIGN_OR_RETURN(std::unique_ptr<GangWatch> watch,
+                          GangWatch::Start(std::move(watch_client), o.rank));
+  absl::StatusOr<std::unique_ptr<Communicator>> comm;
   if (kind == DeviceKind::kCuda) {
-    PARITY_ASSIGN_OR_RETURN(comm, NcclThroughStore(o, *client, device));
+    comm = NcclThroughStore(o, *client, device);
   } else {
     std::string host = o.transport_host;
     if (host.empty()) {
       const bool wildcard = o.listen_host == "0.0.0.0" || o.listen_host == "::";
       host = o.rank == 0 && !wildcard ? o.listen_host : client->LocalHost();
     }
-    PARITY_ASSIGN_OR_RETURN(comm, MakeGlooCommunicator(o, *client, host));
+    comm = MakeGlooCommunicator(o, *client, host);
+  }
+  if (!comm.ok()) {
+    const std::string why = watch->broken();
+    if (why.empty()) return comm.status();
+    return absl::Status(comm.status().code(),
+                        absl::StrCat(comm.status().message(), " [the gang's watch: ", why, "]"));
   }
   // Every rank has read what it needed from the store once the collective library's mesh is up
   // (Gloo: a barrier after connecting; NCCL: ncclCommInitRank returns on all ranks together), so
-  // rank 0 closes its socket now rather than keep a listener open for the whole run.
-  if (server != nullptr) server->Stop();
-  return comm;
+  // rank 0 seals it: no new connection for the rest of the run, only the ranks' watches.
+  return WatchGang(*std::move(comm), std::move(watch), std::move(server), o.on_wedged,
+                   o.interrupt_grace);
 }
 
 }  // namespace parity::kernels

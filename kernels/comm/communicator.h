@@ -12,7 +12,10 @@
 //
 // Errors: Unavailable when a peer died, refused or the gang could not form; DeadlineExceeded when
 // a rendezvous or a collective ran past its timeout. Both mean the gang is broken: the caller
-// stops and the whole gang restarts from the last checkpoint (parity-train exits 7).
+// stops and the whole gang restarts from the last checkpoint (parity-train exits 7). A gang's
+// communicator is watched (gang_watch.h): a rank that leaves without MarkFinished — killed,
+// crashed, stopped on an error — fails the others' collectives within a second or two, whatever
+// the collective library notices.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +58,18 @@ class Communicator {
   // Every queued sum finished (or the gang is broken: Unavailable / DeadlineExceeded), and the
   // engine's later device work ordered after them.
   virtual absl::Status WaitQueued() { return absl::OkStatus(); }
+
+  // Makes the collective in flight (on another thread) and every later one fail promptly with
+  // Unavailable carrying `why`. Thread-safe; called by the gang's watch when a rank left.
+  virtual void Interrupt(const std::string& /*why*/) {}
+  // This rank's run ended normally and it calls no further collective: its leaving is not a
+  // failure the others must stop for (the gang's watch tells them so).
+  virtual void MarkFinished() {}
 };
+
+// How long a collective may stay blocked after the gang broke and the backend was interrupted
+// before the process is declared wedged (a woken collective returns in milliseconds).
+inline constexpr absl::Duration kInterruptGrace = absl::Seconds(5);
 
 // How this process joins its gang (parity-train's --rank, --world-size, --rendezvous-listen,
 // --rendezvous, --gang-epoch, --rendezvous-timeout, --collective-timeout, --comm-host; the
@@ -77,6 +91,12 @@ struct CommOptions {
   // Rank 0: called once its store listens, with the address and the token the others must be
   // given (the token is a secret: only the worker that relays it may see it).
   std::function<void(const std::string& address, const std::string& token)> on_listening;
+  // Called from the gang's watch thread when the gang broke (a rank left) and this rank's
+  // collective stayed blocked `interrupt_grace` past the backend's Interrupt — a library that
+  // cannot be woken (Gloo). The process cannot get its thread back: parity-train reports the
+  // status and exits (7). Unset: the collective waits out --collective-timeout.
+  std::function<void(const absl::Status& why)> on_wedged;
+  absl::Duration interrupt_grace = kInterruptGrace;
 };
 
 // InvalidArgument naming the flag: world size < 1, rank outside [0, world size), rank 0 without

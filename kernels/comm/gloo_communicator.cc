@@ -122,6 +122,11 @@ class GlooCommunicator final : public Communicator {
     });
   }
 
+  // No Interrupt: Gloo has no call that wakes a waiting operation. Its TCP pair, failing, wakes
+  // the buffers it knows of but not an unbound buffer's send still queued on it, which is how a
+  // rank can wait out the collective timeout after its peer died; the gang's watch ends such a
+  // process instead (gang_watch.h, CommOptions::on_wedged).
+
  private:
   template <typename F>
   absl::Status Run(const char* what, F&& f) {

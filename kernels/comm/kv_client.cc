@@ -1,6 +1,7 @@
 // The rendezvous store's client side (kv_store.h).
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -91,20 +92,25 @@ absl::StatusOr<std::string> KvClient::Call(const std::string& request, absl::Dur
   if (!WriteFrame(fd_, request)) {
     return absl::UnavailableError("the rendezvous store closed the connection");
   }
-  uint32_t len = 0;
   uint8_t status = 0;
-  uint32_t body_len = 0;
-  if (!ReadFull(fd_, &len, 4) || len < 5 || len > (64u << 20) || !ReadFull(fd_, &status, 1) ||
-      !ReadFull(fd_, &body_len, 4) || body_len != len - 5) {
+  std::string body;
+  if (!ReadReply(status, body)) {
     return absl::UnavailableError("the rendezvous store sent no valid reply");
-  }
-  std::string body(body_len, '\0');
-  if (!ReadFull(fd_, body.data(), body_len)) {
-    return absl::UnavailableError("the rendezvous store sent a truncated reply");
   }
   if (status == kOk) return body;
   if (status == kTimedOut) return absl::DeadlineExceededError(body);
   return absl::UnavailableError(absl::StrCat("the rendezvous store refused: ", body));
+}
+
+bool KvClient::ReadReply(uint8_t& status, std::string& body) {
+  uint32_t len = 0;
+  uint32_t body_len = 0;
+  if (!ReadFull(fd_, &len, 4) || len < 5 || len > (64u << 20) || !ReadFull(fd_, &status, 1) ||
+      !ReadFull(fd_, &body_len, 4) || body_len != len - 5) {
+    return false;
+  }
+  body.assign(body_len, '\0');
+  return ReadFull(fd_, body.data(), body_len);
 }
 
 absl::Status KvClient::Set(const std::string& key, const std::string& value) {
@@ -122,6 +128,44 @@ absl::StatusOr<std::string> KvClient::Get(const std::string& key, absl::Duration
   Put<uint32_t>(req, static_cast<uint32_t>(std::clamp<int64_t>(absl::ToInt64Milliseconds(wait), 0,
                                                                int64_t{UINT32_MAX})));
   return Call(req, wait);
+}
+
+absl::Status KvClient::Watch(int rank) {
+  std::string req;
+  Put<uint8_t>(req, kWatch);
+  Put<uint32_t>(req, static_cast<uint32_t>(rank));
+  // Silent for the whole run: no receive timeout (AwaitWatchEnd polls), keepalive instead.
+  SetSocketTimeouts(fd_, absl::ZeroDuration(), absl::Seconds(5));
+  EnableKeepalive(fd_);
+  if (!WriteFrame(fd_, req)) {
+    return absl::UnavailableError("the rendezvous store closed the connection before the watch");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> KvClient::AwaitWatchEnd(absl::Duration wait) {
+  pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+  const int ready = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(wait)));
+  if (ready == 0 || (ready < 0 && errno == EINTR)) {
+    return absl::DeadlineExceededError("the watch holds");
+  }
+  // A response arrives whole (a few bytes) or not at all: bound the rest of the read.
+  SetSocketTimeouts(fd_, absl::Seconds(5), absl::Seconds(5));
+  uint8_t status = 0;
+  std::string body;
+  if (!ReadReply(status, body)) {
+    return absl::UnavailableError(
+        "rank 0's rendezvous store went away (rank 0 died, was killed or its host is unreachable)");
+  }
+  if (status != kOk) return absl::UnavailableError(body);
+  return body;
+}
+
+absl::Status KvClient::SendDone() {
+  std::string req;
+  Put<uint8_t>(req, kDone);
+  if (!WriteFrame(fd_, req)) return absl::UnavailableError("the rendezvous store went away");
+  return absl::OkStatus();
 }
 
 std::string KvClient::LocalHost() const {

@@ -141,20 +141,32 @@ KvServer::KvServer(int fd, std::string address, int port, KvIdentity identity, K
 
 KvServer::~KvServer() { Stop(); }
 
+void KvServer::Seal() {
+  if (sealed_.exchange(true)) return;
+  if (accept_thread_.joinable()) accept_thread_.join();
+  ::close(listen_fd_);
+}
+
 void KvServer::Stop() {
   if (stop_.exchange(true)) return;
-  if (accept_thread_.joinable()) accept_thread_.join();
+  Seal();
   std::unique_lock<std::mutex> lock(mu_);
+  if (rank0_done_) {
+    EndWatchesLocked(kOk, "rank 0 finished and closed the gang's store");
+  } else {
+    EndWatchesLocked(kError,
+                     "rank 0 left the gang without finishing (its rendezvous store stopped: it "
+                     "stopped on an error; see rank 0's log)");
+  }
   // Unblock every connection thread (reads fail, waits wake) and wait for them to leave; they are
   // detached, so the last thing each does is to count itself out under the lock.
   for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
   changed_.notify_all();
   changed_.wait(lock, [&] { return active_ == 0; });
-  ::close(listen_fd_);
 }
 
 void KvServer::AcceptLoop() {
-  while (!stop_.load()) {
+  while (!stop_.load() && !sealed_.load()) {
     pollfd p{.fd = listen_fd_, .events = POLLIN, .revents = 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -184,6 +196,16 @@ void KvServer::Serve(int fd) {
     }
     std::string payload(len, '\0');
     if (!ReadFull(fd, payload.data(), len)) break;
+    uint32_t rank = 0;
+    if (Reader watch(payload); greeted && payload[0] == kWatch) {
+      uint8_t op = 0;
+      if (watch.Get(op) && watch.Get(rank) && watch.AtEnd()) {
+        Watch(fd, rank);
+      } else {
+        (void)WriteFrame(fd, Reply(kError, "malformed WATCH (expected a u32 rank)"));
+      }
+      break;
+    }
     std::string reply;
     const bool keep = Handle(payload, greeted, reply);
     if (!WriteFrame(fd, reply) || !keep) break;
@@ -254,6 +276,57 @@ bool KvServer::Handle(const std::string& payload, bool& greeted, std::string& re
   }
   reply = Reply(kError, "malformed request (op, key or value out of bounds)");
   return false;
+}
+
+void KvServer::Watch(int fd, uint32_t rank) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string refused;
+    if (limits_.ranks > 0 && rank >= static_cast<uint32_t>(limits_.ranks)) {
+      refused =
+          absl::StrCat("WATCH of rank ", rank, " refused: the gang has ", limits_.ranks, " ranks");
+    } else if (!watched_.insert(rank).second) {
+      refused = absl::StrCat("WATCH of rank ", rank,
+                             " refused: that rank already watches (two processes claim it)");
+    } else if (!broken_.empty()) {
+      refused = broken_;  // the gang broke before this rank got here: it learns why at once
+    }
+    if (!refused.empty()) {
+      (void)WriteFrame(fd, Reply(kError, refused));
+      return;
+    }
+    watches_[fd] = rank;
+  }
+  // A watch is silent for the whole run: no idle timeout, but keepalive finds a vanished host.
+  SetSocketTimeouts(fd, absl::ZeroDuration(), absl::Seconds(5));
+  EnableKeepalive(fd);
+  uint32_t len = 0;
+  uint8_t op = 0;
+  const bool done =
+      ReadFull(fd, &len, sizeof(len)) && len == 1 && ReadFull(fd, &op, 1) && op == kDone;
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = watches_.find(fd);
+  if (it == watches_.end()) return;  // already ended by another rank's leaving or by Stop
+  watches_.erase(it);
+  if (done) {
+    if (rank == 0) rank0_done_ = true;
+    (void)WriteFrame(fd, Reply(kOk, absl::StrCat("rank ", rank, " finished")));
+    return;
+  }
+  EndWatchesLocked(kError, absl::StrCat("rank ", rank,
+                                        " left the gang without finishing (its watch connection "
+                                        "to rank 0's rendezvous store closed: the process died, "
+                                        "was killed or stopped on an error; see its own log)"));
+}
+
+void KvServer::EndWatchesLocked(uint8_t status, const std::string& why) {
+  if (status != kOk && broken_.empty()) broken_ = why;
+  const std::string reply = Reply(static_cast<KvStatus>(status), why);
+  for (const auto& [fd, rank] : watches_) {
+    (void)WriteFrame(fd, reply);  // a few bytes under a 5 s send timeout: never blocks for long
+    ::shutdown(fd, SHUT_RDWR);    // its thread's read returns; the frame goes out before the FIN
+  }
+  watches_.clear();
 }
 
 std::string KvServer::HandleSet(const std::string& key, std::string value, bool& ok) {

@@ -13,15 +13,27 @@
 // capped; a frame longer than its limit is refused before anything is allocated; a connection
 // idle for `idle_timeout` (a peer that connects and says nothing) is closed; a key is written once.
 //
+// Once the collective library's mesh is up the store is sealed (no new connections) and each
+// rank's connection becomes its watch on the gang (WATCH): a connection that closes without DONE —
+// the rank died, was killed or stopped on an error — makes the store tell every other watch at
+// once, and their ranks interrupt their collectives (gang_watch.h). Collective libraries do not
+// promise to notice a dead peer (Gloo's TCP pairs can wait out the whole collective timeout; NCCL
+// between GPUs of one host never notices), so this is what fails a gang promptly.
+//
 // Wire format (little-endian): each message is u32 length + payload.
 //   request  = u8 op, then HELLO: 8 bytes "PARITYKV", u32 version (1), u64 epoch, u16 n + run id,
 //                                 u16 n + token
 //                           SET:   u16 n + key, u32 n + value
 //                           GET:   u16 n + key, u32 wait in ms (blocks until the key exists)
+//                           WATCH: u32 rank (no reply until the watch ends)
+//                           DONE:  nothing (after WATCH: this rank finished; the watch ends)
 //   response = u8 status (0 ok, 1 error, 2 timed out), u32 n + bytes (the value or a message)
+//   A watch gets exactly one response: ok after its DONE or when the store closes after rank 0's
+//   DONE (the gang finished); error naming the rank that left, or rank 0's store going away.
 //
 // Threading: the server runs an accept thread and one thread per connection (at most
-// max_connections); KvClient is not thread-safe (one per rank, used by the rendezvous only).
+// max_connections); KvClient is not thread-safe (one per rank, used by the rendezvous), except
+// that once watching, one thread may wait for the watch's end while another sends DONE.
 #pragma once
 
 #include <atomic>
@@ -30,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +63,7 @@ struct KvLimits {
   int max_connections = 64;                         // concurrent; more are closed at once
   absl::Duration idle_timeout = absl::Seconds(60);  // silence on a connection before it is closed
   absl::Duration max_wait = absl::Minutes(30);      // longest GET wait a client may ask for
+  int ranks = 0;  // the gang's size: a WATCH names a rank below it (0: not checked)
 };
 
 // The identity a connection must present.
@@ -78,7 +92,10 @@ class KvServer {
   // given to Start (a wildcard is replaced by this machine's host name).
   const std::string& address() const { return address_; }
   int port() const { return port_; }
-  // Closes the listener and every connection and joins the threads. Idempotent.
+  // Closes the listener: connections already open (the ranks' watches) stay. Idempotent.
+  void Seal();
+  // Ends every watch still open (ok when rank 0 said DONE: the gang finished; an error otherwise),
+  // closes the listener and every connection and joins the threads. Idempotent.
   void Stop();
 
  private:
@@ -88,6 +105,10 @@ class KvServer {
   // Handles one request payload; false when the connection is to be closed after the reply.
   bool Handle(const std::string& payload, bool& greeted, std::string& reply);
   std::string HandleSet(const std::string& key, std::string value, bool& ok);
+  // The rest of a connection's life once it asked to WATCH `rank`.
+  void Watch(int fd, uint32_t rank);
+  // Sends every open watch its one response and wakes its thread (mu_ held).
+  void EndWatchesLocked(uint8_t status, const std::string& why);
 
   const int listen_fd_;
   const std::string address_;
@@ -95,6 +116,7 @@ class KvServer {
   const KvIdentity identity_;
   const KvLimits limits_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> sealed_{false};
   std::thread accept_thread_;
   std::mutex mu_;
   std::condition_variable changed_;
@@ -103,6 +125,10 @@ class KvServer {
   std::vector<int> open_fds_;                  // guarded by mu_
   std::vector<std::thread> threads_;           // guarded by mu_
   int active_ = 0;                             // guarded by mu_
+  std::map<int, uint32_t> watches_;  // fd → rank of the watches not yet ended; guarded by mu_
+  std::set<uint32_t> watched_;       // ranks that ever watched (one process a rank); guarded by mu_
+  std::string broken_;               // why the gang broke ("" while it holds); guarded by mu_
+  bool rank0_done_ = false;          // guarded by mu_
 };
 
 class KvClient {
@@ -120,6 +146,15 @@ class KvClient {
   absl::Status Set(const std::string& key, const std::string& value);
   // The key's value, waiting up to `wait` for it to be set. DeadlineExceeded when it was not.
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration wait);
+  // Turns this connection into `rank`'s watch on the gang (after the collective mesh is up).
+  absl::Status Watch(int rank);
+  // Waits up to `wait` for the watch's one response: OK (with the store's words) when it ended
+  // normally, Unavailable naming who left when the gang broke or the store went away,
+  // DeadlineExceeded when nothing came yet.
+  absl::StatusOr<std::string> AwaitWatchEnd(absl::Duration wait);
+  // This rank finished: the watch ends without alarming the others (the response comes to
+  // AwaitWatchEnd). May be called from another thread than the one waiting.
+  absl::Status SendDone();
   // The local address of this connection: the interface that routes to rank 0, which is where
   // this rank's own transport listens unless told otherwise.
   std::string LocalHost() const;
@@ -127,6 +162,8 @@ class KvClient {
  private:
   explicit KvClient(int fd) : fd_(fd) {}
   absl::StatusOr<std::string> Call(const std::string& request, absl::Duration wait);
+  // One response frame; false when the connection closed or sent garbage.
+  bool ReadReply(uint8_t& status, std::string& body);
   int fd_;
 };
 

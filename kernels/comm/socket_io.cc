@@ -1,5 +1,7 @@
 #include "kernels/comm/socket_io.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -23,6 +25,14 @@ void SetSocketTimeouts(int fd, absl::Duration recv, absl::Duration send) {
   const timeval r = TimevalOf(recv), s = TimevalOf(send);
   (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &r, sizeof(r));
   (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &s, sizeof(s));
+}
+
+void EnableKeepalive(int fd) {
+  const int on = 1, idle = 10, interval = 5, count = 3;
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
 }
 
 bool ReadFull(int fd, void* buf, size_t n) {

@@ -10,13 +10,16 @@
 
 namespace parity::kernels::comm_internal {
 
-enum KvOp : uint8_t { kHello = 1, kSet = 2, kGet = 3 };
+enum KvOp : uint8_t { kHello = 1, kSet = 2, kGet = 3, kWatch = 4, kDone = 5 };
 enum KvStatus : uint8_t { kOk = 0, kError = 1, kTimedOut = 2 };
 inline constexpr char kMagic[8] = {'P', 'A', 'R', 'I', 'T', 'Y', 'K', 'V'};
 inline constexpr uint32_t kVersion = 1;
 
 // Receive and send timeouts of a blocking socket (0 = none).
 void SetSocketTimeouts(int fd, absl::Duration recv, absl::Duration send);
+// TCP keepalive probes after 10 s of silence, every 5 s, 3 unanswered = dead: a watch connection
+// to a host that vanished (power, network) breaks within about 25 s instead of never.
+void EnableKeepalive(int fd);
 // Reads exactly n bytes; false on EOF, error or timeout.
 bool ReadFull(int fd, void* buf, size_t n);
 // Writes all bytes (MSG_NOSIGNAL); false on error or timeout.

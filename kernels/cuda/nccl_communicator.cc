@@ -10,8 +10,10 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -103,6 +105,14 @@ class NcclCommunicator final : public Communicator {
     return AllReduceSumHost(&zero, 1);  // NCCL has no barrier; a one-element sum is one
   }
 
+  // NCCL between the GPUs of one host never notices a dead peer; the waiting loop below (on the
+  // engine's thread, which alone may abort the communicator) sees this and aborts.
+  void Interrupt(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(interrupt_mu_);
+    interrupt_why_ = why;
+    interrupted_.store(true);
+  }
+
  private:
   // Stages host bytes through a device buffer around a collective.
   template <typename F>
@@ -150,6 +160,13 @@ class NcclCommunicator final : public Communicator {
           return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(q)));
         }
       }
+      if (interrupted_.load()) {
+        (void)ncclCommAbort(comm_);
+        comm_ = nullptr;
+        std::lock_guard<std::mutex> lock(interrupt_mu_);
+        return absl::UnavailableError(absl::StrCat(call, " on rank ", rank_, " of ", size_,
+                                                   " interrupted: ", interrupt_why_));
+      }
       if (absl::Now() > deadline) {
         (void)ncclCommAbort(comm_);
         comm_ = nullptr;
@@ -166,6 +183,9 @@ class NcclCommunicator final : public Communicator {
   Device& device_;
   cudaStream_t stream_;
   const absl::Duration timeout_;
+  std::atomic<bool> interrupted_{false};
+  std::mutex interrupt_mu_;
+  std::string interrupt_why_;     // guarded by interrupt_mu_
   cudaStream_t queue_ = nullptr;  // the queued sums' stream (stream_ if none could be made)
   cudaEvent_t ready_ = nullptr;   // recorded on stream_ before each queued sum
   cudaEvent_t done_ = nullptr;    // recorded on queue_ after them

@@ -420,6 +420,8 @@ TEST_F(DataParallelTest, ARankKilledMidRunFailsTheOtherPromptly) {
   EXPECT_EQ(Wait(r0, 60), 7) << ReadFile(r0.log);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30);
   EXPECT_NE(ReadFile(r0.log).find("gloo"), std::string::npos) << ReadFile(r0.log);
+  // The gang's watch names the rank that left (Gloo's own error names only a socket).
+  EXPECT_NE(ReadFile(r0.log).find("rank 1 left the gang"), std::string::npos) << ReadFile(r0.log);
 }
 
 TEST_F(DataParallelTest, ASignalToOneRankStopsTheWholeGangWithACheckpoint) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 
@@ -208,6 +209,117 @@ TEST(KvStoreTest, ServerStopsWhileAClientWaits) {
   EXPECT_FALSE(c->Get("never", absl::Seconds(60)).ok());
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10);
   stopper.join();
+}
+
+// The gang's watches (kv_store.h): WATCH, DONE and the store's one response to each watch.
+std::vector<std::unique_ptr<KvClient>> Watches(const KvServer& server, int ranks) {
+  std::vector<std::unique_ptr<KvClient>> watches;
+  for (int r = 0; r < ranks; ++r) {
+    watches.push_back(Dial(server));
+    EXPECT_TRUE(watches.back()->Watch(r).ok());
+  }
+  return watches;
+}
+
+TEST(KvStoreTest, AWatchClosedWithoutDoneTellsEveryOtherWatchWhichRankLeft) {
+  KvLimits limits;
+  limits.ranks = 3;
+  auto server = StartServer(limits);
+  auto w = Watches(*server, 3);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(w[0]->AwaitWatchEnd(absl::Milliseconds(200)).status()))
+      << "a watch holds while every rank is there";
+  const auto t0 = std::chrono::steady_clock::now();
+  w[1].reset();  // rank 1's process is gone: its connection closes without DONE
+  for (int r : {0, 2}) {
+    const absl::StatusOr<std::string> end = w[r]->AwaitWatchEnd(absl::Seconds(5));
+    ASSERT_TRUE(absl::IsUnavailable(end.status())) << "rank " << r << ": " << end.status();
+    EXPECT_NE(end.status().message().find("rank 1 left the gang"), std::string::npos)
+        << end.status();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2);
+  // A rank watching only now (it was late) learns at once that the gang broke.
+  auto late = Dial(*server);
+  ASSERT_NE(late, nullptr);
+  EXPECT_TRUE(late->Watch(1).ok());
+  const absl::StatusOr<std::string> refused = late->AwaitWatchEnd(absl::Seconds(5));
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+}
+
+TEST(KvStoreTest, DoneEndsAWatchQuietlyAndTheStoreClosesWithFinishedAfterRankZerosDone) {
+  KvLimits limits;
+  limits.ranks = 3;
+  auto server = StartServer(limits);
+  auto w = Watches(*server, 3);
+  ASSERT_TRUE(w[1]->SendDone().ok());
+  const absl::StatusOr<std::string> one = w[1]->AwaitWatchEnd(absl::Seconds(5));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(*one, "rank 1 finished");
+  w[1].reset();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(w[2]->AwaitWatchEnd(absl::Milliseconds(300)).status()))
+      << "a rank that said DONE and left alarms nobody";
+  ASSERT_TRUE(w[0]->SendDone().ok());
+  ASSERT_TRUE(w[0]->AwaitWatchEnd(absl::Seconds(5)).ok());
+  server->Stop();
+  const absl::StatusOr<std::string> two = w[2]->AwaitWatchEnd(absl::Seconds(5));
+  ASSERT_TRUE(two.ok()) << "rank 0 finished, so the store's closing is the gang's end: "
+                        << two.status();
+  EXPECT_NE(two->find("rank 0 finished"), std::string::npos) << *two;
+}
+
+TEST(KvStoreTest, AStoreStoppedBeforeRankZerosDoneTellsTheWatchesRankZeroLeft) {
+  auto server = StartServer();
+  auto w = Watches(*server, 2);
+  server->Stop();
+  const absl::StatusOr<std::string> end = w[1]->AwaitWatchEnd(absl::Seconds(5));
+  ASSERT_TRUE(absl::IsUnavailable(end.status())) << end.status();
+  EXPECT_NE(end.status().message().find("rank 0 left the gang"), std::string::npos) << end.status();
+}
+
+TEST(KvStoreTest, AWatchOfARankOutsideTheGangOrAlreadyWatchedIsRefused) {
+  KvLimits limits;
+  limits.ranks = 2;
+  auto server = StartServer(limits);
+  auto outside = Dial(*server);
+  ASSERT_TRUE(outside->Watch(2).ok());
+  absl::StatusOr<std::string> end = outside->AwaitWatchEnd(absl::Seconds(5));
+  ASSERT_TRUE(absl::IsUnavailable(end.status()));
+  EXPECT_NE(end.status().message().find("the gang has 2 ranks"), std::string::npos) << end.status();
+  // Two processes claim rank 1: whichever the store heard second is refused (WATCH has no
+  // acknowledgement, so the order is the store's).
+  std::unique_ptr<KvClient> claims[2] = {Dial(*server), Dial(*server)};
+  ASSERT_TRUE(claims[0]->Watch(1).ok());
+  ASSERT_TRUE(claims[1]->Watch(1).ok());
+  int refused = -1;
+  for (int i = 0; i < 50 && refused < 0; ++i) {
+    for (int c : {0, 1}) {
+      end = claims[c]->AwaitWatchEnd(absl::Milliseconds(50));
+      if (absl::IsDeadlineExceeded(end.status())) continue;
+      refused = c;
+      ASSERT_TRUE(absl::IsUnavailable(end.status())) << end.status();
+      EXPECT_NE(end.status().message().find("already watches"), std::string::npos) << end.status();
+      break;
+    }
+  }
+  ASSERT_GE(refused, 0) << "one of two watches of rank 1 is refused within 5 s";
+  // Neither refusal broke the gang: the first claim's watch holds.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      claims[1 - refused]->AwaitWatchEnd(absl::Milliseconds(200)).status()));
+}
+
+TEST(KvStoreTest, ASealedStoreTakesNoNewConnectionAndItsWatchesOutliveTheIdleTimeout) {
+  KvLimits limits;
+  limits.idle_timeout = absl::Milliseconds(200);
+  auto server = StartServer(limits);
+  auto w = Watches(*server, 2);
+  server->Seal();
+  EXPECT_FALSE(KvClient::Connect(server->address(), kGang, absl::Milliseconds(500)).ok())
+      << "a sealed store accepts no new connection";
+  absl::SleepFor(absl::Milliseconds(600));  // three idle timeouts: a watch is silent by design
+  EXPECT_TRUE(absl::IsDeadlineExceeded(w[0]->AwaitWatchEnd(absl::Milliseconds(100)).status()));
+  w[0].reset();
+  const absl::StatusOr<std::string> end = w[1]->AwaitWatchEnd(absl::Seconds(5));
+  ASSERT_TRUE(absl::IsUnavailable(end.status())) << end.status();
+  EXPECT_NE(end.status().message().find("rank 0 left the gang"), std::string::npos) << end.status();
 }
 
 TEST(KvStoreTest, HostPortParsing) {

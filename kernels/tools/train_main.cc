@@ -115,29 +115,31 @@ std::string RendezvousTokenFromEnv(int rank) {
 
 parity::kernels::CommOptions CommOptionsFrom(const GangFlags& g, const std::string& run_id,
                                              parity::kernels::MetricsSink& sink, int fd) {
-  return {
-      .rank = g.rank,
-      .world_size = g.world_size,
-      .listen_host = g.listen,
-      .address = g.address,
-      .transport_host = g.comm_host,
-      .gang_epoch = g.epoch,
-      .run_id = run_id,
-      .rendezvous_timeout = absl::Seconds(g.rendezvous_timeout),
-      .collective_timeout = absl::Seconds(g.collective_timeout),
-      .token = RendezvousTokenFromEnv(g.rank),
-      .on_listening = [&sink, fd, g, run_id](const std::string& address, const std::string& token) {
-        nlohmann::json j = {{"event", "rendezvous"},
-                            {"run_id", run_id},
-                            {"address", address},
-                            {"world_size", g.world_size},
-                            {"gang_epoch", g.epoch}};
-        // The token goes only to the metrics channel (read by the worker that relays it);
-        // the copy on stdout, which lands in log files, goes without it.
-        if (fd != STDOUT_FILENO) std::cout << j.dump() << std::endl;
-        j["token"] = token;
-        sink.Write(j.dump());
-      }};
+  return {.rank = g.rank,
+          .world_size = g.world_size,
+          .listen_host = g.listen,
+          .address = g.address,
+          .transport_host = g.comm_host,
+          .gang_epoch = g.epoch,
+          .run_id = run_id,
+          .rendezvous_timeout = absl::Seconds(g.rendezvous_timeout),
+          .collective_timeout = absl::Seconds(g.collective_timeout),
+          .token = RendezvousTokenFromEnv(g.rank),
+          .on_listening =
+              [&sink, fd, g, run_id](const std::string& address, const std::string& token) {
+                nlohmann::json j = {{"event", "rendezvous"},
+                                    {"run_id", run_id},
+                                    {"address", address},
+                                    {"world_size", g.world_size},
+                                    {"gang_epoch", g.epoch}};
+                // The token goes only to the metrics channel (read by the worker that relays it);
+                // the copy on stdout, which lands in log files, goes without it.
+                if (fd != STDOUT_FILENO) std::cout << j.dump() << std::endl;
+                j["token"] = token;
+                sink.Write(j.dump());
+              },
+          .on_wedged = nullptr,  // set in main, where the failure is reported
+          .interrupt_grace = parity::kernels::kInterruptGrace};
 }
 
 }  // namespace
@@ -233,6 +235,10 @@ int main(int argc, char** argv) {
 
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  // A write to a dead peer or reader fails with EPIPE and is reported (a gang rank exits 7 naming
+  // the rank that left; metrics to a closed pipe are dropped) instead of killing the process
+  // without a word. An orphaned rank still dies with its worker (PR_SET_PDEATHSIG).
+  std::signal(SIGPIPE, SIG_IGN);
   parity::kernels::TrainerOptions options{
       .out_dir = out_dir,
       .resume = resume ? parity::kernels::ResumeMode::kResumeIfPresent
@@ -247,6 +253,9 @@ int main(int argc, char** argv) {
       .graph_replay = graphs,
       .prefetch = no_prefetch ? parity::kernels::Prefetch::kOff : parity::kernels::Prefetch::kOn,
       .comm = CommOptionsFrom(gang, run_id, sink, fd)};
+  // The gang broke and a collective could not be woken: report as any failure, then end here
+  // (the engine's thread is stuck inside the collective library).
+  options.comm.on_wedged = [&](const absl::Status& s) { std::_Exit(fail(s)); };
   auto summary = parity::kernels::RunTraining(parsed->config, options);
   if (!summary.ok()) return fail(summary.status());
   if (fd != STDOUT_FILENO && gang.rank == 0) std::cout << summary->json << std::endl;

@@ -117,6 +117,8 @@ absl::StatusOr<TrainSummary> RunTraining(const RunConfig& config, const TrainerO
   }
   summary.data_wait_seconds = s.loader->wait_seconds();
   summary.json = SummaryLine(s, telemetry, summary).dump();
+  // No collective follows: this rank leaving now is the run's end, not a failure (gang_watch.h).
+  s.comm->MarkFinished();
   // Ranks > 0 report nothing: the run's lines come from rank 0 exactly once.
   if (s.IsRankZero()) opt.metrics->Write(summary.json);
   return summary;
