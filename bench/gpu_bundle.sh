@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
-targets=(parity-worker worker_unit_test parity_fake_engine kernels_cuda_ops_test parity)
+targets=(parity-worker worker_unit_test parity_fake_engine kernels_cuda_ops_test parity parity_cuda)
 train="${PARITY_TRAIN_BIN:-}"
 if [ -z "$train" ]; then
   targets+=(parity-train)
@@ -24,13 +24,15 @@ b="$stage/bundle"
 mkdir -p "$b/bin" "$b/lib" "$b/data"
 cp "$build/worker/parity-worker" "$build/worker/tests/worker_unit_test" \
   "$build/worker/tests/parity_fake_engine" "$build/kernels/cuda/kernels_cuda_ops_test" "$train" \
-  "$build/cli/parity" "$b/bin/"
+  "$build/cli/parity" "$build/kernels/cuda/libparity_cuda.so" "$b/bin/"
 for bin in "$b"/bin/*; do
   ldd "$bin" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
   grep -Ev '/lib(cuda|cudart|cublas|cublasLt|cudnn[^/]*|nccl)\.so' |
   while read -r lib; do cp -L "$lib" "$b/lib/"; done
 strip --strip-unneeded "$b"/bin/* "$b"/lib/*
+# parity-train (and the worker's) load the CUDA backend module beside themselves
+# (kernels/backend/cuda_module.h): libparity_cuda.so is in bin/ for that.
 # worker_unit_test finds the fake engine at the absolute path it was built with.
 realpath "$build/worker/tests/parity_fake_engine" >"$b/fake_engine_path"
 cp -L data/kjv.txt "$b/data/kjv.txt"  # the training comparison's corpus (data/ is git-ignored)

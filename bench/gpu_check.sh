@@ -162,10 +162,11 @@ case "$mode" in
     # A bundle's bin/ holds the binaries side by side; a build directory in their rooms.
     if [ -d "$bin/kernels" ]; then
       preflight "$bin/kernels/cuda/kernels_cuda_ops_test" "$bin/kernels/parity-train" \
-        "$bin/worker/tests/worker_unit_test" "$bin/worker/parity-worker"
+        "$bin/kernels/cuda/libparity_cuda.so" "$bin/worker/tests/worker_unit_test" \
+        "$bin/worker/parity-worker"
     else
-      preflight "$bin/kernels_cuda_ops_test" "$bin/parity-train" "$bin/worker_unit_test" \
-        "$bin/parity-worker"
+      preflight "$bin/kernels_cuda_ops_test" "$bin/parity-train" "$bin/libparity_cuda.so" \
+        "$bin/worker_unit_test" "$bin/parity-worker"
     fi
     exit $?
     ;;
@@ -219,12 +220,12 @@ case "$mode" in
     export LD_LIBRARY_PATH="$b/lib${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >"$out/env.txt"
     # Where the CUDA libraries resolve (and anything missing), for the log.
-    ldd "$b/bin/kernels_cuda_ops_test" "$b/bin/parity-train" |
+    ldd "$b/bin/kernels_cuda_ops_test" "$b/bin/libparity_cuda.so" |
       grep -E 'not found|libcu|libnccl|^/' >"$out/ldd.txt" 2>&1
     : >"$out/stages.txt"
     # 0. The preflight: seconds, not the budget, when a piece is missing.
-    preflight "$b/bin/kernels_cuda_ops_test" "$b/bin/parity-train" "$b/bin/worker_unit_test" \
-      "$b/bin/parity-worker" | tee "$out/preflight.txt"
+    preflight "$b/bin/kernels_cuda_ops_test" "$b/bin/parity-train" "$b/bin/libparity_cuda.so" \
+      "$b/bin/worker_unit_test" "$b/bin/parity-worker" | tee "$out/preflight.txt"
     if [ "${PIPESTATUS[0]}" -ne 0 ]; then
       stage preflight 3 "$(($(date +%s) - start))"
       echo "== gpu_check stopped by the preflight ($(($(date +%s) - start)) s): see above" |

@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ "$took" -le 30 ] || fail "the preflight took ${took} s; it must take seconds"
 grep -q "missing: libparitymissing.so, which kernels_cuda_ops_test needs" "$tmp/out.txt" ||
   fail "the library the binary links was not named"
-for f in parity-train worker_unit_test parity-worker; do
+for f in parity-train libparity_cuda.so worker_unit_test parity-worker; do
   grep -q "missing: $tmp/bin/$f" "$tmp/out.txt" || fail "the absent $f was not named"
 done
 if ! command -v nvidia-smi >/dev/null; then
