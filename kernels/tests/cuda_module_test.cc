@@ -63,6 +63,20 @@ TEST_F(CudaModuleTest, ALibraryThatIsNotTheModuleIsNamedAsSuch) {
       testing::ExitedWithCode(0), "");
 }
 
+TEST_F(CudaModuleTest, AModuleFromAnotherBuildIsRefusedNamingBothBuilds) {
+  EXPECT_EXIT(
+      {
+        setenv("PARITY_CUDA_MODULE", PARITY_CUDA_MODULE_OF_ANOTHER_BUILD, 1);
+        CheckDevice([](const absl::Status& s) {
+          return s.code() == absl::StatusCode::kFailedPrecondition &&
+                 absl::StrContains(s.message(), "is from another build") &&
+                 absl::StrContains(s.message(), "/0000000000000000") &&
+                 absl::StrContains(s.message(), "install the module built with it");
+        });
+      },
+      testing::ExitedWithCode(0), "");
+}
+
 TEST_F(CudaModuleTest, TheBuiltModuleLoadsAndAnswersForTheGpu) {
   // Here the module loads; then the answer is the GPU's: a device, or (no GPU) the CUDA error.
   EXPECT_EXIT(
