@@ -72,6 +72,30 @@ def run_budget(deadline, device, gpu_cap, after=5):
     return min(gpu_cap if device != "cpu" else 120, r.remaining(deadline) - after)
 
 
+# Thresholds of the gap's growth profile: the first step past each. Summation-order chaos crosses
+# them one after another, steps apart, from a start near zero; a wrong kernel is past the first
+# ones at step 1 (the first GPU run: 1.1e-5 to step 20, then 2.7e-2 at step 28, with no curve kept
+# to say which — hence every step's values below).
+GAP_THRESHOLDS = (1e-4, 1e-3, 1e-2)
+
+
+def gap_profile(curves, steps):
+    """Both runs' per-step train_bpc and grad_norm (8 significant digits; None where a step is
+    missing) and the first step whose train_bpc gap passes each of GAP_THRESHOLDS."""
+    def series(slot, key):
+        return [None if curves[slot].get(s, {}).get(key) is None
+                else float(f"{curves[slot][s][key]:.8g}") for s in range(1, steps + 1)]
+    first = {}
+    for t in GAP_THRESHOLDS:
+        first[f"{t:g}"] = next(
+            (s for s in range(1, steps + 1)
+             if s in curves["cpu"] and s in curves["cuda"]
+             and r.rel(curves["cpu"][s]["train_bpc"], curves["cuda"][s]["train_bpc"]) > t), None)
+    return {"per_step": {f"{key}_{slot}": series(slot, key)
+                         for key in ("train_bpc", "grad_norm") for slot in ("cpu", "cuda")},
+            "gap_first_over": first}
+
+
 def bf16_vs_emulation(bundle, out, corpus, example, deadline, steps=EMULATION_STEPS,
                       early=EMULATION_EARLY_STEPS):
     """micro dense in bf16 on the device under test against the CPU emulation, step by step:
@@ -95,7 +119,7 @@ def bf16_vs_emulation(bundle, out, corpus, example, deadline, steps=EMULATION_ST
         d = r.rel(a["train_bpc"], b["train_bpc"])
         if d > worst[key][0] or worst[key][1] is None:
             worst[key] = (d, step)
-    res.update(steps_compared=compared,
+    res.update(steps_compared=compared, **gap_profile(curves, steps),
                max_rel_diff_early=worst["early"][0], worst_step_early=worst["early"][1],
                max_rel_diff_late=worst["late"][0], worst_step_late=worst["late"][1],
                identical=all(curves["cpu"].get(s, {}).get("train_bpc") ==

@@ -37,7 +37,8 @@ set -e
 fail() { echo "FAIL: $*"; exit 1; }
 [ "$status" -eq 0 ] || fail "gpu_engine_check.py exit $status (expected 0: every part passes)"
 for line in '^train fp32 micro-dense: PASS' '^train fp32 micro-moe: PASS' \
-  '^bf16 vs CPU emulation micro-dense: PASS' '^bf16 vs fp32 dense 40 steps: PASS' \
+  '^bf16 vs CPU emulation micro-dense: PASS' '^  gap first over 0.0001 at step' \
+  '^bf16 vs fp32 dense 40 steps: PASS' \
   '^bf16 vs fp32 moe 40 steps: PASS' '^bf16 determinism micro-moe 12 steps, two runs: PASS' \
   '^bf16 resume (stopped at 6, resumed): PASS' '^  engine bf16: [0-9]* tok/s' \
   '^study throughput (smoke: ' '^  dense dense-1C-C1-[a-z0-9-]*: d_model 64, 2 layers' \
@@ -64,6 +65,9 @@ if moe["routing_diverged_at_step"] is not None:
 emu = e["bf16_emulation"]
 assert emu["pass"] and emu["steps_compared"] == 20 and emu["worst_step_late"] > 10, emu
 assert emu["cpu"]["precision"] == emu["cuda"]["precision"] == "bf16", emu
+per = emu["per_step"]
+assert all(len(per[k]) == 20 and None not in per[k] for k in per), per  # every step, both runs
+assert set(emu["gap_first_over"]) == {"0.0001", "0.001", "0.01"}, emu["gap_first_over"]
 for kind in ("dense", "moe"):
     c = e["bf16_vs_fp32"][kind]
     assert c["pass"] and len(c["window_rel_diff"]) == 2, c

@@ -198,7 +198,10 @@ def part_text(name, res):
                 f"{res['steps']} steps, max rel diff train_bpc {g(res.get('max_rel_diff_early'))} "
                 f"(step {res.get('worst_step_early')}) <= {g(tol[0][1])} in {tol[0][0]}, "
                 f"{g(res.get('max_rel_diff_late'))} (step {res.get('worst_step_late')}) <= "
-                f"{g(tol[1][1])} in {tol[1][0]}; identical: {res.get('identical')}" + runs] + errors
+                f"{g(tol[1][1])} in {tol[1][0]}; identical: {res.get('identical')}" + runs,
+                "  gap first over " + ", ".join(
+                    f"{k} at step {v}" for k, v in (res.get("gap_first_over") or {}).items())
+                + " (chaos crosses them steps apart; a wrong kernel at step 1)"] + errors
     if name == "bf16_vs_fp32":
         lines = []
         for kind in ("dense", "moe"):
