@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -37,44 +39,34 @@ TEST_F(CudaModuleTest, TheEngineLinksNoCudaLibrary) {
   }
 }
 
-TEST_F(CudaModuleTest, AMissingModuleIsFailedPreconditionNamingItAndTheRemedy) {
+// With $PARITY_CUDA_MODULE set to `module`, MakeCudaDevice is FAILED_PRECONDITION and its
+// message holds every one of `words`.
+void ExpectRefusal(const char* module, const std::vector<std::string>& words) {
   EXPECT_EXIT(
       {
-        setenv("PARITY_CUDA_MODULE", "/nonexistent/libparity_cuda.so", 1);
-        CheckDevice([](const absl::Status& s) {
-          return s.code() == absl::StatusCode::kFailedPrecondition &&
-                 absl::StrContains(s.message(), "/nonexistent/libparity_cuda.so") &&
-                 absl::StrContains(s.message(), "$PARITY_CUDA_MODULE") &&
-                 absl::StrContains(s.message(), "LD_LIBRARY_PATH");
+        setenv("PARITY_CUDA_MODULE", module, 1);
+        CheckDevice([&](const absl::Status& s) {
+          bool held = s.code() == absl::StatusCode::kFailedPrecondition;
+          for (const std::string& w : words) held = held && absl::StrContains(s.message(), w);
+          return held;
         });
       },
-      testing::ExitedWithCode(0), "");
+      testing::ExitedWithCode(0), "")
+      << module;
+}
+
+TEST_F(CudaModuleTest, AMissingModuleIsFailedPreconditionNamingItAndTheRemedy) {
+  ExpectRefusal("/nonexistent/libparity_cuda.so",
+                {"/nonexistent/libparity_cuda.so", "$PARITY_CUDA_MODULE", "LD_LIBRARY_PATH"});
 }
 
 TEST_F(CudaModuleTest, ALibraryThatIsNotTheModuleIsNamedAsSuch) {
-  EXPECT_EXIT(
-      {
-        setenv("PARITY_CUDA_MODULE", "libm.so.6", 1);
-        CheckDevice([](const absl::Status& s) {
-          return s.code() == absl::StatusCode::kFailedPrecondition &&
-                 absl::StrContains(s.message(), "libm.so.6 is not the CUDA module");
-        });
-      },
-      testing::ExitedWithCode(0), "");
+  ExpectRefusal("libm.so.6", {"libm.so.6 is not the CUDA module"});
 }
 
 TEST_F(CudaModuleTest, AModuleFromAnotherBuildIsRefusedNamingBothBuilds) {
-  EXPECT_EXIT(
-      {
-        setenv("PARITY_CUDA_MODULE", PARITY_CUDA_MODULE_OF_ANOTHER_BUILD, 1);
-        CheckDevice([](const absl::Status& s) {
-          return s.code() == absl::StatusCode::kFailedPrecondition &&
-                 absl::StrContains(s.message(), "is from another build") &&
-                 absl::StrContains(s.message(), "/0000000000000000") &&
-                 absl::StrContains(s.message(), "install the module built with it");
-        });
-      },
-      testing::ExitedWithCode(0), "");
+  ExpectRefusal(PARITY_CUDA_MODULE_OF_ANOTHER_BUILD,
+                {"is from another build", "/0000000000000000", "install the module built with it"});
 }
 
 TEST_F(CudaModuleTest, TheBuiltModuleLoadsAndAnswersForTheGpu) {
