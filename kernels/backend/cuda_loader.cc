@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 #include "kernels/backend/cuda_module.h"
 
 #if !defined(PARITY_CUDA_MODULE_PATH) || !defined(PARITY_CUDA_ABI)
@@ -37,8 +38,8 @@ std::vector<std::string> Candidates() {
   return candidates;
 }
 
-// The module's table, or the reason there is none (loaded once per process).
-const CudaModuleApi* LoadModule(std::string& why) {
+// The module's table, or FAILED_PRECONDITION saying why there is none (loaded once per process).
+absl::StatusOr<const CudaModuleApi*> LoadModule() {
   static std::once_flag once;
   static const CudaModuleApi* api = nullptr;
   static std::string load_error;
@@ -79,24 +80,20 @@ const CudaModuleApi* LoadModule(std::string& why) {
         "path (LD_LIBRARY_PATH), and the module beside the executable or named in "
         "$PARITY_CUDA_MODULE");
   });
-  if (api == nullptr) why = load_error;
+  if (api == nullptr) return absl::FailedPreconditionError(load_error);
   return api;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(const CudaDeviceOptions& options) {
-  std::string why;
-  const CudaModuleApi* api = LoadModule(why);
-  if (api == nullptr) return absl::FailedPreconditionError(why);
+  PARITY_ASSIGN_OR_RETURN(const CudaModuleApi* api, LoadModule());
   return api->make_device(options);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(const NcclSetup& setup,
                                                                    Device& device) {
-  std::string why;
-  const CudaModuleApi* api = LoadModule(why);
-  if (api == nullptr) return absl::FailedPreconditionError(why);
+  PARITY_ASSIGN_OR_RETURN(const CudaModuleApi* api, LoadModule());
   return api->make_nccl_communicator(setup, device);
 }
 

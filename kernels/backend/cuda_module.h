@@ -3,8 +3,8 @@
 // CUDA runtime, cuBLASLt, cuDNN and NCCL added ≈ 150 MiB of resident memory to every process
 // before any work, bench/engine/RESULTS.md), and a binary built where nvcc exists still starts
 // on a machine without them. The first MakeCudaDevice or MakeNcclCommunicator loads the module
-// (backend/cuda_loader.cc) from, in order: $PARITY_CUDA_MODULE, the build tree's module, or
-// libparity_cuda.so beside the executable (binaries copied out of the build tree together).
+// (backend/cuda_loader.cc) from $PARITY_CUDA_MODULE when set, else libparity_cuda.so beside the
+// executable (binaries copied out of the build tree together), else the build tree's module.
 //
 // The module and the engine are built together from one tree with one compiler, so the table
 // passes C++ types; `abi` (a digest of the headers defining them, kernels/CMakeLists.txt) refuses

@@ -144,12 +144,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommOptions
     }
     comm = MakeGlooCommunicator(o, *client, host);
   }
-  if (!comm.ok()) {
-    const std::string why = watch->broken();
-    if (why.empty()) return comm.status();
-    return absl::Status(comm.status().code(),
-                        absl::StrCat(comm.status().message(), " [the gang's watch: ", why, "]"));
-  }
+  if (!comm.ok()) return WithGangWatchWord(comm.status(), watch->broken());
   // Every rank has read what it needed from the store once the collective library's mesh is up
   // (Gloo: a barrier after connecting; NCCL: ncclCommInitRank returns on all ranks together), so
   // rank 0 seals it: no new connection for the rest of the run, only the ranks' watches.

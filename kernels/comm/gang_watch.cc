@@ -85,9 +85,7 @@ class WatchedCommunicator final : public Communicator {
     absl::Status s = call();
     in_flight_.fetch_sub(1);
     if (s.ok()) return s;
-    const std::string why = watch_->AwaitBroken(absl::Seconds(1));
-    if (why.empty() || absl::StrContains(s.message(), why)) return s;
-    return absl::Status(s.code(), absl::StrCat(s.message(), " [the gang's watch: ", why, "]"));
+    return WithGangWatchWord(s, watch_->AwaitBroken(absl::Seconds(1)));
   }
 
   std::unique_ptr<KvServer> server_;
@@ -161,6 +159,11 @@ std::string GangWatch::AwaitBroken(absl::Duration wait) const {
   std::unique_lock<std::mutex> lock(mu_);
   ended_cv_.wait_for(lock, absl::ToChronoMilliseconds(wait), [&] { return ended_; });
   return broken_;
+}
+
+absl::Status WithGangWatchWord(const absl::Status& s, const std::string& why) {
+  if (s.ok() || why.empty() || absl::StrContains(s.message(), why)) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " [the gang's watch: ", why, "]"));
 }
 
 std::unique_ptr<Communicator> WatchGang(std::unique_ptr<Communicator> inner,

@@ -68,6 +68,9 @@ class GangWatch {
   std::thread thread_;
 };
 
+// `s` with the watch's word on why the gang broke appended, unless empty or already said.
+absl::Status WithGangWatchWord(const absl::Status& s, const std::string& why);
+
 // `inner` (the backend's communicator, its mesh up) watched by `watch`; rank 0 passes its store,
 // which is sealed here (no new connections) and stopped when the communicator goes.
 // When the gang breaks the backend is interrupted; a collective still blocked `grace` later

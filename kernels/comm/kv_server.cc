@@ -196,9 +196,9 @@ void KvServer::Serve(int fd) {
     }
     std::string payload(len, '\0');
     if (!ReadFull(fd, payload.data(), len)) break;
-    uint32_t rank = 0;
     if (Reader watch(payload); greeted && payload[0] == kWatch) {
       uint8_t op = 0;
+      uint32_t rank = 0;
       if (watch.Get(op) && watch.Get(rank) && watch.AtEnd()) {
         Watch(fd, rank);
       } else {

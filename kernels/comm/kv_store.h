@@ -13,8 +13,9 @@
 // capped; a frame longer than its limit is refused before anything is allocated; a connection
 // idle for `idle_timeout` (a peer that connects and says nothing) is closed; a key is written once.
 //
-// Once the collective library's mesh is up the store is sealed (no new connections) and each
-// rank's connection becomes its watch on the gang (WATCH): a connection that closes without DONE —
+// Each rank also opens a second connection before the collective mesh forms and makes it its
+// watch on the gang (WATCH); once the mesh is up the store is sealed (no new connections, the
+// watches stay). A watch that closes without DONE —
 // the rank died, was killed or stopped on an error — makes the store tell every other watch at
 // once, and their ranks interrupt their collectives (gang_watch.h). Collective libraries do not
 // promise to notice a dead peer (Gloo's TCP pairs can wait out the whole collective timeout; NCCL
